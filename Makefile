@@ -1,0 +1,40 @@
+# snakka: the two commands a new user needs are `make run` and `make test`.
+# Both work on a fresh machine: they create .venv, install snakka and its dependencies, and
+# install kcat (Debian) for the client-compatibility tests.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup run test lint bench-produce gen-protocol system-deps clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -U pip
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+system-deps:
+	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
+
+# Start a broker on localhost:9092 (IPv4 and IPv6), data in ./snakka-data. Ctrl-C stops it.
+run: setup
+	$(VENV)/bin/snakka serve
+
+lint: setup
+	$(PY) -m ruff check src tests tools bench
+
+test: setup system-deps lint
+	$(PY) -m pytest
+
+gen-protocol: setup
+	$(PY) tools/gen_protocol.py
+
+bench-produce: setup
+	$(PY) bench/bench_produce_consume.py
+
+clean:
+	rm -rf $(VENV) snakka-data .pytest_cache .hypothesis

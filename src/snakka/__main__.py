@@ -1,0 +1,5 @@
+"""``python -m snakka`` runs the CLI (see snakka.cli)."""
+
+from snakka.cli import main
+
+main()

@@ -1,0 +1,342 @@
+"""The broker: wires configuration, metadata, storage, handlers and listeners together.
+
+This is the thin I/O shell around the cores. It owns:
+- the metadata state (metadata.core.ClusterMetadata) and its durable log (metadata.store),
+- the partition logs (storage.LogManager), created and configured from resolved topic configs,
+- producer-id allocation (in blocks recorded in the metadata log),
+- long-poll wake-ups: Fetch waits on per-partition futures that appends resolve,
+- the group-commit flusher and the retention / checkpoint / idle-connection background tasks,
+- the listeners and the set of open connections.
+
+Everything runs on one asyncio event loop (uvloop when available). fsync and directory removal
+run in a single worker thread so they never block the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from snakka.config import BrokerConfig
+from snakka.fetch_sessions import FetchSessionCache
+from snakka.handlers import load_handlers
+from snakka.metadata.configs import ConfigResolver
+from snakka.metadata.core import (
+    ClusterMetadata,
+    TopicInfo,
+    random_topic_id,
+    uuid_to_base64,
+)
+from snakka.metadata.store import MetadataStore
+from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.server.listener import ListenerServer, idle_sweeper
+from snakka.storage import LogConfig, LogManager, PartitionLog
+from snakka.storage.flush import FlushScheduler
+from snakka.topic_policy import TopicPolicy
+
+if TYPE_CHECKING:
+    from snakka.config import Listener
+    from snakka.server.connection import KafkaConnection
+
+log = logging.getLogger("snakka.broker")
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, time_ms: Callable[[], int] = _wall_ms) -> None:
+        self.config = config
+        self.time_ms = time_ms
+        self.node_id = config.node_id
+        self.log_dir = os.path.abspath(config.log_dirs[0])
+        self.metadata = ClusterMetadata()
+        self.resolver = ConfigResolver(config, self.metadata)
+        self.store: MetadataStore | None = None
+        self.logs: LogManager | None = None
+        self.flusher: FlushScheduler | None = None
+        self.handlers = load_handlers()
+        self.fetch_sessions = FetchSessionCache(
+            config.int("max.incremental.fetch.session.cache.slots"), time_ms)
+        self.connections: set[KafkaConnection] = set()
+        self.listener_servers: list[ListenerServer] = []
+        self._waiters: dict[tuple[str, int], list[asyncio.Future]] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._policies: dict[str, TopicPolicy] = {}
+        self._pid_next = 0
+        self._pid_block_end = 0
+        self._started = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        t0 = time.monotonic()
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.store = MetadataStore(self.log_dir)
+        for rec in self.store.replay():
+            self.metadata.apply(rec)
+        cluster_id = self.config.raw("cluster.id")
+        if self.metadata.cluster_id is None:
+            cid = cluster_id or uuid_to_base64(uuid.uuid4())
+            self.store.append(self.metadata.set_cluster_id(cid))
+        elif cluster_id and cluster_id != self.metadata.cluster_id:
+            raise RuntimeError(
+                f"cluster.id {cluster_id} does not match {self.metadata.cluster_id} stored in "
+                f"{self.log_dir}")
+        self.logs = LogManager([self.log_dir], self.log_config_for(None), self.time_ms)
+        self.logs.write_meta_properties(self.metadata.cluster_id, self.node_id)
+        self.logs.load_all(self._known_partitions())
+        self.flusher = FlushScheduler(self.logs, self.config.int("log.flush.scheduler.interval.ms"))
+        self.flusher.start()
+        for listener in self.config.listeners:
+            srv = ListenerServer(self, listener)
+            await srv.start()
+            self.listener_servers.append(srv)
+        self._tasks.append(asyncio.ensure_future(idle_sweeper(self)))
+        self._tasks.append(asyncio.ensure_future(self._retention_loop()))
+        self._tasks.append(asyncio.ensure_future(self._checkpoint_loop()))
+        self._started = True
+        log.info("snakka broker %d started in %.0f ms (cluster %s, %d topics, data in %s)",
+                 self.node_id, (time.monotonic() - t0) * 1000, self.metadata.cluster_id,
+                 len(self.metadata.topics), self.log_dir)
+
+    async def stop(self) -> None:
+        for srv in self.listener_servers:
+            await srv.stop()
+        for conn in list(self.connections):
+            conn.close()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        if self.flusher is not None:
+            await self.flusher.stop()
+        if self.logs is not None:
+            self.logs.close()
+        if self.store is not None:
+            self.store.close()
+        self._started = False
+        log.info("snakka broker %d stopped cleanly", self.node_id)
+
+    def _known_partitions(self) -> dict[tuple[str, int], tuple[uuid.UUID, LogConfig]]:
+        out = {}
+        for ti in self.metadata.topics.values():
+            cfg = self.log_config_for(ti)
+            for p in range(ti.partitions):
+                out[(ti.name, p)] = (ti.topic_id, cfg)
+        return out
+
+    # -- connections ---------------------------------------------------------------------
+    def register_connection(self, conn: KafkaConnection) -> bool:
+        if len(self.connections) >= self.config.int("max.connections"):
+            return False
+        self.connections.add(conn)
+        return True
+
+    def unregister_connection(self, conn: KafkaConnection) -> None:
+        self.connections.discard(conn)
+
+    def advertised_endpoint(self, listener: Listener) -> tuple[str, int]:
+        """host:port clients should use, for the listener they connected through."""
+        for srv in self.listener_servers:
+            if srv.listener.name == listener.name:
+                port = srv.port
+                break
+        else:
+            port = listener.port
+        adv = None
+        if self.config.raw("advertised.listeners"):
+            for a in self.config.advertised_listeners:
+                if a.name == listener.name:
+                    adv = a
+        if adv is not None:
+            return adv.host or "localhost", adv.port or port
+        host = listener.host
+        if host in ("", "0.0.0.0", "::"):
+            host = "localhost"
+        return host, port
+
+    @property
+    def bound_port(self) -> int:
+        return self.listener_servers[0].port
+
+    # -- topics --------------------------------------------------------------------------
+    def log_config_for(self, topic: TopicInfo | None) -> LogConfig:
+        return LogConfig.from_dict(self.resolver.effective_topic_config_map(topic))
+
+    def topic_policy(self, name: str) -> TopicPolicy:
+        pol = self._policies.get(name)
+        if pol is None:
+            ti = self.metadata.topics.get(name)
+            pol = TopicPolicy.from_configs(self.resolver.effective_topic_config_map(ti))
+            self._policies[name] = pol
+        return pol
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        assert self.logs is not None
+        return self.logs.get_log(topic, partition)
+
+    async def commit_metadata(self, records: list[dict]) -> None:
+        """Make applied metadata records durable (fsync off the loop) before answering."""
+        assert self.store is not None
+        self.store.append(records, sync=False)
+        await asyncio.get_running_loop().run_in_executor(None, self.store.sync)
+
+    def create_topic_now(self, name: str, partitions: int, configs: dict[str, str | None],
+                         topic_id: uuid.UUID | None = None) -> tuple[TopicInfo, list[dict]]:
+        """Create a topic in metadata and storage; returns (topic, records to commit)."""
+        assert self.logs is not None
+        recs = self.metadata.create_topic(name, partitions, configs, topic_id)
+        ti = self.metadata.topics[name]
+        cfg = self.log_config_for(ti)
+        for p in range(partitions):
+            self.logs.get_or_create_log(name, p, cfg, ti.topic_id)
+        log.info("created topic %s (id %s, %d partitions%s)", name, uuid_to_base64(ti.topic_id),
+                 partitions, f", configs {ti.configs}" if ti.configs else "")
+        return ti, recs
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
+                           topic_id: uuid.UUID | None = None) -> TopicInfo:
+        ti, recs = self.create_topic_now(name, partitions, configs, topic_id)
+        await self.commit_metadata(recs)
+        return ti
+
+    def auto_create_topic(self, name: str) -> TopicInfo:
+        """Metadata-triggered creation with broker defaults (auto.create.topics.enable)."""
+        n = int(self.resolver.broker_value("num.partitions") or 1)
+        ti, recs = self.create_topic_now(name, n, {})
+        assert self.store is not None
+        self.store.append(recs, sync=False)  # fsynced by the next commit or the flusher
+        self._tasks.append(asyncio.ensure_future(self._sync_store()))
+        return ti
+
+    async def _sync_store(self) -> None:
+        assert self.store is not None
+        await asyncio.get_running_loop().run_in_executor(None, self.store.sync)
+
+    async def delete_topic(self, name: str) -> None:
+        assert self.logs is not None
+        ti = self.metadata.topics.get(name)
+        if ti is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        recs = self.metadata.delete_topic(name)
+        self._policies.pop(name, None)
+        await self.commit_metadata(recs)
+        self.fetch_sessions.remove_topic(name)
+        self.fetch_sessions.remove_topic(ti.topic_id)
+        dirs = []
+        for p in range(ti.partitions):
+            d = self.logs.delete_log(name, p, defer_remove=True)
+            if d:
+                dirs.append(d)
+            self._wake((name, p))
+        if dirs:
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: [shutil.rmtree(d, ignore_errors=True) for d in dirs])
+        log.info("deleted topic %s (id %s)", name, uuid_to_base64(ti.topic_id))
+
+    async def create_partitions(self, name: str, count: int) -> None:
+        assert self.logs is not None
+        old = self.metadata.topics[name].partitions
+        recs = self.metadata.create_partitions(name, count)
+        ti = self.metadata.topics[name]
+        cfg = self.log_config_for(ti)
+        for p in range(old, count):
+            self.logs.get_or_create_log(name, p, cfg, ti.topic_id)
+        await self.commit_metadata(recs)
+
+    def reconfigure_topics(self, names: Iterable[str] | None = None) -> None:
+        """Push resolved configs to the partition logs after a config change."""
+        assert self.logs is not None
+        self._policies.clear()
+        topics = (self.metadata.topics.values() if names is None
+                  else [self.metadata.topics[n] for n in names if n in self.metadata.topics])
+        for ti in topics:
+            cfg = self.log_config_for(ti)
+            for p in range(ti.partitions):
+                pl = self.logs.get_log(ti.name, p)
+                if pl is not None:
+                    pl.config = cfg
+
+    # -- producer ids --------------------------------------------------------------------
+    async def next_producer_id(self) -> int:
+        if self._pid_next >= self._pid_block_end:
+            recs, start = self.metadata.allocate_producer_id_block()
+            await self.commit_metadata(recs)
+            self._pid_next, self._pid_block_end = start, self.metadata.next_producer_id_block
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+    # -- long-poll wake-ups --------------------------------------------------------------
+    def notify_append(self, topic: str, partition: int) -> None:
+        self._wake((topic, partition))
+
+    def _wake(self, key: tuple[str, int]) -> None:
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for f in waiters:
+                if not f.done():
+                    f.set_result(None)
+
+    async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
+        """Wait until any of the partitions gets an append, or the timeout. True if woken."""
+        fut = asyncio.get_running_loop().create_future()
+        keys = list(keys)
+        for k in keys:
+            self._waiters.setdefault(k, []).append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            for k in keys:
+                lst = self._waiters.get(k)
+                if lst is not None:
+                    try:
+                        lst.remove(fut)
+                    except ValueError:
+                        pass
+                    if not lst:
+                        del self._waiters[k]
+
+    # -- background tasks ----------------------------------------------------------------
+    async def _retention_loop(self) -> None:
+        assert self.logs is not None
+        period = self.config.int("log.retention.check.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(period)
+            try:
+                self.enforce_retention()
+            except Exception:
+                log.exception("retention check failed")
+
+    def enforce_retention(self) -> int:
+        assert self.logs is not None
+        deleted = self.logs.enforce_retention_all(self.time_ms())
+        if deleted:
+            log.info("retention deleted %d segment(s)", deleted)
+        return deleted
+
+    async def _checkpoint_loop(self) -> None:
+        assert self.logs is not None
+        period = self.config.int("log.flush.offset.checkpoint.interval.ms") / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await loop.run_in_executor(None, self.logs.write_checkpoints)
+            except Exception:
+                log.exception("checkpoint failed")

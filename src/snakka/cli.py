@@ -1,0 +1,304 @@
+"""The ``snakka`` command line: ``serve`` the broker, and small admin verbs.
+
+    snakka serve [-c server.properties] [-o key=value ...] [--strict-durability]
+    snakka topics create|list|describe|delete ...   (-b/--bootstrap-server, default localhost:9092)
+    snakka produce TOPIC < lines
+    snakka consume TOPIC [--from-beginning] [--max-messages N]
+
+``serve`` takes Kafka's config names (a server.properties file and/or ``-o`` overrides). The
+admin verbs speak the Kafka protocol through snakka.client, so they work against any Kafka broker.
+Heavy imports (rich, the client) happen inside the verbs so ``serve`` starts fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import click
+
+DEFAULT_BOOTSTRAP = "localhost:9092"
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+
+
+@click.group()
+@click.version_option(package_name="snakka")
+def main() -> None:
+    """snakka: a Kafka-compatible event-streaming broker."""
+
+
+# -- serve ---------------------------------------------------------------------------------
+@main.command()
+@click.option("-c", "--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+              help="A server.properties file (Kafka config names).")
+@click.option("-o", "--override", multiple=True, metavar="KEY=VALUE",
+              help="Set a config, e.g. -o num.partitions=3 (repeatable; wins over the file).")
+@click.option("--listeners", help="Shortcut for -o listeners=... (default PLAINTEXT://localhost:9092).")
+@click.option("--data-dir", help="Shortcut for -o log.dirs=... (default ./snakka-data).")
+@click.option("--strict-durability", is_flag=True,
+              help="fsync before acknowledging any write (log.flush.interval.messages=1).")
+@click.option("--log-level", default="INFO", show_default=True)
+@click.option("--ready-line", is_flag=True, hidden=True,
+              help="Print 'SNAKKA_READY port=N' on stdout when listening (used by snakka.testing).")
+def serve(config_file, override, listeners, data_dir, strict_durability, log_level,
+          ready_line) -> None:
+    """Run the broker until SIGINT/SIGTERM."""
+    from snakka.config import BrokerConfig, ConfigError
+
+    _setup_logging(log_level)
+    extra: dict[str, str] = {}
+    for item in override:
+        if "=" not in item:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--override")
+        k, v = item.split("=", 1)
+        extra[k.strip()] = v.strip()
+    if listeners:
+        extra["listeners"] = listeners
+    if data_dir:
+        extra["log.dirs"] = data_dir
+    if strict_durability:
+        extra["log.flush.interval.messages"] = "1"
+    text = open(config_file).read() if config_file else ""
+    try:
+        cfg = BrokerConfig.from_properties(text, extra)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    for k in cfg.unknown_keys():
+        logging.getLogger("snakka").warning("unknown config %s ignored", k)
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover
+        runner = asyncio.run
+    try:
+        runner(_serve(cfg, ready_line))
+    except OSError as e:
+        raise click.ClickException(f"cannot start: {e}") from None
+
+
+async def _serve(cfg, ready_line: bool) -> None:
+    from snakka.broker import Broker
+
+    broker = Broker(cfg)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if ready_line:
+        print(f"SNAKKA_READY port={broker.bound_port}", flush=True)
+    await stop.wait()
+    await broker.stop()
+
+
+# -- admin verbs ---------------------------------------------------------------------------
+_bootstrap = click.option("-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP,
+                          show_default=True, envvar="SNAKKA_BOOTSTRAP")
+
+
+def _run(coro):
+    from snakka.client.admin import AdminError
+
+    try:
+        return asyncio.run(coro)
+    except AdminError as e:
+        raise click.ClickException(str(e)) from None
+    except (ConnectionError, OSError, TimeoutError) as e:
+        raise click.ClickException(f"cannot reach the broker: {e or type(e).__name__}") from None
+
+
+def _kv(items: tuple[str, ...], what: str) -> dict[str, str]:
+    out = {}
+    for it in items:
+        if "=" not in it:
+            raise click.BadParameter(f"expected KEY=VALUE, got {it!r}", param_hint=what)
+        k, v = it.split("=", 1)
+        out[k] = v
+    return out
+
+
+@main.group()
+def topics() -> None:
+    """Create, list, describe and delete topics."""
+
+
+@topics.command("create")
+@click.argument("name")
+@click.option("-p", "--partitions", type=int, default=-1, help="Default: num.partitions.")
+@click.option("-r", "--replication-factor", type=int, default=-1)
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE")
+@_bootstrap
+def topics_create(name, partitions, replication_factor, configs, bootstrap) -> None:
+    from snakka.client.admin import Admin
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            return await admin.create_topic(name, partitions, replication_factor,
+                                            _kv(configs, "--config"))
+
+    tid = _run(go())
+    click.echo(f"Created topic {name} (id {tid}).")
+
+
+@topics.command("list")
+@_bootstrap
+def topics_list(bootstrap) -> None:
+    from snakka.client.admin import Admin
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            return await admin.list_topics()
+
+    for t in sorted(_run(go()), key=lambda t: t.name):
+        click.echo(t.name)
+
+
+@topics.command("describe")
+@click.argument("names", nargs=-1)
+@_bootstrap
+def topics_describe(names, bootstrap) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from snakka.client.admin import Admin
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            ts = await admin.list_topics(list(names) or None)
+            out = []
+            for t in ts:
+                if t.error_code:
+                    out.append((t, None, None))
+                    continue
+                offsets = await admin.partition_offsets(t.name, len(t.partitions))
+                configs = await admin.topic_overrides(t.name)
+                out.append((t, offsets, configs))
+            return out
+
+    console = Console()
+    for t, offsets, configs in _run(go()):
+        if offsets is None:
+            from snakka.protocol.errors import ErrorCode
+            console.print(f"[red]{t.name}: {ErrorCode(t.error_code).name}[/red]")
+            continue
+        from snakka.metadata.core import uuid_to_base64
+        cfg = ",".join(f"{k}={v}" for k, v in sorted(configs.items())) or "(defaults)"
+        console.print(f"[bold]{t.name}[/bold]  id {uuid_to_base64(t.topic_id)}  "
+                      f"partitions {len(t.partitions)}  configs {cfg}")
+        table = Table("partition", "leader", "replicas", "log start", "log end", "records")
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            lo, hi = offsets[p.partition_index]
+            table.add_row(str(p.partition_index), str(p.leader_id),
+                          ",".join(map(str, p.replica_nodes)), str(lo), str(hi), str(hi - lo))
+        console.print(table)
+
+
+@topics.command("delete")
+@click.argument("names", nargs=-1, required=True)
+@_bootstrap
+def topics_delete(names, bootstrap) -> None:
+    from snakka.client.admin import Admin
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            await admin.delete_topics(list(names))
+
+    _run(go())
+    for n in names:
+        click.echo(f"Deleted topic {n}.")
+
+
+@main.command()
+@click.argument("topic")
+@click.option("-k", "--key-separator", default=None,
+              help="Split each line into key and value at the first occurrence of this string.")
+@click.option("-H", "--header", "headers", multiple=True, metavar="KEY=VALUE",
+              help="A header added to every record.")
+@click.option("-p", "--partition", type=int, default=None,
+              help="Target partition (default: by key hash, as Kafka's partitioner, else round robin).")
+@click.option("--acks", type=click.Choice(["0", "1", "-1", "all"]), default="all", show_default=True)
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+              default="none", show_default=True)
+@_bootstrap
+def produce(topic, key_separator, headers, partition, acks, compression, bootstrap) -> None:
+    """Produce lines from standard input, one record per line."""
+    from snakka.client.admin import Admin
+
+    hdrs = [(k, v.encode()) for k, v in _kv(headers, "--header").items()]
+    lines = [ln.rstrip("\n") for ln in sys.stdin]
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            return await admin.produce_lines(topic, lines, key_separator=key_separator,
+                                             headers=hdrs, partition=partition,
+                                             acks=-1 if acks == "all" else int(acks),
+                                             compression=compression)
+
+    n = _run(go())
+    click.echo(f"Produced {n} record(s) to {topic}.", err=True)
+
+
+@main.command()
+@click.argument("topic")
+@click.option("-p", "--partition", type=int, default=None, help="Only this partition.")
+@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset (default: latest).")
+@click.option("--offset", type=int, default=None, help="Start at this offset (needs --partition).")
+@click.option("-n", "--max-messages", type=int, default=None)
+@click.option("--timeout-ms", type=int, default=None,
+              help="Exit when no record arrives for this long (default: wait forever, or 5000 "
+                   "with --max-messages unset and --from-beginning).")
+@click.option("--print-key", is_flag=True)
+@click.option("--print-offset", is_flag=True)
+@click.option("--print-headers", is_flag=True)
+@_bootstrap
+def consume(topic, partition, from_beginning, offset, max_messages, timeout_ms, print_key,
+            print_offset, print_headers, bootstrap) -> None:
+    """Print records of a topic (no consumer group; reads partitions directly)."""
+    from snakka.client.admin import Admin
+
+    if offset is not None and partition is None:
+        raise click.BadParameter("--offset needs --partition", param_hint="--offset")
+
+    def show(rec, p):
+        parts = []
+        if print_offset:
+            parts.append(f"{p}:{rec.offset}")
+        if print_key:
+            parts.append(_text(rec.key))
+        if print_headers:
+            parts.append(",".join(f"{k}={_text(v)}" for k, v in rec.headers) or "-")
+        parts.append(_text(rec.value))
+        click.echo("\t".join(parts))
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            return await admin.consume(topic, show, partition=partition,
+                                       start="earliest" if from_beginning else
+                                       (offset if offset is not None else "latest"),
+                                       max_messages=max_messages, idle_timeout_ms=timeout_ms)
+
+    try:
+        n = _run(go())
+    except KeyboardInterrupt:
+        return
+    click.echo(f"Processed {n} record(s).", err=True)
+
+
+def _text(b: bytes | None) -> str:
+    if b is None:
+        return "null"
+    try:
+        return b.decode()
+    except UnicodeDecodeError:
+        return b.hex()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,209 @@
+"""Admin operations for the CLI, on one connection to the bootstrap broker.
+
+Speaks only the public Kafka protocol (Metadata, CreateTopics, DeleteTopics, DescribeConfigs,
+ListOffsets, Produce, Fetch), so the CLI works against Apache Kafka too. Single-broker oriented:
+requests go to the bootstrap connection; against a multi-broker cluster, produce/consume of
+partitions led elsewhere report NOT_LEADER_OR_FOLLOWER.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+
+from snakka.client.connection import KafkaConnection, parse_bootstrap
+from snakka.metadata.core import uuid_to_base64
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.create_topics_request import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
+from snakka.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+from snakka.protocol.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+from snakka.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from snakka.protocol.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from snakka.protocol.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+from snakka.records import Record, build_batch, iter_records
+from snakka.util.murmur2 import murmur2_partition
+
+_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# Records per produce request of the CLI's produce verb.
+PRODUCE_CHUNK = 1000
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+
+
+class AdminError(RuntimeError):
+    pass
+
+
+def _check(code: int, what: str, message: str | None = None) -> None:
+    if code:
+        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+        raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""))
+
+
+class Admin:
+    def __init__(self, bootstrap: str, *, client_id: str = "snakka-cli") -> None:
+        host, port = parse_bootstrap(bootstrap)
+        self.conn = KafkaConnection(host, port, client_id=client_id)
+
+    async def __aenter__(self) -> Admin:
+        await self.conn.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.conn.close()
+
+    # -- topics --------------------------------------------------------------------------
+    async def list_topics(self, names: list[str] | None = None):
+        req = MetadataRequest(topics=None if names is None else
+                              [MetadataRequestTopic(name=n) for n in names],
+                              allow_auto_topic_creation=False)
+        resp = await self.conn.send(req)
+        return [t for t in resp.topics if not t.name.startswith("__") or names]
+
+    async def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
+                           configs: dict[str, str] | None = None) -> str:
+        req = CreateTopicsRequest(topics=[CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=replication_factor,
+            assignments=[], configs=[CreatableTopicConfig(name=k, value=v)
+                                     for k, v in (configs or {}).items()])],
+            timeout_ms=30000, validate_only=False)
+        resp = await self.conn.send(req)
+        r = resp.topics[0]
+        _check(r.error_code, f"create topic {name}", r.error_message)
+        return uuid_to_base64(r.topic_id)
+
+    async def delete_topics(self, names: list[str]) -> None:
+        req = DeleteTopicsRequest(topics=[DeleteTopicState(name=n) for n in names],
+                                  topic_names=names, timeout_ms=30000)
+        resp = await self.conn.send(req)
+        for r in resp.responses:
+            _check(r.error_code, f"delete topic {r.name}", r.error_message)
+
+    async def topic_overrides(self, name: str) -> dict[str, str]:
+        req = DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=2, resource_name=name, configuration_keys=None)])
+        resp = await self.conn.send(req)
+        r = resp.results[0]
+        _check(r.error_code, f"describe configs of {name}", r.error_message)
+        return {c.name: c.value for c in r.configs if c.config_source == 1}
+
+    async def partition_offsets(self, topic: str, n: int) -> dict[int, tuple[int, int]]:
+        lo = await self.list_offsets(topic, range(n), -2)
+        hi = await self.list_offsets(topic, range(n), -1)
+        return {p: (lo[p], hi[p]) for p in range(n)}
+
+    async def list_offsets(self, topic: str, partitions, timestamp: int) -> dict[int, int]:
+        req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsTopic(
+            name=topic, partitions=[ListOffsetsPartition(partition_index=p, timestamp=timestamp)
+                                    for p in partitions])])
+        resp = await self.conn.send(req)
+        out = {}
+        for p in resp.topics[0].partitions:
+            _check(p.error_code, f"list offsets of {topic}-{p.partition_index}")
+            out[p.partition_index] = p.offset
+        return out
+
+    async def _partition_count(self, topic: str) -> int:
+        resp = await self.conn.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                                    allow_auto_topic_creation=True))
+        t = resp.topics[0]
+        _check(t.error_code, f"metadata of {topic}")
+        return len(t.partitions)
+
+    # -- produce / consume ---------------------------------------------------------------
+    async def produce_lines(self, topic: str, lines: list[str], *, key_separator: str | None,
+                            headers: list[tuple[str, bytes]], partition: int | None, acks: int,
+                            compression: str) -> int:
+        n_parts = await self._partition_count(topic)
+        rr = itertools.count()
+        now = time.time_ns() // 1_000_000
+        by_partition: dict[int, list] = {}
+        for line in lines:
+            key = None
+            value = line
+            if key_separator is not None and key_separator in line:
+                k, value = line.split(key_separator, 1)
+                key = k.encode()
+            if partition is not None:
+                p = partition
+            elif key is not None:
+                p = murmur2_partition(key, n_parts)
+            else:
+                p = next(rr) % n_parts
+            by_partition.setdefault(p, []).append(
+                Record(timestamp=now, key=key, value=value.encode(), headers=headers))
+        total = 0
+        for p, recs in by_partition.items():
+            for i in range(0, len(recs), PRODUCE_CHUNK):
+                chunk = recs[i:i + PRODUCE_CHUNK]
+                batch = build_batch(chunk, compression=_CODECS[compression])
+                req = ProduceRequest(transactional_id=None, acks=acks, timeout_ms=30000,
+                                     topic_data=[TopicProduceData(name=topic, partition_data=[
+                                         PartitionProduceData(index=p, records=batch)])])
+                if acks == 0:
+                    await self.conn.send_no_response(req)
+                else:
+                    resp = await self.conn.send(req)
+                    r = resp.responses[0].partition_responses[0]
+                    _check(r.error_code, f"produce to {topic}-{p}", r.error_message)
+                total += len(chunk)
+        return total
+
+    async def consume(self, topic: str, on_record: Callable, *, partition: int | None,
+                      start: str | int, max_messages: int | None,
+                      idle_timeout_ms: int | None) -> int:
+        n_parts = await self._partition_count(topic)
+        parts = [partition] if partition is not None else list(range(n_parts))
+        if isinstance(start, int):
+            positions = {parts[0]: start}
+        else:
+            positions = await self.list_offsets(topic, parts, -2 if start == "earliest" else -1)
+        seen = 0
+        idle = 0
+        while max_messages is None or seen < max_messages:
+            req = FetchRequest(replica_id=-1, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1,
+                               max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0,
+                               session_epoch=-1, topics=[FetchTopic(topic=topic, partitions=[
+                                   FetchPartition(partition=p, fetch_offset=positions[p],
+                                                  partition_max_bytes=FETCH_MAX_BYTES)
+                                   for p in parts])], forgotten_topics_data=[], rack_id="")
+            resp = await self.conn.send(req, version=min(12, self.conn.version_for(1)))
+            got = 0
+            for t in resp.responses:
+                for pd in t.partitions:
+                    _check(pd.error_code, f"fetch {topic}-{pd.partition_index}")
+                    if not pd.records:
+                        continue
+                    for rec in iter_records(bytes(pd.records)):
+                        if rec.offset < positions[pd.partition_index]:
+                            continue
+                        on_record(rec, pd.partition_index)
+                        positions[pd.partition_index] = rec.offset + 1
+                        got += 1
+                        seen += 1
+                        if max_messages is not None and seen >= max_messages:
+                            return seen
+            if got:
+                idle = 0
+            else:
+                idle += FETCH_MAX_WAIT_MS
+                if idle_timeout_ms is not None and idle >= idle_timeout_ms:
+                    return seen
+        return seen

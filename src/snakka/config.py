@@ -1,0 +1,495 @@
+"""Broker and topic configuration, by Kafka's own names and semantics.
+
+This module owns the table of every configuration key snakka understands: its Kafka name, type,
+default, validation, and (for topic configs) the broker-level synonym that supplies the default.
+A user's ``server.properties`` and their ``kafka-configs.sh`` knowledge carry over unchanged.
+
+Values are kept as strings at the edges (files, DescribeConfigs, AlterConfigs) and parsed into
+typed values on lookup, exactly as Kafka does, so DescribeConfigs can report the configured string
+and its source.
+
+snakka-specific keys are prefixed ``snakka.`` and documented in docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+# Kafka's ConfigType ids as used by DescribeConfigs v3+.
+class ConfigType(IntEnum):
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+# Kafka's DescribeConfigs ConfigSource ids.
+class ConfigSource(IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the key."""
+
+    def __init__(self, name: str, value: object, reason: str) -> None:
+        super().__init__(f"Invalid value {value!r} for configuration {name}: {reason}")
+        self.name = name
+
+
+def _parse_bool(name: str, s: str) -> bool:
+    v = s.strip().lower()
+    if v == "true":
+        return True
+    if v == "false":
+        return False
+    raise ConfigError(name, s, "Expected value to be either true or false")
+
+
+def _parse_int(lo: int, hi: int) -> Callable[[str, str], int]:
+    def parse(name: str, s: str) -> int:
+        try:
+            v = int(s.strip())
+        except ValueError:
+            raise ConfigError(name, s, "Not a number") from None
+        if not lo <= v <= hi:
+            raise ConfigError(name, s, f"Value must be in [{lo}, {hi}]")
+        return v
+
+    return parse
+
+
+def _parse_double(name: str, s: str) -> float:
+    try:
+        return float(s.strip())
+    except ValueError:
+        raise ConfigError(name, s, "Not a number") from None
+
+
+def _parse_str(name: str, s: str) -> str:
+    return s.strip()
+
+
+def _parse_list(name: str, s: str) -> list[str]:
+    return [p.strip() for p in s.split(",") if p.strip()]
+
+
+def _one_of(*choices: str, case_insensitive: bool = False) -> Callable[[str, str], str]:
+    def parse(name: str, s: str) -> str:
+        v = s.strip()
+        if case_insensitive:
+            v = v.lower() if all(c == c.lower() for c in choices) else v
+        if v not in choices:
+            raise ConfigError(name, s, f"String must be one of: {', '.join(choices)}")
+        return v
+
+    return parse
+
+
+def _list_of(*choices: str) -> Callable[[str, str], list[str]]:
+    def parse(name: str, s: str) -> list[str]:
+        items = _parse_list(name, s)
+        for it in items:
+            if it not in choices:
+                raise ConfigError(name, s, f"Each item must be one of: {', '.join(choices)}")
+        return items
+
+    return parse
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    """One configuration key: Kafka name, type, default string, parser, documentation."""
+
+    name: str
+    type: ConfigType
+    default: str | None
+    parse: Callable[[str, str], object]
+    doc: str
+    # For a topic config: the broker config that supplies its default (Kafka's "synonym").
+    broker_synonym: str | None = None
+    read_only: bool = False
+    sensitive: bool = False
+
+    def value(self, s: str | None) -> object:
+        if s is None:
+            return None
+        return self.parse(self.name, s)
+
+
+def _d(name, typ, default, parse, doc, **kw) -> ConfigDef:  # noqa: ANN001 - table helper
+    return ConfigDef(name, typ, default, parse, doc, **kw)
+
+
+_L = ConfigType.LONG
+_I = ConfigType.INT
+_S = ConfigType.STRING
+_B = ConfigType.BOOLEAN
+_LIST = ConfigType.LIST
+_DBL = ConfigType.DOUBLE
+
+_nonneg_long = _parse_int(0, LONG_MAX)
+_long_m1 = _parse_int(-1, LONG_MAX)
+_pos_int = _parse_int(1, INT_MAX)
+_nonneg_int = _parse_int(0, INT_MAX)
+_pos_long = _parse_int(1, LONG_MAX)
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+# Topic-level configs (Kafka's TopicConfig), each with its broker-level synonym.
+TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        _d("cleanup.policy", _LIST, "delete", _list_of("delete", "compact"),
+           "Retention policy: delete old segments ('compact' is accepted and stored; compaction itself is not yet implemented).",
+           broker_synonym="log.cleanup.policy"),
+        _d("compression.type", _S, "producer", _one_of(*COMPRESSION_TYPES),
+           "Final compression of the topic's data; 'producer' keeps the producer's codec.",
+           broker_synonym="compression.type"),
+        _d("delete.retention.ms", _L, "86400000", _nonneg_long,
+           "How long delete tombstones are retained for compacted topics.",
+           broker_synonym="log.cleaner.delete.retention.ms"),
+        _d("file.delete.delay.ms", _L, "60000", _nonneg_long,
+           "Time to wait before deleting a file from the filesystem.",
+           broker_synonym="log.segment.delete.delay.ms"),
+        _d("flush.messages", _L, str(LONG_MAX), _parse_int(1, LONG_MAX),
+           "fsync after this many messages; 1 = every acknowledged write is fsynced first (strict mode).",
+           broker_synonym="log.flush.interval.messages"),
+        _d("flush.ms", _L, str(LONG_MAX), _nonneg_long,
+           "Maximum time data may stay un-fsynced.", broker_synonym="log.flush.interval.ms"),
+        _d("index.interval.bytes", _I, "4096", _nonneg_int,
+           "Bytes between offset index entries.", broker_synonym="log.index.interval.bytes"),
+        _d("local.retention.bytes", _L, "-2", _parse_int(-2, LONG_MAX),
+           "Local retention bytes for tiered topics (-2: same as retention.bytes).",
+           broker_synonym="log.local.retention.bytes"),
+        _d("local.retention.ms", _L, "-2", _parse_int(-2, LONG_MAX),
+           "Local retention time for tiered topics (-2: same as retention.ms).",
+           broker_synonym="log.local.retention.ms"),
+        _d("max.compaction.lag.ms", _L, str(LONG_MAX), _pos_long,
+           "Maximum time a message stays ineligible for compaction.",
+           broker_synonym="log.cleaner.max.compaction.lag.ms"),
+        _d("max.message.bytes", _I, "1048588", _nonneg_int,
+           "Largest record batch size allowed.", broker_synonym="message.max.bytes"),
+        _d("message.timestamp.after.max.ms", _L, str(LONG_MAX), _nonneg_long,
+           "Max allowed amount a record timestamp may be ahead of the broker time (CreateTime).",
+           broker_synonym="log.message.timestamp.after.max.ms"),
+        _d("message.timestamp.before.max.ms", _L, str(LONG_MAX), _nonneg_long,
+           "Max allowed amount a record timestamp may be behind the broker time (CreateTime).",
+           broker_synonym="log.message.timestamp.before.max.ms"),
+        _d("message.timestamp.type", _S, "CreateTime", _one_of("CreateTime", "LogAppendTime"),
+           "Whether record timestamps are the producer's (CreateTime) or the broker's append time.",
+           broker_synonym="log.message.timestamp.type"),
+        _d("min.cleanable.dirty.ratio", _DBL, "0.5", _parse_double,
+           "Dirty ratio that triggers compaction.", broker_synonym="log.cleaner.min.cleanable.ratio"),
+        _d("min.compaction.lag.ms", _L, "0", _nonneg_long,
+           "Minimum time a message stays uncompacted.", broker_synonym="log.cleaner.min.compaction.lag.ms"),
+        _d("min.insync.replicas", _I, "1", _pos_int,
+           "Minimum in-sync replicas for acks=all; above 1 on a single broker, acks=all fails with NOT_ENOUGH_REPLICAS.",
+           broker_synonym="min.insync.replicas"),
+        _d("preallocate", _B, "false", _parse_bool,
+           "Preallocate segment files (accepted, no effect on this platform).",
+           broker_synonym="log.preallocate"),
+        _d("remote.storage.enable", _B, "false", _parse_bool,
+           "Tiered storage for this topic (not yet available: setting true is rejected).",
+           broker_synonym=None),
+        _d("retention.bytes", _L, "-1", _long_m1,
+           "Maximum size of a partition before old segments are deleted (-1: no limit).",
+           broker_synonym="log.retention.bytes"),
+        _d("retention.ms", _L, "604800000", _long_m1,
+           "Maximum age of data before old segments are deleted (-1: no limit).",
+           broker_synonym="log.retention.ms"),
+        _d("segment.bytes", _I, "1073741824", _parse_int(14, INT_MAX),
+           "Segment file size.", broker_synonym="log.segment.bytes"),
+        _d("segment.index.bytes", _I, "10485760", _parse_int(4, INT_MAX),
+           "Maximum size of an offset index file.", broker_synonym="log.index.size.max.bytes"),
+        _d("segment.jitter.ms", _L, "0", _nonneg_long,
+           "Maximum random jitter subtracted from segment.ms.", broker_synonym="log.roll.jitter.ms"),
+        _d("segment.ms", _L, "604800000", _pos_long,
+           "Time after which a segment is rolled even if not full.", broker_synonym="log.roll.ms"),
+        _d("unclean.leader.election.enable", _B, "false", _parse_bool,
+           "No effect on a single broker.", broker_synonym="unclean.leader.election.enable"),
+    ]
+}
+
+# Broker-level configs. Topic-config synonyms come first; their defaults are the topic defaults.
+_BROKER_LIST: list[ConfigDef] = [
+    _d("node.id", _I, "1", _nonneg_int, "This broker's node id.", read_only=True),
+    _d("broker.id", _I, None, _nonneg_int, "Alias of node.id (older configs).", read_only=True),
+    _d("listeners", _LIST, "PLAINTEXT://localhost:9092", _parse_list,
+       "Listeners: NAME://host:port. 'localhost' binds every loopback address it resolves to "
+       "(127.0.0.1 and ::1); an empty host binds all interfaces.", read_only=True),
+    _d("advertised.listeners", _LIST, None, _parse_list,
+       "Addresses given to clients in Metadata; defaults to listeners.", read_only=True),
+    _d("listener.security.protocol.map", _LIST, "PLAINTEXT:PLAINTEXT", _parse_list,
+       "Listener name to security protocol.", read_only=True),
+    _d("log.dirs", _LIST, "./snakka-data", _parse_list, "Where partition logs live.", read_only=True),
+    _d("log.dir", _S, None, _parse_str, "Alias of log.dirs with one directory.", read_only=True),
+    _d("num.partitions", _I, "1", _pos_int, "Default partitions for new topics."),
+    _d("default.replication.factor", _I, "1", _pos_int, "Default replication factor (must be 1)."),
+    _d("auto.create.topics.enable", _B, "true", _parse_bool,
+       "Create a topic on first Metadata request that names it."),
+    _d("delete.topic.enable", _B, "true", _parse_bool, "Allow DeleteTopics."),
+    _d("socket.request.max.bytes", _I, "104857600", _pos_int,
+       "Largest request frame accepted; larger frames close the connection.", read_only=True),
+    _d("max.connections", _I, "10000", _pos_int,
+       "Maximum open client connections; new ones beyond it are closed at once (Kafka's default "
+       "is unbounded; snakka bounds it).", read_only=True),
+    _d("connections.max.idle.ms", _L, "600000", _nonneg_long,
+       "Close connections idle longer than this.", read_only=True),
+    _d("queued.max.requests", _I, "500", _pos_int,
+       "Requests one connection may have in flight; reading from it pauses at this bound.",
+       read_only=True),
+    _d("log.retention.hours", _I, "168", _parse_int(-1, INT_MAX), "Retention in hours."),
+    _d("log.retention.minutes", _I, None, _parse_int(-1, INT_MAX), "Retention in minutes."),
+    _d("log.roll.hours", _I, "168", _pos_int, "Segment roll time in hours."),
+    _d("log.retention.check.interval.ms", _L, "300000", _pos_long,
+       "How often retention is enforced.", read_only=True),
+    _d("log.flush.scheduler.interval.ms", _L, "1000", _pos_long,
+       "How often the background group commit fsyncs dirty logs (snakka default: 1 s).",
+       read_only=True),
+    _d("log.flush.offset.checkpoint.interval.ms", _I, "60000", _pos_int,
+       "How often the recovery-point checkpoint is written.", read_only=True),
+    _d("log.flush.start.offset.checkpoint.interval.ms", _I, "60000", _pos_int,
+       "How often the log-start-offset checkpoint is written.", read_only=True),
+    _d("producer.id.expiration.ms", _I, "86400000", _pos_int,
+       "Idle time after which a producer id's state is expired."),
+    _d("max.incremental.fetch.session.cache.slots", _I, "1000", _nonneg_int,
+       "Incremental fetch sessions (KIP-227) kept; 0 disables sessions.", read_only=True),
+    _d("fetch.max.bytes", _I, "57671680", _parse_int(1024, INT_MAX),
+       "Largest Fetch response the broker builds."),
+    _d("cluster.id", _S, None, _parse_str,
+       "Cluster id; generated on first start and kept in meta.properties.", read_only=True),
+]
+
+# Broker synonyms of topic configs; their defaults are the topic defaults except where Kafka's
+# broker default is expressed in another unit.
+for _t in TOPIC_CONFIGS.values():
+    if _t.broker_synonym and _t.broker_synonym not in {d.name for d in _BROKER_LIST}:
+        _BROKER_LIST.append(
+            ConfigDef(_t.broker_synonym, _t.type, _t.default, _t.parse,
+                      f"Default for topic config {_t.name}: {_t.doc}")
+        )
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_LIST}
+# Kafka expresses the retention/roll defaults in hours; log.retention.ms/log.roll.ms are unset.
+BROKER_CONFIGS["log.retention.ms"] = ConfigDef(
+    "log.retention.ms", _L, None, _long_m1, "Retention in ms (overrides minutes/hours).")
+BROKER_CONFIGS["log.roll.ms"] = ConfigDef(
+    "log.roll.ms", _L, None, _pos_long, "Segment roll time in ms (overrides hours).")
+BROKER_CONFIGS["log.flush.interval.ms"] = ConfigDef(
+    "log.flush.interval.ms", _L, None, _nonneg_long,
+    "Maximum time data may stay un-fsynced; defaults to log.flush.scheduler.interval.ms.")
+
+# Broker configs that may be changed at run time (IncrementalAlterConfigs on a BROKER resource):
+# the cluster-wide defaults of topic configs, plus the topic-creation defaults.
+DYNAMIC_BROKER_CONFIGS = frozenset(
+    {t.broker_synonym for t in TOPIC_CONFIGS.values() if t.broker_synonym}
+    | {"log.retention.ms", "log.roll.ms", "num.partitions", "auto.create.topics.enable",
+       "producer.id.expiration.ms", "fetch.max.bytes"}
+)
+
+
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str  # '' = all interfaces; IPv6 without brackets
+    port: int
+
+    @classmethod
+    def parse(cls, s: str) -> Listener:
+        m = _LISTENER_RE.match(s.strip())
+        if not m:
+            raise ConfigError("listeners", s, "Expected NAME://host:port")
+        host = m["host"]
+        if host.startswith("["):
+            host = host[1:-1]
+        port = int(m["port"])
+        if not 0 <= port <= 65535:
+            raise ConfigError("listeners", s, "Port out of range")
+        return cls(m["name"].upper(), host, port)
+
+    def __str__(self) -> str:
+        h = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{h}:{self.port}"
+
+
+@dataclass
+class BrokerConfig:
+    """The broker's static configuration (server.properties + command-line overrides).
+
+    ``overrides`` holds what the user set; everything else is the default. Dynamic changes made
+    through AlterConfigs live in the metadata log, not here (see metadata.ClusterMetadata).
+    """
+
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for k, v in list(self.overrides.items()):
+            d = BROKER_CONFIGS.get(k)
+            if d is None:
+                # Kafka logs unknown configs and carries on; so do we (see serve's log line).
+                continue
+            d.value(v)  # validate now, naming the key
+        self.listeners  # noqa: B018 - validate listener syntax eagerly
+        if self.default_replication_factor != 1:
+            raise ConfigError("default.replication.factor", self.default_replication_factor,
+                              "a single snakka broker can only hold replication factor 1")
+
+    @classmethod
+    def from_properties(cls, text: str, extra: Mapping[str, str] | None = None) -> BrokerConfig:
+        """Parse Java-properties text (key=value or key: value, # and ! comments)."""
+        props: dict[str, str] = {}
+        cont = ""
+        for raw in text.splitlines():
+            line = cont + raw.strip()
+            cont = ""
+            if not line or line[0] in "#!":
+                continue
+            if line.endswith("\\"):
+                cont = line[:-1]
+                continue
+            m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+            if not m:
+                props[line] = ""
+                continue
+            props[m[1]] = m[2]
+        if extra:
+            props.update(extra)
+        return cls(props)
+
+    def unknown_keys(self) -> list[str]:
+        return sorted(k for k in self.overrides if k not in BROKER_CONFIGS)
+
+    # -- typed access ----------------------------------------------------------------------
+    def raw(self, name: str) -> str | None:
+        if name in self.overrides:
+            return self.overrides[name]
+        return BROKER_CONFIGS[name].default
+
+    def get(self, name: str) -> object:
+        return BROKER_CONFIGS[name].value(self.raw(name))
+
+    def source(self, name: str) -> ConfigSource:
+        return ConfigSource.STATIC_BROKER_CONFIG if name in self.overrides else ConfigSource.DEFAULT_CONFIG
+
+    @property
+    def node_id(self) -> int:
+        if "node.id" not in self.overrides and "broker.id" in self.overrides:
+            return int(self.get("broker.id"))  # type: ignore[arg-type]
+        return int(self.get("node.id"))  # type: ignore[arg-type]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        ls = [Listener.parse(s) for s in self.get("listeners")]  # type: ignore[union-attr]
+        if not ls:
+            raise ConfigError("listeners", "", "at least one listener is required")
+        names = [listener.name for listener in ls]
+        if len(set(names)) != len(names):
+            raise ConfigError("listeners", ",".join(map(str, ls)), "listener names must be unique")
+        return ls
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        raw = self.get("advertised.listeners")
+        if raw is None:
+            return self.listeners
+        adv = [Listener.parse(s) for s in raw]  # type: ignore[union-attr]
+        return adv
+
+    @property
+    def log_dirs(self) -> list[str]:
+        if "log.dirs" not in self.overrides and "log.dir" in self.overrides:
+            return [str(self.get("log.dir"))]
+        return list(self.get("log.dirs"))  # type: ignore[arg-type]
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self.get("num.partitions"))  # type: ignore[arg-type]
+
+    @property
+    def default_replication_factor(self) -> int:
+        return int(self.get("default.replication.factor"))  # type: ignore[arg-type]
+
+    def int(self, name: str) -> int:
+        return int(self.get(name))  # type: ignore[arg-type]
+
+    def bool(self, name: str) -> bool:
+        return bool(self.get(name))
+
+
+def broker_default_for_topic_config(
+    name: str, broker_value: Callable[[str], str | None]
+) -> tuple[str | None, str | None]:
+    """Resolve the broker-supplied default of a topic config.
+
+    ``broker_value(key)`` returns the broker's configured string (static or dynamic) or None.
+    Returns (value string, the broker key that supplied it) or (topic default, None).
+    Kafka's unit fallbacks apply: retention.ms ← log.retention.ms | minutes | hours, and
+    segment.ms ← log.roll.ms | log.roll.hours.
+    """
+    d = TOPIC_CONFIGS[name]
+    if name == "retention.ms":
+        for key, mult in (("log.retention.ms", 1), ("log.retention.minutes", 60_000),
+                          ("log.retention.hours", 3_600_000)):
+            v = broker_value(key)
+            if v is not None:
+                n = int(v)
+                return (str(n * mult) if n >= 0 else "-1"), key
+        return d.default, None
+    if name == "segment.ms":
+        for key, mult in (("log.roll.ms", 1), ("log.roll.hours", 3_600_000)):
+            v = broker_value(key)
+            if v is not None:
+                return str(int(v) * mult), key
+        return d.default, None
+    if name == "flush.ms":
+        for key in ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"):
+            v = broker_value(key)
+            if v is not None:
+                return v, key
+        return d.default, None
+    if d.broker_synonym:
+        v = broker_value(d.broker_synonym)
+        if v is not None:
+            return v, d.broker_synonym
+    return d.default, None
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
+    """Raise ConfigError naming the first unknown or invalid topic config."""
+    for k, v in configs.items():
+        d = TOPIC_CONFIGS.get(k)
+        if d is None:
+            raise ConfigError(k, v, "Unknown topic config name")
+        if v is None:
+            continue
+        d.value(v)
+        if k == "remote.storage.enable" and d.value(v):
+            raise ConfigError(k, v, "tiered storage is not available in this snakka version")
+
+
+def topic_config_names() -> Iterable[str]:
+    return TOPIC_CONFIGS.keys()

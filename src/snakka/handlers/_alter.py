@@ -1,0 +1,66 @@
+"""Shared core of AlterConfigs and IncrementalAlterConfigs: validate, apply, persist, reconfigure.
+
+Topic and broker changes go to the metadata log (durable before the answer) and the affected
+partition logs are reconfigured at once. Broker-logger changes set Python logger levels and are
+not persisted (as in Kafka). Only dynamic broker configs may change at run time; others get
+INVALID_CONFIG naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_TOPIC
+from snakka.protocol.errors import ErrorCode, KafkaError
+
+RESOURCE_BROKER_LOGGER = 8
+_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
+           "WARN": logging.WARNING, "WARNING": logging.WARNING, "ERROR": logging.ERROR,
+           "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
+
+
+def _alter_loggers(broker, name: str, changes: dict, validate_only: bool) -> None:
+    if name != str(broker.node_id):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}")
+    for logger, level in changes.items():
+        if level is not None and level.upper() not in _LEVELS:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Cannot set logger {logger} to {level}")
+    if validate_only:
+        return
+    for logger, level in changes.items():
+        lg = logging.getLogger() if logger == "root" else logging.getLogger(logger)
+        lg.setLevel(logging.NOTSET if level is None else _LEVELS[level.upper()])
+
+
+async def alter_resources(broker, changes, validate_only: bool):
+    """changes: [(resource_type, resource_name, {key: value|None}, replace)].
+    Returns [(resource_type, resource_name, error_code, error_message)]."""
+    results = []
+    records: list[dict] = []
+    touched_topics: set[str] = set()
+    touched_broker = False
+    for rtype, rname, cfg, replace in changes:
+        try:
+            if rtype == RESOURCE_BROKER_LOGGER:
+                _alter_loggers(broker, rname, cfg, validate_only)
+            elif rtype in (RESOURCE_TOPIC, RESOURCE_BROKER):
+                if rtype == RESOURCE_BROKER and rname not in ("", str(broker.node_id)):
+                    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                     f"Unexpected broker id {rname}")
+                if validate_only:
+                    broker.metadata.check_config_change(rtype, rname, cfg)
+                else:
+                    records += broker.metadata.alter_configs(rtype, rname, cfg, replace=replace)
+                    if rtype == RESOURCE_TOPIC:
+                        touched_topics.add(rname)
+                    else:
+                        touched_broker = True
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
+            results.append((rtype, rname, 0, None))
+        except KafkaError as e:
+            results.append((rtype, rname, int(e.code), e.message))
+    if records:
+        await broker.commit_metadata(records)
+        broker.reconfigure_topics(None if touched_broker else touched_topics)
+    return results

@@ -1,0 +1,28 @@
+"""AlterConfigs (33), the legacy whole-set replacement: the given configs become the resource's
+complete set of overrides (everything not named reverts to its default).
+
+Shares validation and application with IncrementalAlterConfigs (handlers/_alter.py).
+"""
+
+from __future__ import annotations
+
+from snakka.handlers._alter import alter_resources
+from snakka.protocol.messages.alter_configs_response import (
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+
+API_KEY = 33
+
+
+def handle(ctx, req):
+    changes = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs}, True)
+               for r in req.resources]
+    return _respond(ctx, changes, req.validate_only)
+
+
+async def _respond(ctx, changes, validate_only):
+    results = await alter_resources(ctx.broker, changes, validate_only)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=[
+        AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=rt,
+                                     resource_name=rn) for rt, rn, code, msg in results])

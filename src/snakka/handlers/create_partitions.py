@@ -1,0 +1,47 @@
+"""CreatePartitions (37): grow a topic's partition count (never shrink); validate-only.
+
+Manual assignments, when given, must place each new partition on this broker only.
+"""
+
+from __future__ import annotations
+
+from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.messages.create_partitions_response import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+
+API_KEY = 37
+
+
+async def _handle(ctx, req):
+    broker = ctx.broker
+    results = []
+    seen = set()
+    dup = {t.name for t in req.topics if t.name in seen or seen.add(t.name)}
+    for t in req.topics:
+        r = CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
+        try:
+            if t.name in dup:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            ti = broker.metadata.check_create_partitions(t.name, t.count)
+            if t.assignments is not None:
+                if len(t.assignments) != t.count - ti.partitions:
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Increasing the number of partitions by "
+                                     f"{t.count - ti.partitions} but {len(t.assignments)} "
+                                     "assignments provided.")
+                for a in t.assignments:
+                    if list(a.broker_ids) != [broker.node_id]:
+                        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                         f"Unknown broker(s) in replica assignment: {a.broker_ids}")
+            if not req.validate_only:
+                await broker.create_partitions(t.name, t.count)
+        except KafkaError as e:
+            r.error_code, r.error_message = e.code, e.message
+        results.append(r)
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def handle(ctx, req):
+    return _handle(ctx, req)

@@ -1,0 +1,54 @@
+"""DeleteTopics (20): delete topics by name (all versions) or topic id (v6+).
+
+The topic leaves the metadata log first (durably), then its partition directories are removed
+off the event loop. Long-polling fetches on it are woken and see UNKNOWN_TOPIC_OR_PARTITION.
+``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED. Internal topics cannot be deleted.
+"""
+
+from __future__ import annotations
+
+from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.messages.delete_topics_response import (
+    DeletableTopicResult,
+    DeleteTopicsResponse,
+)
+from snakka.protocol.primitives import ZERO_UUID
+
+API_KEY = 20
+
+
+async def _handle(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    targets = []  # (name or None, topic_id or None)
+    if v >= 6:
+        targets = [(t.name, t.topic_id if t.name is None else None) for t in req.topics]
+    else:
+        targets = [(n, None) for n in req.topic_names]
+    enabled = broker.resolver.broker_value("delete.topic.enable") == "true"
+    results = []
+    for name, tid in targets:
+        ti = broker.metadata.topics.get(name) if name is not None else \
+            broker.metadata.topics_by_id.get(tid)
+        res = DeletableTopicResult(name=name, topic_id=tid or ZERO_UUID, error_code=0,
+                                   error_message=None)
+        if ti is None:
+            res.error_code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else \
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif not enabled:
+            res.error_code = ErrorCode.TOPIC_DELETION_DISABLED
+        elif ti.is_internal:
+            res.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            res.error_message = f"Internal topic {ti.name} cannot be deleted"
+        else:
+            res.name, res.topic_id = ti.name, ti.topic_id
+            try:
+                await broker.delete_topic(ti.name)
+            except KafkaError as e:
+                res.error_code, res.error_message = e.code, e.message
+        results.append(res)
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+def handle(ctx, req):
+    return _handle(ctx, req)

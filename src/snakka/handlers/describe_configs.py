@@ -1,0 +1,101 @@
+"""DescribeConfigs (32): effective configs of topics, brokers and broker loggers, with sources.
+
+Every known config is listed with its value, source (topic override, dynamic broker, dynamic
+cluster default, server.properties, built-in default), type (v3+), documentation (v3+ on
+request) and, with ``include_synonyms``, the chain of places that could supply it — tools like
+``kafka-configs.sh --describe --all`` and admin UIs rely on real, complete answers.
+Resource types: 2 TOPIC, 4 BROKER (this node's id, or "" for the cluster default entity),
+8 BROKER_LOGGER (snakka's Python loggers and their levels).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from snakka.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType
+from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_TOPIC, validate_topic_name
+from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.messages.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+
+API_KEY = 32
+RESOURCE_BROKER_LOGGER = 8
+
+
+def logger_names() -> list[str]:
+    names = {"snakka", "root"}
+    names.update(n for n in logging.root.manager.loggerDict if n.startswith("snakka"))
+    return sorted(names)
+
+
+def _entry(rc, defs, include_synonyms: bool, include_docs: bool, v: int):
+    d = defs.get(rc.name)
+    return DescribeConfigsResourceResult(
+        name=rc.name, value=None if d is not None and d.sensitive else rc.value,
+        read_only=bool(d.read_only) if d else False,
+        is_default=rc.source == ConfigSource.DEFAULT_CONFIG,
+        config_source=int(rc.source), is_sensitive=bool(d.sensitive) if d else False,
+        synonyms=[DescribeConfigsSynonym(name=n, value=val, source=int(s))
+                  for n, val, s in rc.synonyms] if include_synonyms else [],
+        config_type=int(d.type) if d else int(ConfigType.UNKNOWN),
+        documentation=d.doc if (d and include_docs) else None,
+    )
+
+
+def _describe(broker, res, v: int, include_synonyms: bool, include_docs: bool):
+    keys = None if res.configuration_keys is None else set(res.configuration_keys)
+    rtype = res.resource_type
+    if rtype == RESOURCE_TOPIC:
+        validate_topic_name(res.resource_name)
+        ti = broker.metadata.topics.get(res.resource_name)
+        if ti is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Topic {res.resource_name} does not exist")
+        rcs = broker.resolver.topic_configs(ti)
+        defs = TOPIC_CONFIGS
+    elif rtype == RESOURCE_BROKER:
+        if res.resource_name not in ("", str(broker.node_id)):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                             f"but received {res.resource_name}")
+        rcs = broker.resolver.broker_configs(res.resource_name)
+        defs = BROKER_CONFIGS
+    elif rtype == RESOURCE_BROKER_LOGGER:
+        if res.resource_name != str(broker.node_id):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id {res.resource_name}")
+        out = []
+        for name in logger_names():
+            lg = logging.getLogger() if name == "root" else logging.getLogger(name)
+            level = logging.getLevelName(lg.getEffectiveLevel())
+            if keys is not None and name not in keys:
+                continue
+            out.append(DescribeConfigsResourceResult(
+                name=name, value=level, read_only=False, is_default=False,
+                config_source=int(ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG), is_sensitive=False,
+                synonyms=[], config_type=int(ConfigType.STRING), documentation=None))
+        return out
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
+    return [_entry(rc, defs, include_synonyms, include_docs, v)
+            for rc in rcs if keys is None or rc.name in keys]
+
+
+def handle(ctx, req) -> DescribeConfigsResponse:
+    v = ctx.api_version
+    syn = v >= 1 and req.include_synonyms
+    docs = v >= 3 and req.include_documentation
+    results = []
+    for res in req.resources:
+        r = DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
+                                  resource_name=res.resource_name, configs=[])
+        try:
+            r.configs = _describe(ctx.broker, res, v, syn, docs)
+        except KafkaError as e:
+            r.error_code, r.error_message = e.code, e.message
+        results.append(r)
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)

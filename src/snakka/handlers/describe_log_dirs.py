@@ -1,0 +1,46 @@
+"""DescribeLogDirs (35): the log directory, its partitions' sizes, and disk totals (v4+)."""
+
+from __future__ import annotations
+
+import shutil
+
+from snakka.protocol.messages.describe_log_dirs_response import (
+    DescribeLogDirsPartition,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResult,
+    DescribeLogDirsTopic,
+)
+
+API_KEY = 35
+
+
+def handle(ctx, req) -> DescribeLogDirsResponse:
+    broker = ctx.broker
+    md = broker.metadata
+    wanted: dict[str, set[int] | None]
+    if req.topics is None:
+        wanted = {n: None for n in md.topics}
+    else:
+        wanted = {}
+        for t in req.topics:
+            wanted.setdefault(t.topic, set()).update(t.partitions)  # type: ignore[union-attr]
+    topics = []
+    for name, parts in wanted.items():
+        ti = md.topics.get(name)
+        if ti is None:
+            continue
+        rows = []
+        for p in range(ti.partitions):
+            if parts is not None and p not in parts:
+                continue
+            pl = broker.partition_log(name, p)
+            if pl is None:
+                continue
+            rows.append(DescribeLogDirsPartition(partition_index=p, partition_size=pl.size_bytes,
+                                                 offset_lag=0, is_future_key=False))
+        if rows:
+            topics.append(DescribeLogDirsTopic(name=name, partitions=rows))
+    usage = shutil.disk_usage(broker.log_dir)
+    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[
+        DescribeLogDirsResult(error_code=0, log_dir=broker.log_dir, topics=topics,
+                              total_bytes=usage.total, usable_bytes=usage.free)])

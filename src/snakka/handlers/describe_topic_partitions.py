@@ -1,0 +1,66 @@
+"""DescribeTopicPartitions (75): paged topic/partition description (Java admin 3.7+).
+
+Topics are answered in name order; at most ``response_partition_limit`` partitions per response
+(capped at MAX_PARTITION_LIMIT, Kafka's max.request.partition.size.limit default). When the limit
+cuts a topic, ``next_cursor`` names where the next request should resume. An empty topic list
+means all topics.
+"""
+
+from __future__ import annotations
+
+from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH
+from snakka.metadata.core import validate_topic_name
+from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.messages.describe_topic_partitions_response import (
+    Cursor,
+    DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponseTopic,
+)
+from snakka.protocol.primitives import ZERO_UUID
+
+API_KEY = 75
+MAX_PARTITION_LIMIT = 2000
+
+
+def handle(ctx, req) -> DescribeTopicPartitionsResponse:
+    broker = ctx.broker
+    md = broker.metadata
+    node = broker.node_id
+    limit = max(1, min(req.response_partition_limit, MAX_PARTITION_LIMIT))
+    names = sorted({t.name for t in req.topics}) if req.topics else sorted(md.topics)
+    cursor = req.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    out = []
+    next_cursor = None
+    budget = limit
+    for name in names:
+        ti = md.topics.get(name)
+        if ti is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                validate_topic_name(name)
+            except KafkaError as e:
+                code = e.code
+            out.append(DescribeTopicPartitionsResponseTopic(
+                error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
+                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        if budget <= 0:
+            next_cursor = Cursor(topic_name=name, partition_index=start)
+            break
+        end = min(ti.partitions, start + budget)
+        parts = [DescribeTopicPartitionsResponsePartition(
+            error_code=0, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
+            replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=None,
+            last_known_elr=None, offline_replicas=[]) for p in range(start, end)]
+        budget -= len(parts)
+        out.append(DescribeTopicPartitionsResponseTopic(
+            error_code=0, name=name, topic_id=ti.topic_id, is_internal=ti.is_internal,
+            partitions=parts, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+        if end < ti.partitions:
+            next_cursor = Cursor(topic_name=name, partition_index=end)
+            break
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=out, next_cursor=next_cursor)

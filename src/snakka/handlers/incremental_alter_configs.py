@@ -1,0 +1,86 @@
+"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT individual configs.
+
+APPEND and SUBTRACT apply to list-typed configs (``cleanup.policy``) as in Kafka; on other types
+they are INVALID_CONFIG. Shares validation and application with AlterConfigs (handlers/_alter.py).
+"""
+
+from __future__ import annotations
+
+from snakka.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigType
+from snakka.handlers._alter import RESOURCE_BROKER_LOGGER, alter_resources
+from snakka.metadata.core import RESOURCE_TOPIC
+from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.messages.incremental_alter_configs_response import (
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse,
+)
+
+API_KEY = 44
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _changes(broker, res) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    if res.resource_type == RESOURCE_BROKER_LOGGER:
+        for c in res.configs:
+            if c.config_operation not in (SET, DELETE):
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Operation {c.config_operation} is not valid for loggers")
+            out[c.name] = c.value if c.config_operation == SET else None
+        return out
+    defs = TOPIC_CONFIGS if res.resource_type == RESOURCE_TOPIC else BROKER_CONFIGS
+    current = broker.metadata.current_overrides(res.resource_type, res.resource_name)
+    names = [c.name for c in res.configs]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate config keys in the request")
+    for c in res.configs:
+        op = c.config_operation
+        if op == SET:
+            out[c.name] = c.value
+        elif op == DELETE:
+            out[c.name] = None
+        elif op in (APPEND, SUBTRACT):
+            d = defs.get(c.name)
+            if d is None or d.type != ConfigType.LIST:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Config value append/subtract is not allowed for config {c.name}")
+            if c.name in current:
+                base = current[c.name]
+            elif res.resource_type == RESOURCE_TOPIC:
+                ti = broker.metadata.topics.get(res.resource_name)
+                base = broker.resolver.topic_config(ti, c.name).value or ""
+            else:
+                base = broker.resolver.broker_value(c.name) or ""
+            items = [x.strip() for x in base.split(",") if x.strip()]
+            delta = [x.strip() for x in (c.value or "").split(",") if x.strip()]
+            if op == APPEND:
+                items += [x for x in delta if x not in items]
+            else:
+                items = [x for x in items if x not in delta]
+            out[c.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+    return out
+
+
+def handle(ctx, req):
+    return _handle(ctx, req)
+
+
+async def _handle(ctx, req):
+    changes = []
+    errors = {}
+    for r in req.resources:
+        try:
+            changes.append((r.resource_type, r.resource_name, _changes(ctx.broker, r), False))
+        except KafkaError as e:
+            errors[(r.resource_type, r.resource_name)] = (e.code, e.message)
+    results = await alter_resources(ctx.broker, changes, req.validate_only)
+    by_key = {(rt, rn): (code, msg) for rt, rn, code, msg in results}
+    by_key.update(errors)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
+        AlterConfigsResourceResponse(error_code=by_key[(r.resource_type, r.resource_name)][0],
+                                     error_message=by_key[(r.resource_type, r.resource_name)][1],
+                                     resource_type=r.resource_type, resource_name=r.resource_name)
+        for r in req.resources])

@@ -1,0 +1,73 @@
+"""ListOffsets (2): earliest, latest, by timestamp, max timestamp, earliest local, tiered markers.
+
+Special timestamps (Kafka's ListOffsetsRequest constants): -2 earliest (log start offset),
+-1 latest (high watermark, or the last stable offset for read_committed), -3 the record with the
+largest timestamp (v7+), -4 earliest local (v8+; all data is local, so the log start offset),
+-5 latest tiered (v9+) and -6 earliest pending upload (v11+): with no tiered storage both answer
+offset -1, as Kafka does for a topic without remote storage. A non-negative timestamp finds the
+earliest offset whose timestamp is >= it, or offset -1 if there is none.
+v0 (older clients) answers with ``old_style_offsets``.
+"""
+
+from __future__ import annotations
+
+from snakka.handlers._common import LEADER_EPOCH, check_leader_epoch, lookup_log
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+
+API_KEY = 2
+
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = (
+    -2, -1, -3, -4, -5, -6)
+# The lowest request version that may use each special timestamp.
+_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
+
+
+def _lookup(broker, topic, p, v: int, read_committed: bool):
+    pl, err = lookup_log(broker, topic, p.partition_index)
+    if pl is None:
+        return err, -1, -1
+    err = check_leader_epoch(p.current_leader_epoch)
+    if err:
+        return err, -1, -1
+    ts = p.timestamp
+    if ts < 0 and v < _MIN_VERSION.get(ts, 0):
+        return ErrorCode.UNSUPPORTED_VERSION, -1, -1
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return ErrorCode.NONE, -1, pl.log_start_offset
+    if ts == LATEST:
+        return ErrorCode.NONE, -1, pl.high_watermark  # LSO == HW until transactions exist
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return ErrorCode.NONE, -1, -1
+    if ts == MAX_TIMESTAMP:
+        found = pl.max_timestamp_offset()
+        return (ErrorCode.NONE, -1, -1) if found is None else (ErrorCode.NONE, found[1], found[0])
+    if ts < 0:
+        return ErrorCode.INVALID_REQUEST, -1, -1
+    found = pl.offset_for_timestamp(ts)
+    if found is None:
+        return ErrorCode.NONE, -1, -1
+    return ErrorCode.NONE, found[1], found[0]
+
+
+def handle(ctx, req) -> ListOffsetsResponse:
+    broker = ctx.broker
+    v = ctx.api_version
+    read_committed = v >= 2 and req.isolation_level == 1
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            err, ts, off = _lookup(broker, t.name, p, v, read_committed)
+            r = ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off,
+                leader_epoch=LEADER_EPOCH if err == ErrorCode.NONE else -1)
+            if v == 0:
+                r.old_style_offsets = [off] if err == ErrorCode.NONE and off >= 0 else []
+            parts.append(r)
+        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,139 @@
+"""Produce (0): validate record batches, check idempotent-producer state, append, acknowledge.
+
+Hot path, per partition: look up the log, validate the batch header and CRC32C (C extension),
+let the log assign offsets by patching the header, write the bytes. No per-record Python work
+unless a topic config asks for it (``compression.type`` other than ``producer`` recompresses;
+``message.timestamp.before/after.max.ms`` checks record timestamps).
+
+Kafka's rules kept here:
+- v3+ carries exactly one magic-v2 batch per partition (INVALID_RECORD otherwise); older magic is
+  UNSUPPORTED_FOR_MESSAGE_FORMAT. Produce v0-2 are advertised only because librdkafka needs
+  them in ApiVersions (KAFKA-18659); their message sets are always rejected that way.
+- acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS); acks=-1 with ``min.insync.replicas`` > 1
+  is NOT_ENOUGH_REPLICAS on a single broker.
+- acks=0 gets no response; if anything failed the connection is closed so the client notices
+  (Kafka does the same).
+- Clients may not write control batches (INVALID_RECORD). Transactional batches need the
+  transaction coordinator, which does not exist yet: INVALID_TXN_STATE.
+- Strict durability (``flush.messages=1``): the response waits until the batch is fsynced;
+  concurrent waiters share one fsync (group commit in storage.flush).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from snakka.handlers._common import lookup_log
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.produce_response import (
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from snakka.records import RecordValidationError, validate_batches
+from snakka.storage import ProducerStateError
+from snakka.topic_policy import apply_topic_policy
+
+API_KEY = 0
+
+log = logging.getLogger("snakka.produce")
+
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+
+
+def _error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index=index, error_code=code, base_offset=-1,
+                                    log_append_time_ms=-1, log_start_offset=-1,
+                                    record_errors=[], error_message=message)
+
+
+def _append_partition(broker, topic: str, partition: int, records, acks: int, v: int,
+                      waits: list):
+    pl, err = lookup_log(broker, topic, partition)
+    if pl is None:
+        return _error(partition, err)
+    if records is None or len(records) == 0:
+        return _error(partition, ErrorCode.INVALID_RECORD,
+                      "Produce request must carry exactly one record batch per partition")
+    policy = broker.topic_policy(topic)
+    if acks == -1 and policy.min_insync_replicas > 1:
+        return _error(partition, ErrorCode.NOT_ENOUGH_REPLICAS,
+                      f"min.insync.replicas={policy.min_insync_replicas} but only 1 replica exists")
+    try:
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        infos = validate_batches(buf, max_message_bytes=pl.config.max_message_bytes)
+        if len(infos) != 1:
+            return _error(partition, ErrorCode.INVALID_RECORD,
+                          "Produce requests with version 3 and above must have exactly one "
+                          "record batch per partition")
+        attrs = infos[0].header.attributes
+        if attrs & _ATTR_CONTROL:
+            return _error(partition, ErrorCode.INVALID_RECORD,
+                          "Clients are not allowed to write control records")
+        if attrs & _ATTR_TRANSACTIONAL:
+            return _error(partition, ErrorCode.INVALID_TXN_STATE,
+                          "Transactions are not supported by this broker yet")
+        now = broker.time_ms()
+        buf, infos = apply_topic_policy(policy, buf, infos, now)
+        log_append_time = now if policy.log_append_time else None
+        result = pl.append(buf, infos, log_append_time_ms=log_append_time)
+    except RecordValidationError as e:
+        return _error(partition, e.error_code, e.message)
+    except ProducerStateError as e:
+        return _error(partition, e.error_code, str(e))
+    if not getattr(result, "duplicate", False):
+        broker.notify_append(topic, partition)
+        if policy.flush_every_message and acks != 0:
+            waits.append((pl, result.last_offset))
+    return PartitionProduceResponse(
+        index=partition, error_code=0, base_offset=result.base_offset,
+        log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset,
+        record_errors=[], error_message=None)
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    acks = req.acks
+    waits: list = []
+    topics_out = []
+    failed = False
+    by_id = v >= 13
+    for t in req.topic_data:
+        if by_id:
+            ti = broker.metadata.topics_by_id.get(t.topic_id)
+            name = ti.name if ti else None
+        else:
+            name = t.name
+        parts = []
+        for p in t.partition_data:
+            if acks not in (0, 1, -1):
+                r = _error(p.index, ErrorCode.INVALID_REQUIRED_ACKS)
+            elif v < 3:
+                r = _error(p.index, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                           "Produce v0-2 (message format v0/v1) is not supported")
+            elif name is None:
+                r = _error(p.index, ErrorCode.UNKNOWN_TOPIC_ID)
+            else:
+                r = _append_partition(broker, name, p.index, p.records, acks, v, waits)
+            if r.error_code:
+                failed = True
+            parts.append(r)
+        # Fields a version lacks are skipped by the codec: name for v13+, topic_id before.
+        topics_out.append(TopicProduceResponse(name=name or "", topic_id=t.topic_id,
+                                               partition_responses=parts))
+    if acks == 0:
+        if failed:
+            ctx.connection.close_with_error("acks=0 produce failed; closing so the client notices")
+        return None
+    response = ProduceResponse(responses=topics_out, throttle_time_ms=0)
+    if not waits:
+        return response
+    return _after_flush(broker, waits, response)
+
+
+async def _after_flush(broker, waits, response):
+    for pl, last_offset in waits:
+        await broker.flusher.flush_through(pl, last_offset)
+    return response

@@ -1,0 +1,115 @@
+"""Effective configuration: which value of a config is in force, and where it came from.
+
+Kafka resolves a topic config from, in order: the topic's own override (DYNAMIC_TOPIC_CONFIG),
+a dynamic per-broker value (DYNAMIC_BROKER_CONFIG), the dynamic cluster-wide default
+(DYNAMIC_DEFAULT_BROKER_CONFIG), server.properties (STATIC_BROKER_CONFIG), and the built-in
+default (DEFAULT_CONFIG). DescribeConfigs reports the winner and, with synonyms, the whole chain;
+the storage layer gets the resolved strings. This module owns that resolution; it is pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from snakka.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigSource,
+    broker_default_for_topic_config,
+)
+from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata, TopicInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedConfig:
+    name: str
+    value: str | None
+    source: ConfigSource
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...]  # (name, value, source)
+
+
+class ConfigResolver:
+    def __init__(self, static: BrokerConfig, metadata: ClusterMetadata) -> None:
+        self.static = static
+        self.metadata = metadata
+
+    def _broker_layers(self, key: str) -> list[tuple[str | None, ConfigSource]]:
+        node = str(self.static.node_id)
+        layers: list[tuple[str | None, ConfigSource]] = []
+        dyn_node = self.metadata.dynamic_configs.get((RESOURCE_BROKER, node), {})
+        dyn_default = self.metadata.dynamic_configs.get((RESOURCE_BROKER, ""), {})
+        if key in dyn_node:
+            layers.append((dyn_node[key], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if key in dyn_default:
+            layers.append((dyn_default[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if key in self.static.overrides:
+            layers.append((self.static.overrides[key], ConfigSource.STATIC_BROKER_CONFIG))
+        return layers
+
+    def broker_value(self, key: str) -> str | None:
+        """The broker's value of ``key`` from dynamic or static config (None if unset)."""
+        layers = self._broker_layers(key)
+        if layers:
+            return layers[0][0]
+        d = BROKER_CONFIGS.get(key)
+        return d.default if d else None
+
+    def broker_value_or_unset(self, key: str) -> str | None:
+        layers = self._broker_layers(key)
+        return layers[0][0] if layers else None
+
+    # -- brokers -------------------------------------------------------------------------
+    def broker_configs(self, broker_resource: str) -> list[ResolvedConfig]:
+        out = []
+        for name, d in BROKER_CONFIGS.items():
+            layers = self._broker_layers(name)
+            if broker_resource == "":  # the cluster default entity shows only dynamic defaults
+                layers = [ly for ly in layers if ly[1] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+                if not layers:
+                    continue
+            syn = tuple((name, v, s) for v, s in layers)
+            if d.default is not None:
+                syn += ((name, d.default, ConfigSource.DEFAULT_CONFIG),)
+            if layers:
+                out.append(ResolvedConfig(name, layers[0][0], layers[0][1], syn))
+            else:
+                out.append(ResolvedConfig(name, d.default, ConfigSource.DEFAULT_CONFIG, syn))
+        return out
+
+    # -- topics --------------------------------------------------------------------------
+    def topic_config(self, topic: TopicInfo | None, name: str) -> ResolvedConfig:
+        d = TOPIC_CONFIGS[name]
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if topic is not None and name in topic.configs:
+            synonyms.append((name, topic.configs[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        broker_keys = []
+        if d.broker_synonym:
+            broker_keys.append(d.broker_synonym)
+        if name == "retention.ms":
+            broker_keys = ["log.retention.ms", "log.retention.minutes", "log.retention.hours"]
+        elif name == "segment.ms":
+            broker_keys = ["log.roll.ms", "log.roll.hours"]
+        elif name == "flush.ms":
+            broker_keys = ["log.flush.interval.ms", "log.flush.scheduler.interval.ms"]
+        for k in broker_keys:
+            for v, s in self._broker_layers(k):
+                synonyms.append((k, v, s))
+        value, _src_key = broker_default_for_topic_config(name, self.broker_value_or_unset)
+        default_value, _ = broker_default_for_topic_config(
+            name, lambda k: BROKER_CONFIGS[k].default if k in BROKER_CONFIGS else None)
+        synonyms.append((broker_keys[-1] if broker_keys else name, default_value,
+                         ConfigSource.DEFAULT_CONFIG))
+        if topic is not None and name in topic.configs:
+            return ResolvedConfig(name, topic.configs[name], ConfigSource.DYNAMIC_TOPIC_CONFIG,
+                                  tuple(synonyms))
+        if len(synonyms) > 1:
+            return ResolvedConfig(name, value, synonyms[0][2], tuple(synonyms))
+        return ResolvedConfig(name, default_value, ConfigSource.DEFAULT_CONFIG, tuple(synonyms))
+
+    def topic_configs(self, topic: TopicInfo | None) -> list[ResolvedConfig]:
+        return [self.topic_config(topic, n) for n in TOPIC_CONFIGS]
+
+    def effective_topic_config_map(self, topic: TopicInfo | None) -> dict[str, str]:
+        """name -> value string for every topic config (what storage is configured with)."""
+        return {rc.name: rc.value for rc in self.topic_configs(topic) if rc.value is not None}

@@ -1,0 +1,286 @@
+"""Cluster metadata: topics, topic ids, partition counts, dynamic configs, producer-id blocks.
+
+Sans-I/O, in the KRaft style: the state changes only by *applying records*. An operation
+(create a topic, alter a config, ...) validates its input against the current state, returns the
+records that express the change, and applies them. The I/O shell (metadata.store) appends those
+records to the metadata log before the change is acknowledged to a client; at start-up the log is
+replayed through the same ``apply`` to rebuild exactly the same state. Nothing here touches files,
+sockets or the clock.
+
+Records are small dicts with a ``type`` key:
+    {"type": "topic", "name", "topic_id" (hex), "partitions", "configs": {..}}
+    {"type": "partitions", "topic_id", "partitions"}          # CreatePartitions
+    {"type": "remove_topic", "topic_id"}
+    {"type": "config", "resource_type": 2|4, "resource_name", "configs": {k: v|None}}
+    {"type": "producer_ids", "next": int}                     # producer-id block allocation
+    {"type": "cluster", "cluster_id"}
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from snakka.config import (
+    BROKER_CONFIGS,
+    DYNAMIC_BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    validate_topic_configs,
+)
+from snakka.protocol.errors import ErrorCode, KafkaError
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+# Partitions one CreateTopics/CreatePartitions may ask for; a named bound (Kafka has none, but
+# a typo like 1000000 would create a million directories).
+MAX_PARTITIONS_PER_TOPIC = 10_000
+# Producer ids are handed out in blocks; only the block boundary is logged (Kafka's
+# AllocateProducerIds does the same with blocks of 1000).
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def random_topic_id() -> uuid.UUID:
+    """A random non-zero topic id whose base64 form does not start with '-' (as Kafka does)."""
+    while True:
+        u = uuid.uuid4()
+        if u.int != 0 and u.int != 1 and not uuid_to_base64(u).startswith("-"):
+            return u
+
+
+def uuid_to_base64(u: uuid.UUID) -> str:
+    """Kafka's textual topic-id/cluster-id form: url-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def base64_to_uuid(s: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters")
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name \"{name}\" is illegal, it contains a character other than "
+                         "ASCII alphanumerics, '.', '_' and '-'")
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)  # per-topic overrides only
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+class ClusterMetadata:
+    """The replayable metadata state machine (see module docstring)."""
+
+    def __init__(self) -> None:
+        self.cluster_id: str | None = None
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._collisions: dict[str, str] = {}
+        # Dynamic configs: (resource_type, resource_name) -> {key: value}. Broker resource name
+        # "" is the cluster-wide default (Kafka's <default> entity).
+        self.dynamic_configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.next_producer_id_block = 0  # first id of the next unallocated block
+        self.version = 0  # bumps on every applied record (cheap change detection)
+
+    # -- replay --------------------------------------------------------------------------
+    def apply(self, rec: Mapping) -> None:
+        t = rec["type"]
+        if t == "topic":
+            ti = TopicInfo(rec["name"], uuid.UUID(hex=rec["topic_id"]), int(rec["partitions"]),
+                           dict(rec.get("configs") or {}))
+            self.topics[ti.name] = ti
+            self.topics_by_id[ti.topic_id] = ti
+            self._collisions[_collision_key(ti.name)] = ti.name
+        elif t == "partitions":
+            ti = self.topics_by_id[uuid.UUID(hex=rec["topic_id"])]
+            ti.partitions = int(rec["partitions"])
+        elif t == "remove_topic":
+            ti = self.topics_by_id.pop(uuid.UUID(hex=rec["topic_id"]))
+            del self.topics[ti.name]
+            self._collisions.pop(_collision_key(ti.name), None)
+        elif t == "config":
+            key = (int(rec["resource_type"]), rec["resource_name"])
+            if key[0] == RESOURCE_TOPIC:
+                ti = self.topics.get(key[1])
+                if ti is None:
+                    return
+                target = ti.configs
+            else:
+                target = self.dynamic_configs.setdefault(key, {})
+            for k, v in rec["configs"].items():
+                if v is None:
+                    target.pop(k, None)
+                else:
+                    target[k] = v
+        elif t == "producer_ids":
+            self.next_producer_id_block = max(self.next_producer_id_block, int(rec["next"]))
+        elif t == "cluster":
+            self.cluster_id = rec["cluster_id"]
+        else:
+            raise ValueError(f"unknown metadata record type {t!r}")
+        self.version += 1
+
+    def _emit(self, recs: list[dict]) -> list[dict]:
+        for r in recs:
+            self.apply(r)
+        return recs
+
+    # -- topics --------------------------------------------------------------------------
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def check_create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: Mapping[str, str | None]) -> None:
+        """Validate a topic creation; raises KafkaError with CreateTopics' error codes."""
+        validate_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        other = self._collisions.get(_collision_key(name))
+        if other is not None:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Topic '{name}' collides with existing topic: {other}")
+        if partitions < 1:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if partitions > MAX_PARTITIONS_PER_TOPIC:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Number of partitions {partitions} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC}.")
+        if replication_factor < 1:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be larger than 0.")
+        if replication_factor > 1:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Unable to replicate the partition {replication_factor} time(s): "
+                             "The target replication factor of "
+                             f"{replication_factor} cannot be reached because only 1 broker(s) are registered.")
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as e:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str | None],
+                     topic_id: uuid.UUID | None = None) -> list[dict]:
+        self.check_create_topic(name, partitions, 1, configs)
+        tid = topic_id or random_topic_id()
+        while tid in self.topics_by_id:
+            tid = random_topic_id()
+        return self._emit([{
+            "type": "topic", "name": name, "topic_id": tid.hex, "partitions": partitions,
+            "configs": {k: v for k, v in configs.items() if v is not None},
+        }])
+
+    def delete_topic(self, name: str) -> list[dict]:
+        ti = self.topics.get(name)
+        if ti is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        return self._emit([{"type": "remove_topic", "topic_id": ti.topic_id.hex}])
+
+    def check_create_partitions(self, name: str, count: int) -> TopicInfo:
+        ti = self.topics.get(name)
+        if ti is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"The topic '{name}' does not exist.")
+        if count < ti.partitions:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {ti.partitions} partitions, which is higher than "
+                             f"the requested {count}.")
+        if count == ti.partitions:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic already has {ti.partitions} partitions.")
+        if count > MAX_PARTITIONS_PER_TOPIC:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Number of partitions {count} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC}.")
+        return ti
+
+    def create_partitions(self, name: str, count: int) -> list[dict]:
+        ti = self.check_create_partitions(name, count)
+        return self._emit([{"type": "partitions", "topic_id": ti.topic_id.hex, "partitions": count}])
+
+    # -- configs -------------------------------------------------------------------------
+    def check_config_change(self, resource_type: int, resource_name: str,
+                            changes: Mapping[str, str | None]) -> None:
+        if resource_type == RESOURCE_TOPIC:
+            if resource_name not in self.topics:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"Topic {resource_name} does not exist.")
+            try:
+                validate_topic_configs(changes)
+            except ConfigError as e:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        elif resource_type == RESOURCE_BROKER:
+            for k, v in changes.items():
+                d = BROKER_CONFIGS.get(k)
+                if d is None:
+                    raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown broker config {k}")
+                if k not in DYNAMIC_BROKER_CONFIGS:
+                    raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                     f"Cannot update these configs dynamically: [{k}]")
+                if v is not None:
+                    try:
+                        d.value(v)
+                    except ConfigError as e:
+                        raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unsupported resource type {resource_type} for config changes")
+
+    def alter_configs(self, resource_type: int, resource_name: str,
+                      changes: Mapping[str, str | None], *, replace: bool = False) -> list[dict]:
+        """Apply config changes (None deletes). ``replace`` = legacy AlterConfigs semantics:
+        every existing override not named in ``changes`` is removed."""
+        self.check_config_change(resource_type, resource_name, changes)
+        changes = dict(changes)
+        if replace:
+            for k in self.current_overrides(resource_type, resource_name):
+                changes.setdefault(k, None)
+        return self._emit([{"type": "config", "resource_type": resource_type,
+                            "resource_name": resource_name, "configs": changes}])
+
+    def current_overrides(self, resource_type: int, resource_name: str) -> dict[str, str]:
+        if resource_type == RESOURCE_TOPIC:
+            ti = self.topics.get(resource_name)
+            return dict(ti.configs) if ti else {}
+        return dict(self.dynamic_configs.get((resource_type, resource_name), {}))
+
+    # -- producer ids --------------------------------------------------------------------
+    def allocate_producer_id_block(self) -> tuple[list[dict], int]:
+        """Reserve the next block; returns (records, first id of the block)."""
+        start = self.next_producer_id_block
+        return self._emit([{"type": "producer_ids", "next": start + PRODUCER_ID_BLOCK_SIZE}]), start
+
+    def set_cluster_id(self, cluster_id: str) -> list[dict]:
+        return self._emit([{"type": "cluster", "cluster_id": cluster_id}])
+
+
+__all__ = [
+    "ClusterMetadata", "TopicInfo", "random_topic_id", "uuid_to_base64", "base64_to_uuid",
+    "validate_topic_name", "RESOURCE_TOPIC", "RESOURCE_BROKER", "INTERNAL_TOPICS",
+    "TOPIC_CONFIGS", "PRODUCER_ID_BLOCK_SIZE",
+]

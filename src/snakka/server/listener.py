@@ -1,0 +1,138 @@
+"""Listeners: bind sockets for each configured listener and accept connections.
+
+A listener ``PLAINTEXT://localhost:9092`` binds *every* address ``localhost`` resolves to
+(127.0.0.1 and ::1): librdkafka resolves ``localhost`` to ::1 first, Python clients usually to
+127.0.0.1, and both must reach the same broker. With port 0 the first bind picks an ephemeral port
+and the other addresses bind that same port, so one advertised ``host:port`` serves both
+families. An empty host binds all interfaces (0.0.0.0 and ::).
+
+Also owns the idle-connection sweeper (``connections.max.idle.ms``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from snakka.server.connection import KafkaConnection
+
+if TYPE_CHECKING:
+    from snakka.broker import Broker
+    from snakka.config import Listener
+
+log = logging.getLogger("snakka.server")
+
+# How many times an ephemeral port is re-picked when the other address family has it taken.
+_EPHEMERAL_BIND_ATTEMPTS = 20
+
+
+def _addresses(host: str) -> list[tuple[int, str]]:
+    if host == "":
+        fams = [(socket.AF_INET, "0.0.0.0")]
+        if socket.has_ipv6:
+            fams.append((socket.AF_INET6, "::"))
+        return fams
+    seen: list[tuple[int, str]] = []
+    for fam, _t, _p, _c, sa in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM):
+        if fam not in (socket.AF_INET, socket.AF_INET6):
+            continue
+        item = (fam, sa[0])
+        if item not in seen:
+            seen.append(item)
+    return seen
+
+
+def _bind(fam: int, addr: str, port: int) -> socket.socket:
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if fam == socket.AF_INET6:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        s.bind((addr, port))
+        s.listen(1024)
+        s.setblocking(False)
+        return s
+    except BaseException:
+        s.close()
+        raise
+
+
+def bind_listener(listener: Listener) -> tuple[list[socket.socket], int]:
+    """Bind all addresses of a listener on one port; returns (sockets, port)."""
+    addrs = _addresses(listener.host)
+    if not addrs:
+        raise OSError(f"listener {listener}: host resolves to no address")
+    for _ in range(_EPHEMERAL_BIND_ATTEMPTS):
+        socks: list[socket.socket] = []
+        port = listener.port
+        try:
+            for fam, addr in addrs:
+                try:
+                    s = _bind(fam, addr, port)
+                except OSError as e:
+                    # An address family this host cannot bind (no IPv6 on loopback, say) is
+                    # skipped as long as another one works.
+                    if e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) and (socks or len(addrs) > 1):
+                        log.warning("listener %s: cannot bind %s (%s); skipping it", listener, addr, e)
+                        continue
+                    raise
+                socks.append(s)
+                port = s.getsockname()[1]
+            if not socks:
+                raise OSError(f"listener {listener}: no address could be bound")
+            return socks, port
+        except OSError as e:
+            for s in socks:
+                s.close()
+            if listener.port == 0 and e.errno == errno.EADDRINUSE:
+                continue  # the ephemeral port was free for one family only; pick another
+            raise
+    raise OSError(f"listener {listener}: could not find an ephemeral port free on all addresses")
+
+
+class ListenerServer:
+    """The asyncio servers for one listener."""
+
+    def __init__(self, broker: Broker, listener: Listener) -> None:
+        self.broker = broker
+        self.listener = listener
+        self.servers: list[asyncio.base_events.Server] = []
+        self.port = listener.port
+
+    async def start(self) -> None:
+        socks, self.port = bind_listener(self.listener)
+        loop = asyncio.get_running_loop()
+        bound = self.listener.__class__(self.listener.name, self.listener.host, self.port)
+        for s in socks:
+            srv = await loop.create_server(lambda: KafkaConnection(self.broker, bound), sock=s)
+            self.servers.append(srv)
+        self.listener = bound
+        log.info("listening on %s (%s)", bound,
+                 ", ".join(f"{s.getsockname()[0]}" for s in socks))
+
+    async def stop(self) -> None:
+        # Stop accepting; the broker closes the open connections itself (wait_closed would wait
+        # for them on Python >= 3.12).
+        for srv in self.servers:
+            srv.close()
+        self.servers.clear()
+
+
+async def idle_sweeper(broker: Broker) -> None:
+    """Close connections idle longer than connections.max.idle.ms."""
+    idle_ms = broker.config.int("connections.max.idle.ms")
+    if idle_ms <= 0:
+        return
+    period = min(idle_ms / 1000 / 2, 30.0)
+    while True:
+        await asyncio.sleep(period)
+        cutoff = time.monotonic() - idle_ms / 1000
+        for conn in list(broker.connections):
+            if conn.last_active < cutoff and not conn.has_pending():
+                log.info("closing idle connection from %s (connections.max.idle.ms=%d)",
+                         conn.peer, idle_ms)
+                conn.close()

@@ -1,0 +1,187 @@
+"""EmbeddedBroker: start/stop/restart/kill a real snakka broker for tests (see package doc)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from typing import Literal
+
+# How long start-up may take before the test fails instead of hanging.
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+READY_PREFIX = "SNAKKA_READY "
+
+
+class EmbeddedBroker:
+    def __init__(self, data_dir: str | None = None, *, config: Mapping[str, str] | None = None,
+                 mode: Literal["thread", "subprocess"] = "thread", port: int = 0,
+                 host: str = "localhost", log_level: str = "WARNING") -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="snakka-test-")
+        self.mode = mode
+        self.host = host
+        self.log_level = log_level
+        self.config = {"listeners": f"PLAINTEXT://{host}:{port}", "log.dirs": self.data_dir,
+                       **(dict(config) if config else {})}
+        self.port: int | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._broker = None
+        self._proc: subprocess.Popen | None = None
+        self._stdout_thread: threading.Thread | None = None
+        self.output: list[str] = []
+
+    # -- public API ----------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.port is None:
+            raise RuntimeError("broker is not running")
+        h = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{h}:{self.port}"
+
+    @property
+    def broker(self):
+        """The in-process Broker object (thread mode only), for white-box assertions."""
+        return self._broker
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self) -> EmbeddedBroker:
+        if self.mode == "thread":
+            self._start_thread()
+        else:
+            self._start_subprocess()
+        # Later restarts reuse the same port so clients' bootstrap strings stay valid.
+        self.config["listeners"] = self.config["listeners"].rsplit(":", 1)[0] + f":{self.port}"
+        return self
+
+    def stop(self) -> None:
+        if self.mode == "thread":
+            self._stop_thread()
+        else:
+            self._stop_subprocess(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL the broker process (subprocess mode): a crash, no clean shutdown."""
+        if self.mode != "subprocess":
+            raise RuntimeError("kill() needs mode='subprocess'")
+        self._stop_subprocess(signal.SIGKILL)
+
+    def restart(self) -> EmbeddedBroker:
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        if self._thread is not None or self._proc is not None:
+            self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- thread mode ---------------------------------------------------------------------
+    def _start_thread(self) -> None:
+        from snakka.broker import Broker
+        from snakka.config import BrokerConfig
+
+        started = threading.Event()
+        error: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                import uvloop
+                loop = uvloop.new_event_loop()
+            except ImportError:  # pragma: no cover - uvloop is a dependency
+                loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                self._broker = Broker(BrokerConfig(dict(self.config)))
+                loop.run_until_complete(self._broker.start())
+                self.port = self._broker.bound_port
+            except BaseException as e:
+                error.append(e)
+                started.set()
+                loop.close()
+                return
+            started.set()
+            loop.run_forever()
+            loop.run_until_complete(self._broker.stop())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="snakka-embedded", daemon=True)
+        self._thread.start()
+        if not started.wait(START_TIMEOUT_S):
+            raise TimeoutError("embedded broker did not start")
+        if error:
+            self._thread.join()
+            self._thread = None
+            raise error[0]
+
+    def _stop_thread(self) -> None:
+        if self._thread is None or self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(STOP_TIMEOUT_S)
+        self._thread = None
+        self._broker = None
+
+    # -- subprocess mode -----------------------------------------------------------------
+    def _start_subprocess(self) -> None:
+        cmd = [sys.executable, "-m", "snakka", "serve", "--ready-line",
+               "--log-level", self.log_level]
+        for k, v in self.config.items():
+            cmd += ["--override", f"{k}={v}"]
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, bufsize=1, start_new_session=True)
+        ready = threading.Event()
+        port: list[int] = []
+        proc = self._proc
+
+        def drain() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                self.output.append(line.rstrip("\n"))
+                if line.startswith(READY_PREFIX) and not ready.is_set():
+                    fields = dict(kv.split("=", 1) for kv in line[len(READY_PREFIX):].split())
+                    port.append(int(fields["port"]))
+                    ready.set()
+            ready.set()  # process ended
+
+        self._stdout_thread = threading.Thread(target=drain, daemon=True)
+        self._stdout_thread.start()
+        if not ready.wait(START_TIMEOUT_S) or not port:
+            self._stop_subprocess(signal.SIGKILL)
+            raise RuntimeError("snakka subprocess failed to start:\n" + "\n".join(self.output[-40:]))
+        self.port = port[0]
+
+    def _stop_subprocess(self, sig: int) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if self._stdout_thread is not None:
+            self._stdout_thread.join(5)
+        self._proc = None

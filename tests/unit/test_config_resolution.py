@@ -1,0 +1,62 @@
+"""Config resolution: Kafka's precedence and sources, unit fallbacks, validation messages."""
+
+import pytest
+
+from snakka.config import BrokerConfig, ConfigError, ConfigSource, Listener
+from snakka.metadata.configs import ConfigResolver
+from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_TOPIC, ClusterMetadata
+
+
+def test_precedence_topic_over_dynamic_over_static_over_default():
+    static = BrokerConfig({"log.retention.hours": "24"})
+    md = ClusterMetadata()
+    md.create_topic("t", 1, {})
+    r = ConfigResolver(static, md)
+    rc = r.topic_config(md.topics["t"], "retention.ms")
+    assert rc.value == str(24 * 3600 * 1000)
+    assert rc.source == ConfigSource.STATIC_BROKER_CONFIG
+    md.alter_configs(RESOURCE_BROKER, "", {"log.retention.ms": "5000"})
+    rc = r.topic_config(md.topics["t"], "retention.ms")
+    assert (rc.value, rc.source) == ("5000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    md.alter_configs(RESOURCE_TOPIC, "t", {"retention.ms": "7"})
+    rc = r.topic_config(md.topics["t"], "retention.ms")
+    assert (rc.value, rc.source) == ("7", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    names = [s[0] for s in rc.synonyms]
+    assert names[0] == "retention.ms" and "log.retention.ms" in names and "log.retention.hours" in names
+
+
+def test_defaults_are_kafkas():
+    md = ClusterMetadata()
+    md.create_topic("t", 1, {})
+    m = ConfigResolver(BrokerConfig(), md).effective_topic_config_map(md.topics["t"])
+    assert m["retention.ms"] == "604800000"
+    assert m["segment.bytes"] == "1073741824"
+    assert m["max.message.bytes"] == "1048588"
+    assert m["cleanup.policy"] == "delete"
+    assert m["message.timestamp.type"] == "CreateTime"
+
+
+def test_static_config_validation_names_the_key():
+    with pytest.raises(ConfigError, match="num.partitions"):
+        BrokerConfig({"num.partitions": "zero"})
+    with pytest.raises(ConfigError, match="listeners"):
+        BrokerConfig({"listeners": "localhost:9092"})
+    with pytest.raises(ConfigError, match="default.replication.factor"):
+        BrokerConfig({"default.replication.factor": "3"})
+
+
+def test_properties_file_parsing():
+    cfg = BrokerConfig.from_properties(
+        "# comment\n! other\nnum.partitions=3\nlog.dirs : /tmp/x\nlisteners PLAINTEXT://:9093\n",
+        {"node.id": "7"})
+    assert cfg.num_partitions == 3
+    assert cfg.log_dirs == ["/tmp/x"]
+    assert cfg.listeners == [Listener("PLAINTEXT", "", 9093)]
+    assert cfg.node_id == 7
+
+
+def test_listener_parsing():
+    assert Listener.parse("PLAINTEXT://[::1]:9092") == Listener("PLAINTEXT", "::1", 9092)
+    assert str(Listener("PLAINTEXT", "::1", 9092)) == "PLAINTEXT://[::1]:9092"
+    with pytest.raises(ConfigError):
+        Listener.parse("PLAINTEXT://host:99999")

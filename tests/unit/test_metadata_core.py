@@ -1,0 +1,118 @@
+"""ClusterMetadata: operations validate like Kafka, and a replay of the records rebuilds the state."""
+
+import uuid
+
+import pytest
+
+from snakka.metadata.core import (
+    PRODUCER_ID_BLOCK_SIZE,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    ClusterMetadata,
+    base64_to_uuid,
+    random_topic_id,
+    uuid_to_base64,
+)
+from snakka.protocol.errors import ErrorCode, KafkaError
+
+
+def replay(records):
+    md = ClusterMetadata()
+    for r in records:
+        md.apply(r)
+    return md
+
+
+def test_create_alter_delete_replays_to_same_state():
+    md = ClusterMetadata()
+    log = []
+    log += md.set_cluster_id("abc")
+    log += md.create_topic("orders", 3, {"retention.ms": "1000"})
+    log += md.create_topic("payments", 1, {})
+    log += md.create_partitions("payments", 4)
+    log += md.alter_configs(RESOURCE_TOPIC, "orders", {"segment.bytes": "1048576"})
+    log += md.alter_configs(RESOURCE_TOPIC, "orders", {"retention.ms": None})
+    log += md.alter_configs(RESOURCE_BROKER, "", {"log.retention.ms": "5000"})
+    log += md.delete_topic("payments")
+    recs, first = md.allocate_producer_id_block()
+    log += recs
+    again = replay(log)
+    assert again.cluster_id == "abc"
+    assert set(again.topics) == {"orders"}
+    assert again.topics["orders"].configs == {"segment.bytes": "1048576"}
+    assert again.topics["orders"].topic_id == md.topics["orders"].topic_id
+    assert again.topics_by_id[md.topics["orders"].topic_id].name == "orders"
+    assert again.dynamic_configs[(RESOURCE_BROKER, "")] == {"log.retention.ms": "5000"}
+    assert first == 0 and again.next_producer_id_block == PRODUCER_ID_BLOCK_SIZE
+
+
+@pytest.mark.parametrize("name,code", [
+    ("", ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("..", ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("a" * 250, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("bad/name", ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("spaces are bad", ErrorCode.INVALID_TOPIC_EXCEPTION),
+])
+def test_invalid_topic_names(name, code):
+    with pytest.raises(KafkaError) as e:
+        ClusterMetadata().create_topic(name, 1, {})
+    assert e.value.code == code
+
+
+def test_create_errors():
+    md = ClusterMetadata()
+    md.create_topic("a.b", 1, {})
+    for args, code in [
+        (("a.b", 1, 1, {}), ErrorCode.TOPIC_ALREADY_EXISTS),
+        (("a_b", 1, 1, {}), ErrorCode.INVALID_TOPIC_EXCEPTION),  # collides with a.b
+        (("x", 0, 1, {}), ErrorCode.INVALID_PARTITIONS),
+        (("x", 1, 3, {}), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (("x", 1, 1, {"retention.ms": "soon"}), ErrorCode.INVALID_CONFIG),
+        (("x", 1, 1, {"no.such.config": "1"}), ErrorCode.INVALID_CONFIG),
+    ]:
+        with pytest.raises(KafkaError) as e:
+            md.check_create_topic(*args)
+        assert e.value.code == code, args
+
+
+def test_create_partitions_rules():
+    md = ClusterMetadata()
+    md.create_topic("t", 2, {})
+    with pytest.raises(KafkaError) as e:
+        md.create_partitions("t", 2)
+    assert e.value.code == ErrorCode.INVALID_PARTITIONS
+    with pytest.raises(KafkaError) as e:
+        md.create_partitions("t", 1)
+    assert e.value.code == ErrorCode.INVALID_PARTITIONS
+    with pytest.raises(KafkaError) as e:
+        md.create_partitions("nope", 5)
+    assert e.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    md.create_partitions("t", 5)
+    assert md.topics["t"].partitions == 5
+
+
+def test_broker_config_changes_only_dynamic_keys():
+    md = ClusterMetadata()
+    with pytest.raises(KafkaError) as e:
+        md.alter_configs(RESOURCE_BROKER, "", {"listeners": "PLAINTEXT://:1"})
+    assert e.value.code == ErrorCode.INVALID_CONFIG
+    with pytest.raises(KafkaError):
+        md.alter_configs(RESOURCE_BROKER, "", {"log.retention.bytes": "lots"})
+    md.alter_configs(RESOURCE_BROKER, "1", {"num.partitions": "4"})
+    assert md.dynamic_configs[(RESOURCE_BROKER, "1")] == {"num.partitions": "4"}
+
+
+def test_replace_semantics_of_legacy_alter_configs():
+    md = ClusterMetadata()
+    md.create_topic("t", 1, {"retention.ms": "1", "segment.bytes": "1048576"})
+    md.alter_configs(RESOURCE_TOPIC, "t", {"cleanup.policy": "compact"}, replace=True)
+    assert md.topics["t"].configs == {"cleanup.policy": "compact"}
+
+
+def test_topic_id_text_form_round_trips():
+    for _ in range(200):
+        u = random_topic_id()
+        s = uuid_to_base64(u)
+        assert len(s) == 22 and not s.startswith("-")
+        assert base64_to_uuid(s) == u
+    assert random_topic_id() != uuid.UUID(int=0)
