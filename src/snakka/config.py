@@ -161,7 +161,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in [
         _d("cleanup.policy", _LIST, "delete", _list_of("delete", "compact"),
-           "Retention policy: delete old segments ('compact' is accepted and stored; compaction itself is not yet implemented).",
+           "Retention policy. Only 'delete' is available: 'compact' is rejected with INVALID_CONFIG until log compaction exists.",
            broker_synonym="log.cleanup.policy"),
         _d("compression.type", _S, "producer", _one_of(*COMPRESSION_TYPES),
            "Final compression of the topic's data; 'producer' keeps the producer's codec.",
@@ -489,6 +489,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
         d.value(v)
         if k == "remote.storage.enable" and d.value(v):
             raise ConfigError(k, v, "tiered storage is not available in this snakka version")
+        if k == "cleanup.policy" and "compact" in d.value(v):  # type: ignore[operator]
+            raise ConfigError(k, v, "log compaction is not available in this snakka version")
 
 
 def topic_config_names() -> Iterable[str]:

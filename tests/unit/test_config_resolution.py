@@ -60,3 +60,22 @@ def test_listener_parsing():
     assert str(Listener("PLAINTEXT", "::1", 9092)) == "PLAINTEXT://[::1]:9092"
     with pytest.raises(ConfigError):
         Listener.parse("PLAINTEXT://host:99999")
+
+
+def test_unavailable_features_are_rejected_not_faked():
+    from snakka.config import validate_topic_configs
+
+    with pytest.raises(ConfigError, match="compaction"):
+        validate_topic_configs({"cleanup.policy": "compact,delete"})
+    with pytest.raises(ConfigError, match="tiered"):
+        validate_topic_configs({"remote.storage.enable": "true"})
+
+
+def test_configuration_doc_is_current():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "gen_config_docs.py"
+    r = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

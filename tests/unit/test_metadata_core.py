@@ -105,8 +105,8 @@ def test_broker_config_changes_only_dynamic_keys():
 def test_replace_semantics_of_legacy_alter_configs():
     md = ClusterMetadata()
     md.create_topic("t", 1, {"retention.ms": "1", "segment.bytes": "1048576"})
-    md.alter_configs(RESOURCE_TOPIC, "t", {"cleanup.policy": "compact"}, replace=True)
-    assert md.topics["t"].configs == {"cleanup.policy": "compact"}
+    md.alter_configs(RESOURCE_TOPIC, "t", {"max.message.bytes": "2000"}, replace=True)
+    assert md.topics["t"].configs == {"max.message.bytes": "2000"}
 
 
 def test_topic_id_text_form_round_trips():
