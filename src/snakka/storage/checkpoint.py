@@ -1,0 +1,191 @@
+"""Small files Kafka keeps in a log dir, in Kafka's formats.
+
+* offset checkpoints (``recovery-point-offset-checkpoint``,
+  ``log-start-offset-checkpoint``)::
+
+      0                      <- version
+      2                      <- number of entries
+      my-topic 0 1234        <- topic partition offset
+      other 3 0
+
+* ``partition.metadata`` in each partition dir::
+
+      version: 0
+      topic_id: <topic id, base64url without padding, as Kafka's Uuid.toString()>
+
+* ``meta.properties`` in the log dir (KRaft, version 1): ``node.id``,
+  ``directory.id``, ``version``, ``cluster.id`` as Java properties.
+
+Writes are atomic (temp file, fsync, rename, fsync of the directory), so a crash leaves
+either the old or the new file. Reading a damaged checkpoint logs a warning and yields
+nothing, which makes the broker fall back to full recovery: slower, never wrong.
+
+Threading: plain functions; callers serialise writes of the same file.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import time
+import uuid
+
+log = logging.getLogger("snakka.storage")
+
+CHECKPOINT_VERSION = 0
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def write_offset_checkpoint(path: str, offsets: dict[tuple[str, int], int]) -> None:
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    for (topic, partition), offset in sorted(offsets.items()):
+        lines.append(f"{topic} {partition} {offset}")
+    _atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
+    """Entries of an offset checkpoint; {} if missing or malformed (logged)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("cannot read checkpoint %s: %s", path, exc)
+        return {}
+    try:
+        version = int(lines[0])
+        if version != CHECKPOINT_VERSION:
+            raise ValueError(f"unsupported version {version}")
+        count = int(lines[1])
+        out: dict[tuple[str, int], int] = {}
+        for line in lines[2 : 2 + count]:
+            topic, partition, offset = line.split(" ")
+            out[(topic, int(partition))] = int(offset)
+        if len(out) != count:
+            raise ValueError(f"expected {count} entries, found {len(out)}")
+        return out
+    except (ValueError, IndexError) as exc:
+        log.warning("ignoring malformed checkpoint %s: %s", path, exc)
+        return {}
+
+
+# ---------------------------------------------------------------- topic ids
+
+
+def topic_id_to_str(topic_id: uuid.UUID | bytes | str) -> str:
+    """Kafka's ``Uuid.toString()``: base64url of the 16 bytes, no padding."""
+    if isinstance(topic_id, str):
+        return topic_id
+    raw = topic_id.bytes if isinstance(topic_id, uuid.UUID) else bytes(topic_id)
+    if len(raw) != 16:
+        raise ValueError("a topic id is 16 bytes")
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def topic_id_from_str(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return uuid.UUID(bytes=raw)
+
+
+PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID | bytes | str) -> None:
+    text = f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n"
+    _atomic_write(os.path.join(partition_dir, PARTITION_METADATA_FILE), text.encode())
+
+
+def read_partition_metadata(partition_dir: str) -> str | None:
+    """The topic id string of a partition dir, or None."""
+    path = os.path.join(partition_dir, PARTITION_METADATA_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            fields = dict(
+                line.split(": ", 1) for line in f.read().splitlines() if ": " in line
+            )
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        log.warning("cannot read %s: %s", path, exc)
+        return None
+    if fields.get("version") != "0":
+        log.warning("unsupported %s version %r", path, fields.get("version"))
+        return None
+    return fields.get("topic_id")
+
+
+# ---------------------------------------------------------------- meta.properties
+
+META_PROPERTIES_FILE = "meta.properties"
+
+
+def read_meta_properties(log_dir: str) -> dict[str, str] | None:
+    path = os.path.join(log_dir, META_PROPERTIES_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    props = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")) or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        props[key.strip()] = value.strip()
+    return props
+
+
+def write_meta_properties(
+    log_dir: str, *, cluster_id: str, node_id: int, directory_id: str | None = None
+) -> dict[str, str]:
+    """Write a KRaft (version 1) ``meta.properties``; returns its properties."""
+    props = {
+        "node.id": str(node_id),
+        "directory.id": directory_id or topic_id_to_str(uuid.uuid4()),
+        "version": "1",
+        "cluster.id": cluster_id,
+    }
+    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+    body = "#\n#" + stamp + "\n" + "".join(f"{k}={v}\n" for k, v in props.items())
+    os.makedirs(log_dir, exist_ok=True)
+    _atomic_write(os.path.join(log_dir, META_PROPERTIES_FILE), body.encode())
+    return props
+
+
+def ensure_meta_properties(log_dir: str, *, cluster_id: str, node_id: int) -> dict[str, str]:
+    """Create ``meta.properties`` if absent; if present, check it belongs to this
+    cluster and node (Kafka refuses to start otherwise): ``ValueError`` on mismatch."""
+    props = read_meta_properties(log_dir)
+    if props is None:
+        return write_meta_properties(log_dir, cluster_id=cluster_id, node_id=node_id)
+    if props.get("cluster.id") != cluster_id:
+        raise ValueError(
+            f"log dir {log_dir} belongs to cluster {props.get('cluster.id')!r}, "
+            f"not {cluster_id!r} (meta.properties)"
+        )
+    if props.get("node.id") != str(node_id):
+        raise ValueError(
+            f"log dir {log_dir} belongs to node {props.get('node.id')!r}, not {node_id} "
+            "(meta.properties)"
+        )
+    return props

@@ -1,0 +1,296 @@
+"""All partition logs of the broker (Kafka's LogManager).
+
+What this module owns
+    The log directory: discovering ``<topic>-<partition>`` dirs at start-up, deciding
+    whether they need recovery (``.kafka_cleanshutdown`` present = clean), the
+    checkpoint files (``recovery-point-offset-checkpoint``,
+    ``log-start-offset-checkpoint``), ``partition.metadata`` per partition,
+    ``meta.properties``, the ``.lock`` that keeps two brokers off one directory, and
+    fan-out of flush/retention over all logs.
+
+    ``log_dirs`` is a list like Kafka's ``log.dirs``; only the first is used today (the
+    list is kept for JBOD later).
+
+Threading
+    Runs on the event-loop thread, except :meth:`flush_all` (and therefore the
+    checkpoint writes), meant for the flush worker thread (see
+    :mod:`snakka.storage.flush`). Checkpoint files are written under
+    ``_checkpoint_lock``. ``log-start-offset-checkpoint`` changes (DeleteRecords,
+    retention) are written by the next :meth:`flush_all` or at :meth:`close`, never
+    from the loop (it fsyncs).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import resource
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+
+from .checkpoint import (
+    ensure_meta_properties,
+    read_offset_checkpoint,
+    read_partition_metadata,
+    topic_id_to_str,
+    write_offset_checkpoint,
+    write_partition_metadata,
+)
+from .config import LogConfig
+from .log import PartitionLog, parse_partition_dir_name
+
+log = logging.getLogger("snakka.storage")
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (one fd per segment plus
+    connections add up); returns the new soft limit."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY:
+            hard = max(soft, 1 << 20)
+        if soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            return hard
+        return soft
+    except (ValueError, OSError):
+        return -1
+
+
+class LogManager:
+    """Owner of every :class:`PartitionLog` in the log dir."""
+
+    def __init__(
+        self,
+        log_dirs: list[str],
+        default_config: LogConfig | None = None,
+        time_ms: Callable[[], int] = _wall_ms,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs must name at least one directory")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.log_dir = self.log_dirs[0]
+        self.default_config = default_config or LogConfig()
+        self.time_ms = time_ms
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._checkpoint_lock = threading.Lock()
+        self._closed = False
+        os.makedirs(self.log_dir, exist_ok=True)
+        self._lock_fd = os.open(os.path.join(self.log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._lock_fd)
+            raise RuntimeError(
+                f"log dir {self.log_dir} is locked by another process (is a broker already "
+                "running on it?)"
+            ) from None
+        raise_open_file_limit()
+
+    # ------------------------------------------------------------ start-up
+
+    def ensure_meta_properties(self, *, cluster_id: str, node_id: int) -> dict[str, str]:
+        """Create or check ``meta.properties`` (ValueError if the dir belongs to another
+        cluster/node)."""
+        return ensure_meta_properties(self.log_dir, cluster_id=cluster_id, node_id=node_id)
+
+    def load_all(
+        self,
+        topic_configs: Mapping[str, LogConfig] | Callable[[str], LogConfig | None] | None = None,
+    ) -> list[PartitionLog]:
+        """Open every partition dir. Without ``.kafka_cleanshutdown`` every log is
+        recovered from its checkpointed recovery point. ``topic_configs`` gives a
+        topic's config (default: the manager's default config)."""
+        clean_path = os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(clean_path)
+        recovery_points = read_offset_checkpoint(os.path.join(self.log_dir, RECOVERY_POINT_CHECKPOINT))
+        start_offsets = read_offset_checkpoint(os.path.join(self.log_dir, LOG_START_OFFSET_CHECKPOINT))
+        if not clean:
+            log.info("log dir %s was not shut down cleanly: recovering logs", self.log_dir)
+        loaded = []
+        for name in sorted(os.listdir(self.log_dir)):
+            path = os.path.join(self.log_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith("-delete"):
+                log.info("removing partition dir %s left over from a deletion", name)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                topic, partition = parse_partition_dir_name(name)
+            except ValueError:
+                log.warning("ignoring directory %s in log dir: not <topic>-<partition>", name)
+                continue
+            key = (topic, partition)
+            if key in self._logs:
+                continue
+            cfg = self._config_for(topic, topic_configs)
+            plog = PartitionLog(
+                path,
+                cfg,
+                recover=not clean,
+                time_ms=self.time_ms,
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=start_offsets.get(key, 0),
+            )
+            plog.topic_id = read_partition_metadata(path)
+            self._logs[key] = plog
+            loaded.append(plog)
+        if clean:
+            # From now on a crash must be detected at the next start.
+            os.unlink(clean_path)
+        log.info("loaded %d partition logs from %s (clean=%s)", len(loaded), self.log_dir, clean)
+        return loaded
+
+    def _config_for(
+        self,
+        topic: str,
+        topic_configs: Mapping[str, LogConfig] | Callable[[str], LogConfig | None] | None,
+    ) -> LogConfig:
+        if topic_configs is None:
+            return self.default_config
+        if callable(topic_configs):
+            cfg = topic_configs(topic)
+        else:
+            cfg = topic_configs.get(topic)
+        return cfg or self.default_config
+
+    # ------------------------------------------------------------ logs
+
+    def get_or_create_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        topic_id: uuid.UUID | bytes | str | None = None,
+    ) -> PartitionLog:
+        key = (topic, partition)
+        plog = self._logs.get(key)
+        if plog is None:
+            if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+                raise ValueError(f"illegal topic name {topic!r}")
+            if partition < 0:
+                raise ValueError(f"illegal partition {partition}")
+            path = os.path.join(self.log_dir, f"{topic}-{partition}")
+            plog = PartitionLog(
+                path, config or self.default_config, recover=False, time_ms=self.time_ms
+            )
+            self._logs[key] = plog
+        if topic_id is not None and plog.topic_id is None:
+            write_partition_metadata(plog.dir_path, topic_id)
+            plog.topic_id = topic_id_to_str(topic_id)
+        return plog
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[PartitionLog]:
+        return list(self._logs.values())
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """DeleteTopics: remove the partition's log and directory. Returns False if
+        there was none."""
+        plog = self._logs.pop((topic, partition), None)
+        if plog is None:
+            return False
+        plog.delete()
+        return True
+
+    # ------------------------------------------------------------ flush / retention
+
+    def flush_all(self, *, only_dirty: bool = True) -> int:
+        """fsync every log with unflushed data, then write the checkpoints. Meant for a
+        worker thread. Returns how many logs were flushed."""
+        n = 0
+        for plog in list(self._logs.values()):
+            if plog.closed:
+                continue
+            if only_dirty and plog.unflushed_messages == 0 and not plog.log_start_dirty:
+                continue
+            plog.flush()
+            n += 1
+        self.checkpoint()
+        return n
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point and (if changed) log-start-offset checkpoints."""
+        with self._checkpoint_lock:
+            logs = [(k, p) for k, p in list(self._logs.items()) if not p.closed]
+            write_offset_checkpoint(
+                os.path.join(self.log_dir, RECOVERY_POINT_CHECKPOINT),
+                {k: p.recovery_point for k, p in logs},
+            )
+            if any(p.log_start_dirty for _k, p in logs) or not os.path.exists(
+                os.path.join(self.log_dir, LOG_START_OFFSET_CHECKPOINT)
+            ):
+                for _k, p in logs:
+                    p.log_start_dirty = False
+                write_offset_checkpoint(
+                    os.path.join(self.log_dir, LOG_START_OFFSET_CHECKPOINT),
+                    {k: p.log_start_offset for k, p in logs},
+                )
+
+    def enforce_retention_all(self, now_ms: int | None = None) -> int:
+        """Retention of every log plus producer-id expiry; returns segments deleted."""
+        now = self.time_ms() if now_ms is None else now_ms
+        deleted = 0
+        for plog in list(self._logs.values()):
+            if plog.closed:
+                continue
+            deleted += plog.enforce_retention(now)
+            plog.expire_producers(now)
+        return deleted
+
+    # ------------------------------------------------------------ shutdown
+
+    def close(self) -> None:
+        """Clean shutdown: close (flush) every log, write checkpoints and
+        ``.kafka_cleanshutdown``, release the dir lock."""
+        if self._closed:
+            return
+        for plog in list(self._logs.values()):
+            plog.close()
+        with self._checkpoint_lock:
+            write_offset_checkpoint(
+                os.path.join(self.log_dir, RECOVERY_POINT_CHECKPOINT),
+                {k: p.recovery_point for k, p in self._logs.items()},
+            )
+            write_offset_checkpoint(
+                os.path.join(self.log_dir, LOG_START_OFFSET_CHECKPOINT),
+                {k: p.log_start_offset for k, p in self._logs.items()},
+            )
+            with open(os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE), "w") as f:
+                f.write('{"version":0,"brokerEpoch":-1}')
+                f.flush()
+                os.fsync(f.fileno())
+        self._closed = True
+        self._release_lock()
+
+    def abandon(self) -> None:
+        """Release the dir lock without any shutdown work (tests simulating a crash)."""
+        self._closed = True
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = -1

@@ -1,0 +1,533 @@
+"""One log segment: ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex`` (Kafka's
+LogSegment).
+
+What this module owns
+    Appending validated batches at the end of the ``.log`` (one ``pwrite`` per append),
+    maintaining the sparse indexes exactly as Kafka's LogSegment does (an entry every
+    ``index.interval.bytes``), finding the batch that contains an offset, reading whole
+    batches, scanning headers (with or without CRC32C checks) for recovery and index
+    rebuilds, truncation, flushing (fdatasync + index files) and deletion.
+
+File handles
+    One fd per segment (the ``.log``, ``O_RDWR``), kept open for its life; index
+    files are opened only while being written (by :meth:`flush`/:meth:`close`), so a
+    partition costs one descriptor per segment.
+
+Threading
+    Everything runs on the owning partition's event-loop thread except :meth:`flush`,
+    which a flush worker thread may call concurrently with :meth:`append`/reads; see
+    :class:`~snakka.storage.log.PartitionLog` for the lock discipline (the partition's
+    flush lock serialises flush, truncation, close and file deletion).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterator, Sequence
+
+from crc32c import crc32c
+
+from snakka.records.batch import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    BatchInfo,
+    parse_header,
+)
+
+from .index import CorruptIndexError, OffsetIndex, TimeIndex, _pwrite_all
+
+log = logging.getLogger("snakka.storage")
+
+# baseOffset, batchLength, (skip 11: epoch, magic, crc, attributes), lastOffsetDelta,
+# baseTimestamp, maxTimestamp: the 43 bytes the fetch path needs to step over batches.
+_STEP = struct.Struct(">qi11xiqq")
+_STEP_SIZE = _STEP.size  # 43
+_STEP_CHUNK = 16 * 1024  # header walks: covers an index interval of small batches
+RECOVERY_CHUNK = 1024 * 1024  # recovery/rebuild scans read this much at a time
+
+
+def log_filename(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
+
+
+def index_filename(base_offset: int) -> str:
+    return f"{base_offset:020d}.index"
+
+
+def timeindex_filename(base_offset: int) -> str:
+    return f"{base_offset:020d}.timeindex"
+
+
+class ScanStop:
+    """Where and why a header scan stopped early (``reason`` None: clean end)."""
+
+    __slots__ = ("position", "reason")
+
+    def __init__(self) -> None:
+        self.position = -1
+        self.reason: str | None = None
+
+    def stop(self, position: int, reason: str) -> None:
+        self.position = position
+        self.reason = reason
+
+
+def pread_exact(fd: int, n: int, position: int) -> bytes:
+    """``os.pread`` until ``n`` bytes or end of file."""
+    data = os.pread(fd, n, position)
+    if len(data) == n or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < n:
+        more = os.pread(fd, n - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+class LogSegment:
+    """A segment of a partition log. ``next_offset`` is the offset after its last batch
+    (``base_offset`` when empty)."""
+
+    def __init__(
+        self,
+        dir_path: str,
+        base_offset: int,
+        fd: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        created_ms: int,
+    ) -> None:
+        self.dir_path = dir_path
+        self.base_offset = base_offset
+        self.path = os.path.join(dir_path, log_filename(base_offset))
+        self.fd = fd
+        self.size = 0
+        self.flushed_size = 0
+        self.next_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.offset_index = OffsetIndex(
+            os.path.join(dir_path, index_filename(base_offset)), base_offset, max_index_size
+        )
+        self.time_index = TimeIndex(
+            os.path.join(dir_path, timeindex_filename(base_offset)), base_offset, max_index_size
+        )
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.bytes_since_last_index_entry = 0
+        self.created_ms = created_ms
+        self._rolling_ts: int | None = None  # first batch's maxTimestamp (Kafka's roll base)
+        self._rolling_ts_known = False
+        self.closed = False
+        self.deleted = False
+        self.load_problem = ""  # why load() refused the segment (for the recovery log line)
+
+    # ------------------------------------------------------------ create / open
+
+    @classmethod
+    def create(
+        cls,
+        dir_path: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """A new empty segment (an existing file of that name is truncated)."""
+        path = os.path.join(dir_path, log_filename(base_offset))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        seg = cls(
+            dir_path,
+            base_offset,
+            fd,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+            created_ms=now_ms,
+        )
+        seg._rolling_ts_known = True
+        for stale in (seg.offset_index, seg.time_index):
+            stale.delete_file()
+        return seg
+
+    @classmethod
+    def open(
+        cls,
+        dir_path: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """Open an existing segment without reading it (see :meth:`load` /
+        :meth:`recover`)."""
+        path = os.path.join(dir_path, log_filename(base_offset))
+        fd = os.open(path, os.O_RDWR)
+        seg = cls(
+            dir_path,
+            base_offset,
+            fd,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+            created_ms=now_ms,
+        )
+        seg.size = os.fstat(fd).st_size
+        seg.flushed_size = seg.size
+        return seg
+
+    def load(self, min_next_offset: int) -> bool:
+        """Trust-but-verify open after a clean shutdown (or below the recovery point):
+        load the index files, check them, walk the batch headers after the last
+        offset-index entry to find the end. Returns False if anything is off (missing or
+        corrupt index, torn tail): the caller then runs :meth:`recover`."""
+        oi = self.offset_index
+        try:
+            loaded = OffsetIndex.load(oi.path, self.base_offset, oi.max_entries * 8, self.size)
+        except (CorruptIndexError, OSError) as exc:
+            self.load_problem = f"offset index unusable: {exc}"
+            return False
+        self.offset_index = loaded
+        last_off, last_pos = loaded.last_entry()
+        stop = ScanStop()
+        next_offset = max(min_next_offset, self.base_offset)
+        max_ts = -1
+        max_ts_off = -1
+        first = True
+        for _pos, h in self.scan(last_pos, verify_crc=False, min_next_offset=next_offset, stop=stop):
+            if first and loaded.entries and not h.base_offset <= last_off:
+                stop.stop(_pos, f"index entry for offset {last_off} points at batch {h.base_offset}")
+                break
+            first = False
+            next_offset = h.base_offset + h.last_offset_delta + 1
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+                max_ts_off = next_offset - 1
+        if stop.reason is not None:
+            self.load_problem = f"batch at position {stop.position}: {stop.reason}"
+            self.offset_index = oi
+            return False
+        ti = self.time_index
+        try:
+            tloaded = TimeIndex.load(ti.path, self.base_offset, ti.max_entries * 12, next_offset)
+        except (CorruptIndexError, OSError) as exc:
+            self.load_problem = f"time index unusable: {exc}"
+            self.offset_index = oi
+            return False
+        self.time_index = tloaded
+        self.next_offset = next_offset
+        ts, ts_off = tloaded.last_entry()
+        if ts >= max_ts:
+            self.max_timestamp, self.offset_of_max_timestamp = ts, ts_off
+        else:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_off
+        # Sparse-index bookkeeping continues from the last indexed batch.
+        self.bytes_since_last_index_entry = self.size - last_pos if loaded.entries else self.size
+        return True
+
+    def recover(self, min_next_offset: int) -> tuple[int, str | None]:
+        """Rebuild everything from the ``.log``: scan every batch (header sanity +
+        CRC32C), rebuild both indexes, truncate the file at the first torn or corrupt
+        batch. Returns (bytes truncated, reason or None)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.bytes_since_last_index_entry = 0
+        self.next_offset = self.base_offset
+        self._rolling_ts_known = False
+        stop = ScanStop()
+        end = 0
+        interval = self.index_interval_bytes
+        oi = self.offset_index
+        ti = self.time_index
+        for pos, h in self.scan(
+            0, verify_crc=True, min_next_offset=min_next_offset, stop=stop, chunk=RECOVERY_CHUNK
+        ):
+            last = h.base_offset + h.last_offset_delta
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = last
+            if self.bytes_since_last_index_entry > interval:
+                oi.append(last, pos)
+                ti.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            size = h.batch_length + LOG_OVERHEAD
+            self.bytes_since_last_index_entry += size
+            self.next_offset = last + 1
+            end = pos + size
+        truncated = self.size - end
+        if truncated > 0:
+            os.ftruncate(self.fd, end)
+            self.size = end
+            self.flushed_size = min(self.flushed_size, end)
+        return truncated, stop.reason
+
+    # ------------------------------------------------------------ append
+
+    def append(
+        self,
+        buf: bytes | bytearray | memoryview,
+        infos: Sequence[BatchInfo],
+        first_offset: int,
+        log_append_time_ms: int | None,
+    ) -> None:
+        """Write ``buf`` (batches already carrying their offsets) at the end of the
+        segment and index them. One pwrite; per batch a few integer updates."""
+        start = self.size
+        n = os.pwrite(self.fd, buf, start)
+        if n != len(buf):  # short write: rare (disk full raises instead); finish it
+            _pwrite_all(self.fd, memoryview(buf)[n:], start + n)
+        interval = self.index_interval_bytes
+        offset = first_offset
+        max_ts = self.max_timestamp
+        for info in infos:
+            h = info.header
+            last = offset + h.last_offset_delta
+            ts = h.max_timestamp if log_append_time_ms is None else log_append_time_ms
+            if ts > max_ts:
+                max_ts = self.max_timestamp = ts
+                self.offset_of_max_timestamp = last
+            if self.bytes_since_last_index_entry > interval:
+                self.offset_index.append(last, start + info.position)
+                self.time_index.maybe_append(max_ts, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += h.batch_length + LOG_OVERHEAD
+            offset = last + 1
+        if not self._rolling_ts_known:
+            self._rolling_ts_known = True
+            first_ts = infos[0].header.max_timestamp
+            self._rolling_ts = first_ts if log_append_time_ms is None else log_append_time_ms
+        self.size = start + len(buf)
+        self.next_offset = offset
+
+    def rolling_base_timestamp(self) -> int | None:
+        """The first batch's maxTimestamp (what Kafka measures ``segment.ms`` from), or
+        None for an empty segment."""
+        if not self._rolling_ts_known:
+            self._rolling_ts_known = True
+            self._rolling_ts = None
+            if self.size >= HEADER_SIZE:
+                head = pread_exact(self.fd, HEADER_SIZE, 0)
+                if len(head) == HEADER_SIZE:
+                    self._rolling_ts = parse_header(head).max_timestamp
+        return self._rolling_ts
+
+    def on_become_inactive(self) -> None:
+        """Called at roll: make the time index end with the segment's max timestamp
+        (Kafka's onBecomeInactiveSegment)."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def index_full(self) -> bool:
+        return self.offset_index.is_full() or self.time_index.is_full()
+
+    def can_hold_offset(self, offset: int) -> bool:
+        return offset - self.base_offset <= INT32_MAX
+
+    # ------------------------------------------------------------ reads
+
+    def find_batch(self, offset: int, start_position: int | None = None) -> tuple[int, int, int]:
+        """Locate the first batch whose last offset is >= ``offset``.
+
+        Returns (position, base offset, size) of that batch, or (self.size, -1, 0) when
+        no batch of this segment reaches ``offset``. Starts from the offset index (or
+        from ``start_position``, a known batch boundary) and walks headers, reading
+        16 KiB at a time."""
+        if start_position is None:
+            _, pos = self.offset_index.lookup(offset)
+        else:
+            pos = start_position
+        end = self.size
+        fd = self.fd
+        unpack = _STEP.unpack_from
+        while pos < end:
+            chunk = os.pread(fd, min(_STEP_CHUNK, end - pos), pos)
+            clen = len(chunk)
+            rel = 0
+            while rel + _STEP_SIZE <= clen:
+                base, length, lod, _bts, _mts = unpack(chunk, rel)
+                size = length + LOG_OVERHEAD
+                if base + lod >= offset:
+                    return pos + rel, base, size
+                rel += size
+            if rel == 0:  # cannot even parse one header: file ends mid-header
+                break
+            pos += rel
+        return end, -1, 0
+
+    def batch_boundary_at_or_before(self, data: bytes, data_start: int, limit: int) -> int:
+        """Largest batch boundary <= ``limit`` within ``data`` (file bytes starting at
+        ``data_start``, itself a boundary). Uses the offset index to skip ahead, then
+        walks headers in memory."""
+        b = self.offset_index.floor_position(limit)
+        if b < data_start:
+            b = data_start
+        unpack = _STEP.unpack_from
+        while b + _STEP_SIZE <= limit:
+            size = unpack(data, b - data_start)[1] + LOG_OVERHEAD
+            if b + size > limit:
+                break
+            b += size
+        return b
+
+    def read(self, position: int, n: int) -> bytes:
+        return pread_exact(self.fd, n, position)
+
+    def scan(
+        self,
+        start: int,
+        *,
+        verify_crc: bool,
+        min_next_offset: int,
+        stop: ScanStop,
+        end: int | None = None,
+        chunk: int = 64 * 1024,
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield (position, header) of each batch from ``start`` (a batch boundary) to
+        ``end`` (default: file end), checking header sanity (length, magic, offsets
+        increasing from ``min_next_offset``, relative offset fits an int32, the batch
+        fits in the file) and, if ``verify_crc``, the CRC32C. On the first problem,
+        records it in ``stop`` and ends."""
+        if end is None:
+            end = self.size
+        fd = self.fd
+        pos = start
+        data = b""
+        data_start = start
+        expected = min_next_offset
+        base = self.base_offset
+        while pos < end:
+            rel = pos - data_start
+            if rel + HEADER_SIZE > len(data):
+                data = pread_exact(fd, min(chunk, end - pos), pos)
+                data_start = pos
+                rel = 0
+                if len(data) < HEADER_SIZE:
+                    stop.stop(pos, f"torn tail: {end - pos} bytes too short for a batch header")
+                    return
+            h = parse_header(data, rel)
+            size = h.batch_length + LOG_OVERHEAD
+            if h.batch_length < MIN_BATCH_LENGTH:
+                stop.stop(pos, f"invalid batch length {h.batch_length}")
+                return
+            if h.magic != MAGIC_V2:
+                stop.stop(pos, f"invalid magic {h.magic}")
+                return
+            if pos + size > end:
+                stop.stop(
+                    pos,
+                    f"torn tail: batch of {size} bytes at position {pos} but only "
+                    f"{end - pos} bytes left",
+                )
+                return
+            if h.base_offset < expected or h.last_offset_delta < 0:
+                stop.stop(
+                    pos,
+                    f"batch offsets [{h.base_offset}, {h.base_offset + h.last_offset_delta}] "
+                    f"do not follow offset {expected - 1}",
+                )
+                return
+            if h.base_offset + h.last_offset_delta - base > INT32_MAX:
+                stop.stop(pos, f"offset {h.base_offset} does not fit segment {base}")
+                return
+            if verify_crc:
+                if rel + size <= len(data):
+                    with memoryview(data) as mv:
+                        crc = crc32c(mv[rel + ATTRIBUTES_OFFSET : rel + size])
+                else:
+                    whole = pread_exact(fd, size, pos)
+                    crc = crc32c(memoryview(whole)[ATTRIBUTES_OFFSET:]) if len(whole) == size else -1
+                if crc != h.crc:
+                    stop.stop(pos, f"CRC mismatch in batch at offset {h.base_offset}")
+                    return
+            yield pos, h
+            expected = h.base_offset + h.last_offset_delta + 1
+            pos += size
+
+    # ------------------------------------------------------------ truncate
+
+    def truncate_to_offset(self, offset: int) -> int:
+        """Remove the batch containing ``offset`` and everything after it. Returns the
+        number of bytes removed. Caller holds the partition's flush lock."""
+        pos, _base, _size = self.find_batch(offset)
+        return self.truncate_to_position(pos)
+
+    def truncate_to_position(self, pos: int) -> int:
+        removed = self.size - pos
+        if removed <= 0:
+            return 0
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.flushed_size = min(self.flushed_size, pos)
+        self._rebuild_tail_state()
+        self._rolling_ts_known = False
+        return removed
+
+    def _rebuild_tail_state(self) -> None:
+        """After truncation: rescan the (now shorter) segment's headers to restore
+        next_offset, max timestamp and both indexes (no CRC: the data was valid)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.bytes_since_last_index_entry = 0
+        self.next_offset = self.base_offset
+        stop = ScanStop()
+        interval = self.index_interval_bytes
+        for pos, h in self.scan(0, verify_crc=False, min_next_offset=self.base_offset, stop=stop):
+            last = h.base_offset + h.last_offset_delta
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = last
+            if self.bytes_since_last_index_entry > interval:
+                self.offset_index.append(last, pos)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += h.batch_length + LOG_OVERHEAD
+            self.next_offset = last + 1
+
+    # ------------------------------------------------------------ durability / lifecycle
+
+    def flush(self) -> None:
+        """fdatasync the .log if it grew since the last flush and write the index files
+        (entries not yet written, then fsync). Caller holds the partition's flush lock."""
+        if self.closed:
+            return
+        size = self.size
+        if size != self.flushed_size:
+            os.fdatasync(self.fd)
+            self.flushed_size = size
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        os.close(self.fd)
+
+    def delete_files(self) -> None:
+        self.deleted = True
+        for path in (self.path, self.offset_index.path, self.time_index.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset}, "
+            f"max_ts={self.max_timestamp})"
+        )

@@ -1,0 +1,383 @@
+"""Idempotent-producer state of one partition (Kafka's ProducerStateManager), sans-I/O.
+
+What this module owns
+    Per producerId: the current epoch, the metadata of the last
+    :data:`NUM_BATCHES_TO_RETAIN` appended batches (first/last sequence, first/last
+    offset, time), the first offset of an ongoing transaction; the sequence/epoch checks
+    made before an append (:meth:`ProducerStateManager.check`), the bookkeeping after it
+    (:meth:`ProducerStateManager.update`), expiry, and a byte encoding for snapshots.
+
+    File I/O (``NNNNNNNNNNNNNNNNNNNN.snapshot`` files, replay of the log) belongs to
+    :mod:`snakka.storage.log`, which owns the partition directory. This module never
+    touches a file, a socket or a clock: times are passed in.
+
+Semantics (Kafka 2.5+ / 4.x ``ProducerAppendInfo`` and ``UnifiedLog``)
+    * producerId -1: no checks at all.
+    * Duplicate: same epoch and the batch's (baseSequence, lastSequence) equals one of
+      the retained batches: the broker answers success with the ORIGINAL offsets and
+      does not append (``Verdict.duplicate``).
+    * Lower epoch than known: INVALID_PRODUCER_EPOCH (47) (Kafka >= 2.7 answers this
+      instead of the fatal PRODUCER_FENCED on produce).
+    * Higher epoch: the first sequence must be 0, else OUT_OF_ORDER_SEQUENCE_NUMBER (45).
+    * Same epoch: sequence must be lastSequence + 1 (0 after Int32.MAX), else 45.
+    * Unknown producer (no state: never seen, or expired, or its data was deleted): any
+      sequence is accepted. This is Kafka's behaviour since 2.5 (KIP-360): the broker no
+      longer answers UNKNOWN_PRODUCER_ID (59); the producer's state simply restarts from
+      what it sends. (Kafka's TV2-verification special case "unknown producer must start
+      at 0" needs transaction verification state and is left to the transactions work.)
+    * A non-transactional batch from a producer with an ongoing transaction:
+      INVALID_TXN_STATE (48).
+
+Deliberate differences from Kafka
+    * Snapshots keep all retained batches of each producer (Kafka keeps only the last
+      one), so duplicates of in-flight retries are still detected after a restart. The
+      snapshot format is our own (see :func:`encode_snapshot`), version
+      :data:`SNAPSHOT_VERSION`; Kafka would reject it as an unknown version and rebuild
+      from the log, which is safe.
+    * Expiry uses the broker's time of the last append (passed in as ``now_ms``) rather
+      than the batch's producer-supplied maxTimestamp, so a producer replaying old data
+      does not lose its deduplication state early.
+
+Threading
+    Owned by the partition's event-loop thread; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from snakka.records.batch import BatchHeader, increment_sequence
+
+# Kafka error codes (mirror snakka.protocol.errors.ErrorCode; plain ints compare equal).
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+UNKNOWN_PRODUCER_ID = 59
+
+NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (= max.in.flight 5)
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+NO_PRODUCER_EPOCH = -1
+INT32_MAX = 0x7FFFFFFF
+
+
+class ProducerStateError(Exception):
+    """An append was refused by the idempotence/transaction checks."""
+
+    def __init__(self, error_code: int, message: str = "") -> None:
+        super().__init__(message or f"producer state error {error_code}")
+        self.error_code = int(error_code)
+        self.message = message
+
+
+class BatchMetadata(NamedTuple):
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+class Verdict(NamedTuple):
+    """Outcome of :meth:`ProducerStateManager.check`.
+
+    ``error_code`` 0 and ``duplicate`` None: append. ``duplicate`` set: do not append,
+    answer with its offsets. ``error_code`` != 0: refuse with that code."""
+
+    error_code: int = 0
+    message: str = ""
+    duplicate: BatchMetadata | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == 0 and self.duplicate is None
+
+
+ACCEPT = Verdict()
+
+
+class ProducerStateEntry:
+    """State of one producer id in one partition."""
+
+    __slots__ = (
+        "producer_id",
+        "producer_epoch",
+        "batches",
+        "last_timestamp",
+        "current_txn_first_offset",
+        "coordinator_epoch",
+    )
+
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        last_timestamp: int = -1,
+        current_txn_first_offset: int | None = None,
+        coordinator_epoch: int = -1,
+        batches: Iterable[BatchMetadata] = (),
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.batches: deque[BatchMetadata] = deque(batches, NUM_BATCHES_TO_RETAIN)
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
+        self.coordinator_epoch = coordinator_epoch
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id,
+            self.producer_epoch,
+            self.last_timestamp,
+            self.current_txn_first_offset,
+            self.coordinator_epoch,
+            self.batches,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProducerStateEntry):
+            return NotImplemented
+        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerStateEntry(pid={self.producer_id}, epoch={self.producer_epoch}, "
+            f"batches={list(self.batches)}, txn_first={self.current_txn_first_offset})"
+        )
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateManager:
+    """Producer state of one partition. ``map_end_offset`` is the log offset up to which
+    (exclusive) appends have been applied; snapshots are named after it."""
+
+    def __init__(
+        self, *, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    ) -> None:
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0
+
+    # ------------------------------------------------------------ checks
+
+    def check(self, header: BatchHeader) -> Verdict:
+        """Validate a batch's producer id/epoch/sequence against the state (no change)."""
+        pid = header.producer_id
+        if pid < 0:
+            return ACCEPT
+        entry = self.producers.get(pid)
+        if entry is None:
+            return ACCEPT  # unknown producer: accepted whatever its sequence (see module doc)
+        return self._check_entry(entry, header)
+
+    def _check_entry(self, entry: ProducerStateEntry, h: BatchHeader) -> Verdict:
+        epoch = h.producer_epoch
+        first_seq = h.base_sequence
+        if h.is_control:
+            if epoch < entry.producer_epoch:
+                return Verdict(
+                    INVALID_PRODUCER_EPOCH,
+                    f"marker epoch {epoch} of producer {entry.producer_id} is older than "
+                    f"the last seen epoch {entry.producer_epoch}",
+                )
+            return ACCEPT
+        dup = entry.find_duplicate(epoch, first_seq, increment_sequence(first_seq, h.last_offset_delta))
+        if dup is not None:
+            return Verdict(duplicate=dup)
+        if epoch < entry.producer_epoch:
+            return Verdict(
+                INVALID_PRODUCER_EPOCH,
+                f"epoch of producer {entry.producer_id} is {epoch}, which is older than the "
+                f"last seen epoch {entry.producer_epoch}",
+            )
+        if epoch != entry.producer_epoch:
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                return Verdict(
+                    OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"invalid sequence number for new epoch {epoch} of producer "
+                    f"{entry.producer_id}: {first_seq} (expected 0)",
+                )
+        elif entry.producer_epoch != NO_PRODUCER_EPOCH and not _in_sequence(
+            entry.last_seq, first_seq
+        ):
+            return Verdict(
+                OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"out of order sequence number for producer {entry.producer_id}: "
+                f"{first_seq} (incoming), {entry.last_seq} (current end sequence number)",
+            )
+        if entry.current_txn_first_offset is not None and not h.is_transactional:
+            return Verdict(
+                INVALID_TXN_STATE,
+                f"expected transactional write from producer {entry.producer_id}",
+            )
+        return ACCEPT
+
+    # ------------------------------------------------------------ updates
+
+    def update(
+        self,
+        header: BatchHeader,
+        first_offset: int,
+        last_offset: int,
+        timestamp_ms: int = -1,
+    ) -> None:
+        """Record an appended batch (after a successful ``check`` and write).
+
+        ``timestamp_ms`` is the broker time of the append (used for expiry)."""
+        if last_offset + 1 > self.map_end_offset:
+            self.map_end_offset = last_offset + 1
+        pid = header.producer_id
+        if pid < 0:
+            return
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerStateEntry(pid, header.producer_epoch)
+        epoch = header.producer_epoch
+        entry.last_timestamp = timestamp_ms
+        if header.is_control:
+            # A transaction marker ends the producer's transaction (commit or abort alike).
+            if epoch > entry.producer_epoch:
+                entry.producer_epoch = epoch
+                entry.batches.clear()
+            entry.current_txn_first_offset = None
+            return
+        if epoch != entry.producer_epoch:
+            entry.producer_epoch = epoch
+            entry.batches.clear()
+        entry.batches.append(
+            BatchMetadata(
+                header.base_sequence,
+                increment_sequence(header.base_sequence, header.last_offset_delta),
+                first_offset,
+                last_offset,
+                timestamp_ms,
+            )
+        )
+        if header.is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = first_offset
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def first_unstable_offset(self) -> int | None:
+        """Smallest first offset of an ongoing transaction (for the LSO), or None."""
+        offsets = [
+            e.current_txn_first_offset
+            for e in self.producers.values()
+            if e.current_txn_first_offset is not None
+        ]
+        return min(offsets) if offsets else None
+
+    def remove_expired_producers(self, now_ms: int) -> list[int]:
+        """Forget producers idle for ``producer.id.expiration.ms`` with no open
+        transaction (Kafka's removeExpiredProducers). Returns the removed ids."""
+        limit = self.producer_id_expiration_ms
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= limit
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
+
+    def truncate(self) -> None:
+        """Forget everything (before a reload from a snapshot + replay)."""
+        self.producers.clear()
+        self.map_end_offset = 0
+
+    # ------------------------------------------------------------ snapshots
+
+    def snapshot_bytes(self) -> bytes:
+        return encode_snapshot(self.producers.values())
+
+    def load_snapshot_bytes(self, data: bytes, offset: int) -> None:
+        """Replace the state with a decoded snapshot taken at ``offset``; raises
+        ``ValueError`` on a corrupt snapshot (state unchanged then)."""
+        entries = decode_snapshot(data)
+        self.producers = {e.producer_id: e for e in entries}
+        self.map_end_offset = offset
+
+
+# Snapshot format (big-endian), our own (see module docstring):
+#   version int16 (= SNAPSHOT_VERSION) | crc32c uint32 of everything after it |
+#   count int32 | count x (producerId int64 | epoch int16 | lastTimestamp int64 |
+#   currentTxnFirstOffset int64 (-1 = none) | coordinatorEpoch int32 | nbatches int8 |
+#   nbatches x (firstSeq int32 | lastSeq int32 | firstOffset int64 | lastOffset int64 |
+#   timestamp int64))
+SNAPSHOT_VERSION = 1001
+_SNAP_HEAD = struct.Struct(">hI")
+_SNAP_COUNT = struct.Struct(">i")
+_SNAP_ENTRY = struct.Struct(">qhqqib")
+_SNAP_BATCH = struct.Struct(">iiqqq")
+
+
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
+    entries = list(entries)
+    body = bytearray(_SNAP_COUNT.pack(len(entries)))
+    for e in entries:
+        body += _SNAP_ENTRY.pack(
+            e.producer_id,
+            e.producer_epoch,
+            e.last_timestamp,
+            -1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
+            e.coordinator_epoch,
+            len(e.batches),
+        )
+        for b in e.batches:
+            body += _SNAP_BATCH.pack(*b)
+    return _SNAP_HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
+
+
+def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    try:
+        version, crc = _SNAP_HEAD.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise ValueError(f"unknown producer snapshot version {version}")
+        body = memoryview(data)[_SNAP_HEAD.size :]
+        if crc32c(body) != crc:
+            raise ValueError("producer snapshot CRC mismatch")
+        (count,) = _SNAP_COUNT.unpack_from(body, 0)
+        pos = _SNAP_COUNT.size
+        out = []
+        for _ in range(count):
+            pid, epoch, ts, txn_first, coord_epoch, nb = _SNAP_ENTRY.unpack_from(body, pos)
+            pos += _SNAP_ENTRY.size
+            batches = []
+            for _b in range(nb):
+                batches.append(BatchMetadata(*_SNAP_BATCH.unpack_from(body, pos)))
+                pos += _SNAP_BATCH.size
+            out.append(
+                ProducerStateEntry(
+                    pid, epoch, ts, None if txn_first < 0 else txn_first, coord_epoch, batches
+                )
+            )
+        if pos != len(body):
+            raise ValueError("producer snapshot has trailing bytes")
+        return out
+    except struct.error as exc:
+        raise ValueError(f"truncated producer snapshot: {exc}") from exc
