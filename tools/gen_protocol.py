@@ -843,6 +843,27 @@ class Emitter:
         else:
             body.append(f"{ind}{self.h(ELEM_ARRAY[(elem, compact)][1])}({out}, lst)")
 
+    def differs_from_default(self, x: str, a: Attr, nullable: bool, depth: int = 0) -> str:
+        """Expression: value ``x`` of attribute ``a`` differs from its schema default.
+
+        Struct defaults are compared field by field (cheaper than ``__eq__`` on a
+        default instance), which is what Kafka's ``!x.equals(new Struct())`` means.
+        """
+        cmp = a.default_cmp_src()
+        if cmp is None:
+            return f"{x} is not None"
+        if not cmp.startswith("_D_"):
+            return f"{x} != {cmp}"
+        child = self.msg.classes[a.fd.elem]
+        if depth > 0 or not child.attrs or any(c.kind == "struct" for c in child.attrs):
+            self.default_consts.add(a.fd.elem)
+            return f"{x} != {cmp}"
+        parts = [
+            self.differs_from_default(f"{x}.{c.attr}", c, False, depth + 1) for c in child.attrs
+        ]
+        expr = " or ".join(parts)
+        return f"{x} is None or {expr}" if nullable else expr
+
     def _tag_writer(self, cls: str, v: int, tagged: list[FieldDef]) -> str:
         cm = self.msg.classes[cls]
         wuv = self.h("write_uvarint")
@@ -850,13 +871,9 @@ class Emitter:
         conds = []
         for k, f in enumerate(tagged):
             body.append(f"    x{k} = o.{f.attr}")
-            cmp = cm.attr(f.attr).default_cmp_src()
-            if cmp is None:
-                body.append(f"    c{k} = x{k} is not None")
-            else:
-                if cmp.startswith("_D_"):
-                    self.default_consts.add(f.elem)
-                body.append(f"    c{k} = x{k} != {cmp}")
+            body.append(
+                f"    c{k} = {self.differs_from_default(f'x{k}', cm.attr(f.attr), v in f.nullable)}"
+            )
             conds.append(f"c{k}")
         body.append(f"    n = {' + '.join(conds)}")
         body.append("    if not n:")

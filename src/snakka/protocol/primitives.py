@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from typing import Any, ClassVar
 
 from .errors import DecodeError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # keep `typing` out of the import path (startup time)
+    from typing import Any, ClassVar
 
 __all__ = [
     "ZERO_UUID",
@@ -635,6 +638,21 @@ def null_error(what: str) -> DecodeError:
 # ------------------------------------------------------------------ base classes
 
 
+# Exceptions a reader can raise on malformed input (DecodeError is a ValueError).
+_DECODE_ERRORS = (IndexError, _struct.error, ValueError, TypeError, OverflowError, MemoryError)
+
+
+def _bad_version(cls, version) -> DecodeError:
+    lo, hi = cls.VALID_VERSIONS
+    return DecodeError(f"{cls.__name__}: unsupported version {version!r} (supported {lo}-{hi})")
+
+
+def _decode_error(cls, version, e: Exception) -> DecodeError:
+    if isinstance(e, DecodeError):
+        return DecodeError(f"malformed {cls.__name__} v{version}: {e}")
+    return DecodeError(f"malformed {cls.__name__} v{version}: {type(e).__name__}: {e}")
+
+
 def _short_repr(v: Any) -> str:
     if type(v) is memoryview:
         return f"<{v.nbytes} bytes>"
@@ -680,29 +698,34 @@ class ProtocolStruct:
     @classmethod
     def decode(cls, buf, version: int):
         """Decode one object from the start of ``buf``; trailing bytes are ignored."""
-        return cls.read(buf, 0, version)[0]
+        r = cls._READERS.get(version)
+        if r is None:
+            raise _bad_version(cls, version)
+        if type(buf) is not memoryview:
+            buf = memoryview(buf)
+        elif buf.format != "B" or buf.ndim != 1:
+            buf = buf.cast("B")
+        try:
+            return r(buf, 0)[0]
+        except _DECODE_ERRORS as e:
+            raise _decode_error(cls, version, e) from e
 
     @classmethod
     def read(cls, buf, pos: int, version: int):
         """Decode one object at ``buf[pos:]``; returns ``(obj, new_pos)``."""
         r = cls._READERS.get(version)
         if r is None:
-            lo, hi = cls.VALID_VERSIONS
-            raise DecodeError(
-                f"{cls.__name__}: unsupported version {version!r} (supported {lo}-{hi})"
-            )
+            raise _bad_version(cls, version)
         if type(buf) is not memoryview:
             buf = memoryview(buf)
-        if buf.format != "B" or buf.ndim != 1:
+        elif buf.format != "B" or buf.ndim != 1:
             buf = buf.cast("B")
         if pos < 0:
             raise DecodeError(f"negative offset {pos}")
         try:
             return r(buf, pos)
-        except DecodeError:
-            raise
-        except (IndexError, _struct.error, ValueError, TypeError, OverflowError, MemoryError) as e:
-            raise DecodeError(f"malformed {cls.__name__} v{version}: {e}") from e
+        except _DECODE_ERRORS as e:
+            raise _decode_error(cls, version, e) from e
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{a}={_short_repr(getattr(self, a))}" for a in self.__slots__)

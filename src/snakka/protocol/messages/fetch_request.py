@@ -1107,7 +1107,7 @@ def _wt_FetchRequest_15(o, out):
     x0 = o.cluster_id
     c0 = x0 is not None
     x1 = o.replica_state
-    c1 = x1 != _D_ReplicaState
+    c1 = x1.replica_id != -1 or x1.replica_epoch != -1
     n = c0 + c1
     if not n:
         out.append(0)
@@ -1340,7 +1340,6 @@ ForgottenTopic._WRITERS = _version_table(
 )
 ReplicaState._READERS = _version_table((15, 18, _r_ReplicaState_15))
 ReplicaState._WRITERS = _version_table((15, 18, _w_ReplicaState_15))
-_D_ReplicaState = ReplicaState()
 
 
 __all__ = ["FetchRequest", "FetchTopic", "FetchPartition", "ForgottenTopic", "ReplicaState"]

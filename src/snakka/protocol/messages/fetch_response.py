@@ -880,11 +880,11 @@ def _w_SnapshotId_12(o, out):
 
 def _wt_PartitionData_12(o, out):
     x0 = o.diverging_epoch
-    c0 = x0 != _D_EpochEndOffset
+    c0 = x0.epoch != -1 or x0.end_offset != -1
     x1 = o.current_leader
-    c1 = x1 != _D_LeaderIdAndEpoch
+    c1 = x1.leader_id != -1 or x1.leader_epoch != -1
     x2 = o.snapshot_id
-    c2 = x2 != _D_SnapshotId
+    c2 = x2.end_offset != -1 or x2.epoch != -1
     n = c0 + c1 + c2
     if not n:
         out.append(0)
@@ -1070,9 +1070,6 @@ SnapshotId._READERS = _version_table((12, 18, _r_SnapshotId_12))
 SnapshotId._WRITERS = _version_table((12, 18, _w_SnapshotId_12))
 NodeEndpoint._READERS = _version_table((16, 18, _r_NodeEndpoint_16))
 NodeEndpoint._WRITERS = _version_table((16, 18, _w_NodeEndpoint_16))
-_D_EpochEndOffset = EpochEndOffset()
-_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
-_D_SnapshotId = SnapshotId()
 
 
 __all__ = ["FetchResponse", "FetchableTopicResponse", "PartitionData", "AbortedTransaction", "EpochEndOffset", "LeaderIdAndEpoch", "SnapshotId", "NodeEndpoint"]

@@ -332,7 +332,7 @@ def _w_LeaderIdAndEpoch_0(o, out):
 
 def _wt_PartitionSnapshot_0(o, out):
     x0 = o.current_leader
-    c0 = x0 != _D_LeaderIdAndEpoch
+    c0 = x0.leader_id != 0 or x0.leader_epoch != 0
     n = c0
     if not n:
         out.append(0)
@@ -425,7 +425,6 @@ LeaderIdAndEpoch._READERS = _version_table((0, 1, _r_LeaderIdAndEpoch_0))
 LeaderIdAndEpoch._WRITERS = _version_table((0, 1, _w_LeaderIdAndEpoch_0))
 NodeEndpoint._READERS = _version_table((1, 1, _r_NodeEndpoint_1))
 NodeEndpoint._WRITERS = _version_table((1, 1, _w_NodeEndpoint_1))
-_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
 __all__ = ["FetchSnapshotResponse", "TopicSnapshot", "PartitionSnapshot", "SnapshotId", "LeaderIdAndEpoch", "NodeEndpoint"]

@@ -751,7 +751,7 @@ def _w_LeaderIdAndEpoch_10(o, out):
 
 def _wt_PartitionProduceResponse_10(o, out):
     x0 = o.current_leader
-    c0 = x0 != _D_LeaderIdAndEpoch
+    c0 = x0.leader_id != -1 or x0.leader_epoch != -1
     n = c0
     if not n:
         out.append(0)
@@ -910,7 +910,6 @@ LeaderIdAndEpoch._READERS = _version_table((10, 13, _r_LeaderIdAndEpoch_10))
 LeaderIdAndEpoch._WRITERS = _version_table((10, 13, _w_LeaderIdAndEpoch_10))
 NodeEndpoint._READERS = _version_table((10, 13, _r_NodeEndpoint_10))
 NodeEndpoint._WRITERS = _version_table((10, 13, _w_NodeEndpoint_10))
-_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
 __all__ = ["ProduceResponse", "TopicProduceResponse", "PartitionProduceResponse", "BatchIndexAndErrorMessage", "LeaderIdAndEpoch", "NodeEndpoint"]

@@ -123,7 +123,7 @@ def _w_CurrentLeader_0(o, out):
 
 def _wt_UpdateRaftVoterResponse_0(o, out):
     x0 = o.current_leader
-    c0 = x0 != _D_CurrentLeader
+    c0 = x0.leader_id != -1 or x0.leader_epoch != -1 or x0.host != "" or x0.port != 0
     n = c0
     if not n:
         out.append(0)
@@ -146,7 +146,6 @@ UpdateRaftVoterResponse._READERS = _version_table((0, 0, _r_UpdateRaftVoterRespo
 UpdateRaftVoterResponse._WRITERS = _version_table((0, 0, _w_UpdateRaftVoterResponse_0))
 CurrentLeader._READERS = _version_table((0, 0, _r_CurrentLeader_0))
 CurrentLeader._WRITERS = _version_table((0, 0, _w_CurrentLeader_0))
-_D_CurrentLeader = CurrentLeader()
 
 
 __all__ = ["UpdateRaftVoterResponse", "CurrentLeader"]
