@@ -156,7 +156,6 @@ class LogSegment:
             max_index_size=max_index_size,
             created_ms=now_ms,
         )
-        seg._rolling_ts_known = True
         for stale in (seg.offset_index, seg.time_index):
             stale.delete_file()
         return seg
@@ -305,7 +304,7 @@ class LogSegment:
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += h.batch_length + LOG_OVERHEAD
             offset = last + 1
-        if not self._rolling_ts_known:
+        if start == 0:  # first batch of the segment: what segment.ms is measured from
             self._rolling_ts_known = True
             first_ts = infos[0].header.max_timestamp
             self._rolling_ts = first_ts if log_append_time_ms is None else log_append_time_ms
