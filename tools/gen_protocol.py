@@ -63,7 +63,7 @@ FIXED = {
 }
 VARIABLE = {"string", "bytes", "records"}
 PRIMITIVES = set(FIXED) | VARIABLE
-NULL32_SRC = repr(b"\xff\xff\xff\xff")
+NULL32_SRC = 'b"\\xff\\xff\\xff\\xff"'
 
 
 # ============================================================== schema model
@@ -134,6 +134,8 @@ def q(v: Any) -> str:
     r = repr(v)
     if isinstance(v, str) and r[0] == "'" and '"' not in v and "'" not in v:
         r = '"' + r[1:-1] + '"'
+    elif isinstance(v, bytes) and r[1] == "'" and b'"' not in v and b"'" not in v:
+        r = 'b"' + r[2:-1] + '"'
     return r
 
 
@@ -670,7 +672,7 @@ class Emitter:
                 post.append(f"{ind}o.{f.attr} = {self.h('uuid_from_bytes')}({tmp})")
             else:
                 targets.append(f"o.{f.attr}")
-        lhs = ", ".join(targets) + ("," if len(targets) == 1 else "")
+        lhs = f"({targets[0]},)" if len(targets) == 1 else ", ".join(targets)
         line = f"{ind}{lhs} = {const}.unpack_from({buf}, {pos})"
         if len(line) <= 100:
             body.append(line)
@@ -852,6 +854,8 @@ class Emitter:
         cmp = a.default_cmp_src()
         if cmp is None:
             return f"{x} is not None"
+        if cmp in ("False", "True"):
+            return f"{'not ' if cmp == 'True' else ''}{x}"
         if not cmp.startswith("_D_"):
             return f"{x} != {cmp}"
         child = self.msg.classes[a.fd.elem]
@@ -896,12 +900,9 @@ class Emitter:
         return self.add_func("wt", f"_wt_{cls}_{v}", "o, out", body)
 
     # -------------------------------------------------------------- module
-    def table_src(self, d: dict[int, str]) -> str:
+    def table_src(self, prefix: str, d: dict[int, str]) -> str:
         items = [f"({lo}, {hi}, {fn})" for lo, hi, fn in _runs(d)]
-        one = f"{self.h('version_table')}(" + ", ".join(items) + ")"
-        if len(one) < 75:
-            return one
-        return f"{self.h('version_table')}(\n" + "".join(f"    {it},\n" for it in items) + ")"
+        return "\n".join(wrap_seq(f"{prefix}{self.h('version_table')}(", items, ")"))
 
     def class_src(self, cm: ClassModel) -> str:
         msg = self.msg
@@ -923,8 +924,9 @@ class Emitter:
         lines.append(f"    FLEXIBLE_MIN = {flex[0] if flex else None}")
         if cm.is_top and msg.type in ("request", "response"):
             lines.append(f"    LATEST_VERSION_UNSTABLE = {msg.unstable}")
-        slots = ", ".join(q(a.attr) for a in cm.attrs)
-        lines.append(f"    __slots__ = ({slots}{',' if len(cm.attrs) == 1 else ''})")
+        lines.extend(
+            wrap_seq("    __slots__ = (", [q(a.attr) for a in cm.attrs], ")", is_tuple=True)
+        )
         lines.append("")
         params = []
         assigns = []
@@ -932,9 +934,13 @@ class Emitter:
             d = a.default_value()
             if d in ("[]", "struct"):
                 params.append(f"{a.attr}=None")
-                assigns.append(
-                    f"        self.{a.attr} = {a.default_src()} if {a.attr} is None else {a.attr}"
-                )
+                rhs = f"{a.default_src()} if {a.attr} is None else {a.attr}"
+                if len(f"        self.{a.attr} = {rhs}") <= 100:
+                    assigns.append(f"        self.{a.attr} = {rhs}")
+                else:
+                    assigns.extend(
+                        [f"        self.{a.attr} = (", f"            {rhs}", "        )"]
+                    )
             else:
                 params.append(f"{a.attr}={a.default_src()}")
                 assigns.append(f"        self.{a.attr} = {a.attr}")
@@ -954,8 +960,12 @@ class Emitter:
         lines.append("            return NotImplemented")
         if cm.attrs:
             conds = [f"self.{a.attr} == other.{a.attr}" for a in cm.attrs]
-            if len(conds) == 1:
-                lines.append(f"        return {conds[0]}")
+            one = f"        return {' and '.join(conds)}"
+            inner = f"            {' and '.join(conds)}"
+            if len(one) <= 100:
+                lines.append(one)
+            elif len(inner) <= 100:
+                lines.extend(["        return (", inner, "        )"])
             else:
                 lines.append("        return (")
                 lines.append(f"            {conds[0]}")
@@ -979,8 +989,8 @@ class Emitter:
 
         disp = []
         for name, rd, wr in tables:
-            disp.append(f"{name}._READERS = {self.table_src(rd)}")
-            disp.append(f"{name}._WRITERS = {self.table_src(wr)}")
+            disp.append(self.table_src(f"{name}._READERS = ", rd))
+            disp.append(self.table_src(f"{name}._WRITERS = ", wr))
         for s in sorted(self.default_consts):
             disp.append(f"_D_{s} = {s}()")
 
@@ -1029,7 +1039,8 @@ class Emitter:
             imp.append("from ..primitives import ZERO_UUID as _ZERO_UUID")
         for hname in helpers:
             imp.append(f"from ..primitives import {hname} as _{hname}")
-        parts.append("from struct import Struct as _Struct\n\n" + "\n".join(imp) + "\n")
+        std = "from struct import Struct as _Struct\n\n" if self.structs else ""
+        parts.append(std + "\n".join(imp) + "\n")
         parts.append(
             "_new = object.__new__\n"
             + "".join(
@@ -1043,8 +1054,18 @@ class Emitter:
             parts.append("\n" + src)
         parts.append("\n" + "\n".join(disp) + "\n")
         names = list(msg.classes)
-        parts.append("\n__all__ = [" + ", ".join(q(n) for n in names) + "]\n")
+        parts.append("\n" + "\n".join(wrap_seq("__all__ = [", [q(n) for n in names], "]")) + "\n")
         return "\n".join(parts)
+
+
+def wrap_seq(head: str, items: list[str], close: str, is_tuple: bool = False) -> list[str]:
+    """``head item, item close`` on one line if it fits in 100 columns, else one item per line."""
+    tuple_one = is_tuple and len(items) == 1
+    one = head + ", ".join(items) + ("," if tuple_one else "") + close
+    if len(one) <= 100:
+        return [one]
+    ind = " " * (len(head) - len(head.lstrip()))
+    return [head] + [f"{ind}    {it}," for it in items] + [ind + close]
 
 
 def _runs(d: dict[int, str]) -> list[tuple[int, int, str]]:

@@ -35,8 +35,7 @@ class AddOffsetsToTxnResponse(_ProtocolStruct):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.error_code == other.error_code
+            self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code
         )
 
     __hash__ = None

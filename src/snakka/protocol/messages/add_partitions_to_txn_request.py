@@ -36,7 +36,13 @@ class AddPartitionsToTxnRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("v3_and_below_transactional_id", "v3_and_below_producer_id", "v3_and_below_producer_epoch", "v3_and_below_topics", "transactions")
+    __slots__ = (
+        "v3_and_below_transactional_id",
+        "v3_and_below_producer_id",
+        "v3_and_below_producer_epoch",
+        "v3_and_below_topics",
+        "transactions",
+    )
 
     def __init__(
         self,
@@ -81,10 +87,7 @@ class AddPartitionsToTxnTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 

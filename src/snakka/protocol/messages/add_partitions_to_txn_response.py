@@ -33,7 +33,12 @@ class AddPartitionsToTxnResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "results_by_topic_v3_and_below", "error_code", "results_by_transaction")
+    __slots__ = (
+        "throttle_time_ms",
+        "results_by_topic_v3_and_below",
+        "error_code",
+        "results_by_transaction",
+    )
 
     def __init__(
         self,
@@ -43,9 +48,13 @@ class AddPartitionsToTxnResponse(_ProtocolStruct):
         results_by_transaction=None,
     ):
         self.throttle_time_ms = throttle_time_ms
-        self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is None else results_by_topic_v3_and_below
+        self.results_by_topic_v3_and_below = (
+            [] if results_by_topic_v3_and_below is None else results_by_topic_v3_and_below
+        )
         self.error_code = error_code
-        self.results_by_transaction = [] if results_by_transaction is None else results_by_transaction
+        self.results_by_transaction = (
+            [] if results_by_transaction is None else results_by_transaction
+        )
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -75,10 +84,7 @@ class AddPartitionsToTxnTopicResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.results_by_partition == other.results_by_partition
-        )
+        return self.name == other.name and self.results_by_partition == other.results_by_partition
 
     __hash__ = None
 
@@ -151,7 +157,7 @@ def _r_AddPartitionsToTxnResponse_0(buf, pos):
     o = _new(AddPartitionsToTxnResponse)
     o.error_code = 0
     o.results_by_transaction = []
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.results_by_topic_v3_and_below = lst = []
@@ -191,7 +197,7 @@ def _r_AddPartitionsToTxnResponse_3(buf, pos):
     o = _new(AddPartitionsToTxnResponse)
     o.error_code = 0
     o.results_by_transaction = []
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.results_by_topic_v3_and_below = lst = []
@@ -328,4 +334,9 @@ AddPartitionsToTxnResult._READERS = _version_table((4, 5, _r_AddPartitionsToTxnR
 AddPartitionsToTxnResult._WRITERS = _version_table((4, 5, _w_AddPartitionsToTxnResult_4))
 
 
-__all__ = ["AddPartitionsToTxnResponse", "AddPartitionsToTxnTopicResult", "AddPartitionsToTxnPartitionResult", "AddPartitionsToTxnResult"]
+__all__ = [
+    "AddPartitionsToTxnResponse",
+    "AddPartitionsToTxnTopicResult",
+    "AddPartitionsToTxnPartitionResult",
+    "AddPartitionsToTxnResult",
+]

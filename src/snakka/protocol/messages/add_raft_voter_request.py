@@ -35,7 +35,14 @@ class AddRaftVoterRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("cluster_id", "timeout_ms", "voter_id", "voter_directory_id", "listeners", "ack_when_committed")
+    __slots__ = (
+        "cluster_id",
+        "timeout_ms",
+        "voter_id",
+        "voter_directory_id",
+        "listeners",
+        "ack_when_committed",
+    )
 
     def __init__(
         self,
@@ -84,11 +91,7 @@ class Listener(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.host == other.host
-            and self.port == other.port
-        )
+        return self.name == other.name and self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -97,7 +100,7 @@ def _r_Listener_0(buf, pos):
     o = _new(Listener)
     o.name, pos = _read_compact_string(buf, pos)
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -136,7 +139,7 @@ def _r_AddRaftVoterRequest_1(buf, pos):
     for _ in range(n):
         e, pos = _r_Listener_0(buf, pos)
         lst.append(e)
-    o.ack_when_committed, = _S_B.unpack_from(buf, pos)
+    (o.ack_when_committed,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -34,10 +34,7 @@ class AllocateProducerIdsRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.broker_id == other.broker_id
-            and self.broker_epoch == other.broker_epoch
-        )
+        return self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch
 
     __hash__ = None
 

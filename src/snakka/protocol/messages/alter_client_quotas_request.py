@@ -47,10 +47,7 @@ class AlterClientQuotasRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.entries == other.entries
-            and self.validate_only == other.validate_only
-        )
+        return self.entries == other.entries and self.validate_only == other.validate_only
 
     __hash__ = None
 
@@ -70,10 +67,7 @@ class EntryData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.entity == other.entity
-            and self.ops == other.ops
-        )
+        return self.entity == other.entity and self.ops == other.ops
 
     __hash__ = None
 
@@ -93,10 +87,7 @@ class EntityData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.entity_type == other.entity_type
-            and self.entity_name == other.entity_name
-        )
+        return self.entity_type == other.entity_type and self.entity_name == other.entity_name
 
     __hash__ = None
 
@@ -117,11 +108,7 @@ class OpData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.key == other.key
-            and self.value == other.value
-            and self.remove == other.remove
-        )
+        return self.key == other.key and self.value == other.value and self.remove == other.remove
 
     __hash__ = None
 
@@ -163,7 +150,7 @@ def _r_AlterClientQuotasRequest_0(buf, pos):
     for _ in range(n):
         e, pos = _r_EntryData_0(buf, pos)
         lst.append(e)
-    o.validate_only, = _S_B.unpack_from(buf, pos)
+    (o.validate_only,) = _S_B.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -217,7 +204,7 @@ def _r_AlterClientQuotasRequest_1(buf, pos):
     for _ in range(n):
         e, pos = _r_EntryData_1(buf, pos)
         lst.append(e)
-    o.validate_only, = _S_B.unpack_from(buf, pos)
+    (o.validate_only,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

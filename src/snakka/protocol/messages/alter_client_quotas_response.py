@@ -46,10 +46,7 @@ class AlterClientQuotasResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.entries == other.entries
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.entries == other.entries
 
     __hash__ = None
 
@@ -94,10 +91,7 @@ class EntityData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.entity_type == other.entity_type
-            and self.entity_name == other.entity_name
-        )
+        return self.entity_type == other.entity_type and self.entity_name == other.entity_name
 
     __hash__ = None
 
@@ -111,7 +105,7 @@ def _r_EntityData_0(buf, pos):
 
 def _r_EntryData_0(buf, pos):
     o = _new(EntryData)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -124,7 +118,7 @@ def _r_EntryData_0(buf, pos):
 
 def _r_AlterClientQuotasResponse_0(buf, pos):
     o = _new(AlterClientQuotasResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.entries = lst = []
@@ -147,7 +141,7 @@ def _r_EntityData_1(buf, pos):
 
 def _r_EntryData_1(buf, pos):
     o = _new(EntryData)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)
@@ -164,7 +158,7 @@ def _r_EntryData_1(buf, pos):
 
 def _r_AlterClientQuotasResponse_1(buf, pos):
     o = _new(AlterClientQuotasResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.entries = lst = []

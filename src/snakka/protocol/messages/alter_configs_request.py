@@ -47,10 +47,7 @@ class AlterConfigsRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.resources == other.resources
-            and self.validate_only == other.validate_only
-        )
+        return self.resources == other.resources and self.validate_only == other.validate_only
 
     __hash__ = None
 
@@ -95,10 +92,7 @@ class AlterableConfig(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.value == other.value
-        )
+        return self.name == other.name and self.value == other.value
 
     __hash__ = None
 
@@ -112,7 +106,7 @@ def _r_AlterableConfig_0(buf, pos):
 
 def _r_AlterConfigsResource_0(buf, pos):
     o = _new(AlterConfigsResource)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -130,7 +124,7 @@ def _r_AlterConfigsRequest_0(buf, pos):
     for _ in range(n):
         e, pos = _r_AlterConfigsResource_0(buf, pos)
         lst.append(e)
-    o.validate_only, = _S_B.unpack_from(buf, pos)
+    (o.validate_only,) = _S_B.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -148,7 +142,7 @@ def _r_AlterableConfig_2(buf, pos):
 
 def _r_AlterConfigsResource_2(buf, pos):
     o = _new(AlterConfigsResource)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)
@@ -170,7 +164,7 @@ def _r_AlterConfigsRequest_2(buf, pos):
     for _ in range(n):
         e, pos = _r_AlterConfigsResource_2(buf, pos)
         lst.append(e)
-    o.validate_only, = _S_B.unpack_from(buf, pos)
+    (o.validate_only,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -242,8 +236,14 @@ AlterConfigsResource._WRITERS = _version_table(
     (0, 1, _w_AlterConfigsResource_0),
     (2, 2, _w_AlterConfigsResource_2),
 )
-AlterableConfig._READERS = _version_table((0, 1, _r_AlterableConfig_0), (2, 2, _r_AlterableConfig_2))
-AlterableConfig._WRITERS = _version_table((0, 1, _w_AlterableConfig_0), (2, 2, _w_AlterableConfig_2))
+AlterableConfig._READERS = _version_table(
+    (0, 1, _r_AlterableConfig_0),
+    (2, 2, _r_AlterableConfig_2),
+)
+AlterableConfig._WRITERS = _version_table(
+    (0, 1, _w_AlterableConfig_0),
+    (2, 2, _w_AlterableConfig_2),
+)
 
 
 __all__ = ["AlterConfigsRequest", "AlterConfigsResource", "AlterableConfig"]

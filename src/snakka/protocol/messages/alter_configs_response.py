@@ -47,10 +47,7 @@ class AlterConfigsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.responses == other.responses
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.responses == other.responses
 
     __hash__ = None
 
@@ -84,10 +81,10 @@ class AlterConfigsResourceResponse(_ProtocolStruct):
 
 def _r_AlterConfigsResourceResponse_0(buf, pos):
     o = _new(AlterConfigsResourceResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
     return o, pos
@@ -95,7 +92,7 @@ def _r_AlterConfigsResourceResponse_0(buf, pos):
 
 def _r_AlterConfigsResponse_0(buf, pos):
     o = _new(AlterConfigsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.responses = lst = []
@@ -107,10 +104,10 @@ def _r_AlterConfigsResponse_0(buf, pos):
 
 def _r_AlterConfigsResourceResponse_2(buf, pos):
     o = _new(AlterConfigsResourceResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
     if buf[pos]:
@@ -122,7 +119,7 @@ def _r_AlterConfigsResourceResponse_2(buf, pos):
 
 def _r_AlterConfigsResponse_2(buf, pos):
     o = _new(AlterConfigsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.responses = lst = []

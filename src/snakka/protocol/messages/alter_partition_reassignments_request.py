@@ -67,10 +67,7 @@ class ReassignableTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -90,17 +87,14 @@ class ReassignablePartition(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition_index == other.partition_index
-            and self.replicas == other.replicas
-        )
+        return self.partition_index == other.partition_index and self.replicas == other.replicas
 
     __hash__ = None
 
 
 def _r_ReassignablePartition_0(buf, pos):
     o = _new(ReassignablePartition)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:
@@ -132,7 +126,7 @@ def _r_ReassignableTopic_0(buf, pos):
 def _r_AlterPartitionReassignmentsRequest_0(buf, pos):
     o = _new(AlterPartitionReassignmentsRequest)
     o.allow_replication_factor_change = True
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

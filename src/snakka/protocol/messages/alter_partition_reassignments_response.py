@@ -32,7 +32,13 @@ class AlterPartitionReassignmentsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "responses", "allow_replication_factor_change")
+    __slots__ = (
+        "throttle_time_ms",
+        "error_code",
+        "error_message",
+        "responses",
+        "allow_replication_factor_change",
+    )
 
     def __init__(
         self,
@@ -77,10 +83,7 @@ class ReassignableTopicResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -225,4 +228,8 @@ ReassignablePartitionResponse._READERS = _version_table((0, 1, _r_ReassignablePa
 ReassignablePartitionResponse._WRITERS = _version_table((0, 1, _w_ReassignablePartitionResponse_0))
 
 
-__all__ = ["AlterPartitionReassignmentsResponse", "ReassignableTopicResponse", "ReassignablePartitionResponse"]
+__all__ = [
+    "AlterPartitionReassignmentsResponse",
+    "ReassignableTopicResponse",
+    "ReassignablePartitionResponse",
+]

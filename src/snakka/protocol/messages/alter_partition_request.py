@@ -88,7 +88,14 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
-    __slots__ = ("partition_index", "leader_epoch", "new_isr", "leader_recovery_state", "partition_epoch", "new_isr_with_epochs")
+    __slots__ = (
+        "partition_index",
+        "leader_epoch",
+        "new_isr",
+        "leader_recovery_state",
+        "partition_epoch",
+        "new_isr_with_epochs",
+    )
 
     def __init__(
         self,
@@ -136,10 +143,7 @@ class BrokerState(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.broker_id == other.broker_id
-            and self.broker_epoch == other.broker_epoch
-        )
+        return self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch
 
     __hash__ = None
 
@@ -152,7 +156,7 @@ def _r_PartitionData_0(buf, pos):
     pos += 8
     n, pos = _read_compact_array_len(buf, pos)
     o.new_isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.partition_epoch, = _S_i.unpack_from(buf, pos)
+    (o.partition_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -244,7 +248,7 @@ def _r_AlterPartitionRequest_1(buf, pos):
 def _r_TopicData_2(buf, pos):
     o = _new(TopicData)
     o.topic_name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -308,7 +312,7 @@ def _r_PartitionData_3(buf, pos):
 def _r_TopicData_3(buf, pos):
     o = _new(TopicData)
     o.topic_name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

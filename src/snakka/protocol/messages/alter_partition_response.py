@@ -88,7 +88,15 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
-    __slots__ = ("partition_index", "error_code", "leader_id", "leader_epoch", "isr", "leader_recovery_state", "partition_epoch")
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "leader_id",
+        "leader_epoch",
+        "isr",
+        "leader_recovery_state",
+        "partition_epoch",
+    )
 
     def __init__(
         self,
@@ -131,7 +139,7 @@ def _r_PartitionData_0(buf, pos):
     pos += 14
     n, pos = _read_compact_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.partition_epoch, = _S_i.unpack_from(buf, pos)
+    (o.partition_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -222,7 +230,7 @@ def _r_AlterPartitionResponse_1(buf, pos):
 def _r_TopicData_2(buf, pos):
     o = _new(TopicData)
     o.topic_name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

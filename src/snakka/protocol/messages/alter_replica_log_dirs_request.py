@@ -63,10 +63,7 @@ class AlterReplicaLogDir(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.path == other.path
-            and self.topics == other.topics
-        )
+        return self.path == other.path and self.topics == other.topics
 
     __hash__ = None
 
@@ -86,10 +83,7 @@ class AlterReplicaLogDirTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 

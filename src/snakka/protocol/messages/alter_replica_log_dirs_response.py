@@ -43,10 +43,7 @@ class AlterReplicaLogDirsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.results == other.results
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results
 
     __hash__ = None
 
@@ -66,10 +63,7 @@ class AlterReplicaLogDirTopicResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partitions == other.partitions
-        )
+        return self.topic_name == other.topic_name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -89,10 +83,7 @@ class AlterReplicaLogDirPartitionResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition_index == other.partition_index
-            and self.error_code == other.error_code
-        )
+        return self.partition_index == other.partition_index and self.error_code == other.error_code
 
     __hash__ = None
 
@@ -117,7 +108,7 @@ def _r_AlterReplicaLogDirTopicResult_0(buf, pos):
 
 def _r_AlterReplicaLogDirsResponse_0(buf, pos):
     o = _new(AlterReplicaLogDirsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.results = lst = []
@@ -155,7 +146,7 @@ def _r_AlterReplicaLogDirTopicResult_2(buf, pos):
 
 def _r_AlterReplicaLogDirsResponse_2(buf, pos):
     o = _new(AlterReplicaLogDirsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.results = lst = []
@@ -238,4 +229,8 @@ AlterReplicaLogDirPartitionResult._WRITERS = _version_table(
 )
 
 
-__all__ = ["AlterReplicaLogDirsResponse", "AlterReplicaLogDirTopicResult", "AlterReplicaLogDirPartitionResult"]
+__all__ = [
+    "AlterReplicaLogDirsResponse",
+    "AlterReplicaLogDirTopicResult",
+    "AlterReplicaLogDirPartitionResult",
+]

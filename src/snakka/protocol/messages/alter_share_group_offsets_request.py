@@ -38,10 +38,7 @@ class AlterShareGroupOffsetsRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.group_id == other.group_id
-            and self.topics == other.topics
-        )
+        return self.group_id == other.group_id and self.topics == other.topics
 
     __hash__ = None
 
@@ -61,10 +58,7 @@ class AlterShareGroupOffsetsRequestTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partitions == other.partitions
-        )
+        return self.topic_name == other.topic_name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -158,10 +152,22 @@ def _w_AlterShareGroupOffsetsRequest_0(o, out):
 
 AlterShareGroupOffsetsRequest._READERS = _version_table((0, 0, _r_AlterShareGroupOffsetsRequest_0))
 AlterShareGroupOffsetsRequest._WRITERS = _version_table((0, 0, _w_AlterShareGroupOffsetsRequest_0))
-AlterShareGroupOffsetsRequestTopic._READERS = _version_table((0, 0, _r_AlterShareGroupOffsetsRequestTopic_0))
-AlterShareGroupOffsetsRequestTopic._WRITERS = _version_table((0, 0, _w_AlterShareGroupOffsetsRequestTopic_0))
-AlterShareGroupOffsetsRequestPartition._READERS = _version_table((0, 0, _r_AlterShareGroupOffsetsRequestPartition_0))
-AlterShareGroupOffsetsRequestPartition._WRITERS = _version_table((0, 0, _w_AlterShareGroupOffsetsRequestPartition_0))
+AlterShareGroupOffsetsRequestTopic._READERS = _version_table(
+    (0, 0, _r_AlterShareGroupOffsetsRequestTopic_0),
+)
+AlterShareGroupOffsetsRequestTopic._WRITERS = _version_table(
+    (0, 0, _w_AlterShareGroupOffsetsRequestTopic_0),
+)
+AlterShareGroupOffsetsRequestPartition._READERS = _version_table(
+    (0, 0, _r_AlterShareGroupOffsetsRequestPartition_0),
+)
+AlterShareGroupOffsetsRequestPartition._WRITERS = _version_table(
+    (0, 0, _w_AlterShareGroupOffsetsRequestPartition_0),
+)
 
 
-__all__ = ["AlterShareGroupOffsetsRequest", "AlterShareGroupOffsetsRequestTopic", "AlterShareGroupOffsetsRequestPartition"]
+__all__ = [
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsRequestTopic",
+    "AlterShareGroupOffsetsRequestPartition",
+]

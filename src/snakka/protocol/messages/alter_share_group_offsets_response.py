@@ -120,7 +120,7 @@ def _r_AlterShareGroupOffsetsResponsePartition_0(buf, pos):
 def _r_AlterShareGroupOffsetsResponseTopic_0(buf, pos):
     o = _new(AlterShareGroupOffsetsResponseTopic)
     o.topic_name, pos = _read_compact_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -178,12 +178,28 @@ def _w_AlterShareGroupOffsetsResponse_0(o, out):
     out.append(0)
 
 
-AlterShareGroupOffsetsResponse._READERS = _version_table((0, 0, _r_AlterShareGroupOffsetsResponse_0))
-AlterShareGroupOffsetsResponse._WRITERS = _version_table((0, 0, _w_AlterShareGroupOffsetsResponse_0))
-AlterShareGroupOffsetsResponseTopic._READERS = _version_table((0, 0, _r_AlterShareGroupOffsetsResponseTopic_0))
-AlterShareGroupOffsetsResponseTopic._WRITERS = _version_table((0, 0, _w_AlterShareGroupOffsetsResponseTopic_0))
-AlterShareGroupOffsetsResponsePartition._READERS = _version_table((0, 0, _r_AlterShareGroupOffsetsResponsePartition_0))
-AlterShareGroupOffsetsResponsePartition._WRITERS = _version_table((0, 0, _w_AlterShareGroupOffsetsResponsePartition_0))
+AlterShareGroupOffsetsResponse._READERS = _version_table(
+    (0, 0, _r_AlterShareGroupOffsetsResponse_0),
+)
+AlterShareGroupOffsetsResponse._WRITERS = _version_table(
+    (0, 0, _w_AlterShareGroupOffsetsResponse_0),
+)
+AlterShareGroupOffsetsResponseTopic._READERS = _version_table(
+    (0, 0, _r_AlterShareGroupOffsetsResponseTopic_0),
+)
+AlterShareGroupOffsetsResponseTopic._WRITERS = _version_table(
+    (0, 0, _w_AlterShareGroupOffsetsResponseTopic_0),
+)
+AlterShareGroupOffsetsResponsePartition._READERS = _version_table(
+    (0, 0, _r_AlterShareGroupOffsetsResponsePartition_0),
+)
+AlterShareGroupOffsetsResponsePartition._WRITERS = _version_table(
+    (0, 0, _w_AlterShareGroupOffsetsResponsePartition_0),
+)
 
 
-__all__ = ["AlterShareGroupOffsetsResponse", "AlterShareGroupOffsetsResponseTopic", "AlterShareGroupOffsetsResponsePartition"]
+__all__ = [
+    "AlterShareGroupOffsetsResponse",
+    "AlterShareGroupOffsetsResponseTopic",
+    "AlterShareGroupOffsetsResponsePartition",
+]

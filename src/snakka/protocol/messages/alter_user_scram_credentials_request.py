@@ -41,10 +41,7 @@ class AlterUserScramCredentialsRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.deletions == other.deletions
-            and self.upsertions == other.upsertions
-        )
+        return self.deletions == other.deletions and self.upsertions == other.upsertions
 
     __hash__ = None
 
@@ -64,10 +61,7 @@ class ScramCredentialDeletion(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.mechanism == other.mechanism
-        )
+        return self.name == other.name and self.mechanism == other.mechanism
 
     __hash__ = None
 
@@ -80,7 +74,7 @@ class ScramCredentialUpsertion(_ProtocolStruct):
     FLEXIBLE_MIN = 0
     __slots__ = ("name", "mechanism", "iterations", "salt", "salted_password")
 
-    def __init__(self, name="", mechanism=0, iterations=0, salt=b'', salted_password=b''):
+    def __init__(self, name="", mechanism=0, iterations=0, salt=b"", salted_password=b""):
         self.name = name
         self.mechanism = mechanism
         self.iterations = iterations
@@ -104,7 +98,7 @@ class ScramCredentialUpsertion(_ProtocolStruct):
 def _r_ScramCredentialDeletion_0(buf, pos):
     o = _new(ScramCredentialDeletion)
     o.name, pos = _read_compact_string(buf, pos)
-    o.mechanism, = _S_c.unpack_from(buf, pos)
+    (o.mechanism,) = _S_c.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -172,12 +166,20 @@ def _w_AlterUserScramCredentialsRequest_0(o, out):
     out.append(0)
 
 
-AlterUserScramCredentialsRequest._READERS = _version_table((0, 0, _r_AlterUserScramCredentialsRequest_0))
-AlterUserScramCredentialsRequest._WRITERS = _version_table((0, 0, _w_AlterUserScramCredentialsRequest_0))
+AlterUserScramCredentialsRequest._READERS = _version_table(
+    (0, 0, _r_AlterUserScramCredentialsRequest_0),
+)
+AlterUserScramCredentialsRequest._WRITERS = _version_table(
+    (0, 0, _w_AlterUserScramCredentialsRequest_0),
+)
 ScramCredentialDeletion._READERS = _version_table((0, 0, _r_ScramCredentialDeletion_0))
 ScramCredentialDeletion._WRITERS = _version_table((0, 0, _w_ScramCredentialDeletion_0))
 ScramCredentialUpsertion._READERS = _version_table((0, 0, _r_ScramCredentialUpsertion_0))
 ScramCredentialUpsertion._WRITERS = _version_table((0, 0, _w_ScramCredentialUpsertion_0))
 
 
-__all__ = ["AlterUserScramCredentialsRequest", "ScramCredentialDeletion", "ScramCredentialUpsertion"]
+__all__ = [
+    "AlterUserScramCredentialsRequest",
+    "ScramCredentialDeletion",
+    "ScramCredentialUpsertion",
+]

@@ -41,10 +41,7 @@ class AlterUserScramCredentialsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.results == other.results
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results
 
     __hash__ = None
 
@@ -77,7 +74,7 @@ class AlterUserScramCredentialsResult(_ProtocolStruct):
 def _r_AlterUserScramCredentialsResult_0(buf, pos):
     o = _new(AlterUserScramCredentialsResult)
     o.user, pos = _read_compact_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -89,7 +86,7 @@ def _r_AlterUserScramCredentialsResult_0(buf, pos):
 
 def _r_AlterUserScramCredentialsResponse_0(buf, pos):
     o = _new(AlterUserScramCredentialsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.results = lst = []
@@ -119,10 +116,18 @@ def _w_AlterUserScramCredentialsResponse_0(o, out):
     out.append(0)
 
 
-AlterUserScramCredentialsResponse._READERS = _version_table((0, 0, _r_AlterUserScramCredentialsResponse_0))
-AlterUserScramCredentialsResponse._WRITERS = _version_table((0, 0, _w_AlterUserScramCredentialsResponse_0))
-AlterUserScramCredentialsResult._READERS = _version_table((0, 0, _r_AlterUserScramCredentialsResult_0))
-AlterUserScramCredentialsResult._WRITERS = _version_table((0, 0, _w_AlterUserScramCredentialsResult_0))
+AlterUserScramCredentialsResponse._READERS = _version_table(
+    (0, 0, _r_AlterUserScramCredentialsResponse_0),
+)
+AlterUserScramCredentialsResponse._WRITERS = _version_table(
+    (0, 0, _w_AlterUserScramCredentialsResponse_0),
+)
+AlterUserScramCredentialsResult._READERS = _version_table(
+    (0, 0, _r_AlterUserScramCredentialsResult_0),
+)
+AlterUserScramCredentialsResult._WRITERS = _version_table(
+    (0, 0, _w_AlterUserScramCredentialsResult_0),
+)
 
 
 __all__ = ["AlterUserScramCredentialsResponse", "AlterUserScramCredentialsResult"]

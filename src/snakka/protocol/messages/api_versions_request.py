@@ -83,7 +83,7 @@ def _r_ApiVersionsRequest_5(buf, pos):
     o.client_software_name, pos = _read_compact_string(buf, pos)
     o.client_software_version, pos = _read_compact_string(buf, pos)
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -37,7 +37,15 @@ class ApiVersionsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("error_code", "api_keys", "throttle_time_ms", "supported_features", "finalized_features_epoch", "finalized_features", "zk_migration_ready")
+    __slots__ = (
+        "error_code",
+        "api_keys",
+        "throttle_time_ms",
+        "supported_features",
+        "finalized_features_epoch",
+        "finalized_features",
+        "zk_migration_ready",
+    )
 
     def __init__(
         self,
@@ -162,7 +170,7 @@ def _r_ApiVersionsResponse_0(buf, pos):
     o.finalized_features_epoch = -1
     o.finalized_features = []
     o.zk_migration_ready = False
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_array_len(buf, pos)
     o.api_keys = lst = []
@@ -178,14 +186,14 @@ def _r_ApiVersionsResponse_1(buf, pos):
     o.finalized_features_epoch = -1
     o.finalized_features = []
     o.zk_migration_ready = False
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_array_len(buf, pos)
     o.api_keys = lst = []
     for _ in range(n):
         e, pos = _r_ApiVersion_0(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -240,7 +248,7 @@ def _rt_ApiVersionsResponse_3(o, buf, pos):
                 lst.append(e)
         elif tag == 1:
             sub = buf[:end]
-            o.finalized_features_epoch, = _S_q.unpack_from(sub, pos)
+            (o.finalized_features_epoch,) = _S_q.unpack_from(sub, pos)
         elif tag == 2:
             sub = buf[:end]
             n, pos = _read_compact_array_len(sub, pos)
@@ -250,7 +258,7 @@ def _rt_ApiVersionsResponse_3(o, buf, pos):
                 lst.append(e)
         elif tag == 3:
             sub = buf[:end]
-            o.zk_migration_ready, = _S_B.unpack_from(sub, pos)
+            (o.zk_migration_ready,) = _S_B.unpack_from(sub, pos)
         pos = end
     return pos
 
@@ -261,14 +269,14 @@ def _r_ApiVersionsResponse_3(buf, pos):
     o.finalized_features_epoch = -1
     o.finalized_features = []
     o.zk_migration_ready = False
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.api_keys = lst = []
     for _ in range(n):
         e, pos = _r_ApiVersion_3(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     pos = _rt_ApiVersionsResponse_3(o, buf, pos)
     return o, pos
@@ -320,7 +328,7 @@ def _wt_ApiVersionsResponse_3(o, out):
     x2 = o.finalized_features
     c2 = x2 != []
     x3 = o.zk_migration_ready
-    c3 = x3 != False
+    c3 = x3
     n = c0 + c1 + c2 + c3
     if not n:
         out.append(0)

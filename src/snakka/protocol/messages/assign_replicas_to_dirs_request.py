@@ -65,10 +65,7 @@ class DirectoryData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.id == other.id
-            and self.topics == other.topics
-        )
+        return self.id == other.id and self.topics == other.topics
 
     __hash__ = None
 
@@ -88,10 +85,7 @@ class TopicData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -117,7 +111,7 @@ class PartitionData(_ProtocolStruct):
 
 def _r_PartitionData_0(buf, pos):
     o = _new(PartitionData)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -128,7 +122,7 @@ def _r_PartitionData_0(buf, pos):
 
 def _r_TopicData_0(buf, pos):
     o = _new(TopicData)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -145,7 +139,7 @@ def _r_TopicData_0(buf, pos):
 
 def _r_DirectoryData_0(buf, pos):
     o = _new(DirectoryData)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

@@ -64,10 +64,7 @@ class DirectoryData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.id == other.id
-            and self.topics == other.topics
-        )
+        return self.id == other.id and self.topics == other.topics
 
     __hash__ = None
 
@@ -87,10 +84,7 @@ class TopicData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -110,10 +104,7 @@ class PartitionData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition_index == other.partition_index
-            and self.error_code == other.error_code
-        )
+        return self.partition_index == other.partition_index and self.error_code == other.error_code
 
     __hash__ = None
 
@@ -131,7 +122,7 @@ def _r_PartitionData_0(buf, pos):
 
 def _r_TopicData_0(buf, pos):
     o = _new(TopicData)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -148,7 +139,7 @@ def _r_TopicData_0(buf, pos):
 
 def _r_DirectoryData_0(buf, pos):
     o = _new(DirectoryData)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

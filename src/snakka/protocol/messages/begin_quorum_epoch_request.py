@@ -77,10 +77,7 @@ class TopicData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partitions == other.partitions
-        )
+        return self.topic_name == other.topic_name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -134,11 +131,7 @@ class LeaderEndpoint(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.host == other.host
-            and self.port == other.port
-        )
+        return self.name == other.name and self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -206,7 +199,7 @@ def _r_LeaderEndpoint_1(buf, pos):
     o = _new(LeaderEndpoint)
     o.name, pos = _read_compact_string(buf, pos)
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -218,7 +211,7 @@ def _r_LeaderEndpoint_1(buf, pos):
 def _r_BeginQuorumEpochRequest_1(buf, pos):
     o = _new(BeginQuorumEpochRequest)
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
-    o.voter_id, = _S_i.unpack_from(buf, pos)
+    (o.voter_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

@@ -71,10 +71,7 @@ class TopicData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partitions == other.partitions
-        )
+        return self.topic_name == other.topic_name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -122,11 +119,7 @@ class NodeEndpoint(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.node_id == other.node_id
-            and self.host == other.host
-            and self.port == other.port
-        )
+        return self.node_id == other.node_id and self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -152,7 +145,7 @@ def _r_TopicData_0(buf, pos):
 def _r_BeginQuorumEpochResponse_0(buf, pos):
     o = _new(BeginQuorumEpochResponse)
     o.node_endpoints = []
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -190,10 +183,10 @@ def _r_TopicData_1(buf, pos):
 
 def _r_NodeEndpoint_1(buf, pos):
     o = _new(NodeEndpoint)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -222,7 +215,7 @@ def _rt_BeginQuorumEpochResponse_1(o, buf, pos):
 def _r_BeginQuorumEpochResponse_1(buf, pos):
     o = _new(BeginQuorumEpochResponse)
     o.node_endpoints = []
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

@@ -32,7 +32,15 @@ class BrokerHeartbeatRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shut_down", "offline_log_dirs", "cordoned_log_dirs")
+    __slots__ = (
+        "broker_id",
+        "broker_epoch",
+        "current_metadata_offset",
+        "want_fence",
+        "want_shut_down",
+        "offline_log_dirs",
+        "cordoned_log_dirs",
+    )
 
     def __init__(
         self,

@@ -40,7 +40,17 @@ class BrokerRegistrationRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("broker_id", "cluster_id", "incarnation_id", "listeners", "features", "rack", "is_migrating_zk_broker", "log_dirs", "previous_broker_epoch")
+    __slots__ = (
+        "broker_id",
+        "cluster_id",
+        "incarnation_id",
+        "listeners",
+        "features",
+        "rack",
+        "is_migrating_zk_broker",
+        "log_dirs",
+        "previous_broker_epoch",
+    )
 
     def __init__(
         self,
@@ -164,10 +174,10 @@ def _r_BrokerRegistrationRequest_0(buf, pos):
     o.is_migrating_zk_broker = False
     o.log_dirs = []
     o.previous_broker_epoch = -1
-    o.broker_id, = _S_i.unpack_from(buf, pos)
+    (o.broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.cluster_id, pos = _read_compact_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.incarnation_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -192,10 +202,10 @@ def _r_BrokerRegistrationRequest_1(buf, pos):
     o = _new(BrokerRegistrationRequest)
     o.log_dirs = []
     o.previous_broker_epoch = -1
-    o.broker_id, = _S_i.unpack_from(buf, pos)
+    (o.broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.cluster_id, pos = _read_compact_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.incarnation_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -209,7 +219,7 @@ def _r_BrokerRegistrationRequest_1(buf, pos):
         e, pos = _r_Feature_0(buf, pos)
         lst.append(e)
     o.rack, pos = _read_compact_nullable_string(buf, pos)
-    o.is_migrating_zk_broker, = _S_B.unpack_from(buf, pos)
+    (o.is_migrating_zk_broker,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -221,10 +231,10 @@ def _r_BrokerRegistrationRequest_1(buf, pos):
 def _r_BrokerRegistrationRequest_2(buf, pos):
     o = _new(BrokerRegistrationRequest)
     o.previous_broker_epoch = -1
-    o.broker_id, = _S_i.unpack_from(buf, pos)
+    (o.broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.cluster_id, pos = _read_compact_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.incarnation_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -238,7 +248,7 @@ def _r_BrokerRegistrationRequest_2(buf, pos):
         e, pos = _r_Feature_0(buf, pos)
         lst.append(e)
     o.rack, pos = _read_compact_nullable_string(buf, pos)
-    o.is_migrating_zk_broker, = _S_B.unpack_from(buf, pos)
+    (o.is_migrating_zk_broker,) = _S_B.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_compact_array_len(buf, pos)
     o.log_dirs, pos = _read_uuid_array(buf, pos, n)
@@ -251,10 +261,10 @@ def _r_BrokerRegistrationRequest_2(buf, pos):
 
 def _r_BrokerRegistrationRequest_3(buf, pos):
     o = _new(BrokerRegistrationRequest)
-    o.broker_id, = _S_i.unpack_from(buf, pos)
+    (o.broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.cluster_id, pos = _read_compact_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.incarnation_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -268,11 +278,11 @@ def _r_BrokerRegistrationRequest_3(buf, pos):
         e, pos = _r_Feature_0(buf, pos)
         lst.append(e)
     o.rack, pos = _read_compact_nullable_string(buf, pos)
-    o.is_migrating_zk_broker, = _S_B.unpack_from(buf, pos)
+    (o.is_migrating_zk_broker,) = _S_B.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_compact_array_len(buf, pos)
     o.log_dirs, pos = _read_uuid_array(buf, pos, n)
-    o.previous_broker_epoch, = _S_q.unpack_from(buf, pos)
+    (o.previous_broker_epoch,) = _S_q.unpack_from(buf, pos)
     pos += 8
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

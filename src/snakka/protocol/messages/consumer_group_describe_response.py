@@ -50,10 +50,7 @@ class ConsumerGroupDescribeResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.groups == other.groups
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups
 
     __hash__ = None
 
@@ -64,7 +61,17 @@ class DescribedGroup(_ProtocolStruct):
     NAME = "DescribedGroup"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("error_code", "error_message", "group_id", "group_state", "group_epoch", "assignment_epoch", "assignor_name", "members", "authorized_operations")
+    __slots__ = (
+        "error_code",
+        "error_message",
+        "group_id",
+        "group_state",
+        "group_epoch",
+        "assignment_epoch",
+        "assignor_name",
+        "members",
+        "authorized_operations",
+    )
 
     def __init__(
         self,
@@ -112,7 +119,19 @@ class Member(_ProtocolStruct):
     NAME = "Member"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment", "member_type")
+    __slots__ = (
+        "member_id",
+        "instance_id",
+        "rack_id",
+        "member_epoch",
+        "client_id",
+        "client_host",
+        "subscribed_topic_names",
+        "subscribed_topic_regex",
+        "assignment",
+        "target_assignment",
+        "member_type",
+    )
 
     def __init__(
         self,
@@ -134,7 +153,9 @@ class Member(_ProtocolStruct):
         self.member_epoch = member_epoch
         self.client_id = client_id
         self.client_host = client_host
-        self.subscribed_topic_names = [] if subscribed_topic_names is None else subscribed_topic_names
+        self.subscribed_topic_names = (
+            [] if subscribed_topic_names is None else subscribed_topic_names
+        )
         self.subscribed_topic_regex = subscribed_topic_regex
         self.assignment = Assignment() if assignment is None else assignment
         self.target_assignment = Assignment() if target_assignment is None else target_assignment
@@ -206,7 +227,7 @@ class TopicPartitions(_ProtocolStruct):
 
 def _r_TopicPartitions_0(buf, pos):
     o = _new(TopicPartitions)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     o.topic_name, pos = _read_compact_string(buf, pos)
@@ -239,7 +260,7 @@ def _r_Member_0(buf, pos):
     o.member_id, pos = _read_compact_string(buf, pos)
     o.instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.rack_id, pos = _read_compact_nullable_string(buf, pos)
-    o.member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.client_id, pos = _read_compact_string(buf, pos)
     o.client_host, pos = _read_compact_string(buf, pos)
@@ -257,7 +278,7 @@ def _r_Member_0(buf, pos):
 
 def _r_DescribedGroup_0(buf, pos):
     o = _new(DescribedGroup)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     o.group_id, pos = _read_compact_string(buf, pos)
@@ -270,7 +291,7 @@ def _r_DescribedGroup_0(buf, pos):
     for _ in range(n):
         e, pos = _r_Member_0(buf, pos)
         lst.append(e)
-    o.authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -281,7 +302,7 @@ def _r_DescribedGroup_0(buf, pos):
 
 def _r_ConsumerGroupDescribeResponse_0(buf, pos):
     o = _new(ConsumerGroupDescribeResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.groups = lst = []
@@ -300,7 +321,7 @@ def _r_Member_1(buf, pos):
     o.member_id, pos = _read_compact_string(buf, pos)
     o.instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.rack_id, pos = _read_compact_nullable_string(buf, pos)
-    o.member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.client_id, pos = _read_compact_string(buf, pos)
     o.client_host, pos = _read_compact_string(buf, pos)
@@ -309,7 +330,7 @@ def _r_Member_1(buf, pos):
     o.subscribed_topic_regex, pos = _read_compact_nullable_string(buf, pos)
     o.assignment, pos = _r_Assignment_0(buf, pos)
     o.target_assignment, pos = _r_Assignment_0(buf, pos)
-    o.member_type, = _S_c.unpack_from(buf, pos)
+    (o.member_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -320,7 +341,7 @@ def _r_Member_1(buf, pos):
 
 def _r_DescribedGroup_1(buf, pos):
     o = _new(DescribedGroup)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     o.group_id, pos = _read_compact_string(buf, pos)
@@ -333,7 +354,7 @@ def _r_DescribedGroup_1(buf, pos):
     for _ in range(n):
         e, pos = _r_Member_1(buf, pos)
         lst.append(e)
-    o.authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -344,7 +365,7 @@ def _r_DescribedGroup_1(buf, pos):
 
 def _r_ConsumerGroupDescribeResponse_1(buf, pos):
     o = _new(ConsumerGroupDescribeResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.groups = lst = []
@@ -474,4 +495,10 @@ TopicPartitions._READERS = _version_table((0, 1, _r_TopicPartitions_0))
 TopicPartitions._WRITERS = _version_table((0, 1, _w_TopicPartitions_0))
 
 
-__all__ = ["ConsumerGroupDescribeResponse", "DescribedGroup", "Member", "Assignment", "TopicPartitions"]
+__all__ = [
+    "ConsumerGroupDescribeResponse",
+    "DescribedGroup",
+    "Member",
+    "Assignment",
+    "TopicPartitions",
+]

@@ -39,7 +39,18 @@ class ConsumerGroupHeartbeatRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id", "rebalance_timeout_ms", "subscribed_topic_names", "server_assignor", "topic_partitions", "subscribed_topic_regex")
+    __slots__ = (
+        "group_id",
+        "member_id",
+        "member_epoch",
+        "instance_id",
+        "rack_id",
+        "rebalance_timeout_ms",
+        "subscribed_topic_names",
+        "server_assignor",
+        "topic_partitions",
+        "subscribed_topic_regex",
+    )
 
     def __init__(
         self,
@@ -99,17 +110,14 @@ class TopicPartitions(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
 
 def _r_TopicPartitions_0(buf, pos):
     o = _new(TopicPartitions)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -126,11 +134,11 @@ def _r_ConsumerGroupHeartbeatRequest_0(buf, pos):
     o.subscribed_topic_regex = None
     o.group_id, pos = _read_compact_string(buf, pos)
     o.member_id, pos = _read_compact_string(buf, pos)
-    o.member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.rack_id, pos = _read_compact_nullable_string(buf, pos)
-    o.rebalance_timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.rebalance_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:
@@ -157,11 +165,11 @@ def _r_ConsumerGroupHeartbeatRequest_1(buf, pos):
     o = _new(ConsumerGroupHeartbeatRequest)
     o.group_id, pos = _read_compact_string(buf, pos)
     o.member_id, pos = _read_compact_string(buf, pos)
-    o.member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.rack_id, pos = _read_compact_nullable_string(buf, pos)
-    o.rebalance_timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.rebalance_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:

@@ -35,7 +35,15 @@ class ConsumerGroupHeartbeatResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment")
+    __slots__ = (
+        "throttle_time_ms",
+        "error_code",
+        "error_message",
+        "member_id",
+        "member_epoch",
+        "heartbeat_interval_ms",
+        "assignment",
+    )
 
     def __init__(
         self,
@@ -105,17 +113,14 @@ class TopicPartitions(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
 
 def _r_TopicPartitions_0(buf, pos):
     o = _new(TopicPartitions)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -191,8 +196,12 @@ def _w_ConsumerGroupHeartbeatResponse_0(o, out):
     out.append(0)
 
 
-ConsumerGroupHeartbeatResponse._READERS = _version_table((0, 1, _r_ConsumerGroupHeartbeatResponse_0))
-ConsumerGroupHeartbeatResponse._WRITERS = _version_table((0, 1, _w_ConsumerGroupHeartbeatResponse_0))
+ConsumerGroupHeartbeatResponse._READERS = _version_table(
+    (0, 1, _r_ConsumerGroupHeartbeatResponse_0),
+)
+ConsumerGroupHeartbeatResponse._WRITERS = _version_table(
+    (0, 1, _w_ConsumerGroupHeartbeatResponse_0),
+)
 Assignment._READERS = _version_table((0, 1, _r_Assignment_0))
 Assignment._WRITERS = _version_table((0, 1, _w_Assignment_0))
 TopicPartitions._READERS = _version_table((0, 1, _r_TopicPartitions_0))

@@ -78,10 +78,7 @@ class TopicPartition(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic == other.topic
-            and self.partitions == other.partitions
-        )
+        return self.topic == other.topic and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -131,7 +128,7 @@ def _r_ConsumerProtocolSubscription_2(buf, pos):
     for _ in range(n):
         e, pos = _r_TopicPartition_1(buf, pos)
         lst.append(e)
-    o.generation_id, = _S_i.unpack_from(buf, pos)
+    (o.generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -146,7 +143,7 @@ def _r_ConsumerProtocolSubscription_3(buf, pos):
     for _ in range(n):
         e, pos = _r_TopicPartition_1(buf, pos)
         lst.append(e)
-    o.generation_id, = _S_i.unpack_from(buf, pos)
+    (o.generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.rack_id, pos = _read_nullable_string(buf, pos)
     return o, pos

@@ -37,7 +37,7 @@ class ControlRecordTypeSchema(_ProtocolStruct):
 
 def _r_ControlRecordTypeSchema_0(buf, pos):
     o = _new(ControlRecordTypeSchema)
-    o.type, = _S_h.unpack_from(buf, pos)
+    (o.type,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 

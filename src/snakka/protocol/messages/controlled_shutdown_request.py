@@ -35,10 +35,7 @@ class ControlledShutdownRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.broker_id == other.broker_id
-            and self.broker_epoch == other.broker_epoch
-        )
+        return self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch
 
     __hash__ = None
 
@@ -46,7 +43,7 @@ class ControlledShutdownRequest(_ProtocolStruct):
 def _r_ControlledShutdownRequest_0(buf, pos):
     o = _new(ControlledShutdownRequest)
     o.broker_epoch = -1
-    o.broker_id, = _S_i.unpack_from(buf, pos)
+    (o.broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 

@@ -65,10 +65,7 @@ class RemainingPartition(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partition_index == other.partition_index
-        )
+        return self.topic_name == other.topic_name and self.partition_index == other.partition_index
 
     __hash__ = None
 
@@ -76,14 +73,14 @@ class RemainingPartition(_ProtocolStruct):
 def _r_RemainingPartition_0(buf, pos):
     o = _new(RemainingPartition)
     o.topic_name, pos = _read_string(buf, pos)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
 
 def _r_ControlledShutdownResponse_0(buf, pos):
     o = _new(ControlledShutdownResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_array_len(buf, pos)
     o.remaining_partitions = lst = []
@@ -96,7 +93,7 @@ def _r_ControlledShutdownResponse_0(buf, pos):
 def _r_RemainingPartition_3(buf, pos):
     o = _new(RemainingPartition)
     o.topic_name, pos = _read_compact_string(buf, pos)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -107,7 +104,7 @@ def _r_RemainingPartition_3(buf, pos):
 
 def _r_ControlledShutdownResponse_3(buf, pos):
     o = _new(ControlledShutdownResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.remaining_partitions = lst = []

@@ -64,8 +64,12 @@ def _w_ControllerRegistrationResponse_0(o, out):
     out.append(0)
 
 
-ControllerRegistrationResponse._READERS = _version_table((0, 0, _r_ControllerRegistrationResponse_0))
-ControllerRegistrationResponse._WRITERS = _version_table((0, 0, _w_ControllerRegistrationResponse_0))
+ControllerRegistrationResponse._READERS = _version_table(
+    (0, 0, _r_ControllerRegistrationResponse_0),
+)
+ControllerRegistrationResponse._WRITERS = _version_table(
+    (0, 0, _w_ControllerRegistrationResponse_0),
+)
 
 
 __all__ = ["ControllerRegistrationResponse"]

@@ -54,7 +54,15 @@ class AclCreation(_ProtocolStruct):
     NAME = "AclCreation"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
-    __slots__ = ("resource_type", "resource_name", "resource_pattern_type", "principal", "host", "operation", "permission_type")
+    __slots__ = (
+        "resource_type",
+        "resource_name",
+        "resource_pattern_type",
+        "principal",
+        "host",
+        "operation",
+        "permission_type",
+    )
 
     def __init__(
         self,
@@ -93,7 +101,7 @@ class AclCreation(_ProtocolStruct):
 def _r_AclCreation_0(buf, pos):
     o = _new(AclCreation)
     o.resource_pattern_type = 3
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
     o.principal, pos = _read_string(buf, pos)
@@ -115,10 +123,10 @@ def _r_CreateAclsRequest_0(buf, pos):
 
 def _r_AclCreation_1(buf, pos):
     o = _new(AclCreation)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
-    o.resource_pattern_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_pattern_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.principal, pos = _read_string(buf, pos)
     o.host, pos = _read_string(buf, pos)
@@ -139,10 +147,10 @@ def _r_CreateAclsRequest_1(buf, pos):
 
 def _r_AclCreation_2(buf, pos):
     o = _new(AclCreation)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
-    o.resource_pattern_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_pattern_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.principal, pos = _read_compact_string(buf, pos)
     o.host, pos = _read_compact_string(buf, pos)

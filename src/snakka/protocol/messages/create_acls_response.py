@@ -43,10 +43,7 @@ class CreateAclsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.results == other.results
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results
 
     __hash__ = None
 
@@ -66,17 +63,14 @@ class AclCreationResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.error_code == other.error_code
-            and self.error_message == other.error_message
-        )
+        return self.error_code == other.error_code and self.error_message == other.error_message
 
     __hash__ = None
 
 
 def _r_AclCreationResult_0(buf, pos):
     o = _new(AclCreationResult)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
     return o, pos
@@ -84,7 +78,7 @@ def _r_AclCreationResult_0(buf, pos):
 
 def _r_CreateAclsResponse_0(buf, pos):
     o = _new(CreateAclsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.results = lst = []
@@ -96,7 +90,7 @@ def _r_CreateAclsResponse_0(buf, pos):
 
 def _r_AclCreationResult_2(buf, pos):
     o = _new(AclCreationResult)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -108,7 +102,7 @@ def _r_AclCreationResult_2(buf, pos):
 
 def _r_CreateAclsResponse_2(buf, pos):
     o = _new(CreateAclsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.results = lst = []

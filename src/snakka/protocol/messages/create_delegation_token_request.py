@@ -102,7 +102,7 @@ def _r_CreateDelegationTokenRequest_0(buf, pos):
     for _ in range(n):
         e, pos = _r_CreatableRenewers_0(buf, pos)
         lst.append(e)
-    o.max_lifetime_ms, = _S_q.unpack_from(buf, pos)
+    (o.max_lifetime_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     return o, pos
 
@@ -127,7 +127,7 @@ def _r_CreateDelegationTokenRequest_2(buf, pos):
     for _ in range(n):
         e, pos = _r_CreatableRenewers_2(buf, pos)
         lst.append(e)
-    o.max_lifetime_ms, = _S_q.unpack_from(buf, pos)
+    (o.max_lifetime_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -145,7 +145,7 @@ def _r_CreateDelegationTokenRequest_3(buf, pos):
     for _ in range(n):
         e, pos = _r_CreatableRenewers_2(buf, pos)
         lst.append(e)
-    o.max_lifetime_ms, = _S_q.unpack_from(buf, pos)
+    (o.max_lifetime_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -36,7 +36,19 @@ class CreateDelegationTokenResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("error_code", "principal_type", "principal_name", "issue_timestamp_ms", "expiry_timestamp_ms", "max_timestamp_ms", "token_id", "hmac", "throttle_time_ms", "token_requester_principal_type", "token_requester_principal_name")
+    __slots__ = (
+        "error_code",
+        "principal_type",
+        "principal_name",
+        "issue_timestamp_ms",
+        "expiry_timestamp_ms",
+        "max_timestamp_ms",
+        "token_id",
+        "hmac",
+        "throttle_time_ms",
+        "token_requester_principal_type",
+        "token_requester_principal_name",
+    )
 
     def __init__(
         self,
@@ -47,7 +59,7 @@ class CreateDelegationTokenResponse(_ProtocolStruct):
         expiry_timestamp_ms=0,
         max_timestamp_ms=0,
         token_id="",
-        hmac=b'',
+        hmac=b"",
         throttle_time_ms=0,
         token_requester_principal_type="",
         token_requester_principal_name="",
@@ -88,7 +100,7 @@ def _r_CreateDelegationTokenResponse_0(buf, pos):
     o = _new(CreateDelegationTokenResponse)
     o.token_requester_principal_type = ""
     o.token_requester_principal_name = ""
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.principal_type, pos = _read_string(buf, pos)
     o.principal_name, pos = _read_string(buf, pos)
@@ -96,7 +108,7 @@ def _r_CreateDelegationTokenResponse_0(buf, pos):
     pos += 24
     o.token_id, pos = _read_string(buf, pos)
     o.hmac, pos = _read_bytes(buf, pos)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -105,7 +117,7 @@ def _r_CreateDelegationTokenResponse_2(buf, pos):
     o = _new(CreateDelegationTokenResponse)
     o.token_requester_principal_type = ""
     o.token_requester_principal_name = ""
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.principal_type, pos = _read_compact_string(buf, pos)
     o.principal_name, pos = _read_compact_string(buf, pos)
@@ -113,7 +125,7 @@ def _r_CreateDelegationTokenResponse_2(buf, pos):
     pos += 24
     o.token_id, pos = _read_compact_string(buf, pos)
     o.hmac, pos = _read_compact_bytes(buf, pos)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -124,7 +136,7 @@ def _r_CreateDelegationTokenResponse_2(buf, pos):
 
 def _r_CreateDelegationTokenResponse_3(buf, pos):
     o = _new(CreateDelegationTokenResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.principal_type, pos = _read_compact_string(buf, pos)
     o.principal_name, pos = _read_compact_string(buf, pos)
@@ -134,7 +146,7 @@ def _r_CreateDelegationTokenResponse_3(buf, pos):
     pos += 24
     o.token_id, pos = _read_compact_string(buf, pos)
     o.hmac, pos = _read_compact_bytes(buf, pos)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

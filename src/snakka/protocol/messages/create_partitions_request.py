@@ -110,7 +110,7 @@ def _r_CreatePartitionsAssignment_0(buf, pos):
 def _r_CreatePartitionsTopic_0(buf, pos):
     o = _new(CreatePartitionsTopic)
     o.name, pos = _read_string(buf, pos)
-    o.count, = _S_i.unpack_from(buf, pos)
+    (o.count,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_nullable_array_len(buf, pos)
     if n < 0:
@@ -149,7 +149,7 @@ def _r_CreatePartitionsAssignment_2(buf, pos):
 def _r_CreatePartitionsTopic_2(buf, pos):
     o = _new(CreatePartitionsTopic)
     o.name, pos = _read_compact_string(buf, pos)
-    o.count, = _S_i.unpack_from(buf, pos)
+    (o.count,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:
@@ -193,7 +193,7 @@ def _w_CreatePartitionsTopic_0(o, out):
     out += _S_i.pack(o.count)
     lst = o.assignments
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:

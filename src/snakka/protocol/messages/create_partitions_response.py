@@ -46,10 +46,7 @@ class CreatePartitionsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.results == other.results
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results
 
     __hash__ = None
 
@@ -82,7 +79,7 @@ class CreatePartitionsTopicResult(_ProtocolStruct):
 def _r_CreatePartitionsTopicResult_0(buf, pos):
     o = _new(CreatePartitionsTopicResult)
     o.name, pos = _read_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
     return o, pos
@@ -90,7 +87,7 @@ def _r_CreatePartitionsTopicResult_0(buf, pos):
 
 def _r_CreatePartitionsResponse_0(buf, pos):
     o = _new(CreatePartitionsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.results = lst = []
@@ -103,7 +100,7 @@ def _r_CreatePartitionsResponse_0(buf, pos):
 def _r_CreatePartitionsTopicResult_2(buf, pos):
     o = _new(CreatePartitionsTopicResult)
     o.name, pos = _read_compact_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -115,7 +112,7 @@ def _r_CreatePartitionsTopicResult_2(buf, pos):
 
 def _r_CreatePartitionsResponse_2(buf, pos):
     o = _new(CreatePartitionsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.results = lst = []

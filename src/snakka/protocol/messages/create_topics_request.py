@@ -111,10 +111,7 @@ class CreatableReplicaAssignment(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition_index == other.partition_index
-            and self.broker_ids == other.broker_ids
-        )
+        return self.partition_index == other.partition_index and self.broker_ids == other.broker_ids
 
     __hash__ = None
 
@@ -134,17 +131,14 @@ class CreatableTopicConfig(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.value == other.value
-        )
+        return self.name == other.name and self.value == other.value
 
     __hash__ = None
 
 
 def _r_CreatableReplicaAssignment_0(buf, pos):
     o = _new(CreatableReplicaAssignment)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.broker_ids, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -184,7 +178,7 @@ def _r_CreateTopicsRequest_0(buf, pos):
     for _ in range(n):
         e, pos = _r_CreatableTopic_0(buf, pos)
         lst.append(e)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -203,7 +197,7 @@ def _r_CreateTopicsRequest_1(buf, pos):
 
 def _r_CreatableReplicaAssignment_5(buf, pos):
     o = _new(CreatableReplicaAssignment)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.broker_ids, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -371,4 +365,9 @@ CreatableTopicConfig._WRITERS = _version_table(
 )
 
 
-__all__ = ["CreateTopicsRequest", "CreatableTopic", "CreatableReplicaAssignment", "CreatableTopicConfig"]
+__all__ = [
+    "CreateTopicsRequest",
+    "CreatableTopic",
+    "CreatableReplicaAssignment",
+    "CreatableTopicConfig",
+]

@@ -55,10 +55,7 @@ class CreateTopicsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.topics == other.topics
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics
 
     __hash__ = None
 
@@ -69,7 +66,16 @@ class CreatableTopicResult(_ProtocolStruct):
     NAME = "CreatableTopicResult"
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
-    __slots__ = ("name", "error_code", "error_message", "topic_config_error_code", "num_partitions", "replication_factor", "configs", "topic_id")
+    __slots__ = (
+        "name",
+        "error_code",
+        "error_message",
+        "topic_config_error_code",
+        "num_partitions",
+        "replication_factor",
+        "configs",
+        "topic_id",
+    )
 
     def __init__(
         self,
@@ -146,7 +152,7 @@ def _r_CreatableTopicResult_0(buf, pos):
     o.configs = []
     o.topic_id = _ZERO_UUID
     o.name, pos = _read_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -170,7 +176,7 @@ def _r_CreatableTopicResult_1(buf, pos):
     o.configs = []
     o.topic_id = _ZERO_UUID
     o.name, pos = _read_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
     return o, pos
@@ -189,7 +195,7 @@ def _r_CreateTopicsResponse_1(buf, pos):
 
 def _r_CreateTopicsResponse_2(buf, pos):
     o = _new(CreateTopicsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -220,7 +226,7 @@ def _rt_CreatableTopicResult_5(o, buf, pos):
         end = _tagged_field_end(buf, pos, size)
         if tag == 0:
             sub = buf[:end]
-            o.topic_config_error_code, = _S_h.unpack_from(sub, pos)
+            (o.topic_config_error_code,) = _S_h.unpack_from(sub, pos)
         pos = end
     return pos
 
@@ -230,7 +236,7 @@ def _r_CreatableTopicResult_5(buf, pos):
     o.topic_config_error_code = 0
     o.topic_id = _ZERO_UUID
     o.name, pos = _read_compact_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     o.num_partitions, o.replication_factor = _S_ih.unpack_from(buf, pos)
@@ -249,7 +255,7 @@ def _r_CreatableTopicResult_5(buf, pos):
 
 def _r_CreateTopicsResponse_5(buf, pos):
     o = _new(CreateTopicsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -287,7 +293,7 @@ def _r_CreatableTopicResult_7(buf, pos):
 
 def _r_CreateTopicsResponse_7(buf, pos):
     o = _new(CreateTopicsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

@@ -48,7 +48,7 @@ def _r_DefaultPrincipalData_0(buf, pos):
     o = _new(DefaultPrincipalData)
     o.type, pos = _read_compact_string(buf, pos)
     o.name, pos = _read_compact_string(buf, pos)
-    o.token_authenticated, = _S_B.unpack_from(buf, pos)
+    (o.token_authenticated,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

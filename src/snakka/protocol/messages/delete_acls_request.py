@@ -54,7 +54,15 @@ class DeleteAclsFilter(_ProtocolStruct):
     NAME = "DeleteAclsFilter"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
-    __slots__ = ("resource_type_filter", "resource_name_filter", "pattern_type_filter", "principal_filter", "host_filter", "operation", "permission_type")
+    __slots__ = (
+        "resource_type_filter",
+        "resource_name_filter",
+        "pattern_type_filter",
+        "principal_filter",
+        "host_filter",
+        "operation",
+        "permission_type",
+    )
 
     def __init__(
         self,
@@ -93,7 +101,7 @@ class DeleteAclsFilter(_ProtocolStruct):
 def _r_DeleteAclsFilter_0(buf, pos):
     o = _new(DeleteAclsFilter)
     o.pattern_type_filter = 3
-    o.resource_type_filter, = _S_c.unpack_from(buf, pos)
+    (o.resource_type_filter,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name_filter, pos = _read_nullable_string(buf, pos)
     o.principal_filter, pos = _read_nullable_string(buf, pos)
@@ -115,10 +123,10 @@ def _r_DeleteAclsRequest_0(buf, pos):
 
 def _r_DeleteAclsFilter_1(buf, pos):
     o = _new(DeleteAclsFilter)
-    o.resource_type_filter, = _S_c.unpack_from(buf, pos)
+    (o.resource_type_filter,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name_filter, pos = _read_nullable_string(buf, pos)
-    o.pattern_type_filter, = _S_c.unpack_from(buf, pos)
+    (o.pattern_type_filter,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.principal_filter, pos = _read_nullable_string(buf, pos)
     o.host_filter, pos = _read_nullable_string(buf, pos)
@@ -139,10 +147,10 @@ def _r_DeleteAclsRequest_1(buf, pos):
 
 def _r_DeleteAclsFilter_2(buf, pos):
     o = _new(DeleteAclsFilter)
-    o.resource_type_filter, = _S_c.unpack_from(buf, pos)
+    (o.resource_type_filter,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name_filter, pos = _read_compact_nullable_string(buf, pos)
-    o.pattern_type_filter, = _S_c.unpack_from(buf, pos)
+    (o.pattern_type_filter,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.principal_filter, pos = _read_compact_nullable_string(buf, pos)
     o.host_filter, pos = _read_compact_nullable_string(buf, pos)

@@ -88,7 +88,17 @@ class DeleteAclsMatchingAcl(_ProtocolStruct):
     NAME = "DeleteAclsMatchingAcl"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
-    __slots__ = ("error_code", "error_message", "resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+    __slots__ = (
+        "error_code",
+        "error_message",
+        "resource_type",
+        "resource_name",
+        "pattern_type",
+        "principal",
+        "host",
+        "operation",
+        "permission_type",
+    )
 
     def __init__(
         self,
@@ -133,10 +143,10 @@ class DeleteAclsMatchingAcl(_ProtocolStruct):
 def _r_DeleteAclsMatchingAcl_0(buf, pos):
     o = _new(DeleteAclsMatchingAcl)
     o.pattern_type = 3
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
     o.principal, pos = _read_string(buf, pos)
@@ -148,7 +158,7 @@ def _r_DeleteAclsMatchingAcl_0(buf, pos):
 
 def _r_DeleteAclsFilterResult_0(buf, pos):
     o = _new(DeleteAclsFilterResult)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -161,7 +171,7 @@ def _r_DeleteAclsFilterResult_0(buf, pos):
 
 def _r_DeleteAclsResponse_0(buf, pos):
     o = _new(DeleteAclsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.filter_results = lst = []
@@ -173,13 +183,13 @@ def _r_DeleteAclsResponse_0(buf, pos):
 
 def _r_DeleteAclsMatchingAcl_1(buf, pos):
     o = _new(DeleteAclsMatchingAcl)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
-    o.pattern_type, = _S_c.unpack_from(buf, pos)
+    (o.pattern_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.principal, pos = _read_string(buf, pos)
     o.host, pos = _read_string(buf, pos)
@@ -190,7 +200,7 @@ def _r_DeleteAclsMatchingAcl_1(buf, pos):
 
 def _r_DeleteAclsFilterResult_1(buf, pos):
     o = _new(DeleteAclsFilterResult)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -203,7 +213,7 @@ def _r_DeleteAclsFilterResult_1(buf, pos):
 
 def _r_DeleteAclsResponse_1(buf, pos):
     o = _new(DeleteAclsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.filter_results = lst = []
@@ -215,13 +225,13 @@ def _r_DeleteAclsResponse_1(buf, pos):
 
 def _r_DeleteAclsMatchingAcl_2(buf, pos):
     o = _new(DeleteAclsMatchingAcl)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
-    o.pattern_type, = _S_c.unpack_from(buf, pos)
+    (o.pattern_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.principal, pos = _read_compact_string(buf, pos)
     o.host, pos = _read_compact_string(buf, pos)
@@ -236,7 +246,7 @@ def _r_DeleteAclsMatchingAcl_2(buf, pos):
 
 def _r_DeleteAclsFilterResult_2(buf, pos):
     o = _new(DeleteAclsFilterResult)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)
@@ -253,7 +263,7 @@ def _r_DeleteAclsFilterResult_2(buf, pos):
 
 def _r_DeleteAclsResponse_2(buf, pos):
     o = _new(DeleteAclsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.filter_results = lst = []

@@ -44,10 +44,7 @@ class DeleteGroupsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.results == other.results
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results
 
     __hash__ = None
 
@@ -81,14 +78,14 @@ def _r_DeletableGroupResult_0(buf, pos):
     o = _new(DeletableGroupResult)
     o.error_message = None
     o.group_id, pos = _read_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
 
 def _r_DeleteGroupsResponse_0(buf, pos):
     o = _new(DeleteGroupsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.results = lst = []
@@ -102,7 +99,7 @@ def _r_DeletableGroupResult_2(buf, pos):
     o = _new(DeletableGroupResult)
     o.error_message = None
     o.group_id, pos = _read_compact_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -113,7 +110,7 @@ def _r_DeletableGroupResult_2(buf, pos):
 
 def _r_DeleteGroupsResponse_2(buf, pos):
     o = _new(DeleteGroupsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.results = lst = []
@@ -130,7 +127,7 @@ def _r_DeleteGroupsResponse_2(buf, pos):
 def _r_DeletableGroupResult_3(buf, pos):
     o = _new(DeletableGroupResult)
     o.group_id, pos = _read_compact_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -142,7 +139,7 @@ def _r_DeletableGroupResult_3(buf, pos):
 
 def _r_DeleteGroupsResponse_3(buf, pos):
     o = _new(DeleteGroupsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.results = lst = []

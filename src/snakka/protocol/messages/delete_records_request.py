@@ -42,10 +42,7 @@ class DeleteRecordsRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topics == other.topics
-            and self.timeout_ms == other.timeout_ms
-        )
+        return self.topics == other.topics and self.timeout_ms == other.timeout_ms
 
     __hash__ = None
 
@@ -65,10 +62,7 @@ class DeleteRecordsTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -88,10 +82,7 @@ class DeleteRecordsPartition(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition_index == other.partition_index
-            and self.offset == other.offset
-        )
+        return self.partition_index == other.partition_index and self.offset == other.offset
 
     __hash__ = None
 
@@ -121,7 +112,7 @@ def _r_DeleteRecordsRequest_0(buf, pos):
     for _ in range(n):
         e, pos = _r_DeleteRecordsTopic_0(buf, pos)
         lst.append(e)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -159,7 +150,7 @@ def _r_DeleteRecordsRequest_2(buf, pos):
     for _ in range(n):
         e, pos = _r_DeleteRecordsTopic_2(buf, pos)
         lst.append(e)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -42,10 +42,7 @@ class DeleteRecordsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.topics == other.topics
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics
 
     __hash__ = None
 
@@ -65,10 +62,7 @@ class DeleteRecordsTopicResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -118,7 +112,7 @@ def _r_DeleteRecordsTopicResult_0(buf, pos):
 
 def _r_DeleteRecordsResponse_0(buf, pos):
     o = _new(DeleteRecordsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -156,7 +150,7 @@ def _r_DeleteRecordsTopicResult_2(buf, pos):
 
 def _r_DeleteRecordsResponse_2(buf, pos):
     o = _new(DeleteRecordsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

@@ -7,8 +7,6 @@
 Versions 0-0, flexible from v0.
 """
 
-from struct import Struct as _Struct
-
 from ..primitives import ProtocolStruct as _ProtocolStruct
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_string as _read_compact_string
@@ -37,10 +35,7 @@ class DeleteShareGroupOffsetsRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.group_id == other.group_id
-            and self.topics == other.topics
-        )
+        return self.group_id == other.group_id and self.topics == other.topics
 
     __hash__ = None
 
@@ -103,10 +98,18 @@ def _w_DeleteShareGroupOffsetsRequest_0(o, out):
     out.append(0)
 
 
-DeleteShareGroupOffsetsRequest._READERS = _version_table((0, 0, _r_DeleteShareGroupOffsetsRequest_0))
-DeleteShareGroupOffsetsRequest._WRITERS = _version_table((0, 0, _w_DeleteShareGroupOffsetsRequest_0))
-DeleteShareGroupOffsetsRequestTopic._READERS = _version_table((0, 0, _r_DeleteShareGroupOffsetsRequestTopic_0))
-DeleteShareGroupOffsetsRequestTopic._WRITERS = _version_table((0, 0, _w_DeleteShareGroupOffsetsRequestTopic_0))
+DeleteShareGroupOffsetsRequest._READERS = _version_table(
+    (0, 0, _r_DeleteShareGroupOffsetsRequest_0),
+)
+DeleteShareGroupOffsetsRequest._WRITERS = _version_table(
+    (0, 0, _w_DeleteShareGroupOffsetsRequest_0),
+)
+DeleteShareGroupOffsetsRequestTopic._READERS = _version_table(
+    (0, 0, _r_DeleteShareGroupOffsetsRequestTopic_0),
+)
+DeleteShareGroupOffsetsRequestTopic._WRITERS = _version_table(
+    (0, 0, _w_DeleteShareGroupOffsetsRequestTopic_0),
+)
 
 
 __all__ = ["DeleteShareGroupOffsetsRequest", "DeleteShareGroupOffsetsRequestTopic"]

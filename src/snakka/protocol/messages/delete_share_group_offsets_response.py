@@ -130,10 +130,18 @@ def _w_DeleteShareGroupOffsetsResponse_0(o, out):
     out.append(0)
 
 
-DeleteShareGroupOffsetsResponse._READERS = _version_table((0, 0, _r_DeleteShareGroupOffsetsResponse_0))
-DeleteShareGroupOffsetsResponse._WRITERS = _version_table((0, 0, _w_DeleteShareGroupOffsetsResponse_0))
-DeleteShareGroupOffsetsResponseTopic._READERS = _version_table((0, 0, _r_DeleteShareGroupOffsetsResponseTopic_0))
-DeleteShareGroupOffsetsResponseTopic._WRITERS = _version_table((0, 0, _w_DeleteShareGroupOffsetsResponseTopic_0))
+DeleteShareGroupOffsetsResponse._READERS = _version_table(
+    (0, 0, _r_DeleteShareGroupOffsetsResponse_0),
+)
+DeleteShareGroupOffsetsResponse._WRITERS = _version_table(
+    (0, 0, _w_DeleteShareGroupOffsetsResponse_0),
+)
+DeleteShareGroupOffsetsResponseTopic._READERS = _version_table(
+    (0, 0, _r_DeleteShareGroupOffsetsResponseTopic_0),
+)
+DeleteShareGroupOffsetsResponseTopic._WRITERS = _version_table(
+    (0, 0, _w_DeleteShareGroupOffsetsResponseTopic_0),
+)
 
 
 __all__ = ["DeleteShareGroupOffsetsResponse", "DeleteShareGroupOffsetsResponseTopic"]

@@ -41,10 +41,7 @@ class DeleteShareGroupStateRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.group_id == other.group_id
-            and self.topics == other.topics
-        )
+        return self.group_id == other.group_id and self.topics == other.topics
 
     __hash__ = None
 
@@ -64,10 +61,7 @@ class DeleteStateData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -93,7 +87,7 @@ class PartitionData(_ProtocolStruct):
 
 def _r_PartitionData_0(buf, pos):
     o = _new(PartitionData)
-    o.partition, = _S_i.unpack_from(buf, pos)
+    (o.partition,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -104,7 +98,7 @@ def _r_PartitionData_0(buf, pos):
 
 def _r_DeleteStateData_0(buf, pos):
     o = _new(DeleteStateData)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

@@ -72,10 +72,7 @@ class DeleteTopicState(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.topic_id == other.topic_id
-        )
+        return self.name == other.name and self.topic_id == other.topic_id
 
     __hash__ = None
 
@@ -85,7 +82,7 @@ def _r_DeleteTopicsRequest_0(buf, pos):
     o.topics = []
     n, pos = _read_array_len(buf, pos)
     o.topic_names, pos = _read_string_array(buf, pos, n)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -95,7 +92,7 @@ def _r_DeleteTopicsRequest_4(buf, pos):
     o.topics = []
     n, pos = _read_compact_array_len(buf, pos)
     o.topic_names, pos = _read_compact_string_array(buf, pos, n)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -107,7 +104,7 @@ def _r_DeleteTopicsRequest_4(buf, pos):
 def _r_DeleteTopicState_6(buf, pos):
     o = _new(DeleteTopicState)
     o.name, pos = _read_compact_nullable_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     if buf[pos]:
@@ -125,7 +122,7 @@ def _r_DeleteTopicsRequest_6(buf, pos):
     for _ in range(n):
         e, pos = _r_DeleteTopicState_6(buf, pos)
         lst.append(e)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

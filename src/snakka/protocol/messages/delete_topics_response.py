@@ -48,10 +48,7 @@ class DeleteTopicsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.responses == other.responses
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.responses == other.responses
 
     __hash__ = None
 
@@ -88,7 +85,7 @@ def _r_DeletableTopicResult_0(buf, pos):
     o.error_message = None
     o.topic_id = _ZERO_UUID
     o.name, pos = _read_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -106,7 +103,7 @@ def _r_DeleteTopicsResponse_0(buf, pos):
 
 def _r_DeleteTopicsResponse_1(buf, pos):
     o = _new(DeleteTopicsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.responses = lst = []
@@ -121,7 +118,7 @@ def _r_DeletableTopicResult_4(buf, pos):
     o.error_message = None
     o.topic_id = _ZERO_UUID
     o.name, pos = _read_compact_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -132,7 +129,7 @@ def _r_DeletableTopicResult_4(buf, pos):
 
 def _r_DeleteTopicsResponse_4(buf, pos):
     o = _new(DeleteTopicsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.responses = lst = []
@@ -150,7 +147,7 @@ def _r_DeletableTopicResult_5(buf, pos):
     o = _new(DeletableTopicResult)
     o.topic_id = _ZERO_UUID
     o.name, pos = _read_compact_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -162,7 +159,7 @@ def _r_DeletableTopicResult_5(buf, pos):
 
 def _r_DeleteTopicsResponse_5(buf, pos):
     o = _new(DeleteTopicsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.responses = lst = []
@@ -192,7 +189,7 @@ def _r_DeletableTopicResult_6(buf, pos):
 
 def _r_DeleteTopicsResponse_6(buf, pos):
     o = _new(DeleteTopicsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.responses = lst = []

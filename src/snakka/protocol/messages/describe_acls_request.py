@@ -31,7 +31,15 @@ class DescribeAclsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("resource_type_filter", "resource_name_filter", "pattern_type_filter", "principal_filter", "host_filter", "operation", "permission_type")
+    __slots__ = (
+        "resource_type_filter",
+        "resource_name_filter",
+        "pattern_type_filter",
+        "principal_filter",
+        "host_filter",
+        "operation",
+        "permission_type",
+    )
 
     def __init__(
         self,
@@ -70,7 +78,7 @@ class DescribeAclsRequest(_ProtocolStruct):
 def _r_DescribeAclsRequest_0(buf, pos):
     o = _new(DescribeAclsRequest)
     o.pattern_type_filter = 3
-    o.resource_type_filter, = _S_c.unpack_from(buf, pos)
+    (o.resource_type_filter,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name_filter, pos = _read_nullable_string(buf, pos)
     o.principal_filter, pos = _read_nullable_string(buf, pos)
@@ -82,10 +90,10 @@ def _r_DescribeAclsRequest_0(buf, pos):
 
 def _r_DescribeAclsRequest_1(buf, pos):
     o = _new(DescribeAclsRequest)
-    o.resource_type_filter, = _S_c.unpack_from(buf, pos)
+    (o.resource_type_filter,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name_filter, pos = _read_nullable_string(buf, pos)
-    o.pattern_type_filter, = _S_c.unpack_from(buf, pos)
+    (o.pattern_type_filter,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.principal_filter, pos = _read_nullable_string(buf, pos)
     o.host_filter, pos = _read_nullable_string(buf, pos)
@@ -96,10 +104,10 @@ def _r_DescribeAclsRequest_1(buf, pos):
 
 def _r_DescribeAclsRequest_2(buf, pos):
     o = _new(DescribeAclsRequest)
-    o.resource_type_filter, = _S_c.unpack_from(buf, pos)
+    (o.resource_type_filter,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name_filter, pos = _read_compact_nullable_string(buf, pos)
-    o.pattern_type_filter, = _S_c.unpack_from(buf, pos)
+    (o.pattern_type_filter,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.principal_filter, pos = _read_compact_nullable_string(buf, pos)
     o.host_filter, pos = _read_compact_nullable_string(buf, pos)

@@ -127,7 +127,7 @@ def _r_AclDescription_0(buf, pos):
 def _r_DescribeAclsResource_0(buf, pos):
     o = _new(DescribeAclsResource)
     o.pattern_type = 3
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -153,10 +153,10 @@ def _r_DescribeAclsResponse_0(buf, pos):
 
 def _r_DescribeAclsResource_1(buf, pos):
     o = _new(DescribeAclsResource)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
-    o.pattern_type, = _S_c.unpack_from(buf, pos)
+    (o.pattern_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_array_len(buf, pos)
     o.acls = lst = []
@@ -194,10 +194,10 @@ def _r_AclDescription_2(buf, pos):
 
 def _r_DescribeAclsResource_2(buf, pos):
     o = _new(DescribeAclsResource)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
-    o.pattern_type, = _S_c.unpack_from(buf, pos)
+    (o.pattern_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_compact_array_len(buf, pos)
     o.acls = lst = []

@@ -47,10 +47,7 @@ class DescribeClientQuotasRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.components == other.components
-            and self.strict == other.strict
-        )
+        return self.components == other.components and self.strict == other.strict
 
     __hash__ = None
 
@@ -83,7 +80,7 @@ class ComponentData(_ProtocolStruct):
 def _r_ComponentData_0(buf, pos):
     o = _new(ComponentData)
     o.entity_type, pos = _read_string(buf, pos)
-    o.match_type, = _S_c.unpack_from(buf, pos)
+    (o.match_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.match, pos = _read_nullable_string(buf, pos)
     return o, pos
@@ -96,7 +93,7 @@ def _r_DescribeClientQuotasRequest_0(buf, pos):
     for _ in range(n):
         e, pos = _r_ComponentData_0(buf, pos)
         lst.append(e)
-    o.strict, = _S_B.unpack_from(buf, pos)
+    (o.strict,) = _S_B.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -104,7 +101,7 @@ def _r_DescribeClientQuotasRequest_0(buf, pos):
 def _r_ComponentData_1(buf, pos):
     o = _new(ComponentData)
     o.entity_type, pos = _read_compact_string(buf, pos)
-    o.match_type, = _S_c.unpack_from(buf, pos)
+    (o.match_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.match, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -121,7 +118,7 @@ def _r_DescribeClientQuotasRequest_1(buf, pos):
     for _ in range(n):
         e, pos = _r_ComponentData_1(buf, pos)
         lst.append(e)
-    o.strict, = _S_B.unpack_from(buf, pos)
+    (o.strict,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -76,10 +76,7 @@ class EntryData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.entity == other.entity
-            and self.values == other.values
-        )
+        return self.entity == other.entity and self.values == other.values
 
     __hash__ = None
 
@@ -99,10 +96,7 @@ class EntityData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.entity_type == other.entity_type
-            and self.entity_name == other.entity_name
-        )
+        return self.entity_type == other.entity_type and self.entity_name == other.entity_name
 
     __hash__ = None
 
@@ -122,10 +116,7 @@ class ValueData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.key == other.key
-            and self.value == other.value
-        )
+        return self.key == other.key and self.value == other.value
 
     __hash__ = None
 
@@ -140,7 +131,7 @@ def _r_EntityData_0(buf, pos):
 def _r_ValueData_0(buf, pos):
     o = _new(ValueData)
     o.key, pos = _read_string(buf, pos)
-    o.value, = _S_d.unpack_from(buf, pos)
+    (o.value,) = _S_d.unpack_from(buf, pos)
     pos += 8
     return o, pos
 
@@ -190,7 +181,7 @@ def _r_EntityData_1(buf, pos):
 def _r_ValueData_1(buf, pos):
     o = _new(ValueData)
     o.key, pos = _read_compact_string(buf, pos)
-    o.value, = _S_d.unpack_from(buf, pos)
+    (o.value,) = _S_d.unpack_from(buf, pos)
     pos += 8
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -264,7 +255,7 @@ def _w_DescribeClientQuotasResponse_0(o, out):
     _write_nullable_string(out, o.error_message)
     lst = o.entries
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:

@@ -55,7 +55,7 @@ def _r_DescribeClusterRequest_0(buf, pos):
     o = _new(DescribeClusterRequest)
     o.endpoint_type = 1
     o.include_fenced_brokers = False
-    o.include_cluster_authorized_operations, = _S_B.unpack_from(buf, pos)
+    (o.include_cluster_authorized_operations,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -34,7 +34,16 @@ class DescribeClusterResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "cluster_id", "controller_id", "brokers", "cluster_authorized_operations", "endpoint_type")
+    __slots__ = (
+        "throttle_time_ms",
+        "error_code",
+        "error_message",
+        "cluster_id",
+        "controller_id",
+        "brokers",
+        "cluster_authorized_operations",
+        "endpoint_type",
+    )
 
     def __init__(
         self,
@@ -105,10 +114,10 @@ class DescribeClusterBroker(_ProtocolStruct):
 def _r_DescribeClusterBroker_0(buf, pos):
     o = _new(DescribeClusterBroker)
     o.is_fenced = False
-    o.broker_id, = _S_i.unpack_from(buf, pos)
+    (o.broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.rack, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -125,14 +134,14 @@ def _r_DescribeClusterResponse_0(buf, pos):
     pos += 6
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     o.cluster_id, pos = _read_compact_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.brokers = lst = []
     for _ in range(n):
         e, pos = _r_DescribeClusterBroker_0(buf, pos)
         lst.append(e)
-    o.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -146,17 +155,17 @@ def _r_DescribeClusterResponse_1(buf, pos):
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    o.endpoint_type, = _S_c.unpack_from(buf, pos)
+    (o.endpoint_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.cluster_id, pos = _read_compact_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.brokers = lst = []
     for _ in range(n):
         e, pos = _r_DescribeClusterBroker_0(buf, pos)
         lst.append(e)
-    o.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -167,13 +176,13 @@ def _r_DescribeClusterResponse_1(buf, pos):
 
 def _r_DescribeClusterBroker_2(buf, pos):
     o = _new(DescribeClusterBroker)
-    o.broker_id, = _S_i.unpack_from(buf, pos)
+    (o.broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.rack, pos = _read_compact_nullable_string(buf, pos)
-    o.is_fenced, = _S_B.unpack_from(buf, pos)
+    (o.is_fenced,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -187,17 +196,17 @@ def _r_DescribeClusterResponse_2(buf, pos):
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    o.endpoint_type, = _S_c.unpack_from(buf, pos)
+    (o.endpoint_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.cluster_id, pos = _read_compact_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.brokers = lst = []
     for _ in range(n):
         e, pos = _r_DescribeClusterBroker_2(buf, pos)
         lst.append(e)
-    o.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -88,7 +88,7 @@ class DescribeConfigsResource(_ProtocolStruct):
 
 def _r_DescribeConfigsResource_0(buf, pos):
     o = _new(DescribeConfigsResource)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
     n, pos = _read_nullable_array_len(buf, pos)
@@ -119,7 +119,7 @@ def _r_DescribeConfigsRequest_1(buf, pos):
     for _ in range(n):
         e, pos = _r_DescribeConfigsResource_0(buf, pos)
         lst.append(e)
-    o.include_synonyms, = _S_B.unpack_from(buf, pos)
+    (o.include_synonyms,) = _S_B.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -138,7 +138,7 @@ def _r_DescribeConfigsRequest_3(buf, pos):
 
 def _r_DescribeConfigsResource_4(buf, pos):
     o = _new(DescribeConfigsResource)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
     n, pos = _read_compact_nullable_array_len(buf, pos)
@@ -174,7 +174,7 @@ def _w_DescribeConfigsResource_0(o, out):
     _write_string(out, o.resource_name)
     lst = o.configuration_keys
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         _write_string_array(out, lst)

@@ -50,10 +50,7 @@ class DescribeConfigsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.results == other.results
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results
 
     __hash__ = None
 
@@ -100,7 +97,17 @@ class DescribeConfigsResourceResult(_ProtocolStruct):
     NAME = "DescribeConfigsResourceResult"
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
-    __slots__ = ("name", "value", "read_only", "is_default", "config_source", "is_sensitive", "synonyms", "config_type", "documentation")
+    __slots__ = (
+        "name",
+        "value",
+        "read_only",
+        "is_default",
+        "config_source",
+        "is_sensitive",
+        "synonyms",
+        "config_type",
+        "documentation",
+    )
 
     def __init__(
         self,
@@ -158,11 +165,7 @@ class DescribeConfigsSynonym(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.value == other.value
-            and self.source == other.source
-        )
+        return self.name == other.name and self.value == other.value and self.source == other.source
 
     __hash__ = None
 
@@ -182,10 +185,10 @@ def _r_DescribeConfigsResourceResult_0(buf, pos):
 
 def _r_DescribeConfigsResult_0(buf, pos):
     o = _new(DescribeConfigsResult)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -198,7 +201,7 @@ def _r_DescribeConfigsResult_0(buf, pos):
 
 def _r_DescribeConfigsResponse_0(buf, pos):
     o = _new(DescribeConfigsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.results = lst = []
@@ -212,7 +215,7 @@ def _r_DescribeConfigsSynonym_1(buf, pos):
     o = _new(DescribeConfigsSynonym)
     o.name, pos = _read_string(buf, pos)
     o.value, pos = _read_nullable_string(buf, pos)
-    o.source, = _S_c.unpack_from(buf, pos)
+    (o.source,) = _S_c.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -236,10 +239,10 @@ def _r_DescribeConfigsResourceResult_1(buf, pos):
 
 def _r_DescribeConfigsResult_1(buf, pos):
     o = _new(DescribeConfigsResult)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -252,7 +255,7 @@ def _r_DescribeConfigsResult_1(buf, pos):
 
 def _r_DescribeConfigsResponse_1(buf, pos):
     o = _new(DescribeConfigsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.results = lst = []
@@ -274,7 +277,7 @@ def _r_DescribeConfigsResourceResult_3(buf, pos):
     for _ in range(n):
         e, pos = _r_DescribeConfigsSynonym_1(buf, pos)
         lst.append(e)
-    o.config_type, = _S_c.unpack_from(buf, pos)
+    (o.config_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.documentation, pos = _read_nullable_string(buf, pos)
     return o, pos
@@ -282,10 +285,10 @@ def _r_DescribeConfigsResourceResult_3(buf, pos):
 
 def _r_DescribeConfigsResult_3(buf, pos):
     o = _new(DescribeConfigsResult)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -298,7 +301,7 @@ def _r_DescribeConfigsResult_3(buf, pos):
 
 def _r_DescribeConfigsResponse_3(buf, pos):
     o = _new(DescribeConfigsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.results = lst = []
@@ -312,7 +315,7 @@ def _r_DescribeConfigsSynonym_4(buf, pos):
     o = _new(DescribeConfigsSynonym)
     o.name, pos = _read_compact_string(buf, pos)
     o.value, pos = _read_compact_nullable_string(buf, pos)
-    o.source, = _S_c.unpack_from(buf, pos)
+    (o.source,) = _S_c.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -333,7 +336,7 @@ def _r_DescribeConfigsResourceResult_4(buf, pos):
     for _ in range(n):
         e, pos = _r_DescribeConfigsSynonym_4(buf, pos)
         lst.append(e)
-    o.config_type, = _S_c.unpack_from(buf, pos)
+    (o.config_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.documentation, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -345,10 +348,10 @@ def _r_DescribeConfigsResourceResult_4(buf, pos):
 
 def _r_DescribeConfigsResult_4(buf, pos):
     o = _new(DescribeConfigsResult)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)
@@ -365,7 +368,7 @@ def _r_DescribeConfigsResult_4(buf, pos):
 
 def _r_DescribeConfigsResponse_4(buf, pos):
     o = _new(DescribeConfigsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.results = lst = []
@@ -557,4 +560,9 @@ DescribeConfigsSynonym._WRITERS = _version_table(
 )
 
 
-__all__ = ["DescribeConfigsResponse", "DescribeConfigsResult", "DescribeConfigsResourceResult", "DescribeConfigsSynonym"]
+__all__ = [
+    "DescribeConfigsResponse",
+    "DescribeConfigsResult",
+    "DescribeConfigsResourceResult",
+    "DescribeConfigsSynonym",
+]

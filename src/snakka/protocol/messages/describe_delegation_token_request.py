@@ -125,7 +125,7 @@ def _w_DescribeDelegationTokenOwner_0(o, out):
 def _w_DescribeDelegationTokenRequest_0(o, out):
     lst = o.owners
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:

@@ -64,7 +64,18 @@ class DescribedDelegationToken(_ProtocolStruct):
     NAME = "DescribedDelegationToken"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
-    __slots__ = ("principal_type", "principal_name", "issue_timestamp", "expiry_timestamp", "max_timestamp", "token_id", "hmac", "renewers", "token_requester_principal_type", "token_requester_principal_name")
+    __slots__ = (
+        "principal_type",
+        "principal_name",
+        "issue_timestamp",
+        "expiry_timestamp",
+        "max_timestamp",
+        "token_id",
+        "hmac",
+        "renewers",
+        "token_requester_principal_type",
+        "token_requester_principal_name",
+    )
 
     def __init__(
         self,
@@ -74,7 +85,7 @@ class DescribedDelegationToken(_ProtocolStruct):
         expiry_timestamp=0,
         max_timestamp=0,
         token_id="",
-        hmac=b'',
+        hmac=b"",
         renewers=None,
         token_requester_principal_type="",
         token_requester_principal_name="",
@@ -159,14 +170,14 @@ def _r_DescribedDelegationToken_0(buf, pos):
 
 def _r_DescribeDelegationTokenResponse_0(buf, pos):
     o = _new(DescribeDelegationTokenResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_array_len(buf, pos)
     o.tokens = lst = []
     for _ in range(n):
         e, pos = _r_DescribedDelegationToken_0(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -206,14 +217,14 @@ def _r_DescribedDelegationToken_2(buf, pos):
 
 def _r_DescribeDelegationTokenResponse_2(buf, pos):
     o = _new(DescribeDelegationTokenResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.tokens = lst = []
     for _ in range(n):
         e, pos = _r_DescribedDelegationToken_2(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -246,14 +257,14 @@ def _r_DescribedDelegationToken_3(buf, pos):
 
 def _r_DescribeDelegationTokenResponse_3(buf, pos):
     o = _new(DescribeDelegationTokenResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.tokens = lst = []
     for _ in range(n):
         e, pos = _r_DescribedDelegationToken_3(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -372,4 +383,8 @@ DescribedDelegationTokenRenewer._WRITERS = _version_table(
 )
 
 
-__all__ = ["DescribeDelegationTokenResponse", "DescribedDelegationToken", "DescribedDelegationTokenRenewer"]
+__all__ = [
+    "DescribeDelegationTokenResponse",
+    "DescribedDelegationToken",
+    "DescribedDelegationTokenRenewer",
+]

@@ -62,7 +62,7 @@ def _r_DescribeGroupsRequest_3(buf, pos):
     o = _new(DescribeGroupsRequest)
     n, pos = _read_array_len(buf, pos)
     o.groups, pos = _read_string_array(buf, pos, n)
-    o.include_authorized_operations, = _S_B.unpack_from(buf, pos)
+    (o.include_authorized_operations,) = _S_B.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -71,7 +71,7 @@ def _r_DescribeGroupsRequest_5(buf, pos):
     o = _new(DescribeGroupsRequest)
     n, pos = _read_compact_array_len(buf, pos)
     o.groups, pos = _read_compact_string_array(buf, pos, n)
-    o.include_authorized_operations, = _S_B.unpack_from(buf, pos)
+    (o.include_authorized_operations,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -50,10 +50,7 @@ class DescribeGroupsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.groups == other.groups
-            and self.throttle_time_ms == other.throttle_time_ms
-        )
+        return self.groups == other.groups and self.throttle_time_ms == other.throttle_time_ms
 
     __hash__ = None
 
@@ -64,7 +61,16 @@ class DescribedGroup(_ProtocolStruct):
     NAME = "DescribedGroup"
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 5
-    __slots__ = ("error_code", "group_id", "group_state", "protocol_type", "protocol_data", "members", "authorized_operations", "error_message")
+    __slots__ = (
+        "error_code",
+        "group_id",
+        "group_state",
+        "protocol_type",
+        "protocol_data",
+        "members",
+        "authorized_operations",
+        "error_message",
+    )
 
     def __init__(
         self,
@@ -109,15 +115,22 @@ class DescribedGroupMember(_ProtocolStruct):
     NAME = "DescribedGroupMember"
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 5
-    __slots__ = ("member_id", "client_id", "client_host", "member_metadata", "member_assignment", "group_instance_id")
+    __slots__ = (
+        "member_id",
+        "client_id",
+        "client_host",
+        "member_metadata",
+        "member_assignment",
+        "group_instance_id",
+    )
 
     def __init__(
         self,
         member_id="",
         client_id="",
         client_host="",
-        member_metadata=b'',
-        member_assignment=b'',
+        member_metadata=b"",
+        member_assignment=b"",
         group_instance_id=None,
     ):
         self.member_id = member_id
@@ -157,7 +170,7 @@ def _r_DescribedGroup_0(buf, pos):
     o = _new(DescribedGroup)
     o.authorized_operations = -2147483648
     o.error_message = None
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.group_id, pos = _read_string(buf, pos)
     o.group_state, pos = _read_string(buf, pos)
@@ -184,7 +197,7 @@ def _r_DescribeGroupsResponse_0(buf, pos):
 
 def _r_DescribeGroupsResponse_1(buf, pos):
     o = _new(DescribeGroupsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.groups = lst = []
@@ -197,7 +210,7 @@ def _r_DescribeGroupsResponse_1(buf, pos):
 def _r_DescribedGroup_3(buf, pos):
     o = _new(DescribedGroup)
     o.error_message = None
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.group_id, pos = _read_string(buf, pos)
     o.group_state, pos = _read_string(buf, pos)
@@ -208,14 +221,14 @@ def _r_DescribedGroup_3(buf, pos):
     for _ in range(n):
         e, pos = _r_DescribedGroupMember_0(buf, pos)
         lst.append(e)
-    o.authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
 
 def _r_DescribeGroupsResponse_3(buf, pos):
     o = _new(DescribeGroupsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.groups = lst = []
@@ -239,7 +252,7 @@ def _r_DescribedGroupMember_4(buf, pos):
 def _r_DescribedGroup_4(buf, pos):
     o = _new(DescribedGroup)
     o.error_message = None
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.group_id, pos = _read_string(buf, pos)
     o.group_state, pos = _read_string(buf, pos)
@@ -250,14 +263,14 @@ def _r_DescribedGroup_4(buf, pos):
     for _ in range(n):
         e, pos = _r_DescribedGroupMember_4(buf, pos)
         lst.append(e)
-    o.authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
 
 def _r_DescribeGroupsResponse_4(buf, pos):
     o = _new(DescribeGroupsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.groups = lst = []
@@ -285,7 +298,7 @@ def _r_DescribedGroupMember_5(buf, pos):
 def _r_DescribedGroup_5(buf, pos):
     o = _new(DescribedGroup)
     o.error_message = None
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.group_id, pos = _read_compact_string(buf, pos)
     o.group_state, pos = _read_compact_string(buf, pos)
@@ -296,7 +309,7 @@ def _r_DescribedGroup_5(buf, pos):
     for _ in range(n):
         e, pos = _r_DescribedGroupMember_5(buf, pos)
         lst.append(e)
-    o.authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -307,7 +320,7 @@ def _r_DescribedGroup_5(buf, pos):
 
 def _r_DescribeGroupsResponse_5(buf, pos):
     o = _new(DescribeGroupsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.groups = lst = []
@@ -323,7 +336,7 @@ def _r_DescribeGroupsResponse_5(buf, pos):
 
 def _r_DescribedGroup_6(buf, pos):
     o = _new(DescribedGroup)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     o.group_id, pos = _read_compact_string(buf, pos)
@@ -335,7 +348,7 @@ def _r_DescribedGroup_6(buf, pos):
     for _ in range(n):
         e, pos = _r_DescribedGroupMember_5(buf, pos)
         lst.append(e)
-    o.authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -346,7 +359,7 @@ def _r_DescribedGroup_6(buf, pos):
 
 def _r_DescribeGroupsResponse_6(buf, pos):
     o = _new(DescribeGroupsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.groups = lst = []

@@ -65,10 +65,7 @@ class DescribableLogDirTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic == other.topic
-            and self.partitions == other.partitions
-        )
+        return self.topic == other.topic and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -133,7 +130,7 @@ def _w_DescribableLogDirTopic_0(o, out):
 def _w_DescribeLogDirsRequest_0(o, out):
     lst = o.topics
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:

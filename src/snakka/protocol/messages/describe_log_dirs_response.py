@@ -111,10 +111,7 @@ class DescribeLogDirsTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -174,7 +171,7 @@ def _r_DescribeLogDirsResult_0(buf, pos):
     o.total_bytes = -1
     o.usable_bytes = -1
     o.is_cordoned = False
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.log_dir, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -188,7 +185,7 @@ def _r_DescribeLogDirsResult_0(buf, pos):
 def _r_DescribeLogDirsResponse_0(buf, pos):
     o = _new(DescribeLogDirsResponse)
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.results = lst = []
@@ -234,7 +231,7 @@ def _r_DescribeLogDirsResult_2(buf, pos):
     o.total_bytes = -1
     o.usable_bytes = -1
     o.is_cordoned = False
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.log_dir, pos = _read_compact_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)
@@ -252,7 +249,7 @@ def _r_DescribeLogDirsResult_2(buf, pos):
 def _r_DescribeLogDirsResponse_2(buf, pos):
     o = _new(DescribeLogDirsResponse)
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.results = lst = []
@@ -285,7 +282,7 @@ def _r_DescribeLogDirsResponse_3(buf, pos):
 def _r_DescribeLogDirsResult_4(buf, pos):
     o = _new(DescribeLogDirsResult)
     o.is_cordoned = False
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.log_dir, pos = _read_compact_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)
@@ -320,7 +317,7 @@ def _r_DescribeLogDirsResponse_4(buf, pos):
 
 def _r_DescribeLogDirsResult_5(buf, pos):
     o = _new(DescribeLogDirsResult)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.log_dir, pos = _read_compact_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)
@@ -508,4 +505,9 @@ DescribeLogDirsPartition._WRITERS = _version_table(
 )
 
 
-__all__ = ["DescribeLogDirsResponse", "DescribeLogDirsResult", "DescribeLogDirsTopic", "DescribeLogDirsPartition"]
+__all__ = [
+    "DescribeLogDirsResponse",
+    "DescribeLogDirsResult",
+    "DescribeLogDirsTopic",
+    "DescribeLogDirsPartition",
+]

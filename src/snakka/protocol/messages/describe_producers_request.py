@@ -7,8 +7,6 @@
 Versions 0-0, flexible from v0.
 """
 
-from struct import Struct as _Struct
-
 from ..primitives import ProtocolStruct as _ProtocolStruct
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_string as _read_compact_string
@@ -58,10 +56,7 @@ class TopicRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partition_indexes == other.partition_indexes
-        )
+        return self.name == other.name and self.partition_indexes == other.partition_indexes
 
     __hash__ = None
 

@@ -42,10 +42,7 @@ class DescribeProducersResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.topics == other.topics
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics
 
     __hash__ = None
 
@@ -65,10 +62,7 @@ class TopicResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -106,7 +100,14 @@ class ProducerState(_ProtocolStruct):
     NAME = "ProducerState"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
-    __slots__ = ("producer_id", "producer_epoch", "last_sequence", "last_timestamp", "coordinator_epoch", "current_txn_start_offset")
+    __slots__ = (
+        "producer_id",
+        "producer_epoch",
+        "last_sequence",
+        "last_timestamp",
+        "coordinator_epoch",
+        "current_txn_start_offset",
+    )
 
     def __init__(
         self,
@@ -191,7 +192,7 @@ def _r_TopicResponse_0(buf, pos):
 
 def _r_DescribeProducersResponse_0(buf, pos):
     o = _new(DescribeProducersResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

@@ -57,10 +57,7 @@ class TopicData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partitions == other.partitions
-        )
+        return self.topic_name == other.topic_name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -86,7 +83,7 @@ class PartitionData(_ProtocolStruct):
 
 def _r_PartitionData_0(buf, pos):
     o = _new(PartitionData)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

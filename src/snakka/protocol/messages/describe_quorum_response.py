@@ -77,10 +77,7 @@ class TopicData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partitions == other.partitions
-        )
+        return self.topic_name == other.topic_name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -91,7 +88,16 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
-    __slots__ = ("partition_index", "error_code", "leader_id", "leader_epoch", "high_watermark", "current_voters", "observers", "error_message")
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "leader_id",
+        "leader_epoch",
+        "high_watermark",
+        "current_voters",
+        "observers",
+        "error_message",
+    )
 
     def __init__(
         self,
@@ -136,7 +142,13 @@ class ReplicaState(_ProtocolStruct):
     NAME = "ReplicaState"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
-    __slots__ = ("replica_id", "log_end_offset", "last_fetch_timestamp", "last_caught_up_timestamp", "replica_directory_id")
+    __slots__ = (
+        "replica_id",
+        "log_end_offset",
+        "last_fetch_timestamp",
+        "last_caught_up_timestamp",
+        "replica_directory_id",
+    )
 
     def __init__(
         self,
@@ -181,10 +193,7 @@ class Node(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.node_id == other.node_id
-            and self.listeners == other.listeners
-        )
+        return self.node_id == other.node_id and self.listeners == other.listeners
 
     __hash__ = None
 
@@ -205,11 +214,7 @@ class Listener(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.host == other.host
-            and self.port == other.port
-        )
+        return self.name == other.name and self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -275,7 +280,7 @@ def _r_DescribeQuorumResponse_0(buf, pos):
     o = _new(DescribeQuorumResponse)
     o.error_message = ""
     o.nodes = []
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -353,7 +358,7 @@ def _r_DescribeQuorumResponse_1(buf, pos):
     o = _new(DescribeQuorumResponse)
     o.error_message = ""
     o.nodes = []
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -428,7 +433,7 @@ def _r_Listener_2(buf, pos):
     o = _new(Listener)
     o.name, pos = _read_compact_string(buf, pos)
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -439,7 +444,7 @@ def _r_Listener_2(buf, pos):
 
 def _r_Node_2(buf, pos):
     o = _new(Node)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.listeners = lst = []
@@ -455,7 +460,7 @@ def _r_Node_2(buf, pos):
 
 def _r_DescribeQuorumResponse_2(buf, pos):
     o = _new(DescribeQuorumResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)
@@ -675,4 +680,11 @@ Listener._READERS = _version_table((2, 2, _r_Listener_2))
 Listener._WRITERS = _version_table((2, 2, _w_Listener_2))
 
 
-__all__ = ["DescribeQuorumResponse", "TopicData", "PartitionData", "ReplicaState", "Node", "Listener"]
+__all__ = [
+    "DescribeQuorumResponse",
+    "TopicData",
+    "PartitionData",
+    "ReplicaState",
+    "Node",
+    "Listener",
+]

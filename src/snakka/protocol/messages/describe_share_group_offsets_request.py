@@ -7,8 +7,6 @@
 Versions 0-1, flexible from v0.
 """
 
-from struct import Struct as _Struct
-
 from ..primitives import ProtocolStruct as _ProtocolStruct
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
@@ -59,10 +57,7 @@ class DescribeShareGroupOffsetsRequestGroup(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.group_id == other.group_id
-            and self.topics == other.topics
-        )
+        return self.group_id == other.group_id and self.topics == other.topics
 
     __hash__ = None
 
@@ -82,10 +77,7 @@ class DescribeShareGroupOffsetsRequestTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partitions == other.partitions
-        )
+        return self.topic_name == other.topic_name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -162,12 +154,28 @@ def _w_DescribeShareGroupOffsetsRequest_0(o, out):
     out.append(0)
 
 
-DescribeShareGroupOffsetsRequest._READERS = _version_table((0, 1, _r_DescribeShareGroupOffsetsRequest_0))
-DescribeShareGroupOffsetsRequest._WRITERS = _version_table((0, 1, _w_DescribeShareGroupOffsetsRequest_0))
-DescribeShareGroupOffsetsRequestGroup._READERS = _version_table((0, 1, _r_DescribeShareGroupOffsetsRequestGroup_0))
-DescribeShareGroupOffsetsRequestGroup._WRITERS = _version_table((0, 1, _w_DescribeShareGroupOffsetsRequestGroup_0))
-DescribeShareGroupOffsetsRequestTopic._READERS = _version_table((0, 1, _r_DescribeShareGroupOffsetsRequestTopic_0))
-DescribeShareGroupOffsetsRequestTopic._WRITERS = _version_table((0, 1, _w_DescribeShareGroupOffsetsRequestTopic_0))
+DescribeShareGroupOffsetsRequest._READERS = _version_table(
+    (0, 1, _r_DescribeShareGroupOffsetsRequest_0),
+)
+DescribeShareGroupOffsetsRequest._WRITERS = _version_table(
+    (0, 1, _w_DescribeShareGroupOffsetsRequest_0),
+)
+DescribeShareGroupOffsetsRequestGroup._READERS = _version_table(
+    (0, 1, _r_DescribeShareGroupOffsetsRequestGroup_0),
+)
+DescribeShareGroupOffsetsRequestGroup._WRITERS = _version_table(
+    (0, 1, _w_DescribeShareGroupOffsetsRequestGroup_0),
+)
+DescribeShareGroupOffsetsRequestTopic._READERS = _version_table(
+    (0, 1, _r_DescribeShareGroupOffsetsRequestTopic_0),
+)
+DescribeShareGroupOffsetsRequestTopic._WRITERS = _version_table(
+    (0, 1, _w_DescribeShareGroupOffsetsRequestTopic_0),
+)
 
 
-__all__ = ["DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsRequestGroup", "DescribeShareGroupOffsetsRequestTopic"]
+__all__ = [
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsRequestGroup",
+    "DescribeShareGroupOffsetsRequestTopic",
+]

@@ -46,10 +46,7 @@ class DescribeShareGroupOffsetsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.groups == other.groups
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups
 
     __hash__ = None
 
@@ -112,7 +109,14 @@ class DescribeShareGroupOffsetsResponsePartition(_ProtocolStruct):
     NAME = "DescribeShareGroupOffsetsResponsePartition"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("partition_index", "start_offset", "leader_epoch", "error_code", "error_message", "lag")
+    __slots__ = (
+        "partition_index",
+        "start_offset",
+        "leader_epoch",
+        "error_code",
+        "error_message",
+        "lag",
+    )
 
     def __init__(
         self,
@@ -161,7 +165,7 @@ def _r_DescribeShareGroupOffsetsResponsePartition_0(buf, pos):
 def _r_DescribeShareGroupOffsetsResponseTopic_0(buf, pos):
     o = _new(DescribeShareGroupOffsetsResponseTopic)
     o.topic_name, pos = _read_compact_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -184,7 +188,7 @@ def _r_DescribeShareGroupOffsetsResponseGroup_0(buf, pos):
     for _ in range(n):
         e, pos = _r_DescribeShareGroupOffsetsResponseTopic_0(buf, pos)
         lst.append(e)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -196,7 +200,7 @@ def _r_DescribeShareGroupOffsetsResponseGroup_0(buf, pos):
 
 def _r_DescribeShareGroupOffsetsResponse_0(buf, pos):
     o = _new(DescribeShareGroupOffsetsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.groups = lst = []
@@ -231,7 +235,7 @@ def _r_DescribeShareGroupOffsetsResponsePartition_1(buf, pos):
 def _r_DescribeShareGroupOffsetsResponseTopic_1(buf, pos):
     o = _new(DescribeShareGroupOffsetsResponseTopic)
     o.topic_name, pos = _read_compact_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -254,7 +258,7 @@ def _r_DescribeShareGroupOffsetsResponseGroup_1(buf, pos):
     for _ in range(n):
         e, pos = _r_DescribeShareGroupOffsetsResponseTopic_1(buf, pos)
         lst.append(e)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -266,7 +270,7 @@ def _r_DescribeShareGroupOffsetsResponseGroup_1(buf, pos):
 
 def _r_DescribeShareGroupOffsetsResponse_1(buf, pos):
     o = _new(DescribeShareGroupOffsetsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.groups = lst = []
@@ -386,4 +390,9 @@ DescribeShareGroupOffsetsResponsePartition._WRITERS = _version_table(
 )
 
 
-__all__ = ["DescribeShareGroupOffsetsResponse", "DescribeShareGroupOffsetsResponseGroup", "DescribeShareGroupOffsetsResponseTopic", "DescribeShareGroupOffsetsResponsePartition"]
+__all__ = [
+    "DescribeShareGroupOffsetsResponse",
+    "DescribeShareGroupOffsetsResponseGroup",
+    "DescribeShareGroupOffsetsResponseTopic",
+    "DescribeShareGroupOffsetsResponsePartition",
+]

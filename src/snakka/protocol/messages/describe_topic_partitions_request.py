@@ -82,10 +82,7 @@ class Cursor(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partition_index == other.partition_index
-        )
+        return self.topic_name == other.topic_name and self.partition_index == other.partition_index
 
     __hash__ = None
 
@@ -103,7 +100,7 @@ def _r_TopicRequest_0(buf, pos):
 def _r_Cursor_0(buf, pos):
     o = _new(Cursor)
     o.topic_name, pos = _read_compact_string(buf, pos)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -119,7 +116,7 @@ def _r_DescribeTopicPartitionsRequest_0(buf, pos):
     for _ in range(n):
         e, pos = _r_TopicRequest_0(buf, pos)
         lst.append(e)
-    o.response_partition_limit, = _S_i.unpack_from(buf, pos)
+    (o.response_partition_limit,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos] > 127:
         o.cursor = None
@@ -159,8 +156,12 @@ def _w_DescribeTopicPartitionsRequest_0(o, out):
     out.append(0)
 
 
-DescribeTopicPartitionsRequest._READERS = _version_table((0, 0, _r_DescribeTopicPartitionsRequest_0))
-DescribeTopicPartitionsRequest._WRITERS = _version_table((0, 0, _w_DescribeTopicPartitionsRequest_0))
+DescribeTopicPartitionsRequest._READERS = _version_table(
+    (0, 0, _r_DescribeTopicPartitionsRequest_0),
+)
+DescribeTopicPartitionsRequest._WRITERS = _version_table(
+    (0, 0, _w_DescribeTopicPartitionsRequest_0),
+)
 TopicRequest._READERS = _version_table((0, 0, _r_TopicRequest_0))
 TopicRequest._WRITERS = _version_table((0, 0, _w_TopicRequest_0))
 Cursor._READERS = _version_table((0, 0, _r_Cursor_0))

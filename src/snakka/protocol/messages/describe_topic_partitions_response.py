@@ -64,7 +64,14 @@ class DescribeTopicPartitionsResponseTopic(_ProtocolStruct):
     NAME = "DescribeTopicPartitionsResponseTopic"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
-    __slots__ = ("error_code", "name", "topic_id", "is_internal", "partitions", "topic_authorized_operations")
+    __slots__ = (
+        "error_code",
+        "name",
+        "topic_id",
+        "is_internal",
+        "partitions",
+        "topic_authorized_operations",
+    )
 
     def __init__(
         self,
@@ -103,7 +110,17 @@ class DescribeTopicPartitionsResponsePartition(_ProtocolStruct):
     NAME = "DescribeTopicPartitionsResponsePartition"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
-    __slots__ = ("error_code", "partition_index", "leader_id", "leader_epoch", "replica_nodes", "isr_nodes", "eligible_leader_replicas", "last_known_elr", "offline_replicas")
+    __slots__ = (
+        "error_code",
+        "partition_index",
+        "leader_id",
+        "leader_epoch",
+        "replica_nodes",
+        "isr_nodes",
+        "eligible_leader_replicas",
+        "last_known_elr",
+        "offline_replicas",
+    )
 
     def __init__(
         self,
@@ -160,10 +177,7 @@ class Cursor(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partition_index == other.partition_index
-        )
+        return self.topic_name == other.topic_name and self.partition_index == other.partition_index
 
     __hash__ = None
 
@@ -197,7 +211,7 @@ def _r_DescribeTopicPartitionsResponsePartition_0(buf, pos):
 
 def _r_DescribeTopicPartitionsResponseTopic_0(buf, pos):
     o = _new(DescribeTopicPartitionsResponseTopic)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_compact_nullable_string(buf, pos)
     _u0, o.is_internal = _S_UB.unpack_from(buf, pos)
@@ -208,7 +222,7 @@ def _r_DescribeTopicPartitionsResponseTopic_0(buf, pos):
     for _ in range(n):
         e, pos = _r_DescribeTopicPartitionsResponsePartition_0(buf, pos)
         lst.append(e)
-    o.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -220,7 +234,7 @@ def _r_DescribeTopicPartitionsResponseTopic_0(buf, pos):
 def _r_Cursor_0(buf, pos):
     o = _new(Cursor)
     o.topic_name, pos = _read_compact_string(buf, pos)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -231,7 +245,7 @@ def _r_Cursor_0(buf, pos):
 
 def _r_DescribeTopicPartitionsResponse_0(buf, pos):
     o = _new(DescribeTopicPartitionsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -309,14 +323,31 @@ def _w_DescribeTopicPartitionsResponse_0(o, out):
     out.append(0)
 
 
-DescribeTopicPartitionsResponse._READERS = _version_table((0, 0, _r_DescribeTopicPartitionsResponse_0))
-DescribeTopicPartitionsResponse._WRITERS = _version_table((0, 0, _w_DescribeTopicPartitionsResponse_0))
-DescribeTopicPartitionsResponseTopic._READERS = _version_table((0, 0, _r_DescribeTopicPartitionsResponseTopic_0))
-DescribeTopicPartitionsResponseTopic._WRITERS = _version_table((0, 0, _w_DescribeTopicPartitionsResponseTopic_0))
-DescribeTopicPartitionsResponsePartition._READERS = _version_table((0, 0, _r_DescribeTopicPartitionsResponsePartition_0))
-DescribeTopicPartitionsResponsePartition._WRITERS = _version_table((0, 0, _w_DescribeTopicPartitionsResponsePartition_0))
+DescribeTopicPartitionsResponse._READERS = _version_table(
+    (0, 0, _r_DescribeTopicPartitionsResponse_0),
+)
+DescribeTopicPartitionsResponse._WRITERS = _version_table(
+    (0, 0, _w_DescribeTopicPartitionsResponse_0),
+)
+DescribeTopicPartitionsResponseTopic._READERS = _version_table(
+    (0, 0, _r_DescribeTopicPartitionsResponseTopic_0),
+)
+DescribeTopicPartitionsResponseTopic._WRITERS = _version_table(
+    (0, 0, _w_DescribeTopicPartitionsResponseTopic_0),
+)
+DescribeTopicPartitionsResponsePartition._READERS = _version_table(
+    (0, 0, _r_DescribeTopicPartitionsResponsePartition_0),
+)
+DescribeTopicPartitionsResponsePartition._WRITERS = _version_table(
+    (0, 0, _w_DescribeTopicPartitionsResponsePartition_0),
+)
 Cursor._READERS = _version_table((0, 0, _r_Cursor_0))
 Cursor._WRITERS = _version_table((0, 0, _w_Cursor_0))
 
 
-__all__ = ["DescribeTopicPartitionsResponse", "DescribeTopicPartitionsResponseTopic", "DescribeTopicPartitionsResponsePartition", "Cursor"]
+__all__ = [
+    "DescribeTopicPartitionsResponse",
+    "DescribeTopicPartitionsResponseTopic",
+    "DescribeTopicPartitionsResponsePartition",
+    "Cursor",
+]

@@ -7,8 +7,6 @@
 Versions 0-0, flexible from v0.
 """
 
-from struct import Struct as _Struct
-
 from ..primitives import ProtocolStruct as _ProtocolStruct
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_string_array as _read_compact_string_array

@@ -56,7 +56,16 @@ class TransactionState(_ProtocolStruct):
     NAME = "TransactionState"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
-    __slots__ = ("error_code", "transactional_id", "transaction_state", "transaction_timeout_ms", "transaction_start_time_ms", "producer_id", "producer_epoch", "topics")
+    __slots__ = (
+        "error_code",
+        "transactional_id",
+        "transaction_state",
+        "transaction_timeout_ms",
+        "transaction_start_time_ms",
+        "producer_id",
+        "producer_epoch",
+        "topics",
+    )
 
     def __init__(
         self,
@@ -110,10 +119,7 @@ class TopicData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic == other.topic
-            and self.partitions == other.partitions
-        )
+        return self.topic == other.topic and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -132,7 +138,7 @@ def _r_TopicData_0(buf, pos):
 
 def _r_TransactionState_0(buf, pos):
     o = _new(TransactionState)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.transactional_id, pos = _read_compact_string(buf, pos)
     o.transaction_state, pos = _read_compact_string(buf, pos)
@@ -157,7 +163,7 @@ def _r_TransactionState_0(buf, pos):
 
 def _r_DescribeTransactionsResponse_0(buf, pos):
     o = _new(DescribeTransactionsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.transaction_states = lst = []

@@ -7,8 +7,6 @@
 Versions 0-0, flexible from v0.
 """
 
-from struct import Struct as _Struct
-
 from ..primitives import ProtocolStruct as _ProtocolStruct
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
 from ..primitives import read_compact_string as _read_compact_string
@@ -103,8 +101,12 @@ def _w_DescribeUserScramCredentialsRequest_0(o, out):
     out.append(0)
 
 
-DescribeUserScramCredentialsRequest._READERS = _version_table((0, 0, _r_DescribeUserScramCredentialsRequest_0))
-DescribeUserScramCredentialsRequest._WRITERS = _version_table((0, 0, _w_DescribeUserScramCredentialsRequest_0))
+DescribeUserScramCredentialsRequest._READERS = _version_table(
+    (0, 0, _r_DescribeUserScramCredentialsRequest_0),
+)
+DescribeUserScramCredentialsRequest._WRITERS = _version_table(
+    (0, 0, _w_DescribeUserScramCredentialsRequest_0),
+)
 UserName._READERS = _version_table((0, 0, _r_UserName_0))
 UserName._WRITERS = _version_table((0, 0, _w_UserName_0))
 

@@ -96,10 +96,7 @@ class CredentialInfo(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.mechanism == other.mechanism
-            and self.iterations == other.iterations
-        )
+        return self.mechanism == other.mechanism and self.iterations == other.iterations
 
     __hash__ = None
 
@@ -118,7 +115,7 @@ def _r_CredentialInfo_0(buf, pos):
 def _r_DescribeUserScramCredentialsResult_0(buf, pos):
     o = _new(DescribeUserScramCredentialsResult)
     o.user, pos = _read_compact_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)
@@ -176,12 +173,24 @@ def _w_DescribeUserScramCredentialsResponse_0(o, out):
     out.append(0)
 
 
-DescribeUserScramCredentialsResponse._READERS = _version_table((0, 0, _r_DescribeUserScramCredentialsResponse_0))
-DescribeUserScramCredentialsResponse._WRITERS = _version_table((0, 0, _w_DescribeUserScramCredentialsResponse_0))
-DescribeUserScramCredentialsResult._READERS = _version_table((0, 0, _r_DescribeUserScramCredentialsResult_0))
-DescribeUserScramCredentialsResult._WRITERS = _version_table((0, 0, _w_DescribeUserScramCredentialsResult_0))
+DescribeUserScramCredentialsResponse._READERS = _version_table(
+    (0, 0, _r_DescribeUserScramCredentialsResponse_0),
+)
+DescribeUserScramCredentialsResponse._WRITERS = _version_table(
+    (0, 0, _w_DescribeUserScramCredentialsResponse_0),
+)
+DescribeUserScramCredentialsResult._READERS = _version_table(
+    (0, 0, _r_DescribeUserScramCredentialsResult_0),
+)
+DescribeUserScramCredentialsResult._WRITERS = _version_table(
+    (0, 0, _w_DescribeUserScramCredentialsResult_0),
+)
 CredentialInfo._READERS = _version_table((0, 0, _r_CredentialInfo_0))
 CredentialInfo._WRITERS = _version_table((0, 0, _w_CredentialInfo_0))
 
 
-__all__ = ["DescribeUserScramCredentialsResponse", "DescribeUserScramCredentialsResult", "CredentialInfo"]
+__all__ = [
+    "DescribeUserScramCredentialsResponse",
+    "DescribeUserScramCredentialsResult",
+    "CredentialInfo",
+]

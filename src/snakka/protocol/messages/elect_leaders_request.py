@@ -71,10 +71,7 @@ class TopicPartitions(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic == other.topic
-            and self.partitions == other.partitions
-        )
+        return self.topic == other.topic and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -98,14 +95,14 @@ def _r_ElectLeadersRequest_0(buf, pos):
         for _ in range(n):
             e, pos = _r_TopicPartitions_0(buf, pos)
             lst.append(e)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
 
 def _r_ElectLeadersRequest_1(buf, pos):
     o = _new(ElectLeadersRequest)
-    o.election_type, = _S_c.unpack_from(buf, pos)
+    (o.election_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_nullable_array_len(buf, pos)
     if n < 0:
@@ -115,7 +112,7 @@ def _r_ElectLeadersRequest_1(buf, pos):
         for _ in range(n):
             e, pos = _r_TopicPartitions_0(buf, pos)
             lst.append(e)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -134,7 +131,7 @@ def _r_TopicPartitions_2(buf, pos):
 
 def _r_ElectLeadersRequest_2(buf, pos):
     o = _new(ElectLeadersRequest)
-    o.election_type, = _S_c.unpack_from(buf, pos)
+    (o.election_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:
@@ -144,7 +141,7 @@ def _r_ElectLeadersRequest_2(buf, pos):
         for _ in range(n):
             e, pos = _r_TopicPartitions_2(buf, pos)
             lst.append(e)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -163,7 +160,7 @@ def _w_TopicPartitions_0(o, out):
 def _w_ElectLeadersRequest_0(o, out):
     lst = o.topic_partitions
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:
@@ -175,7 +172,7 @@ def _w_ElectLeadersRequest_1(o, out):
     out += _S_c.pack(o.election_type)
     lst = o.topic_partitions
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:
@@ -214,8 +211,14 @@ ElectLeadersRequest._WRITERS = _version_table(
     (1, 1, _w_ElectLeadersRequest_1),
     (2, 2, _w_ElectLeadersRequest_2),
 )
-TopicPartitions._READERS = _version_table((0, 1, _r_TopicPartitions_0), (2, 2, _r_TopicPartitions_2))
-TopicPartitions._WRITERS = _version_table((0, 1, _w_TopicPartitions_0), (2, 2, _w_TopicPartitions_2))
+TopicPartitions._READERS = _version_table(
+    (0, 1, _r_TopicPartitions_0),
+    (2, 2, _r_TopicPartitions_2),
+)
+TopicPartitions._WRITERS = _version_table(
+    (0, 1, _w_TopicPartitions_0),
+    (2, 2, _w_TopicPartitions_2),
+)
 
 
 __all__ = ["ElectLeadersRequest", "TopicPartitions"]

@@ -41,7 +41,9 @@ class ElectLeadersResponse(_ProtocolStruct):
 
     def __init__(self, throttle_time_ms=0, replica_election_results=None, error_code=0):
         self.throttle_time_ms = throttle_time_ms
-        self.replica_election_results = [] if replica_election_results is None else replica_election_results
+        self.replica_election_results = (
+            [] if replica_election_results is None else replica_election_results
+        )
         self.error_code = error_code
 
     def __eq__(self, other):
@@ -71,10 +73,7 @@ class ReplicaElectionResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic == other.topic
-            and self.partition_result == other.partition_result
-        )
+        return self.topic == other.topic and self.partition_result == other.partition_result
 
     __hash__ = None
 
@@ -126,7 +125,7 @@ def _r_ReplicaElectionResult_0(buf, pos):
 def _r_ElectLeadersResponse_0(buf, pos):
     o = _new(ElectLeadersResponse)
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.replica_election_results = lst = []
@@ -262,8 +261,14 @@ ReplicaElectionResult._WRITERS = _version_table(
     (0, 1, _w_ReplicaElectionResult_0),
     (2, 2, _w_ReplicaElectionResult_2),
 )
-PartitionResult._READERS = _version_table((0, 1, _r_PartitionResult_0), (2, 2, _r_PartitionResult_2))
-PartitionResult._WRITERS = _version_table((0, 1, _w_PartitionResult_0), (2, 2, _w_PartitionResult_2))
+PartitionResult._READERS = _version_table(
+    (0, 1, _r_PartitionResult_0),
+    (2, 2, _r_PartitionResult_2),
+)
+PartitionResult._WRITERS = _version_table(
+    (0, 1, _w_PartitionResult_0),
+    (2, 2, _w_PartitionResult_2),
+)
 
 
 __all__ = ["ElectLeadersResponse", "ReplicaElectionResult", "PartitionResult"]

@@ -77,10 +77,7 @@ class TopicData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partitions == other.partitions
-        )
+        return self.topic_name == other.topic_name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -91,7 +88,13 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
-    __slots__ = ("partition_index", "leader_id", "leader_epoch", "preferred_successors", "preferred_candidates")
+    __slots__ = (
+        "partition_index",
+        "leader_id",
+        "leader_epoch",
+        "preferred_successors",
+        "preferred_candidates",
+    )
 
     def __init__(
         self,
@@ -160,11 +163,7 @@ class LeaderEndpoint(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.host == other.host
-            and self.port == other.port
-        )
+        return self.name == other.name and self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -250,7 +249,7 @@ def _r_LeaderEndpoint_1(buf, pos):
     o = _new(LeaderEndpoint)
     o.name, pos = _read_compact_string(buf, pos)
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -37,7 +37,7 @@ class EndTxnMarker(_ProtocolStruct):
 
 def _r_EndTxnMarker_0(buf, pos):
     o = _new(EndTxnMarker)
-    o.coordinator_epoch, = _S_i.unpack_from(buf, pos)
+    (o.coordinator_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 

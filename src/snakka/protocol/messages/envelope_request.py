@@ -7,8 +7,6 @@
 Versions 0-0, flexible from v0.
 """
 
-from struct import Struct as _Struct
-
 from ..primitives import ProtocolStruct as _ProtocolStruct
 from ..primitives import read_compact_bytes as _read_compact_bytes
 from ..primitives import read_compact_nullable_bytes as _read_compact_nullable_bytes
@@ -30,7 +28,7 @@ class EnvelopeRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("request_data", "request_principal", "client_host_address")
 
-    def __init__(self, request_data=b'', request_principal=b'', client_host_address=b''):
+    def __init__(self, request_data=b"", request_principal=b"", client_host_address=b""):
         self.request_data = request_data
         self.request_principal = request_principal
         self.client_host_address = client_host_address

@@ -36,10 +36,7 @@ class EnvelopeResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.response_data == other.response_data
-            and self.error_code == other.error_code
-        )
+        return self.response_data == other.response_data and self.error_code == other.error_code
 
     __hash__ = None
 
@@ -47,7 +44,7 @@ class EnvelopeResponse(_ProtocolStruct):
 def _r_EnvelopeResponse_0(buf, pos):
     o = _new(EnvelopeResponse)
     o.response_data, pos = _read_compact_nullable_bytes(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

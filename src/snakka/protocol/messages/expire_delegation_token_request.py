@@ -32,17 +32,14 @@ class ExpireDelegationTokenRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("hmac", "expiry_time_period_ms")
 
-    def __init__(self, hmac=b'', expiry_time_period_ms=0):
+    def __init__(self, hmac=b"", expiry_time_period_ms=0):
         self.hmac = hmac
         self.expiry_time_period_ms = expiry_time_period_ms
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.hmac == other.hmac
-            and self.expiry_time_period_ms == other.expiry_time_period_ms
-        )
+        return self.hmac == other.hmac and self.expiry_time_period_ms == other.expiry_time_period_ms
 
     __hash__ = None
 
@@ -50,7 +47,7 @@ class ExpireDelegationTokenRequest(_ProtocolStruct):
 def _r_ExpireDelegationTokenRequest_0(buf, pos):
     o = _new(ExpireDelegationTokenRequest)
     o.hmac, pos = _read_bytes(buf, pos)
-    o.expiry_time_period_ms, = _S_q.unpack_from(buf, pos)
+    (o.expiry_time_period_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     return o, pos
 
@@ -58,7 +55,7 @@ def _r_ExpireDelegationTokenRequest_0(buf, pos):
 def _r_ExpireDelegationTokenRequest_2(buf, pos):
     o = _new(ExpireDelegationTokenRequest)
     o.hmac, pos = _read_compact_bytes(buf, pos)
-    o.expiry_time_period_ms, = _S_q.unpack_from(buf, pos)
+    (o.expiry_time_period_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

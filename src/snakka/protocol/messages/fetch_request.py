@@ -53,7 +53,20 @@ class FetchRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "session_id", "session_epoch", "forgotten_topics_data", "rack_id", "cluster_id", "replica_state")
+    __slots__ = (
+        "replica_id",
+        "max_wait_ms",
+        "min_bytes",
+        "max_bytes",
+        "isolation_level",
+        "topics",
+        "session_id",
+        "session_epoch",
+        "forgotten_topics_data",
+        "rack_id",
+        "cluster_id",
+        "replica_state",
+    )
 
     def __init__(
         self,
@@ -135,7 +148,16 @@ class FetchPartition(_ProtocolStruct):
     NAME = "FetchPartition"
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
-    __slots__ = ("partition", "fetch_offset", "partition_max_bytes", "log_start_offset", "current_leader_epoch", "last_fetched_epoch", "replica_directory_id", "high_watermark")
+    __slots__ = (
+        "partition",
+        "fetch_offset",
+        "partition_max_bytes",
+        "log_start_offset",
+        "current_leader_epoch",
+        "last_fetched_epoch",
+        "replica_directory_id",
+        "high_watermark",
+    )
 
     def __init__(
         self,
@@ -214,10 +236,7 @@ class ReplicaState(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.replica_id == other.replica_id
-            and self.replica_epoch == other.replica_epoch
-        )
+        return self.replica_id == other.replica_id and self.replica_epoch == other.replica_epoch
 
     __hash__ = None
 
@@ -576,7 +595,7 @@ def _r_FetchRequest_12(buf, pos):
 def _r_FetchTopic_13(buf, pos):
     o = _new(FetchTopic)
     o.topic = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -594,7 +613,7 @@ def _r_FetchTopic_13(buf, pos):
 def _r_ForgottenTopic_13(buf, pos):
     o = _new(ForgottenTopic)
     o.topic = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -699,7 +718,7 @@ def _rt_FetchPartition_17(o, buf, pos):
         end = _tagged_field_end(buf, pos, size)
         if tag == 0:
             sub = buf[:end]
-            _u0, = _S_U.unpack_from(sub, pos)
+            (_u0,) = _S_U.unpack_from(sub, pos)
             o.replica_directory_id = _uuid_from_bytes(_u0)
         pos = end
     return pos
@@ -725,7 +744,7 @@ def _r_FetchPartition_17(buf, pos):
 def _r_FetchTopic_17(buf, pos):
     o = _new(FetchTopic)
     o.topic = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -777,11 +796,11 @@ def _rt_FetchPartition_18(o, buf, pos):
         end = _tagged_field_end(buf, pos, size)
         if tag == 0:
             sub = buf[:end]
-            _u0, = _S_U.unpack_from(sub, pos)
+            (_u0,) = _S_U.unpack_from(sub, pos)
             o.replica_directory_id = _uuid_from_bytes(_u0)
         elif tag == 1:
             sub = buf[:end]
-            o.high_watermark, = _S_q.unpack_from(sub, pos)
+            (o.high_watermark,) = _S_q.unpack_from(sub, pos)
         pos = end
     return pos
 
@@ -806,7 +825,7 @@ def _r_FetchPartition_18(buf, pos):
 def _r_FetchTopic_18(buf, pos):
     o = _new(FetchTopic)
     o.topic = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

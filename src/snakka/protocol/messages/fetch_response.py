@@ -115,7 +115,19 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
-    __slots__ = ("partition_index", "error_code", "high_watermark", "last_stable_offset", "aborted_transactions", "records", "log_start_offset", "preferred_read_replica", "diverging_epoch", "current_leader", "snapshot_id")
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "high_watermark",
+        "last_stable_offset",
+        "aborted_transactions",
+        "records",
+        "log_start_offset",
+        "preferred_read_replica",
+        "diverging_epoch",
+        "current_leader",
+        "snapshot_id",
+    )
 
     def __init__(
         self,
@@ -178,10 +190,7 @@ class AbortedTransaction(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.producer_id == other.producer_id
-            and self.first_offset == other.first_offset
-        )
+        return self.producer_id == other.producer_id and self.first_offset == other.first_offset
 
     __hash__ = None
 
@@ -201,10 +210,7 @@ class EpochEndOffset(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.epoch == other.epoch
-            and self.end_offset == other.end_offset
-        )
+        return self.epoch == other.epoch and self.end_offset == other.end_offset
 
     __hash__ = None
 
@@ -224,10 +230,7 @@ class LeaderIdAndEpoch(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.leader_id == other.leader_id
-            and self.leader_epoch == other.leader_epoch
-        )
+        return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch
 
     __hash__ = None
 
@@ -247,10 +250,7 @@ class SnapshotId(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.end_offset == other.end_offset
-            and self.epoch == other.epoch
-        )
+        return self.end_offset == other.end_offset and self.epoch == other.epoch
 
     __hash__ = None
 
@@ -328,7 +328,7 @@ def _r_FetchResponse_1(buf, pos):
     o.error_code = 0
     o.session_id = 0
     o.node_endpoints = []
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.responses = lst = []
@@ -388,7 +388,7 @@ def _r_FetchResponse_4(buf, pos):
     o.error_code = 0
     o.session_id = 0
     o.node_endpoints = []
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.responses = lst = []
@@ -441,7 +441,7 @@ def _r_FetchResponse_5(buf, pos):
     o.error_code = 0
     o.session_id = 0
     o.node_endpoints = []
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.responses = lst = []
@@ -485,7 +485,7 @@ def _r_PartitionData_11(buf, pos):
         for _ in range(n):
             e, pos = _r_AbortedTransaction_4(buf, pos)
             lst.append(e)
-    o.preferred_read_replica, = _S_i.unpack_from(buf, pos)
+    (o.preferred_read_replica,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.records, pos = _read_nullable_records(buf, pos)
     return o, pos
@@ -600,7 +600,7 @@ def _r_PartitionData_12(buf, pos):
         for _ in range(n):
             e, pos = _r_AbortedTransaction_12(buf, pos)
             lst.append(e)
-    o.preferred_read_replica, = _S_i.unpack_from(buf, pos)
+    (o.preferred_read_replica,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.records, pos = _read_compact_nullable_records(buf, pos)
     pos = _rt_PartitionData_12(o, buf, pos)
@@ -643,7 +643,7 @@ def _r_FetchResponse_12(buf, pos):
 def _r_FetchableTopicResponse_13(buf, pos):
     o = _new(FetchableTopicResponse)
     o.topic = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -677,10 +677,10 @@ def _r_FetchResponse_13(buf, pos):
 
 def _r_NodeEndpoint_16(buf, pos):
     o = _new(NodeEndpoint)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.rack, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -757,7 +757,7 @@ def _w_PartitionData_4(o, out):
     out += _S_ihqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
     lst = o.aborted_transactions
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:
@@ -791,7 +791,7 @@ def _w_PartitionData_5(o, out):
     )
     lst = o.aborted_transactions
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:
@@ -833,7 +833,7 @@ def _w_PartitionData_11(o, out):
     )
     lst = o.aborted_transactions
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:
@@ -1072,4 +1072,13 @@ NodeEndpoint._READERS = _version_table((16, 18, _r_NodeEndpoint_16))
 NodeEndpoint._WRITERS = _version_table((16, 18, _w_NodeEndpoint_16))
 
 
-__all__ = ["FetchResponse", "FetchableTopicResponse", "PartitionData", "AbortedTransaction", "EpochEndOffset", "LeaderIdAndEpoch", "SnapshotId", "NodeEndpoint"]
+__all__ = [
+    "FetchResponse",
+    "FetchableTopicResponse",
+    "PartitionData",
+    "AbortedTransaction",
+    "EpochEndOffset",
+    "LeaderIdAndEpoch",
+    "SnapshotId",
+    "NodeEndpoint",
+]

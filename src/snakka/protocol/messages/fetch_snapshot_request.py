@@ -74,10 +74,7 @@ class TopicSnapshot(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -88,7 +85,13 @@ class PartitionSnapshot(_ProtocolStruct):
     NAME = "PartitionSnapshot"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("partition", "current_leader_epoch", "snapshot_id", "position", "replica_directory_id")
+    __slots__ = (
+        "partition",
+        "current_leader_epoch",
+        "snapshot_id",
+        "position",
+        "replica_directory_id",
+    )
 
     def __init__(
         self,
@@ -133,10 +136,7 @@ class SnapshotId(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.end_offset == other.end_offset
-            and self.epoch == other.epoch
-        )
+        return self.end_offset == other.end_offset and self.epoch == other.epoch
 
     __hash__ = None
 
@@ -158,7 +158,7 @@ def _r_PartitionSnapshot_0(buf, pos):
     o.partition, o.current_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     o.snapshot_id, pos = _r_SnapshotId_0(buf, pos)
-    o.position, = _S_q.unpack_from(buf, pos)
+    (o.position,) = _S_q.unpack_from(buf, pos)
     pos += 8
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -217,7 +217,7 @@ def _rt_PartitionSnapshot_1(o, buf, pos):
         end = _tagged_field_end(buf, pos, size)
         if tag == 0:
             sub = buf[:end]
-            _u0, = _S_U.unpack_from(sub, pos)
+            (_u0,) = _S_U.unpack_from(sub, pos)
             o.replica_directory_id = _uuid_from_bytes(_u0)
         pos = end
     return pos
@@ -229,7 +229,7 @@ def _r_PartitionSnapshot_1(buf, pos):
     o.partition, o.current_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     o.snapshot_id, pos = _r_SnapshotId_0(buf, pos)
-    o.position, = _S_q.unpack_from(buf, pos)
+    (o.position,) = _S_q.unpack_from(buf, pos)
     pos += 8
     pos = _rt_PartitionSnapshot_1(o, buf, pos)
     return o, pos

@@ -74,10 +74,7 @@ class TopicSnapshot(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -88,7 +85,15 @@ class PartitionSnapshot(_ProtocolStruct):
     NAME = "PartitionSnapshot"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("index", "error_code", "snapshot_id", "current_leader", "size", "position", "unaligned_records")
+    __slots__ = (
+        "index",
+        "error_code",
+        "snapshot_id",
+        "current_leader",
+        "size",
+        "position",
+        "unaligned_records",
+    )
 
     def __init__(
         self,
@@ -98,7 +103,7 @@ class PartitionSnapshot(_ProtocolStruct):
         current_leader=None,
         size=0,
         position=0,
-        unaligned_records=b'',
+        unaligned_records=b"",
     ):
         self.index = index
         self.error_code = error_code
@@ -139,10 +144,7 @@ class SnapshotId(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.end_offset == other.end_offset
-            and self.epoch == other.epoch
-        )
+        return self.end_offset == other.end_offset and self.epoch == other.epoch
 
     __hash__ = None
 
@@ -162,10 +164,7 @@ class LeaderIdAndEpoch(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.leader_id == other.leader_id
-            and self.leader_epoch == other.leader_epoch
-        )
+        return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch
 
     __hash__ = None
 
@@ -186,11 +185,7 @@ class NodeEndpoint(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.node_id == other.node_id
-            and self.host == other.host
-            and self.port == other.port
-        )
+        return self.node_id == other.node_id and self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -277,10 +272,10 @@ def _r_FetchSnapshotResponse_0(buf, pos):
 
 def _r_NodeEndpoint_1(buf, pos):
     o = _new(NodeEndpoint)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -427,4 +422,11 @@ NodeEndpoint._READERS = _version_table((1, 1, _r_NodeEndpoint_1))
 NodeEndpoint._WRITERS = _version_table((1, 1, _w_NodeEndpoint_1))
 
 
-__all__ = ["FetchSnapshotResponse", "TopicSnapshot", "PartitionSnapshot", "SnapshotId", "LeaderIdAndEpoch", "NodeEndpoint"]
+__all__ = [
+    "FetchSnapshotResponse",
+    "TopicSnapshot",
+    "PartitionSnapshot",
+    "SnapshotId",
+    "LeaderIdAndEpoch",
+    "NodeEndpoint",
+]

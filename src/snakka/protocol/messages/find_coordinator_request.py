@@ -64,7 +64,7 @@ def _r_FindCoordinatorRequest_1(buf, pos):
     o = _new(FindCoordinatorRequest)
     o.coordinator_keys = []
     o.key, pos = _read_string(buf, pos)
-    o.key_type, = _S_c.unpack_from(buf, pos)
+    (o.key_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -73,7 +73,7 @@ def _r_FindCoordinatorRequest_3(buf, pos):
     o = _new(FindCoordinatorRequest)
     o.coordinator_keys = []
     o.key, pos = _read_compact_string(buf, pos)
-    o.key_type, = _S_c.unpack_from(buf, pos)
+    (o.key_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -85,7 +85,7 @@ def _r_FindCoordinatorRequest_3(buf, pos):
 def _r_FindCoordinatorRequest_4(buf, pos):
     o = _new(FindCoordinatorRequest)
     o.key = ""
-    o.key_type, = _S_c.unpack_from(buf, pos)
+    (o.key_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_compact_array_len(buf, pos)
     o.coordinator_keys, pos = _read_compact_string_array(buf, pos, n)

@@ -37,7 +37,15 @@ class FindCoordinatorResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("error_code", "node_id", "host", "port", "throttle_time_ms", "error_message", "coordinators")
+    __slots__ = (
+        "error_code",
+        "node_id",
+        "host",
+        "port",
+        "throttle_time_ms",
+        "error_message",
+        "coordinators",
+    )
 
     def __init__(
         self,
@@ -112,7 +120,7 @@ def _r_FindCoordinatorResponse_0(buf, pos):
     o.error_code, o.node_id = _S_hi.unpack_from(buf, pos)
     pos += 6
     o.host, pos = _read_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -123,10 +131,10 @@ def _r_FindCoordinatorResponse_1(buf, pos):
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = _read_nullable_string(buf, pos)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -137,10 +145,10 @@ def _r_FindCoordinatorResponse_3(buf, pos):
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -152,7 +160,7 @@ def _r_FindCoordinatorResponse_3(buf, pos):
 def _r_Coordinator_4(buf, pos):
     o = _new(Coordinator)
     o.key, pos = _read_compact_string(buf, pos)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
     o.port, o.error_code = _S_ih.unpack_from(buf, pos)
@@ -172,7 +180,7 @@ def _r_FindCoordinatorResponse_4(buf, pos):
     o.host = ""
     o.port = 0
     o.error_message = ""
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.coordinators = lst = []

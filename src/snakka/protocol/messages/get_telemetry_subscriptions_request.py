@@ -42,7 +42,7 @@ class GetTelemetrySubscriptionsRequest(_ProtocolStruct):
 
 def _r_GetTelemetrySubscriptionsRequest_0(buf, pos):
     o = _new(GetTelemetrySubscriptionsRequest)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.client_instance_id = _uuid_from_bytes(_u0)
     pos += 16
     if buf[pos]:
@@ -57,8 +57,12 @@ def _w_GetTelemetrySubscriptionsRequest_0(o, out):
     out.append(0)
 
 
-GetTelemetrySubscriptionsRequest._READERS = _version_table((0, 0, _r_GetTelemetrySubscriptionsRequest_0))
-GetTelemetrySubscriptionsRequest._WRITERS = _version_table((0, 0, _w_GetTelemetrySubscriptionsRequest_0))
+GetTelemetrySubscriptionsRequest._READERS = _version_table(
+    (0, 0, _r_GetTelemetrySubscriptionsRequest_0),
+)
+GetTelemetrySubscriptionsRequest._WRITERS = _version_table(
+    (0, 0, _w_GetTelemetrySubscriptionsRequest_0),
+)
 
 
 __all__ = ["GetTelemetrySubscriptionsRequest"]

@@ -34,7 +34,17 @@ class GetTelemetrySubscriptionsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "error_code", "client_instance_id", "subscription_id", "accepted_compression_types", "push_interval_ms", "telemetry_max_bytes", "delta_temporality", "requested_metrics")
+    __slots__ = (
+        "throttle_time_ms",
+        "error_code",
+        "client_instance_id",
+        "subscription_id",
+        "accepted_compression_types",
+        "push_interval_ms",
+        "telemetry_max_bytes",
+        "delta_temporality",
+        "requested_metrics",
+    )
 
     def __init__(
         self,
@@ -52,7 +62,9 @@ class GetTelemetrySubscriptionsResponse(_ProtocolStruct):
         self.error_code = error_code
         self.client_instance_id = client_instance_id
         self.subscription_id = subscription_id
-        self.accepted_compression_types = [] if accepted_compression_types is None else accepted_compression_types
+        self.accepted_compression_types = (
+            [] if accepted_compression_types is None else accepted_compression_types
+        )
         self.push_interval_ms = push_interval_ms
         self.telemetry_max_bytes = telemetry_max_bytes
         self.delta_temporality = delta_temporality
@@ -111,8 +123,12 @@ def _w_GetTelemetrySubscriptionsResponse_0(o, out):
     out.append(0)
 
 
-GetTelemetrySubscriptionsResponse._READERS = _version_table((0, 0, _r_GetTelemetrySubscriptionsResponse_0))
-GetTelemetrySubscriptionsResponse._WRITERS = _version_table((0, 0, _w_GetTelemetrySubscriptionsResponse_0))
+GetTelemetrySubscriptionsResponse._READERS = _version_table(
+    (0, 0, _r_GetTelemetrySubscriptionsResponse_0),
+)
+GetTelemetrySubscriptionsResponse._WRITERS = _version_table(
+    (0, 0, _w_GetTelemetrySubscriptionsResponse_0),
+)
 
 
 __all__ = ["GetTelemetrySubscriptionsResponse"]

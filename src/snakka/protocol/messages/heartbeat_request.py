@@ -58,7 +58,7 @@ def _r_HeartbeatRequest_0(buf, pos):
     o = _new(HeartbeatRequest)
     o.group_instance_id = None
     o.group_id, pos = _read_string(buf, pos)
-    o.generation_id, = _S_i.unpack_from(buf, pos)
+    (o.generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_string(buf, pos)
     return o, pos
@@ -67,7 +67,7 @@ def _r_HeartbeatRequest_0(buf, pos):
 def _r_HeartbeatRequest_3(buf, pos):
     o = _new(HeartbeatRequest)
     o.group_id, pos = _read_string(buf, pos)
-    o.generation_id, = _S_i.unpack_from(buf, pos)
+    (o.generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_string(buf, pos)
     o.group_instance_id, pos = _read_nullable_string(buf, pos)
@@ -77,7 +77,7 @@ def _r_HeartbeatRequest_3(buf, pos):
 def _r_HeartbeatRequest_4(buf, pos):
     o = _new(HeartbeatRequest)
     o.group_id, pos = _read_compact_string(buf, pos)
-    o.generation_id, = _S_i.unpack_from(buf, pos)
+    (o.generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_compact_string(buf, pos)
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)

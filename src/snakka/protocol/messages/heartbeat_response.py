@@ -36,8 +36,7 @@ class HeartbeatResponse(_ProtocolStruct):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.error_code == other.error_code
-            and self.throttle_time_ms == other.throttle_time_ms
+            self.error_code == other.error_code and self.throttle_time_ms == other.throttle_time_ms
         )
 
     __hash__ = None
@@ -46,7 +45,7 @@ class HeartbeatResponse(_ProtocolStruct):
 def _r_HeartbeatResponse_0(buf, pos):
     o = _new(HeartbeatResponse)
     o.throttle_time_ms = 0
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 

@@ -47,10 +47,7 @@ class IncrementalAlterConfigsRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.resources == other.resources
-            and self.validate_only == other.validate_only
-        )
+        return self.resources == other.resources and self.validate_only == other.validate_only
 
     __hash__ = None
 
@@ -108,7 +105,7 @@ class AlterableConfig(_ProtocolStruct):
 def _r_AlterableConfig_0(buf, pos):
     o = _new(AlterableConfig)
     o.name, pos = _read_string(buf, pos)
-    o.config_operation, = _S_c.unpack_from(buf, pos)
+    (o.config_operation,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.value, pos = _read_nullable_string(buf, pos)
     return o, pos
@@ -116,7 +113,7 @@ def _r_AlterableConfig_0(buf, pos):
 
 def _r_AlterConfigsResource_0(buf, pos):
     o = _new(AlterConfigsResource)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -134,7 +131,7 @@ def _r_IncrementalAlterConfigsRequest_0(buf, pos):
     for _ in range(n):
         e, pos = _r_AlterConfigsResource_0(buf, pos)
         lst.append(e)
-    o.validate_only, = _S_B.unpack_from(buf, pos)
+    (o.validate_only,) = _S_B.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -142,7 +139,7 @@ def _r_IncrementalAlterConfigsRequest_0(buf, pos):
 def _r_AlterableConfig_1(buf, pos):
     o = _new(AlterableConfig)
     o.name, pos = _read_compact_string(buf, pos)
-    o.config_operation, = _S_c.unpack_from(buf, pos)
+    (o.config_operation,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.value, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -154,7 +151,7 @@ def _r_AlterableConfig_1(buf, pos):
 
 def _r_AlterConfigsResource_1(buf, pos):
     o = _new(AlterConfigsResource)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.resource_name, pos = _read_compact_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)
@@ -176,7 +173,7 @@ def _r_IncrementalAlterConfigsRequest_1(buf, pos):
     for _ in range(n):
         e, pos = _r_AlterConfigsResource_1(buf, pos)
         lst.append(e)
-    o.validate_only, = _S_B.unpack_from(buf, pos)
+    (o.validate_only,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -250,8 +247,14 @@ AlterConfigsResource._WRITERS = _version_table(
     (0, 0, _w_AlterConfigsResource_0),
     (1, 1, _w_AlterConfigsResource_1),
 )
-AlterableConfig._READERS = _version_table((0, 0, _r_AlterableConfig_0), (1, 1, _r_AlterableConfig_1))
-AlterableConfig._WRITERS = _version_table((0, 0, _w_AlterableConfig_0), (1, 1, _w_AlterableConfig_1))
+AlterableConfig._READERS = _version_table(
+    (0, 0, _r_AlterableConfig_0),
+    (1, 1, _r_AlterableConfig_1),
+)
+AlterableConfig._WRITERS = _version_table(
+    (0, 0, _w_AlterableConfig_0),
+    (1, 1, _w_AlterableConfig_1),
+)
 
 
 __all__ = ["IncrementalAlterConfigsRequest", "AlterConfigsResource", "AlterableConfig"]

@@ -32,7 +32,14 @@ class InitProducerIdRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = True
-    __slots__ = ("transactional_id", "transaction_timeout_ms", "producer_id", "producer_epoch", "enable2_pc", "keep_prepared_txn")
+    __slots__ = (
+        "transactional_id",
+        "transaction_timeout_ms",
+        "producer_id",
+        "producer_epoch",
+        "enable2_pc",
+        "keep_prepared_txn",
+    )
 
     def __init__(
         self,
@@ -72,7 +79,7 @@ def _r_InitProducerIdRequest_0(buf, pos):
     o.enable2_pc = False
     o.keep_prepared_txn = False
     o.transactional_id, pos = _read_nullable_string(buf, pos)
-    o.transaction_timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.transaction_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -84,7 +91,7 @@ def _r_InitProducerIdRequest_2(buf, pos):
     o.enable2_pc = False
     o.keep_prepared_txn = False
     o.transactional_id, pos = _read_compact_nullable_string(buf, pos)
-    o.transaction_timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.transaction_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -26,7 +26,14 @@ class InitProducerIdResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "error_code", "producer_id", "producer_epoch", "ongoing_txn_producer_id", "ongoing_txn_producer_epoch")
+    __slots__ = (
+        "throttle_time_ms",
+        "error_code",
+        "producer_id",
+        "producer_epoch",
+        "ongoing_txn_producer_id",
+        "ongoing_txn_producer_epoch",
+    )
 
     def __init__(
         self,

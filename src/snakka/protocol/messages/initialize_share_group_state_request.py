@@ -41,10 +41,7 @@ class InitializeShareGroupStateRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.group_id == other.group_id
-            and self.topics == other.topics
-        )
+        return self.group_id == other.group_id and self.topics == other.topics
 
     __hash__ = None
 
@@ -64,10 +61,7 @@ class InitializeStateData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -110,7 +104,7 @@ def _r_PartitionData_0(buf, pos):
 
 def _r_InitializeStateData_0(buf, pos):
     o = _new(InitializeStateData)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -163,8 +157,12 @@ def _w_InitializeShareGroupStateRequest_0(o, out):
     out.append(0)
 
 
-InitializeShareGroupStateRequest._READERS = _version_table((0, 0, _r_InitializeShareGroupStateRequest_0))
-InitializeShareGroupStateRequest._WRITERS = _version_table((0, 0, _w_InitializeShareGroupStateRequest_0))
+InitializeShareGroupStateRequest._READERS = _version_table(
+    (0, 0, _r_InitializeShareGroupStateRequest_0),
+)
+InitializeShareGroupStateRequest._WRITERS = _version_table(
+    (0, 0, _w_InitializeShareGroupStateRequest_0),
+)
 InitializeStateData._READERS = _version_table((0, 0, _r_InitializeStateData_0))
 InitializeStateData._WRITERS = _version_table((0, 0, _w_InitializeStateData_0))
 PartitionData._READERS = _version_table((0, 0, _r_PartitionData_0))

@@ -60,10 +60,7 @@ class InitializeStateResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -107,7 +104,7 @@ def _r_PartitionResult_0(buf, pos):
 
 def _r_InitializeStateResult_0(buf, pos):
     o = _new(InitializeStateResult)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -159,8 +156,12 @@ def _w_InitializeShareGroupStateResponse_0(o, out):
     out.append(0)
 
 
-InitializeShareGroupStateResponse._READERS = _version_table((0, 0, _r_InitializeShareGroupStateResponse_0))
-InitializeShareGroupStateResponse._WRITERS = _version_table((0, 0, _w_InitializeShareGroupStateResponse_0))
+InitializeShareGroupStateResponse._READERS = _version_table(
+    (0, 0, _r_InitializeShareGroupStateResponse_0),
+)
+InitializeShareGroupStateResponse._WRITERS = _version_table(
+    (0, 0, _w_InitializeShareGroupStateResponse_0),
+)
 InitializeStateResult._READERS = _version_table((0, 0, _r_InitializeStateResult_0))
 InitializeStateResult._WRITERS = _version_table((0, 0, _w_InitializeStateResult_0))
 PartitionResult._READERS = _version_table((0, 0, _r_PartitionResult_0))

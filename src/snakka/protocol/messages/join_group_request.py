@@ -41,7 +41,16 @@ class JoinGroupRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("group_id", "session_timeout_ms", "member_id", "protocol_type", "protocols", "rebalance_timeout_ms", "group_instance_id", "reason")
+    __slots__ = (
+        "group_id",
+        "session_timeout_ms",
+        "member_id",
+        "protocol_type",
+        "protocols",
+        "rebalance_timeout_ms",
+        "group_instance_id",
+        "reason",
+    )
 
     def __init__(
         self,
@@ -88,17 +97,14 @@ class JoinGroupRequestProtocol(_ProtocolStruct):
     FLEXIBLE_MIN = 6
     __slots__ = ("name", "metadata")
 
-    def __init__(self, name="", metadata=b''):
+    def __init__(self, name="", metadata=b""):
         self.name = name
         self.metadata = metadata
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.metadata == other.metadata
-        )
+        return self.name == other.name and self.metadata == other.metadata
 
     __hash__ = None
 
@@ -116,7 +122,7 @@ def _r_JoinGroupRequest_0(buf, pos):
     o.group_instance_id = None
     o.reason = None
     o.group_id, pos = _read_string(buf, pos)
-    o.session_timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.session_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_string(buf, pos)
     o.protocol_type, pos = _read_string(buf, pos)

@@ -43,7 +43,17 @@ class JoinGroupResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("error_code", "generation_id", "protocol_name", "leader", "member_id", "members", "throttle_time_ms", "protocol_type", "skip_assignment")
+    __slots__ = (
+        "error_code",
+        "generation_id",
+        "protocol_name",
+        "leader",
+        "member_id",
+        "members",
+        "throttle_time_ms",
+        "protocol_type",
+        "skip_assignment",
+    )
 
     def __init__(
         self,
@@ -93,7 +103,7 @@ class JoinGroupResponseMember(_ProtocolStruct):
     FLEXIBLE_MIN = 6
     __slots__ = ("member_id", "metadata", "group_instance_id")
 
-    def __init__(self, member_id="", metadata=b'', group_instance_id=None):
+    def __init__(self, member_id="", metadata=b"", group_instance_id=None):
         self.member_id = member_id
         self.metadata = metadata
         self.group_instance_id = group_instance_id
@@ -239,7 +249,7 @@ def _r_JoinGroupResponse_9(buf, pos):
     o.protocol_type, pos = _read_compact_nullable_string(buf, pos)
     o.protocol_name, pos = _read_compact_nullable_string(buf, pos)
     o.leader, pos = _read_compact_string(buf, pos)
-    o.skip_assignment, = _S_B.unpack_from(buf, pos)
+    (o.skip_assignment,) = _S_B.unpack_from(buf, pos)
     pos += 1
     o.member_id, pos = _read_compact_string(buf, pos)
     n, pos = _read_compact_array_len(buf, pos)

@@ -32,10 +32,7 @@ class KRaftVersionRecord(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.version == other.version
-            and self.k_raft_version == other.k_raft_version
-        )
+        return self.version == other.version and self.k_raft_version == other.k_raft_version
 
     __hash__ = None
 

@@ -44,7 +44,16 @@ class LeaderAndIsrRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("controller_id", "controller_epoch", "ungrouped_partition_states", "live_leaders", "broker_epoch", "topic_states", "type", "is_k_raft_controller")
+    __slots__ = (
+        "controller_id",
+        "controller_epoch",
+        "ungrouped_partition_states",
+        "live_leaders",
+        "broker_epoch",
+        "topic_states",
+        "type",
+        "is_k_raft_controller",
+    )
 
     def __init__(
         self,
@@ -59,7 +68,9 @@ class LeaderAndIsrRequest(_ProtocolStruct):
     ):
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
-        self.ungrouped_partition_states = [] if ungrouped_partition_states is None else ungrouped_partition_states
+        self.ungrouped_partition_states = (
+            [] if ungrouped_partition_states is None else ungrouped_partition_states
+        )
         self.live_leaders = [] if live_leaders is None else live_leaders
         self.broker_epoch = broker_epoch
         self.topic_states = [] if topic_states is None else topic_states
@@ -89,7 +100,20 @@ class LeaderAndIsrPartitionState(_ProtocolStruct):
     NAME = "LeaderAndIsrPartitionState"
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
-    __slots__ = ("topic_name", "partition_index", "controller_epoch", "leader", "leader_epoch", "isr", "partition_epoch", "replicas", "is_new", "adding_replicas", "removing_replicas", "leader_recovery_state")
+    __slots__ = (
+        "topic_name",
+        "partition_index",
+        "controller_epoch",
+        "leader",
+        "leader_epoch",
+        "isr",
+        "partition_epoch",
+        "replicas",
+        "is_new",
+        "adding_replicas",
+        "removing_replicas",
+        "leader_recovery_state",
+    )
 
     def __init__(
         self,
@@ -201,7 +225,7 @@ def _r_LeaderAndIsrPartitionState_0(buf, pos):
     pos += 16
     n, pos = _read_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.partition_epoch, = _S_i.unpack_from(buf, pos)
+    (o.partition_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -210,10 +234,10 @@ def _r_LeaderAndIsrPartitionState_0(buf, pos):
 
 def _r_LeaderAndIsrLiveLeader_0(buf, pos):
     o = _new(LeaderAndIsrLiveLeader)
-    o.broker_id, = _S_i.unpack_from(buf, pos)
+    (o.broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host_name, pos = _read_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -249,11 +273,11 @@ def _r_LeaderAndIsrPartitionState_1(buf, pos):
     pos += 16
     n, pos = _read_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.partition_epoch, = _S_i.unpack_from(buf, pos)
+    (o.partition_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.is_new, = _S_B.unpack_from(buf, pos)
+    (o.is_new,) = _S_B.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -289,11 +313,11 @@ def _r_LeaderAndIsrPartitionState_2(buf, pos):
     pos += 16
     n, pos = _read_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.partition_epoch, = _S_i.unpack_from(buf, pos)
+    (o.partition_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.is_new, = _S_B.unpack_from(buf, pos)
+    (o.is_new,) = _S_B.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -338,7 +362,7 @@ def _r_LeaderAndIsrPartitionState_3(buf, pos):
     pos += 16
     n, pos = _read_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.partition_epoch, = _S_i.unpack_from(buf, pos)
+    (o.partition_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -346,7 +370,7 @@ def _r_LeaderAndIsrPartitionState_3(buf, pos):
     o.adding_replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
     n, pos = _read_array_len(buf, pos)
     o.removing_replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.is_new, = _S_B.unpack_from(buf, pos)
+    (o.is_new,) = _S_B.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -391,7 +415,7 @@ def _r_LeaderAndIsrPartitionState_4(buf, pos):
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.partition_epoch, = _S_i.unpack_from(buf, pos)
+    (o.partition_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -399,7 +423,7 @@ def _r_LeaderAndIsrPartitionState_4(buf, pos):
     o.adding_replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
     n, pos = _read_compact_array_len(buf, pos)
     o.removing_replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.is_new, = _S_B.unpack_from(buf, pos)
+    (o.is_new,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -426,10 +450,10 @@ def _r_LeaderAndIsrTopicState_4(buf, pos):
 
 def _r_LeaderAndIsrLiveLeader_4(buf, pos):
     o = _new(LeaderAndIsrLiveLeader)
-    o.broker_id, = _S_i.unpack_from(buf, pos)
+    (o.broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host_name, pos = _read_compact_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -465,7 +489,7 @@ def _r_LeaderAndIsrRequest_4(buf, pos):
 def _r_LeaderAndIsrTopicState_5(buf, pos):
     o = _new(LeaderAndIsrTopicState)
     o.topic_name, pos = _read_compact_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -510,7 +534,7 @@ def _r_LeaderAndIsrPartitionState_6(buf, pos):
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.partition_epoch, = _S_i.unpack_from(buf, pos)
+    (o.partition_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -530,7 +554,7 @@ def _r_LeaderAndIsrPartitionState_6(buf, pos):
 def _r_LeaderAndIsrTopicState_6(buf, pos):
     o = _new(LeaderAndIsrTopicState)
     o.topic_name, pos = _read_compact_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -913,4 +937,9 @@ LeaderAndIsrTopicState._WRITERS = _version_table(
 )
 
 
-__all__ = ["LeaderAndIsrRequest", "LeaderAndIsrPartitionState", "LeaderAndIsrLiveLeader", "LeaderAndIsrTopicState"]
+__all__ = [
+    "LeaderAndIsrRequest",
+    "LeaderAndIsrPartitionState",
+    "LeaderAndIsrLiveLeader",
+    "LeaderAndIsrTopicState",
+]

@@ -96,10 +96,7 @@ class LeaderAndIsrTopicError(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partition_errors == other.partition_errors
-        )
+        return self.topic_id == other.topic_id and self.partition_errors == other.partition_errors
 
     __hash__ = None
 
@@ -115,7 +112,7 @@ def _r_LeaderAndIsrPartitionError_0(buf, pos):
 def _r_LeaderAndIsrResponse_0(buf, pos):
     o = _new(LeaderAndIsrResponse)
     o.topics = []
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_array_len(buf, pos)
     o.partition_errors = lst = []
@@ -140,7 +137,7 @@ def _r_LeaderAndIsrPartitionError_4(buf, pos):
 def _r_LeaderAndIsrResponse_4(buf, pos):
     o = _new(LeaderAndIsrResponse)
     o.topics = []
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.partition_errors = lst = []
@@ -168,7 +165,7 @@ def _r_LeaderAndIsrPartitionError_5(buf, pos):
 
 def _r_LeaderAndIsrTopicError_5(buf, pos):
     o = _new(LeaderAndIsrTopicError)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -186,7 +183,7 @@ def _r_LeaderAndIsrTopicError_5(buf, pos):
 def _r_LeaderAndIsrResponse_5(buf, pos):
     o = _new(LeaderAndIsrResponse)
     o.partition_errors = []
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

@@ -66,8 +66,7 @@ class Voter(_ProtocolStruct):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.voter_id == other.voter_id
-            and self.voter_directory_id == other.voter_directory_id
+            self.voter_id == other.voter_id and self.voter_directory_id == other.voter_directory_id
         )
 
     __hash__ = None
@@ -76,7 +75,7 @@ class Voter(_ProtocolStruct):
 def _r_Voter_0(buf, pos):
     o = _new(Voter)
     o.voter_directory_id = _ZERO_UUID
-    o.voter_id, = _S_i.unpack_from(buf, pos)
+    (o.voter_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

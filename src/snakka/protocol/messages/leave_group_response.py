@@ -86,7 +86,7 @@ def _r_LeaveGroupResponse_0(buf, pos):
     o = _new(LeaveGroupResponse)
     o.throttle_time_ms = 0
     o.members = []
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -103,7 +103,7 @@ def _r_MemberResponse_3(buf, pos):
     o = _new(MemberResponse)
     o.member_id, pos = _read_string(buf, pos)
     o.group_instance_id, pos = _read_nullable_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -124,7 +124,7 @@ def _r_MemberResponse_4(buf, pos):
     o = _new(MemberResponse)
     o.member_id, pos = _read_compact_string(buf, pos)
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

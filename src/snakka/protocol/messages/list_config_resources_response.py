@@ -65,8 +65,7 @@ class ConfigResource(_ProtocolStruct):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.resource_name == other.resource_name
-            and self.resource_type == other.resource_type
+            self.resource_name == other.resource_name and self.resource_type == other.resource_type
         )
 
     __hash__ = None
@@ -102,7 +101,7 @@ def _r_ListConfigResourcesResponse_0(buf, pos):
 def _r_ConfigResource_1(buf, pos):
     o = _new(ConfigResource)
     o.resource_name, pos = _read_compact_string(buf, pos)
-    o.resource_type, = _S_c.unpack_from(buf, pos)
+    (o.resource_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -7,8 +7,6 @@
 Versions 0-5, flexible from v3.
 """
 
-from struct import Struct as _Struct
-
 from ..primitives import ProtocolStruct as _ProtocolStruct
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_string_array as _read_compact_string_array
@@ -37,10 +35,7 @@ class ListGroupsRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.states_filter == other.states_filter
-            and self.types_filter == other.types_filter
-        )
+        return self.states_filter == other.states_filter and self.types_filter == other.types_filter
 
     __hash__ = None
 

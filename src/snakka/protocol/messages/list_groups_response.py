@@ -92,7 +92,7 @@ def _r_ListedGroup_0(buf, pos):
 def _r_ListGroupsResponse_0(buf, pos):
     o = _new(ListGroupsResponse)
     o.throttle_time_ms = 0
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_array_len(buf, pos)
     o.groups = lst = []

@@ -73,10 +73,7 @@ class ListOffsetsTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -131,7 +128,7 @@ def _r_ListOffsetsRequest_0(buf, pos):
     o = _new(ListOffsetsRequest)
     o.isolation_level = 0
     o.timeout_ms = 0
-    o.replica_id, = _S_i.unpack_from(buf, pos)
+    (o.replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -165,7 +162,7 @@ def _r_ListOffsetsRequest_1(buf, pos):
     o = _new(ListOffsetsRequest)
     o.isolation_level = 0
     o.timeout_ms = 0
-    o.replica_id, = _S_i.unpack_from(buf, pos)
+    (o.replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -273,7 +270,7 @@ def _r_ListOffsetsRequest_10(buf, pos):
     for _ in range(n):
         e, pos = _r_ListOffsetsTopic_6(buf, pos)
         lst.append(e)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

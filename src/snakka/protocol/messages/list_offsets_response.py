@@ -47,10 +47,7 @@ class ListOffsetsResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topics == other.topics
-            and self.throttle_time_ms == other.throttle_time_ms
-        )
+        return self.topics == other.topics and self.throttle_time_ms == other.throttle_time_ms
 
     __hash__ = None
 
@@ -70,10 +67,7 @@ class ListOffsetsTopicResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -84,7 +78,14 @@ class ListOffsetsPartitionResponse(_ProtocolStruct):
     NAME = "ListOffsetsPartitionResponse"
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 6
-    __slots__ = ("partition_index", "error_code", "old_style_offsets", "timestamp", "offset", "leader_epoch")
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "old_style_offsets",
+        "timestamp",
+        "offset",
+        "leader_epoch",
+    )
 
     def __init__(
         self,
@@ -184,7 +185,7 @@ def _r_ListOffsetsResponse_1(buf, pos):
 
 def _r_ListOffsetsResponse_2(buf, pos):
     o = _new(ListOffsetsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -221,7 +222,7 @@ def _r_ListOffsetsTopicResponse_4(buf, pos):
 
 def _r_ListOffsetsResponse_4(buf, pos):
     o = _new(ListOffsetsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -266,7 +267,7 @@ def _r_ListOffsetsTopicResponse_6(buf, pos):
 
 def _r_ListOffsetsResponse_6(buf, pos):
     o = _new(ListOffsetsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

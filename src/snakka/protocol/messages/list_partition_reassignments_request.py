@@ -41,10 +41,7 @@ class ListPartitionReassignmentsRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.timeout_ms == other.timeout_ms
-            and self.topics == other.topics
-        )
+        return self.timeout_ms == other.timeout_ms and self.topics == other.topics
 
     __hash__ = None
 
@@ -64,10 +61,7 @@ class ListPartitionReassignmentsTopics(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partition_indexes == other.partition_indexes
-        )
+        return self.name == other.name and self.partition_indexes == other.partition_indexes
 
     __hash__ = None
 
@@ -86,7 +80,7 @@ def _r_ListPartitionReassignmentsTopics_0(buf, pos):
 
 def _r_ListPartitionReassignmentsRequest_0(buf, pos):
     o = _new(ListPartitionReassignmentsRequest)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:
@@ -123,10 +117,18 @@ def _w_ListPartitionReassignmentsRequest_0(o, out):
     out.append(0)
 
 
-ListPartitionReassignmentsRequest._READERS = _version_table((0, 0, _r_ListPartitionReassignmentsRequest_0))
-ListPartitionReassignmentsRequest._WRITERS = _version_table((0, 0, _w_ListPartitionReassignmentsRequest_0))
-ListPartitionReassignmentsTopics._READERS = _version_table((0, 0, _r_ListPartitionReassignmentsTopics_0))
-ListPartitionReassignmentsTopics._WRITERS = _version_table((0, 0, _w_ListPartitionReassignmentsTopics_0))
+ListPartitionReassignmentsRequest._READERS = _version_table(
+    (0, 0, _r_ListPartitionReassignmentsRequest_0),
+)
+ListPartitionReassignmentsRequest._WRITERS = _version_table(
+    (0, 0, _w_ListPartitionReassignmentsRequest_0),
+)
+ListPartitionReassignmentsTopics._READERS = _version_table(
+    (0, 0, _r_ListPartitionReassignmentsTopics_0),
+)
+ListPartitionReassignmentsTopics._WRITERS = _version_table(
+    (0, 0, _w_ListPartitionReassignmentsTopics_0),
+)
 
 
 __all__ = ["ListPartitionReassignmentsRequest", "ListPartitionReassignmentsTopics"]

@@ -70,10 +70,7 @@ class OngoingTopicReassignment(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -113,7 +110,7 @@ class OngoingPartitionReassignment(_ProtocolStruct):
 
 def _r_OngoingPartitionReassignment_0(buf, pos):
     o = _new(OngoingPartitionReassignment)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -193,12 +190,20 @@ def _w_ListPartitionReassignmentsResponse_0(o, out):
     out.append(0)
 
 
-ListPartitionReassignmentsResponse._READERS = _version_table((0, 0, _r_ListPartitionReassignmentsResponse_0))
-ListPartitionReassignmentsResponse._WRITERS = _version_table((0, 0, _w_ListPartitionReassignmentsResponse_0))
+ListPartitionReassignmentsResponse._READERS = _version_table(
+    (0, 0, _r_ListPartitionReassignmentsResponse_0),
+)
+ListPartitionReassignmentsResponse._WRITERS = _version_table(
+    (0, 0, _w_ListPartitionReassignmentsResponse_0),
+)
 OngoingTopicReassignment._READERS = _version_table((0, 0, _r_OngoingTopicReassignment_0))
 OngoingTopicReassignment._WRITERS = _version_table((0, 0, _w_OngoingTopicReassignment_0))
 OngoingPartitionReassignment._READERS = _version_table((0, 0, _r_OngoingPartitionReassignment_0))
 OngoingPartitionReassignment._WRITERS = _version_table((0, 0, _w_OngoingPartitionReassignment_0))
 
 
-__all__ = ["ListPartitionReassignmentsResponse", "OngoingTopicReassignment", "OngoingPartitionReassignment"]
+__all__ = [
+    "ListPartitionReassignmentsResponse",
+    "OngoingTopicReassignment",
+    "OngoingPartitionReassignment",
+]

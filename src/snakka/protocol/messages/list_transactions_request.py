@@ -33,7 +33,12 @@ class ListTransactionsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("state_filters", "producer_id_filters", "duration_filter", "transactional_id_pattern")
+    __slots__ = (
+        "state_filters",
+        "producer_id_filters",
+        "duration_filter",
+        "transactional_id_pattern",
+    )
 
     def __init__(
         self,
@@ -82,7 +87,7 @@ def _r_ListTransactionsRequest_1(buf, pos):
     o.state_filters, pos = _read_compact_string_array(buf, pos, n)
     n, pos = _read_compact_array_len(buf, pos)
     o.producer_id_filters, pos = _read_fixed_array(buf, pos, n, "q", 8)
-    o.duration_filter, = _S_q.unpack_from(buf, pos)
+    (o.duration_filter,) = _S_q.unpack_from(buf, pos)
     pos += 8
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -97,7 +102,7 @@ def _r_ListTransactionsRequest_2(buf, pos):
     o.state_filters, pos = _read_compact_string_array(buf, pos, n)
     n, pos = _read_compact_array_len(buf, pos)
     o.producer_id_filters, pos = _read_fixed_array(buf, pos, n, "q", 8)
-    o.duration_filter, = _S_q.unpack_from(buf, pos)
+    (o.duration_filter,) = _S_q.unpack_from(buf, pos)
     pos += 8
     o.transactional_id_pattern, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:

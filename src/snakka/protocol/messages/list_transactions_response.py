@@ -87,7 +87,7 @@ class TransactionState(_ProtocolStruct):
 def _r_TransactionState_0(buf, pos):
     o = _new(TransactionState)
     o.transactional_id, pos = _read_compact_string(buf, pos)
-    o.producer_id, = _S_q.unpack_from(buf, pos)
+    (o.producer_id,) = _S_q.unpack_from(buf, pos)
     pos += 8
     o.transaction_state, pos = _read_compact_string(buf, pos)
     if buf[pos]:

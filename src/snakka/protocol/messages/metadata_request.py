@@ -41,7 +41,12 @@ class MetadataRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("topics", "allow_auto_topic_creation", "include_cluster_authorized_operations", "include_topic_authorized_operations")
+    __slots__ = (
+        "topics",
+        "allow_auto_topic_creation",
+        "include_cluster_authorized_operations",
+        "include_topic_authorized_operations",
+    )
 
     def __init__(
         self,
@@ -83,10 +88,7 @@ class MetadataRequestTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.topic_id == other.topic_id
-        )
+        return self.name == other.name and self.topic_id == other.topic_id
 
     __hash__ = None
 
@@ -139,7 +141,7 @@ def _r_MetadataRequest_4(buf, pos):
         for _ in range(n):
             e, pos = _r_MetadataRequestTopic_0(buf, pos)
             lst.append(e)
-    o.allow_auto_topic_creation, = _S_B.unpack_from(buf, pos)
+    (o.allow_auto_topic_creation,) = _S_B.unpack_from(buf, pos)
     pos += 1
     return o, pos
 
@@ -199,7 +201,7 @@ def _r_MetadataRequest_9(buf, pos):
 
 def _r_MetadataRequestTopic_10(buf, pos):
     o = _new(MetadataRequestTopic)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     o.name, pos = _read_compact_nullable_string(buf, pos)
@@ -267,7 +269,7 @@ def _w_MetadataRequest_0(o, out):
 def _w_MetadataRequest_1(o, out):
     lst = o.topics
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:
@@ -277,7 +279,7 @@ def _w_MetadataRequest_1(o, out):
 def _w_MetadataRequest_4(o, out):
     lst = o.topics
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:
@@ -288,7 +290,7 @@ def _w_MetadataRequest_4(o, out):
 def _w_MetadataRequest_8(o, out):
     lst = o.topics
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:

@@ -45,7 +45,15 @@ class MetadataResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("brokers", "topics", "controller_id", "cluster_id", "throttle_time_ms", "cluster_authorized_operations", "error_code")
+    __slots__ = (
+        "brokers",
+        "topics",
+        "controller_id",
+        "cluster_id",
+        "throttle_time_ms",
+        "cluster_authorized_operations",
+        "error_code",
+    )
 
     def __init__(
         self,
@@ -114,7 +122,14 @@ class MetadataResponseTopic(_ProtocolStruct):
     NAME = "MetadataResponseTopic"
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
-    __slots__ = ("error_code", "name", "partitions", "is_internal", "topic_authorized_operations", "topic_id")
+    __slots__ = (
+        "error_code",
+        "name",
+        "partitions",
+        "is_internal",
+        "topic_authorized_operations",
+        "topic_id",
+    )
 
     def __init__(
         self,
@@ -153,7 +168,15 @@ class MetadataResponsePartition(_ProtocolStruct):
     NAME = "MetadataResponsePartition"
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
-    __slots__ = ("error_code", "partition_index", "leader_id", "replica_nodes", "isr_nodes", "offline_replicas", "leader_epoch")
+    __slots__ = (
+        "error_code",
+        "partition_index",
+        "leader_id",
+        "replica_nodes",
+        "isr_nodes",
+        "offline_replicas",
+        "leader_epoch",
+    )
 
     def __init__(
         self,
@@ -192,10 +215,10 @@ class MetadataResponsePartition(_ProtocolStruct):
 def _r_MetadataResponseBroker_0(buf, pos):
     o = _new(MetadataResponseBroker)
     o.rack = None
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -218,7 +241,7 @@ def _r_MetadataResponseTopic_0(buf, pos):
     o.is_internal = False
     o.topic_authorized_operations = -2147483648
     o.topic_id = _ZERO_UUID
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -251,10 +274,10 @@ def _r_MetadataResponse_0(buf, pos):
 
 def _r_MetadataResponseBroker_1(buf, pos):
     o = _new(MetadataResponseBroker)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.rack, pos = _read_nullable_string(buf, pos)
     return o, pos
@@ -264,10 +287,10 @@ def _r_MetadataResponseTopic_1(buf, pos):
     o = _new(MetadataResponseTopic)
     o.topic_authorized_operations = -2147483648
     o.topic_id = _ZERO_UUID
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_string(buf, pos)
-    o.is_internal, = _S_B.unpack_from(buf, pos)
+    (o.is_internal,) = _S_B.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_array_len(buf, pos)
     o.partitions = lst = []
@@ -288,7 +311,7 @@ def _r_MetadataResponse_1(buf, pos):
     for _ in range(n):
         e, pos = _r_MetadataResponseBroker_1(buf, pos)
         lst.append(e)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -309,7 +332,7 @@ def _r_MetadataResponse_2(buf, pos):
         e, pos = _r_MetadataResponseBroker_1(buf, pos)
         lst.append(e)
     o.cluster_id, pos = _read_nullable_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -323,7 +346,7 @@ def _r_MetadataResponse_3(buf, pos):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.brokers = lst = []
@@ -331,7 +354,7 @@ def _r_MetadataResponse_3(buf, pos):
         e, pos = _r_MetadataResponseBroker_1(buf, pos)
         lst.append(e)
     o.cluster_id, pos = _read_nullable_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -359,10 +382,10 @@ def _r_MetadataResponseTopic_5(buf, pos):
     o = _new(MetadataResponseTopic)
     o.topic_authorized_operations = -2147483648
     o.topic_id = _ZERO_UUID
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_string(buf, pos)
-    o.is_internal, = _S_B.unpack_from(buf, pos)
+    (o.is_internal,) = _S_B.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_array_len(buf, pos)
     o.partitions = lst = []
@@ -376,7 +399,7 @@ def _r_MetadataResponse_5(buf, pos):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.brokers = lst = []
@@ -384,7 +407,7 @@ def _r_MetadataResponse_5(buf, pos):
         e, pos = _r_MetadataResponseBroker_1(buf, pos)
         lst.append(e)
     o.cluster_id, pos = _read_nullable_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -411,10 +434,10 @@ def _r_MetadataResponseTopic_7(buf, pos):
     o = _new(MetadataResponseTopic)
     o.topic_authorized_operations = -2147483648
     o.topic_id = _ZERO_UUID
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_string(buf, pos)
-    o.is_internal, = _S_B.unpack_from(buf, pos)
+    (o.is_internal,) = _S_B.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_array_len(buf, pos)
     o.partitions = lst = []
@@ -428,7 +451,7 @@ def _r_MetadataResponse_7(buf, pos):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.brokers = lst = []
@@ -436,7 +459,7 @@ def _r_MetadataResponse_7(buf, pos):
         e, pos = _r_MetadataResponseBroker_1(buf, pos)
         lst.append(e)
     o.cluster_id, pos = _read_nullable_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -449,17 +472,17 @@ def _r_MetadataResponse_7(buf, pos):
 def _r_MetadataResponseTopic_8(buf, pos):
     o = _new(MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_string(buf, pos)
-    o.is_internal, = _S_B.unpack_from(buf, pos)
+    (o.is_internal,) = _S_B.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_array_len(buf, pos)
     o.partitions = lst = []
     for _ in range(n):
         e, pos = _r_MetadataResponsePartition_7(buf, pos)
         lst.append(e)
-    o.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -467,7 +490,7 @@ def _r_MetadataResponseTopic_8(buf, pos):
 def _r_MetadataResponse_8(buf, pos):
     o = _new(MetadataResponse)
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.brokers = lst = []
@@ -475,24 +498,24 @@ def _r_MetadataResponse_8(buf, pos):
         e, pos = _r_MetadataResponseBroker_1(buf, pos)
         lst.append(e)
     o.cluster_id, pos = _read_nullable_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
     for _ in range(n):
         e, pos = _r_MetadataResponseTopic_8(buf, pos)
         lst.append(e)
-    o.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
 
 def _r_MetadataResponseBroker_9(buf, pos):
     o = _new(MetadataResponseBroker)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.rack, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -522,17 +545,17 @@ def _r_MetadataResponsePartition_9(buf, pos):
 def _r_MetadataResponseTopic_9(buf, pos):
     o = _new(MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_compact_string(buf, pos)
-    o.is_internal, = _S_B.unpack_from(buf, pos)
+    (o.is_internal,) = _S_B.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_compact_array_len(buf, pos)
     o.partitions = lst = []
     for _ in range(n):
         e, pos = _r_MetadataResponsePartition_9(buf, pos)
         lst.append(e)
-    o.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -544,7 +567,7 @@ def _r_MetadataResponseTopic_9(buf, pos):
 def _r_MetadataResponse_9(buf, pos):
     o = _new(MetadataResponse)
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.brokers = lst = []
@@ -552,14 +575,14 @@ def _r_MetadataResponse_9(buf, pos):
         e, pos = _r_MetadataResponseBroker_9(buf, pos)
         lst.append(e)
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
     for _ in range(n):
         e, pos = _r_MetadataResponseTopic_9(buf, pos)
         lst.append(e)
-    o.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -570,7 +593,7 @@ def _r_MetadataResponse_9(buf, pos):
 
 def _r_MetadataResponseTopic_10(buf, pos):
     o = _new(MetadataResponseTopic)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_compact_string(buf, pos)
     _u0, o.is_internal = _S_UB.unpack_from(buf, pos)
@@ -581,7 +604,7 @@ def _r_MetadataResponseTopic_10(buf, pos):
     for _ in range(n):
         e, pos = _r_MetadataResponsePartition_9(buf, pos)
         lst.append(e)
-    o.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -593,7 +616,7 @@ def _r_MetadataResponseTopic_10(buf, pos):
 def _r_MetadataResponse_10(buf, pos):
     o = _new(MetadataResponse)
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.brokers = lst = []
@@ -601,14 +624,14 @@ def _r_MetadataResponse_10(buf, pos):
         e, pos = _r_MetadataResponseBroker_9(buf, pos)
         lst.append(e)
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
     for _ in range(n):
         e, pos = _r_MetadataResponseTopic_10(buf, pos)
         lst.append(e)
-    o.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -621,7 +644,7 @@ def _r_MetadataResponse_11(buf, pos):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.brokers = lst = []
@@ -629,7 +652,7 @@ def _r_MetadataResponse_11(buf, pos):
         e, pos = _r_MetadataResponseBroker_9(buf, pos)
         lst.append(e)
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -645,7 +668,7 @@ def _r_MetadataResponse_11(buf, pos):
 
 def _r_MetadataResponseTopic_12(buf, pos):
     o = _new(MetadataResponseTopic)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_compact_nullable_string(buf, pos)
     _u0, o.is_internal = _S_UB.unpack_from(buf, pos)
@@ -656,7 +679,7 @@ def _r_MetadataResponseTopic_12(buf, pos):
     for _ in range(n):
         e, pos = _r_MetadataResponsePartition_9(buf, pos)
         lst.append(e)
-    o.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -669,7 +692,7 @@ def _r_MetadataResponse_12(buf, pos):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.brokers = lst = []
@@ -677,7 +700,7 @@ def _r_MetadataResponse_12(buf, pos):
         e, pos = _r_MetadataResponseBroker_9(buf, pos)
         lst.append(e)
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -694,7 +717,7 @@ def _r_MetadataResponse_12(buf, pos):
 def _r_MetadataResponse_13(buf, pos):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.brokers = lst = []
@@ -702,14 +725,14 @@ def _r_MetadataResponse_13(buf, pos):
         e, pos = _r_MetadataResponseBroker_9(buf, pos)
         lst.append(e)
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
     for _ in range(n):
         e, pos = _r_MetadataResponseTopic_12(buf, pos)
         lst.append(e)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -1118,4 +1141,9 @@ MetadataResponsePartition._WRITERS = _version_table(
 )
 
 
-__all__ = ["MetadataResponse", "MetadataResponseBroker", "MetadataResponseTopic", "MetadataResponsePartition"]
+__all__ = [
+    "MetadataResponse",
+    "MetadataResponseBroker",
+    "MetadataResponseTopic",
+    "MetadataResponsePartition",
+]

@@ -44,7 +44,14 @@ class OffsetCommitRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 8
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("group_id", "generation_id_or_member_epoch", "member_id", "retention_time_ms", "topics", "group_instance_id")
+    __slots__ = (
+        "group_id",
+        "generation_id_or_member_epoch",
+        "member_id",
+        "retention_time_ms",
+        "topics",
+        "group_instance_id",
+    )
 
     def __init__(
         self,
@@ -108,7 +115,13 @@ class OffsetCommitRequestPartition(_ProtocolStruct):
     NAME = "OffsetCommitRequestPartition"
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 8
-    __slots__ = ("partition_index", "committed_offset", "committed_metadata", "commit_timestamp", "committed_leader_epoch")
+    __slots__ = (
+        "partition_index",
+        "committed_offset",
+        "committed_metadata",
+        "commit_timestamp",
+        "committed_leader_epoch",
+    )
 
     def __init__(
         self,
@@ -201,7 +214,7 @@ def _r_OffsetCommitRequest_1(buf, pos):
     o.retention_time_ms = -1
     o.group_instance_id = None
     o.group_id, pos = _read_string(buf, pos)
-    o.generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -216,10 +229,10 @@ def _r_OffsetCommitRequest_2(buf, pos):
     o = _new(OffsetCommitRequest)
     o.group_instance_id = None
     o.group_id, pos = _read_string(buf, pos)
-    o.generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_string(buf, pos)
-    o.retention_time_ms, = _S_q.unpack_from(buf, pos)
+    (o.retention_time_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -234,7 +247,7 @@ def _r_OffsetCommitRequest_5(buf, pos):
     o.retention_time_ms = -1
     o.group_instance_id = None
     o.group_id, pos = _read_string(buf, pos)
-    o.generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -271,7 +284,7 @@ def _r_OffsetCommitRequest_6(buf, pos):
     o.retention_time_ms = -1
     o.group_instance_id = None
     o.group_id, pos = _read_string(buf, pos)
-    o.generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -286,7 +299,7 @@ def _r_OffsetCommitRequest_7(buf, pos):
     o = _new(OffsetCommitRequest)
     o.retention_time_ms = -1
     o.group_id, pos = _read_string(buf, pos)
-    o.generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_string(buf, pos)
     o.group_instance_id, pos = _read_nullable_string(buf, pos)
@@ -331,7 +344,7 @@ def _r_OffsetCommitRequest_8(buf, pos):
     o = _new(OffsetCommitRequest)
     o.retention_time_ms = -1
     o.group_id, pos = _read_compact_string(buf, pos)
-    o.generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_compact_string(buf, pos)
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)
@@ -350,7 +363,7 @@ def _r_OffsetCommitRequest_8(buf, pos):
 def _r_OffsetCommitRequestTopic_10(buf, pos):
     o = _new(OffsetCommitRequestTopic)
     o.name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -369,7 +382,7 @@ def _r_OffsetCommitRequest_10(buf, pos):
     o = _new(OffsetCommitRequest)
     o.retention_time_ms = -1
     o.group_id, pos = _read_compact_string(buf, pos)
-    o.generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_compact_string(buf, pos)
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)

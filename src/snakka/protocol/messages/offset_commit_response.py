@@ -46,10 +46,7 @@ class OffsetCommitResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topics == other.topics
-            and self.throttle_time_ms == other.throttle_time_ms
-        )
+        return self.topics == other.topics and self.throttle_time_ms == other.throttle_time_ms
 
     __hash__ = None
 
@@ -94,10 +91,7 @@ class OffsetCommitResponsePartition(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition_index == other.partition_index
-            and self.error_code == other.error_code
-        )
+        return self.partition_index == other.partition_index and self.error_code == other.error_code
 
     __hash__ = None
 
@@ -134,7 +128,7 @@ def _r_OffsetCommitResponse_0(buf, pos):
 
 def _r_OffsetCommitResponse_3(buf, pos):
     o = _new(OffsetCommitResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -173,7 +167,7 @@ def _r_OffsetCommitResponseTopic_8(buf, pos):
 
 def _r_OffsetCommitResponse_8(buf, pos):
     o = _new(OffsetCommitResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -190,7 +184,7 @@ def _r_OffsetCommitResponse_8(buf, pos):
 def _r_OffsetCommitResponseTopic_10(buf, pos):
     o = _new(OffsetCommitResponseTopic)
     o.name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -207,7 +201,7 @@ def _r_OffsetCommitResponseTopic_10(buf, pos):
 
 def _r_OffsetCommitResponse_10(buf, pos):
     o = _new(OffsetCommitResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

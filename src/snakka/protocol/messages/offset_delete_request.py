@@ -36,10 +36,7 @@ class OffsetDeleteRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.group_id == other.group_id
-            and self.topics == other.topics
-        )
+        return self.group_id == other.group_id and self.topics == other.topics
 
     __hash__ = None
 
@@ -59,10 +56,7 @@ class OffsetDeleteRequestTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -88,7 +82,7 @@ class OffsetDeleteRequestPartition(_ProtocolStruct):
 
 def _r_OffsetDeleteRequestPartition_0(buf, pos):
     o = _new(OffsetDeleteRequestPartition)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 

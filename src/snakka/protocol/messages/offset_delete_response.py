@@ -63,10 +63,7 @@ class OffsetDeleteResponseTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -86,10 +83,7 @@ class OffsetDeleteResponsePartition(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition_index == other.partition_index
-            and self.error_code == other.error_code
-        )
+        return self.partition_index == other.partition_index and self.error_code == other.error_code
 
     __hash__ = None
 

@@ -79,10 +79,7 @@ class OffsetFetchRequestTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partition_indexes == other.partition_indexes
-        )
+        return self.name == other.name and self.partition_indexes == other.partition_indexes
 
     __hash__ = None
 
@@ -220,7 +217,7 @@ def _r_OffsetFetchRequest_7(buf, pos):
         for _ in range(n):
             e, pos = _r_OffsetFetchRequestTopic_6(buf, pos)
             lst.append(e)
-    o.require_stable, = _S_B.unpack_from(buf, pos)
+    (o.require_stable,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -271,7 +268,7 @@ def _r_OffsetFetchRequest_8(buf, pos):
     for _ in range(n):
         e, pos = _r_OffsetFetchRequestGroup_8(buf, pos)
         lst.append(e)
-    o.require_stable, = _S_B.unpack_from(buf, pos)
+    (o.require_stable,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -284,7 +281,7 @@ def _r_OffsetFetchRequestGroup_9(buf, pos):
     o = _new(OffsetFetchRequestGroup)
     o.group_id, pos = _read_compact_string(buf, pos)
     o.member_id, pos = _read_compact_nullable_string(buf, pos)
-    o.member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:
@@ -310,7 +307,7 @@ def _r_OffsetFetchRequest_9(buf, pos):
     for _ in range(n):
         e, pos = _r_OffsetFetchRequestGroup_9(buf, pos)
         lst.append(e)
-    o.require_stable, = _S_B.unpack_from(buf, pos)
+    (o.require_stable,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -322,7 +319,7 @@ def _r_OffsetFetchRequest_9(buf, pos):
 def _r_OffsetFetchRequestTopics_10(buf, pos):
     o = _new(OffsetFetchRequestTopics)
     o.name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -338,7 +335,7 @@ def _r_OffsetFetchRequestGroup_10(buf, pos):
     o = _new(OffsetFetchRequestGroup)
     o.group_id, pos = _read_compact_string(buf, pos)
     o.member_id, pos = _read_compact_nullable_string(buf, pos)
-    o.member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:
@@ -364,7 +361,7 @@ def _r_OffsetFetchRequest_10(buf, pos):
     for _ in range(n):
         e, pos = _r_OffsetFetchRequestGroup_10(buf, pos)
         lst.append(e)
-    o.require_stable, = _S_B.unpack_from(buf, pos)
+    (o.require_stable,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -392,7 +389,7 @@ def _w_OffsetFetchRequest_2(o, out):
     _write_string(out, o.group_id)
     lst = o.topics
     if lst is None:
-        out += b'\xff\xff\xff\xff'
+        out += b"\xff\xff\xff\xff"
     else:
         out += _S_i.pack(len(lst))
         for e in lst:
@@ -541,4 +538,9 @@ OffsetFetchRequestTopics._WRITERS = _version_table(
 )
 
 
-__all__ = ["OffsetFetchRequest", "OffsetFetchRequestTopic", "OffsetFetchRequestGroup", "OffsetFetchRequestTopics"]
+__all__ = [
+    "OffsetFetchRequest",
+    "OffsetFetchRequestTopic",
+    "OffsetFetchRequestGroup",
+    "OffsetFetchRequestTopics",
+]

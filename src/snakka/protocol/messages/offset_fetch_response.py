@@ -79,10 +79,7 @@ class OffsetFetchResponseTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -93,7 +90,13 @@ class OffsetFetchResponsePartition(_ProtocolStruct):
     NAME = "OffsetFetchResponsePartition"
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 6
-    __slots__ = ("partition_index", "committed_offset", "metadata", "error_code", "committed_leader_epoch")
+    __slots__ = (
+        "partition_index",
+        "committed_offset",
+        "metadata",
+        "error_code",
+        "committed_leader_epoch",
+    )
 
     def __init__(
         self,
@@ -179,7 +182,13 @@ class OffsetFetchResponsePartitions(_ProtocolStruct):
     NAME = "OffsetFetchResponsePartitions"
     VALID_VERSIONS = (8, 10)
     FLEXIBLE_MIN = 8
-    __slots__ = ("partition_index", "committed_offset", "committed_leader_epoch", "metadata", "error_code")
+    __slots__ = (
+        "partition_index",
+        "committed_offset",
+        "committed_leader_epoch",
+        "metadata",
+        "error_code",
+    )
 
     def __init__(
         self,
@@ -215,7 +224,7 @@ def _r_OffsetFetchResponsePartition_0(buf, pos):
     o.partition_index, o.committed_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     o.metadata, pos = _read_nullable_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -253,7 +262,7 @@ def _r_OffsetFetchResponse_2(buf, pos):
     for _ in range(n):
         e, pos = _r_OffsetFetchResponseTopic_0(buf, pos)
         lst.append(e)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -261,14 +270,14 @@ def _r_OffsetFetchResponse_2(buf, pos):
 def _r_OffsetFetchResponse_3(buf, pos):
     o = _new(OffsetFetchResponse)
     o.groups = []
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
     for _ in range(n):
         e, pos = _r_OffsetFetchResponseTopic_0(buf, pos)
         lst.append(e)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -278,7 +287,7 @@ def _r_OffsetFetchResponsePartition_5(buf, pos):
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
     o.metadata, pos = _read_nullable_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -297,14 +306,14 @@ def _r_OffsetFetchResponseTopic_5(buf, pos):
 def _r_OffsetFetchResponse_5(buf, pos):
     o = _new(OffsetFetchResponse)
     o.groups = []
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
     for _ in range(n):
         e, pos = _r_OffsetFetchResponseTopic_5(buf, pos)
         lst.append(e)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -314,7 +323,7 @@ def _r_OffsetFetchResponsePartition_6(buf, pos):
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
     o.metadata, pos = _read_compact_nullable_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -341,14 +350,14 @@ def _r_OffsetFetchResponseTopic_6(buf, pos):
 def _r_OffsetFetchResponse_6(buf, pos):
     o = _new(OffsetFetchResponse)
     o.groups = []
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
     for _ in range(n):
         e, pos = _r_OffsetFetchResponseTopic_6(buf, pos)
         lst.append(e)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -362,7 +371,7 @@ def _r_OffsetFetchResponsePartitions_8(buf, pos):
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
     o.metadata, pos = _read_compact_nullable_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -395,7 +404,7 @@ def _r_OffsetFetchResponseGroup_8(buf, pos):
     for _ in range(n):
         e, pos = _r_OffsetFetchResponseTopics_8(buf, pos)
         lst.append(e)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -408,7 +417,7 @@ def _r_OffsetFetchResponse_8(buf, pos):
     o = _new(OffsetFetchResponse)
     o.topics = []
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.groups = lst = []
@@ -425,7 +434,7 @@ def _r_OffsetFetchResponse_8(buf, pos):
 def _r_OffsetFetchResponseTopics_10(buf, pos):
     o = _new(OffsetFetchResponseTopics)
     o.name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -448,7 +457,7 @@ def _r_OffsetFetchResponseGroup_10(buf, pos):
     for _ in range(n):
         e, pos = _r_OffsetFetchResponseTopics_10(buf, pos)
         lst.append(e)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -461,7 +470,7 @@ def _r_OffsetFetchResponse_10(buf, pos):
     o = _new(OffsetFetchResponse)
     o.topics = []
     o.error_code = 0
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.groups = lst = []
@@ -667,4 +676,11 @@ OffsetFetchResponsePartitions._READERS = _version_table((8, 10, _r_OffsetFetchRe
 OffsetFetchResponsePartitions._WRITERS = _version_table((8, 10, _w_OffsetFetchResponsePartition_6))
 
 
-__all__ = ["OffsetFetchResponse", "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", "OffsetFetchResponseGroup", "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions"]
+__all__ = [
+    "OffsetFetchResponse",
+    "OffsetFetchResponseTopic",
+    "OffsetFetchResponsePartition",
+    "OffsetFetchResponseGroup",
+    "OffsetFetchResponseTopics",
+    "OffsetFetchResponsePartitions",
+]

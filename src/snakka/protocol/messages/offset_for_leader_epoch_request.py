@@ -44,10 +44,7 @@ class OffsetForLeaderEpochRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topics == other.topics
-            and self.replica_id == other.replica_id
-        )
+        return self.topics == other.topics and self.replica_id == other.replica_id
 
     __hash__ = None
 
@@ -67,10 +64,7 @@ class OffsetForLeaderTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic == other.topic
-            and self.partitions == other.partitions
-        )
+        return self.topic == other.topic and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -161,7 +155,7 @@ def _r_OffsetForLeaderEpochRequest_2(buf, pos):
 
 def _r_OffsetForLeaderEpochRequest_3(buf, pos):
     o = _new(OffsetForLeaderEpochRequest)
-    o.replica_id, = _S_i.unpack_from(buf, pos)
+    (o.replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -199,7 +193,7 @@ def _r_OffsetForLeaderTopic_4(buf, pos):
 
 def _r_OffsetForLeaderEpochRequest_4(buf, pos):
     o = _new(OffsetForLeaderEpochRequest)
-    o.replica_id, = _S_i.unpack_from(buf, pos)
+    (o.replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

@@ -44,10 +44,7 @@ class OffsetForLeaderEpochResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.topics == other.topics
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics
 
     __hash__ = None
 
@@ -67,10 +64,7 @@ class OffsetForLeaderTopicResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic == other.topic
-            and self.partitions == other.partitions
-        )
+        return self.topic == other.topic and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -163,7 +157,7 @@ def _r_OffsetForLeaderEpochResponse_1(buf, pos):
 
 def _r_OffsetForLeaderEpochResponse_2(buf, pos):
     o = _new(OffsetForLeaderEpochResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -201,7 +195,7 @@ def _r_OffsetForLeaderTopicResult_4(buf, pos):
 
 def _r_OffsetForLeaderEpochResponse_4(buf, pos):
     o = _new(OffsetForLeaderEpochResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

@@ -106,17 +106,14 @@ class PartitionProduceData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.index == other.index
-            and self.records == other.records
-        )
+        return self.index == other.index and self.records == other.records
 
     __hash__ = None
 
 
 def _r_PartitionProduceData_0(buf, pos):
     o = _new(PartitionProduceData)
-    o.index, = _S_i.unpack_from(buf, pos)
+    (o.index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.records, pos = _read_nullable_records(buf, pos)
     return o, pos
@@ -162,7 +159,7 @@ def _r_ProduceRequest_3(buf, pos):
 
 def _r_PartitionProduceData_9(buf, pos):
     o = _new(PartitionProduceData)
-    o.index, = _S_i.unpack_from(buf, pos)
+    (o.index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.records, pos = _read_compact_nullable_records(buf, pos)
     if buf[pos]:
@@ -208,7 +205,7 @@ def _r_ProduceRequest_9(buf, pos):
 def _r_TopicProduceData_13(buf, pos):
     o = _new(TopicProduceData)
     o.name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

@@ -96,7 +96,16 @@ class PartitionProduceResponse(_ProtocolStruct):
     NAME = "PartitionProduceResponse"
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
-    __slots__ = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset", "record_errors", "error_message", "current_leader")
+    __slots__ = (
+        "index",
+        "error_code",
+        "base_offset",
+        "log_append_time_ms",
+        "log_start_offset",
+        "record_errors",
+        "error_message",
+        "current_leader",
+    )
 
     def __init__(
         self,
@@ -173,10 +182,7 @@ class LeaderIdAndEpoch(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.leader_id == other.leader_id
-            and self.leader_epoch == other.leader_epoch
-        )
+        return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch
 
     __hash__ = None
 
@@ -252,7 +258,7 @@ def _r_ProduceResponse_1(buf, pos):
     for _ in range(n):
         e, pos = _r_TopicProduceResponse_0(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -288,7 +294,7 @@ def _r_ProduceResponse_2(buf, pos):
     for _ in range(n):
         e, pos = _r_TopicProduceResponse_2(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -329,14 +335,14 @@ def _r_ProduceResponse_5(buf, pos):
     for _ in range(n):
         e, pos = _r_TopicProduceResponse_5(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
 
 def _r_BatchIndexAndErrorMessage_8(buf, pos):
     o = _new(BatchIndexAndErrorMessage)
-    o.batch_index, = _S_i.unpack_from(buf, pos)
+    (o.batch_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.batch_index_error_message, pos = _read_nullable_string(buf, pos)
     return o, pos
@@ -382,14 +388,14 @@ def _r_ProduceResponse_8(buf, pos):
     for _ in range(n):
         e, pos = _r_TopicProduceResponse_8(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
 
 def _r_BatchIndexAndErrorMessage_9(buf, pos):
     o = _new(BatchIndexAndErrorMessage)
-    o.batch_index, = _S_i.unpack_from(buf, pos)
+    (o.batch_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.batch_index_error_message, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -447,7 +453,7 @@ def _r_ProduceResponse_9(buf, pos):
     for _ in range(n):
         e, pos = _r_TopicProduceResponse_9(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -519,10 +525,10 @@ def _r_TopicProduceResponse_10(buf, pos):
 
 def _r_NodeEndpoint_10(buf, pos):
     o = _new(NodeEndpoint)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.rack, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -557,7 +563,7 @@ def _r_ProduceResponse_10(buf, pos):
     for _ in range(n):
         e, pos = _r_TopicProduceResponse_10(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     pos = _rt_ProduceResponse_10(o, buf, pos)
     return o, pos
@@ -566,7 +572,7 @@ def _r_ProduceResponse_10(buf, pos):
 def _r_TopicProduceResponse_13(buf, pos):
     o = _new(TopicProduceResponse)
     o.name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -589,7 +595,7 @@ def _r_ProduceResponse_13(buf, pos):
     for _ in range(n):
         e, pos = _r_TopicProduceResponse_13(buf, pos)
         lst.append(e)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     pos = _rt_ProduceResponse_10(o, buf, pos)
     return o, pos
@@ -912,4 +918,11 @@ NodeEndpoint._READERS = _version_table((10, 13, _r_NodeEndpoint_10))
 NodeEndpoint._WRITERS = _version_table((10, 13, _w_NodeEndpoint_10))
 
 
-__all__ = ["ProduceResponse", "TopicProduceResponse", "PartitionProduceResponse", "BatchIndexAndErrorMessage", "LeaderIdAndEpoch", "NodeEndpoint"]
+__all__ = [
+    "ProduceResponse",
+    "TopicProduceResponse",
+    "PartitionProduceResponse",
+    "BatchIndexAndErrorMessage",
+    "LeaderIdAndEpoch",
+    "NodeEndpoint",
+]

@@ -29,7 +29,13 @@ class PushTelemetryRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("client_instance_id", "subscription_id", "terminating", "compression_type", "metrics")
+    __slots__ = (
+        "client_instance_id",
+        "subscription_id",
+        "terminating",
+        "compression_type",
+        "metrics",
+    )
 
     def __init__(
         self,
@@ -37,7 +43,7 @@ class PushTelemetryRequest(_ProtocolStruct):
         subscription_id=0,
         terminating=False,
         compression_type=0,
-        metrics=b'',
+        metrics=b"",
     ):
         self.client_instance_id = client_instance_id
         self.subscription_id = subscription_id

@@ -41,10 +41,7 @@ class ReadShareGroupStateRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.group_id == other.group_id
-            and self.topics == other.topics
-        )
+        return self.group_id == other.group_id and self.topics == other.topics
 
     __hash__ = None
 
@@ -64,10 +61,7 @@ class ReadStateData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -87,10 +81,7 @@ class PartitionData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition == other.partition
-            and self.leader_epoch == other.leader_epoch
-        )
+        return self.partition == other.partition and self.leader_epoch == other.leader_epoch
 
     __hash__ = None
 
@@ -108,7 +99,7 @@ def _r_PartitionData_0(buf, pos):
 
 def _r_ReadStateData_0(buf, pos):
     o = _new(ReadStateData)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

@@ -62,10 +62,7 @@ class ReadStateResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -76,7 +73,14 @@ class PartitionResult(_ProtocolStruct):
     NAME = "PartitionResult"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
-    __slots__ = ("partition", "error_code", "error_message", "state_epoch", "start_offset", "state_batches")
+    __slots__ = (
+        "partition",
+        "error_code",
+        "error_message",
+        "state_epoch",
+        "start_offset",
+        "state_batches",
+    )
 
     def __init__(
         self,
@@ -173,7 +177,7 @@ def _r_PartitionResult_0(buf, pos):
 
 def _r_ReadStateResult_0(buf, pos):
     o = _new(ReadStateResult)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

@@ -41,10 +41,7 @@ class ReadShareGroupStateSummaryRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.group_id == other.group_id
-            and self.topics == other.topics
-        )
+        return self.group_id == other.group_id and self.topics == other.topics
 
     __hash__ = None
 
@@ -64,10 +61,7 @@ class ReadStateSummaryData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -87,10 +81,7 @@ class PartitionData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition == other.partition
-            and self.leader_epoch == other.leader_epoch
-        )
+        return self.partition == other.partition and self.leader_epoch == other.leader_epoch
 
     __hash__ = None
 
@@ -108,7 +99,7 @@ def _r_PartitionData_0(buf, pos):
 
 def _r_ReadStateSummaryData_0(buf, pos):
     o = _new(ReadStateSummaryData)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -161,8 +152,12 @@ def _w_ReadShareGroupStateSummaryRequest_0(o, out):
     out.append(0)
 
 
-ReadShareGroupStateSummaryRequest._READERS = _version_table((0, 1, _r_ReadShareGroupStateSummaryRequest_0))
-ReadShareGroupStateSummaryRequest._WRITERS = _version_table((0, 1, _w_ReadShareGroupStateSummaryRequest_0))
+ReadShareGroupStateSummaryRequest._READERS = _version_table(
+    (0, 1, _r_ReadShareGroupStateSummaryRequest_0),
+)
+ReadShareGroupStateSummaryRequest._WRITERS = _version_table(
+    (0, 1, _w_ReadShareGroupStateSummaryRequest_0),
+)
 ReadStateSummaryData._READERS = _version_table((0, 1, _r_ReadStateSummaryData_0))
 ReadStateSummaryData._WRITERS = _version_table((0, 1, _w_ReadStateSummaryData_0))
 PartitionData._READERS = _version_table((0, 1, _r_PartitionData_0))

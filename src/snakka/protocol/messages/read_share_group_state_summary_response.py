@@ -62,10 +62,7 @@ class ReadStateSummaryResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -76,7 +73,15 @@ class PartitionResult(_ProtocolStruct):
     NAME = "PartitionResult"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("partition", "error_code", "error_message", "state_epoch", "leader_epoch", "start_offset", "delivery_complete_count")
+    __slots__ = (
+        "partition",
+        "error_code",
+        "error_message",
+        "state_epoch",
+        "leader_epoch",
+        "start_offset",
+        "delivery_complete_count",
+    )
 
     def __init__(
         self,
@@ -129,7 +134,7 @@ def _r_PartitionResult_0(buf, pos):
 
 def _r_ReadStateSummaryResult_0(buf, pos):
     o = _new(ReadStateSummaryResult)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -179,7 +184,7 @@ def _r_PartitionResult_1(buf, pos):
 
 def _r_ReadStateSummaryResult_1(buf, pos):
     o = _new(ReadStateSummaryResult)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -272,8 +277,14 @@ ReadStateSummaryResult._WRITERS = _version_table(
     (0, 0, _w_ReadStateSummaryResult_0),
     (1, 1, _w_ReadStateSummaryResult_1),
 )
-PartitionResult._READERS = _version_table((0, 0, _r_PartitionResult_0), (1, 1, _r_PartitionResult_1))
-PartitionResult._WRITERS = _version_table((0, 0, _w_PartitionResult_0), (1, 1, _w_PartitionResult_1))
+PartitionResult._READERS = _version_table(
+    (0, 0, _r_PartitionResult_0),
+    (1, 1, _r_PartitionResult_1),
+)
+PartitionResult._WRITERS = _version_table(
+    (0, 0, _w_PartitionResult_0),
+    (1, 1, _w_PartitionResult_1),
+)
 
 
 __all__ = ["ReadShareGroupStateSummaryResponse", "ReadStateSummaryResult", "PartitionResult"]

@@ -32,17 +32,14 @@ class RenewDelegationTokenRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("hmac", "renew_period_ms")
 
-    def __init__(self, hmac=b'', renew_period_ms=0):
+    def __init__(self, hmac=b"", renew_period_ms=0):
         self.hmac = hmac
         self.renew_period_ms = renew_period_ms
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.hmac == other.hmac
-            and self.renew_period_ms == other.renew_period_ms
-        )
+        return self.hmac == other.hmac and self.renew_period_ms == other.renew_period_ms
 
     __hash__ = None
 
@@ -50,7 +47,7 @@ class RenewDelegationTokenRequest(_ProtocolStruct):
 def _r_RenewDelegationTokenRequest_0(buf, pos):
     o = _new(RenewDelegationTokenRequest)
     o.hmac, pos = _read_bytes(buf, pos)
-    o.renew_period_ms, = _S_q.unpack_from(buf, pos)
+    (o.renew_period_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     return o, pos
 
@@ -58,7 +55,7 @@ def _r_RenewDelegationTokenRequest_0(buf, pos):
 def _r_RenewDelegationTokenRequest_2(buf, pos):
     o = _new(RenewDelegationTokenRequest)
     o.hmac, pos = _read_compact_bytes(buf, pos)
-    o.renew_period_ms, = _S_q.unpack_from(buf, pos)
+    (o.renew_period_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

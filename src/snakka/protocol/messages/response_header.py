@@ -38,14 +38,14 @@ class ResponseHeader(_ProtocolStruct):
 
 def _r_ResponseHeader_0(buf, pos):
     o = _new(ResponseHeader)
-    o.correlation_id, = _S_i.unpack_from(buf, pos)
+    (o.correlation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
 
 def _r_ResponseHeader_1(buf, pos):
     o = _new(ResponseHeader)
-    o.correlation_id, = _S_i.unpack_from(buf, pos)
+    (o.correlation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

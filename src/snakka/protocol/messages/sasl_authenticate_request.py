@@ -7,8 +7,6 @@
 Versions 0-2, flexible from v2.
 """
 
-from struct import Struct as _Struct
-
 from ..primitives import ProtocolStruct as _ProtocolStruct
 from ..primitives import read_bytes as _read_bytes
 from ..primitives import read_compact_bytes as _read_compact_bytes
@@ -30,7 +28,7 @@ class SaslAuthenticateRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("auth_bytes",)
 
-    def __init__(self, auth_bytes=b''):
+    def __init__(self, auth_bytes=b""):
         self.auth_bytes = auth_bytes
 
     def __eq__(self, other):

@@ -36,7 +36,7 @@ class SaslAuthenticateResponse(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("error_code", "error_message", "auth_bytes", "session_lifetime_ms")
 
-    def __init__(self, error_code=0, error_message="", auth_bytes=b'', session_lifetime_ms=0):
+    def __init__(self, error_code=0, error_message="", auth_bytes=b"", session_lifetime_ms=0):
         self.error_code = error_code
         self.error_message = error_message
         self.auth_bytes = auth_bytes
@@ -58,7 +58,7 @@ class SaslAuthenticateResponse(_ProtocolStruct):
 def _r_SaslAuthenticateResponse_0(buf, pos):
     o = _new(SaslAuthenticateResponse)
     o.session_lifetime_ms = 0
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
     o.auth_bytes, pos = _read_bytes(buf, pos)
@@ -67,22 +67,22 @@ def _r_SaslAuthenticateResponse_0(buf, pos):
 
 def _r_SaslAuthenticateResponse_1(buf, pos):
     o = _new(SaslAuthenticateResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_nullable_string(buf, pos)
     o.auth_bytes, pos = _read_bytes(buf, pos)
-    o.session_lifetime_ms, = _S_q.unpack_from(buf, pos)
+    (o.session_lifetime_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     return o, pos
 
 
 def _r_SaslAuthenticateResponse_2(buf, pos):
     o = _new(SaslAuthenticateResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     o.auth_bytes, pos = _read_compact_bytes(buf, pos)
-    o.session_lifetime_ms, = _S_q.unpack_from(buf, pos)
+    (o.session_lifetime_ms,) = _S_q.unpack_from(buf, pos)
     pos += 8
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

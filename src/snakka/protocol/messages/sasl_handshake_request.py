@@ -7,8 +7,6 @@
 Versions 0-1, never flexible.
 """
 
-from struct import Struct as _Struct
-
 from ..primitives import ProtocolStruct as _ProtocolStruct
 from ..primitives import read_string as _read_string
 from ..primitives import version_table as _version_table

@@ -37,17 +37,14 @@ class SaslHandshakeResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.error_code == other.error_code
-            and self.mechanisms == other.mechanisms
-        )
+        return self.error_code == other.error_code and self.mechanisms == other.mechanisms
 
     __hash__ = None
 
 
 def _r_SaslHandshakeResponse_0(buf, pos):
     o = _new(SaslHandshakeResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_array_len(buf, pos)
     o.mechanisms, pos = _read_string_array(buf, pos, n)

@@ -82,10 +82,7 @@ class AcknowledgeTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -100,7 +97,9 @@ class AcknowledgePartition(_ProtocolStruct):
 
     def __init__(self, partition_index=0, acknowledgement_batches=None):
         self.partition_index = partition_index
-        self.acknowledgement_batches = [] if acknowledgement_batches is None else acknowledgement_batches
+        self.acknowledgement_batches = (
+            [] if acknowledgement_batches is None else acknowledgement_batches
+        )
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -153,7 +152,7 @@ def _r_AcknowledgementBatch_0(buf, pos):
 
 def _r_AcknowledgePartition_0(buf, pos):
     o = _new(AcknowledgePartition)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.acknowledgement_batches = lst = []
@@ -169,7 +168,7 @@ def _r_AcknowledgePartition_0(buf, pos):
 
 def _r_AcknowledgeTopic_0(buf, pos):
     o = _new(AcknowledgeTopic)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -189,7 +188,7 @@ def _r_ShareAcknowledgeRequest_0(buf, pos):
     o.is_renew_ack = False
     o.group_id, pos = _read_compact_nullable_string(buf, pos)
     o.member_id, pos = _read_compact_nullable_string(buf, pos)
-    o.share_session_epoch, = _S_i.unpack_from(buf, pos)
+    (o.share_session_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -285,4 +284,9 @@ AcknowledgementBatch._READERS = _version_table((0, 2, _r_AcknowledgementBatch_0)
 AcknowledgementBatch._WRITERS = _version_table((0, 2, _w_AcknowledgementBatch_0))
 
 
-__all__ = ["ShareAcknowledgeRequest", "AcknowledgeTopic", "AcknowledgePartition", "AcknowledgementBatch"]
+__all__ = [
+    "ShareAcknowledgeRequest",
+    "AcknowledgeTopic",
+    "AcknowledgePartition",
+    "AcknowledgementBatch",
+]

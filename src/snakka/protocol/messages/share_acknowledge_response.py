@@ -37,7 +37,14 @@ class ShareAcknowledgeResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "responses", "node_endpoints", "acquisition_lock_timeout_ms")
+    __slots__ = (
+        "throttle_time_ms",
+        "error_code",
+        "error_message",
+        "responses",
+        "node_endpoints",
+        "acquisition_lock_timeout_ms",
+    )
 
     def __init__(
         self,
@@ -85,10 +92,7 @@ class ShareAcknowledgeTopicResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -135,10 +139,7 @@ class LeaderIdAndEpoch(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.leader_id == other.leader_id
-            and self.leader_epoch == other.leader_epoch
-        )
+        return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch
 
     __hash__ = None
 
@@ -196,7 +197,7 @@ def _r_PartitionData_0(buf, pos):
 
 def _r_ShareAcknowledgeTopicResponse_0(buf, pos):
     o = _new(ShareAcknowledgeTopicResponse)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -213,10 +214,10 @@ def _r_ShareAcknowledgeTopicResponse_0(buf, pos):
 
 def _r_NodeEndpoint_0(buf, pos):
     o = _new(NodeEndpoint)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.rack, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -254,7 +255,7 @@ def _r_ShareAcknowledgeResponse_2(buf, pos):
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    o.acquisition_lock_timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.acquisition_lock_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.responses = lst = []
@@ -349,4 +350,10 @@ NodeEndpoint._READERS = _version_table((0, 2, _r_NodeEndpoint_0))
 NodeEndpoint._WRITERS = _version_table((0, 2, _w_NodeEndpoint_0))
 
 
-__all__ = ["ShareAcknowledgeResponse", "ShareAcknowledgeTopicResponse", "PartitionData", "LeaderIdAndEpoch", "NodeEndpoint"]
+__all__ = [
+    "ShareAcknowledgeResponse",
+    "ShareAcknowledgeTopicResponse",
+    "PartitionData",
+    "LeaderIdAndEpoch",
+    "NodeEndpoint",
+]

@@ -40,7 +40,20 @@ class ShareFetchRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("group_id", "member_id", "share_session_epoch", "max_wait_ms", "min_bytes", "max_bytes", "max_records", "batch_size", "topics", "forgotten_topics_data", "share_acquire_mode", "is_renew_ack")
+    __slots__ = (
+        "group_id",
+        "member_id",
+        "share_session_epoch",
+        "max_wait_ms",
+        "min_bytes",
+        "max_bytes",
+        "max_records",
+        "batch_size",
+        "topics",
+        "forgotten_topics_data",
+        "share_acquire_mode",
+        "is_renew_ack",
+    )
 
     def __init__(
         self,
@@ -106,10 +119,7 @@ class FetchTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -125,7 +135,9 @@ class FetchPartition(_ProtocolStruct):
     def __init__(self, partition_index=0, partition_max_bytes=0, acknowledgement_batches=None):
         self.partition_index = partition_index
         self.partition_max_bytes = partition_max_bytes
-        self.acknowledgement_batches = [] if acknowledgement_batches is None else acknowledgement_batches
+        self.acknowledgement_batches = (
+            [] if acknowledgement_batches is None else acknowledgement_batches
+        )
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -179,10 +191,7 @@ class ForgottenTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -218,7 +227,7 @@ def _r_FetchPartition_0(buf, pos):
 
 def _r_FetchTopic_0(buf, pos):
     o = _new(FetchTopic)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -235,7 +244,7 @@ def _r_FetchTopic_0(buf, pos):
 
 def _r_ForgottenTopic_0(buf, pos):
     o = _new(ForgottenTopic)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -277,7 +286,7 @@ def _r_ShareFetchRequest_0(buf, pos):
 def _r_FetchPartition_1(buf, pos):
     o = _new(FetchPartition)
     o.partition_max_bytes = 0
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.acknowledgement_batches = lst = []
@@ -293,7 +302,7 @@ def _r_FetchPartition_1(buf, pos):
 
 def _r_FetchTopic_1(buf, pos):
     o = _new(FetchTopic)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -505,4 +514,10 @@ ForgottenTopic._READERS = _version_table((0, 2, _r_ForgottenTopic_0))
 ForgottenTopic._WRITERS = _version_table((0, 2, _w_ForgottenTopic_0))
 
 
-__all__ = ["ShareFetchRequest", "FetchTopic", "FetchPartition", "AcknowledgementBatch", "ForgottenTopic"]
+__all__ = [
+    "ShareFetchRequest",
+    "FetchTopic",
+    "FetchPartition",
+    "AcknowledgementBatch",
+    "ForgottenTopic",
+]

@@ -43,7 +43,14 @@ class ShareFetchResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "acquisition_lock_timeout_ms", "responses", "node_endpoints")
+    __slots__ = (
+        "throttle_time_ms",
+        "error_code",
+        "error_message",
+        "acquisition_lock_timeout_ms",
+        "responses",
+        "node_endpoints",
+    )
 
     def __init__(
         self,
@@ -91,10 +98,7 @@ class ShareFetchableTopicResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -105,7 +109,16 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
-    __slots__ = ("partition_index", "error_code", "error_message", "acknowledge_error_code", "acknowledge_error_message", "current_leader", "records", "acquired_records")
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "error_message",
+        "acknowledge_error_code",
+        "acknowledge_error_message",
+        "current_leader",
+        "records",
+        "acquired_records",
+    )
 
     def __init__(
         self,
@@ -115,7 +128,7 @@ class PartitionData(_ProtocolStruct):
         acknowledge_error_code=0,
         acknowledge_error_message=None,
         current_leader=None,
-        records=b'',
+        records=b"",
         acquired_records=None,
     ):
         self.partition_index = partition_index
@@ -159,10 +172,7 @@ class LeaderIdAndEpoch(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.leader_id == other.leader_id
-            and self.leader_epoch == other.leader_epoch
-        )
+        return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch
 
     __hash__ = None
 
@@ -246,7 +256,7 @@ def _r_PartitionData_0(buf, pos):
     o.partition_index, o.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    o.acknowledge_error_code, = _S_h.unpack_from(buf, pos)
+    (o.acknowledge_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.acknowledge_error_message, pos = _read_compact_nullable_string(buf, pos)
     o.current_leader, pos = _r_LeaderIdAndEpoch_0(buf, pos)
@@ -265,7 +275,7 @@ def _r_PartitionData_0(buf, pos):
 
 def _r_ShareFetchableTopicResponse_0(buf, pos):
     o = _new(ShareFetchableTopicResponse)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -282,10 +292,10 @@ def _r_ShareFetchableTopicResponse_0(buf, pos):
 
 def _r_NodeEndpoint_0(buf, pos):
     o = _new(NodeEndpoint)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.rack, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -323,7 +333,7 @@ def _r_PartitionData_1(buf, pos):
     o.partition_index, o.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    o.acknowledge_error_code, = _S_h.unpack_from(buf, pos)
+    (o.acknowledge_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.acknowledge_error_message, pos = _read_compact_nullable_string(buf, pos)
     o.current_leader, pos = _r_LeaderIdAndEpoch_0(buf, pos)
@@ -342,7 +352,7 @@ def _r_PartitionData_1(buf, pos):
 
 def _r_ShareFetchableTopicResponse_1(buf, pos):
     o = _new(ShareFetchableTopicResponse)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -362,7 +372,7 @@ def _r_ShareFetchResponse_1(buf, pos):
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
-    o.acquisition_lock_timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.acquisition_lock_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.responses = lst = []
@@ -500,4 +510,11 @@ NodeEndpoint._READERS = _version_table((0, 2, _r_NodeEndpoint_0))
 NodeEndpoint._WRITERS = _version_table((0, 2, _w_NodeEndpoint_0))
 
 
-__all__ = ["ShareFetchResponse", "ShareFetchableTopicResponse", "PartitionData", "LeaderIdAndEpoch", "AcquiredRecords", "NodeEndpoint"]
+__all__ = [
+    "ShareFetchResponse",
+    "ShareFetchableTopicResponse",
+    "PartitionData",
+    "LeaderIdAndEpoch",
+    "AcquiredRecords",
+    "NodeEndpoint",
+]

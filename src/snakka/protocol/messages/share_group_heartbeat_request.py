@@ -68,7 +68,7 @@ def _r_ShareGroupHeartbeatRequest_0(buf, pos):
     o = _new(ShareGroupHeartbeatRequest)
     o.group_id, pos = _read_compact_string(buf, pos)
     o.member_id, pos = _read_compact_string(buf, pos)
-    o.member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.rack_id, pos = _read_compact_nullable_string(buf, pos)
     n, pos = _read_compact_nullable_array_len(buf, pos)

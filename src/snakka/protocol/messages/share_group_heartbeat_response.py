@@ -36,7 +36,15 @@ class ShareGroupHeartbeatResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment")
+    __slots__ = (
+        "throttle_time_ms",
+        "error_code",
+        "error_message",
+        "member_id",
+        "member_epoch",
+        "heartbeat_interval_ms",
+        "assignment",
+    )
 
     def __init__(
         self,
@@ -106,17 +114,14 @@ class TopicPartitions(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
 
 def _r_TopicPartitions_0(buf, pos):
     o = _new(TopicPartitions)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

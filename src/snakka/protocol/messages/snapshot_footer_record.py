@@ -38,7 +38,7 @@ class SnapshotFooterRecord(_ProtocolStruct):
 
 def _r_SnapshotFooterRecord_0(buf, pos):
     o = _new(SnapshotFooterRecord)
-    o.version, = _S_h.unpack_from(buf, pos)
+    (o.version,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -38,7 +38,16 @@ class StopReplicaRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("controller_id", "controller_epoch", "delete_partitions", "ungrouped_partitions", "broker_epoch", "topics", "topic_states", "is_k_raft_controller")
+    __slots__ = (
+        "controller_id",
+        "controller_epoch",
+        "delete_partitions",
+        "ungrouped_partitions",
+        "broker_epoch",
+        "topics",
+        "topic_states",
+        "is_k_raft_controller",
+    )
 
     def __init__(
         self,
@@ -92,10 +101,7 @@ class StopReplicaPartitionV0(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partition_index == other.partition_index
-        )
+        return self.topic_name == other.topic_name and self.partition_index == other.partition_index
 
     __hash__ = None
 
@@ -115,10 +121,7 @@ class StopReplicaTopicV1(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partition_indexes == other.partition_indexes
-        )
+        return self.name == other.name and self.partition_indexes == other.partition_indexes
 
     __hash__ = None
 
@@ -139,8 +142,7 @@ class StopReplicaTopicState(_ProtocolStruct):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.topic_name == other.topic_name
-            and self.partition_states == other.partition_states
+            self.topic_name == other.topic_name and self.partition_states == other.partition_states
         )
 
     __hash__ = None
@@ -174,7 +176,7 @@ class StopReplicaPartitionState(_ProtocolStruct):
 def _r_StopReplicaPartitionV0_0(buf, pos):
     o = _new(StopReplicaPartitionV0)
     o.topic_name, pos = _read_string(buf, pos)
-    o.partition_index, = _S_i.unpack_from(buf, pos)
+    (o.partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -436,4 +438,10 @@ StopReplicaPartitionState._READERS = _version_table((3, 4, _r_StopReplicaPartiti
 StopReplicaPartitionState._WRITERS = _version_table((3, 4, _w_StopReplicaPartitionState_3))
 
 
-__all__ = ["StopReplicaRequest", "StopReplicaPartitionV0", "StopReplicaTopicV1", "StopReplicaTopicState", "StopReplicaPartitionState"]
+__all__ = [
+    "StopReplicaRequest",
+    "StopReplicaPartitionV0",
+    "StopReplicaTopicV1",
+    "StopReplicaTopicState",
+    "StopReplicaPartitionState",
+]

@@ -44,8 +44,7 @@ class StopReplicaResponse(_ProtocolStruct):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.error_code == other.error_code
-            and self.partition_errors == other.partition_errors
+            self.error_code == other.error_code and self.partition_errors == other.partition_errors
         )
 
     __hash__ = None
@@ -86,7 +85,7 @@ def _r_StopReplicaPartitionError_0(buf, pos):
 
 def _r_StopReplicaResponse_0(buf, pos):
     o = _new(StopReplicaResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_array_len(buf, pos)
     o.partition_errors = lst = []
@@ -110,7 +109,7 @@ def _r_StopReplicaPartitionError_2(buf, pos):
 
 def _r_StopReplicaResponse_2(buf, pos):
     o = _new(StopReplicaResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.partition_errors = lst = []

@@ -59,7 +59,7 @@ def _r_StreamsGroupDescribeRequest_0(buf, pos):
     o.include_topology_description = False
     n, pos = _read_compact_array_len(buf, pos)
     o.group_ids, pos = _read_compact_string_array(buf, pos, n)
-    o.include_authorized_operations, = _S_B.unpack_from(buf, pos)
+    (o.include_authorized_operations,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -52,10 +52,7 @@ class StreamsGroupDescribeResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.groups == other.groups
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups
 
     __hash__ = None
 
@@ -66,7 +63,20 @@ class DescribedGroup(_ProtocolStruct):
     NAME = "DescribedGroup"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("error_code", "error_message", "group_id", "group_state", "group_epoch", "assignment_epoch", "topology", "members", "authorized_operations", "topology_description", "topology_description_status", "assignor_name")
+    __slots__ = (
+        "error_code",
+        "error_message",
+        "group_id",
+        "group_state",
+        "group_epoch",
+        "assignment_epoch",
+        "topology",
+        "members",
+        "authorized_operations",
+        "topology_description",
+        "topology_description_status",
+        "assignor_name",
+    )
 
     def __init__(
         self,
@@ -132,10 +142,7 @@ class Topology(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.epoch == other.epoch
-            and self.subtopologies == other.subtopologies
-        )
+        return self.epoch == other.epoch and self.subtopologies == other.subtopologies
 
     __hash__ = None
 
@@ -146,7 +153,13 @@ class Subtopology(_ProtocolStruct):
     NAME = "Subtopology"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("subtopology_id", "source_topics", "repartition_sink_topics", "state_changelog_topics", "repartition_source_topics")
+    __slots__ = (
+        "subtopology_id",
+        "source_topics",
+        "repartition_sink_topics",
+        "state_changelog_topics",
+        "repartition_source_topics",
+    )
 
     def __init__(
         self,
@@ -158,9 +171,15 @@ class Subtopology(_ProtocolStruct):
     ):
         self.subtopology_id = subtopology_id
         self.source_topics = [] if source_topics is None else source_topics
-        self.repartition_sink_topics = [] if repartition_sink_topics is None else repartition_sink_topics
-        self.state_changelog_topics = [] if state_changelog_topics is None else state_changelog_topics
-        self.repartition_source_topics = [] if repartition_source_topics is None else repartition_source_topics
+        self.repartition_sink_topics = (
+            [] if repartition_sink_topics is None else repartition_sink_topics
+        )
+        self.state_changelog_topics = (
+            [] if state_changelog_topics is None else state_changelog_topics
+        )
+        self.repartition_source_topics = (
+            [] if repartition_source_topics is None else repartition_source_topics
+        )
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -218,10 +237,7 @@ class KeyValue(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.key == other.key
-            and self.value == other.value
-        )
+        return self.key == other.key and self.value == other.value
 
     __hash__ = None
 
@@ -232,7 +248,23 @@ class Member(_ProtocolStruct):
     NAME = "Member"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("member_id", "member_epoch", "instance_id", "rack_id", "client_id", "client_host", "topology_epoch", "process_id", "user_endpoint", "client_tags", "task_offsets", "task_end_offsets", "assignment", "target_assignment", "is_classic")
+    __slots__ = (
+        "member_id",
+        "member_epoch",
+        "instance_id",
+        "rack_id",
+        "client_id",
+        "client_host",
+        "topology_epoch",
+        "process_id",
+        "user_endpoint",
+        "client_tags",
+        "task_offsets",
+        "task_end_offsets",
+        "assignment",
+        "target_assignment",
+        "is_classic",
+    )
 
     def __init__(
         self,
@@ -307,10 +339,7 @@ class Endpoint(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.host == other.host
-            and self.port == other.port
-        )
+        return self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -380,10 +409,7 @@ class TaskIds(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.subtopology_id == other.subtopology_id
-            and self.partitions == other.partitions
-        )
+        return self.subtopology_id == other.subtopology_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -404,8 +430,7 @@ class TopologyDescription(_ProtocolStruct):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.subtopologies == other.subtopologies
-            and self.global_stores == other.global_stores
+            self.subtopologies == other.subtopologies and self.global_stores == other.global_stores
         )
 
     __hash__ = None
@@ -426,10 +451,7 @@ class TopologyDescriptionSubtopology(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.subtopology_id == other.subtopology_id
-            and self.nodes == other.nodes
-        )
+        return self.subtopology_id == other.subtopology_id and self.nodes == other.nodes
 
     __hash__ = None
 
@@ -488,10 +510,7 @@ class TopologyDescriptionGlobalStore(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.source == other.source
-            and self.processor == other.processor
-        )
+        return self.source == other.source and self.processor == other.processor
 
     __hash__ = None
 
@@ -550,7 +569,7 @@ def _r_Subtopology_0(buf, pos):
 
 def _r_Topology_0(buf, pos):
     o = _new(Topology)
-    o.epoch, = _S_i.unpack_from(buf, pos)
+    (o.epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:
@@ -570,7 +589,7 @@ def _r_Topology_0(buf, pos):
 def _r_Endpoint_0(buf, pos):
     o = _new(Endpoint)
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -630,13 +649,13 @@ def _r_Assignment_0(buf, pos):
 def _r_Member_0(buf, pos):
     o = _new(Member)
     o.member_id, pos = _read_compact_string(buf, pos)
-    o.member_epoch, = _S_i.unpack_from(buf, pos)
+    (o.member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.rack_id, pos = _read_compact_nullable_string(buf, pos)
     o.client_id, pos = _read_compact_string(buf, pos)
     o.client_host, pos = _read_compact_string(buf, pos)
-    o.topology_epoch, = _S_i.unpack_from(buf, pos)
+    (o.topology_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.process_id, pos = _read_compact_string(buf, pos)
     if buf[pos] > 127:
@@ -661,7 +680,7 @@ def _r_Member_0(buf, pos):
         lst.append(e)
     o.assignment, pos = _r_Assignment_0(buf, pos)
     o.target_assignment, pos = _r_Assignment_0(buf, pos)
-    o.is_classic, = _S_B.unpack_from(buf, pos)
+    (o.is_classic,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -675,7 +694,7 @@ def _r_DescribedGroup_0(buf, pos):
     o.topology_description = None
     o.topology_description_status = 0
     o.assignor_name = None
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     o.group_id, pos = _read_compact_string(buf, pos)
@@ -692,7 +711,7 @@ def _r_DescribedGroup_0(buf, pos):
     for _ in range(n):
         e, pos = _r_Member_0(buf, pos)
         lst.append(e)
-    o.authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -703,7 +722,7 @@ def _r_DescribedGroup_0(buf, pos):
 
 def _r_StreamsGroupDescribeResponse_0(buf, pos):
     o = _new(StreamsGroupDescribeResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.groups = lst = []
@@ -720,7 +739,7 @@ def _r_StreamsGroupDescribeResponse_0(buf, pos):
 def _r_TopologyDescriptionNode_1(buf, pos):
     o = _new(TopologyDescriptionNode)
     o.name, pos = _read_compact_string(buf, pos)
-    o.node_type, = _S_c.unpack_from(buf, pos)
+    (o.node_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_compact_array_len(buf, pos)
     o.source_topics, pos = _read_compact_string_array(buf, pos, n)
@@ -783,7 +802,7 @@ def _r_TopologyDescription_1(buf, pos):
 
 def _r_DescribedGroup_1(buf, pos):
     o = _new(DescribedGroup)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     o.group_id, pos = _read_compact_string(buf, pos)
@@ -800,14 +819,14 @@ def _r_DescribedGroup_1(buf, pos):
     for _ in range(n):
         e, pos = _r_Member_0(buf, pos)
         lst.append(e)
-    o.authorized_operations, = _S_i.unpack_from(buf, pos)
+    (o.authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos] > 127:
         o.topology_description = None
         pos += 1
     else:
         o.topology_description, pos = _r_TopologyDescription_1(buf, pos + 1)
-    o.topology_description_status, = _S_c.unpack_from(buf, pos)
+    (o.topology_description_status,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.assignor_name, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:
@@ -819,7 +838,7 @@ def _r_DescribedGroup_1(buf, pos):
 
 def _r_StreamsGroupDescribeResponse_1(buf, pos):
     o = _new(StreamsGroupDescribeResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.groups = lst = []
@@ -1088,12 +1107,36 @@ TaskIds._READERS = _version_table((0, 1, _r_TaskIds_0))
 TaskIds._WRITERS = _version_table((0, 1, _w_TaskIds_0))
 TopologyDescription._READERS = _version_table((1, 1, _r_TopologyDescription_1))
 TopologyDescription._WRITERS = _version_table((1, 1, _w_TopologyDescription_1))
-TopologyDescriptionSubtopology._READERS = _version_table((1, 1, _r_TopologyDescriptionSubtopology_1))
-TopologyDescriptionSubtopology._WRITERS = _version_table((1, 1, _w_TopologyDescriptionSubtopology_1))
+TopologyDescriptionSubtopology._READERS = _version_table(
+    (1, 1, _r_TopologyDescriptionSubtopology_1),
+)
+TopologyDescriptionSubtopology._WRITERS = _version_table(
+    (1, 1, _w_TopologyDescriptionSubtopology_1),
+)
 TopologyDescriptionNode._READERS = _version_table((1, 1, _r_TopologyDescriptionNode_1))
 TopologyDescriptionNode._WRITERS = _version_table((1, 1, _w_TopologyDescriptionNode_1))
-TopologyDescriptionGlobalStore._READERS = _version_table((1, 1, _r_TopologyDescriptionGlobalStore_1))
-TopologyDescriptionGlobalStore._WRITERS = _version_table((1, 1, _w_TopologyDescriptionGlobalStore_1))
+TopologyDescriptionGlobalStore._READERS = _version_table(
+    (1, 1, _r_TopologyDescriptionGlobalStore_1),
+)
+TopologyDescriptionGlobalStore._WRITERS = _version_table(
+    (1, 1, _w_TopologyDescriptionGlobalStore_1),
+)
 
 
-__all__ = ["StreamsGroupDescribeResponse", "DescribedGroup", "Topology", "Subtopology", "TopicInfo", "KeyValue", "Member", "Endpoint", "TaskOffset", "Assignment", "TaskIds", "TopologyDescription", "TopologyDescriptionSubtopology", "TopologyDescriptionNode", "TopologyDescriptionGlobalStore"]
+__all__ = [
+    "StreamsGroupDescribeResponse",
+    "DescribedGroup",
+    "Topology",
+    "Subtopology",
+    "TopicInfo",
+    "KeyValue",
+    "Member",
+    "Endpoint",
+    "TaskOffset",
+    "Assignment",
+    "TaskIds",
+    "TopologyDescription",
+    "TopologyDescriptionSubtopology",
+    "TopologyDescriptionNode",
+    "TopologyDescriptionGlobalStore",
+]

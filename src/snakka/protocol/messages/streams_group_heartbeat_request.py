@@ -41,7 +41,25 @@ class StreamsGroupHeartbeatRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("group_id", "member_id", "member_epoch", "endpoint_information_epoch", "instance_id", "rack_id", "rebalance_timeout_ms", "topology", "active_tasks", "standby_tasks", "warmup_tasks", "process_id", "user_endpoint", "client_tags", "task_offsets", "task_end_offsets", "shutdown_application")
+    __slots__ = (
+        "group_id",
+        "member_id",
+        "member_epoch",
+        "endpoint_information_epoch",
+        "instance_id",
+        "rack_id",
+        "rebalance_timeout_ms",
+        "topology",
+        "active_tasks",
+        "standby_tasks",
+        "warmup_tasks",
+        "process_id",
+        "user_endpoint",
+        "client_tags",
+        "task_offsets",
+        "task_end_offsets",
+        "shutdown_application",
+    )
 
     def __init__(
         self,
@@ -122,10 +140,7 @@ class Topology(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.epoch == other.epoch
-            and self.subtopologies == other.subtopologies
-        )
+        return self.epoch == other.epoch and self.subtopologies == other.subtopologies
 
     __hash__ = None
 
@@ -136,7 +151,15 @@ class Subtopology(_ProtocolStruct):
     NAME = "Subtopology"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("subtopology_id", "source_topics", "source_topic_regex", "state_changelog_topics", "repartition_sink_topics", "repartition_source_topics", "copartition_groups")
+    __slots__ = (
+        "subtopology_id",
+        "source_topics",
+        "source_topic_regex",
+        "state_changelog_topics",
+        "repartition_sink_topics",
+        "repartition_source_topics",
+        "copartition_groups",
+    )
 
     def __init__(
         self,
@@ -151,9 +174,15 @@ class Subtopology(_ProtocolStruct):
         self.subtopology_id = subtopology_id
         self.source_topics = [] if source_topics is None else source_topics
         self.source_topic_regex = [] if source_topic_regex is None else source_topic_regex
-        self.state_changelog_topics = [] if state_changelog_topics is None else state_changelog_topics
-        self.repartition_sink_topics = [] if repartition_sink_topics is None else repartition_sink_topics
-        self.repartition_source_topics = [] if repartition_source_topics is None else repartition_source_topics
+        self.state_changelog_topics = (
+            [] if state_changelog_topics is None else state_changelog_topics
+        )
+        self.repartition_sink_topics = (
+            [] if repartition_sink_topics is None else repartition_sink_topics
+        )
+        self.repartition_source_topics = (
+            [] if repartition_source_topics is None else repartition_source_topics
+        )
         self.copartition_groups = [] if copartition_groups is None else copartition_groups
 
     def __eq__(self, other):
@@ -214,10 +243,7 @@ class KeyValue(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.key == other.key
-            and self.value == other.value
-        )
+        return self.key == other.key and self.value == other.value
 
     __hash__ = None
 
@@ -233,7 +259,9 @@ class CopartitionGroup(_ProtocolStruct):
     def __init__(self, source_topics=None, source_topic_regex=None, repartition_source_topics=None):
         self.source_topics = [] if source_topics is None else source_topics
         self.source_topic_regex = [] if source_topic_regex is None else source_topic_regex
-        self.repartition_source_topics = [] if repartition_source_topics is None else repartition_source_topics
+        self.repartition_source_topics = (
+            [] if repartition_source_topics is None else repartition_source_topics
+        )
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -262,10 +290,7 @@ class TaskIds(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.subtopology_id == other.subtopology_id
-            and self.partitions == other.partitions
-        )
+        return self.subtopology_id == other.subtopology_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -285,10 +310,7 @@ class Endpoint(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.host == other.host
-            and self.port == other.port
-        )
+        return self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -394,7 +416,7 @@ def _r_Subtopology_0(buf, pos):
 
 def _r_Topology_0(buf, pos):
     o = _new(Topology)
-    o.epoch, = _S_i.unpack_from(buf, pos)
+    (o.epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.subtopologies = lst = []
@@ -423,7 +445,7 @@ def _r_TaskIds_0(buf, pos):
 def _r_Endpoint_0(buf, pos):
     o = _new(Endpoint)
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -452,7 +474,7 @@ def _r_StreamsGroupHeartbeatRequest_0(buf, pos):
     pos += 8
     o.instance_id, pos = _read_compact_nullable_string(buf, pos)
     o.rack_id, pos = _read_compact_nullable_string(buf, pos)
-    o.rebalance_timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.rebalance_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos] > 127:
         o.topology = None
@@ -513,7 +535,7 @@ def _r_StreamsGroupHeartbeatRequest_0(buf, pos):
         for _ in range(n):
             e, pos = _r_TaskOffset_0(buf, pos)
             lst.append(e)
-    o.shutdown_application, = _S_B.unpack_from(buf, pos)
+    (o.shutdown_application,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -692,4 +714,14 @@ TaskOffset._READERS = _version_table((0, 1, _r_TaskOffset_0))
 TaskOffset._WRITERS = _version_table((0, 1, _w_TaskOffset_0))
 
 
-__all__ = ["StreamsGroupHeartbeatRequest", "Topology", "Subtopology", "TopicInfo", "KeyValue", "CopartitionGroup", "TaskIds", "Endpoint", "TaskOffset"]
+__all__ = [
+    "StreamsGroupHeartbeatRequest",
+    "Topology",
+    "Subtopology",
+    "TopicInfo",
+    "KeyValue",
+    "CopartitionGroup",
+    "TaskIds",
+    "Endpoint",
+    "TaskOffset",
+]

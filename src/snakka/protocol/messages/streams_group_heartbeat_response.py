@@ -40,7 +40,24 @@ class StreamsGroupHeartbeatResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "member_id", "member_epoch", "heartbeat_interval_ms", "acceptable_recovery_lag_legacy", "task_offset_interval_ms", "status", "active_tasks", "standby_tasks", "warmup_tasks", "endpoint_information_epoch", "partitions_by_user_endpoint", "acceptable_recovery_lag", "topology_description_required")
+    __slots__ = (
+        "throttle_time_ms",
+        "error_code",
+        "error_message",
+        "member_id",
+        "member_epoch",
+        "heartbeat_interval_ms",
+        "acceptable_recovery_lag_legacy",
+        "task_offset_interval_ms",
+        "status",
+        "active_tasks",
+        "standby_tasks",
+        "warmup_tasks",
+        "endpoint_information_epoch",
+        "partitions_by_user_endpoint",
+        "acceptable_recovery_lag",
+        "topology_description_required",
+    )
 
     def __init__(
         self,
@@ -118,10 +135,7 @@ class Status(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.status_code == other.status_code
-            and self.status_detail == other.status_detail
-        )
+        return self.status_code == other.status_code and self.status_detail == other.status_detail
 
     __hash__ = None
 
@@ -141,10 +155,7 @@ class TaskIds(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.subtopology_id == other.subtopology_id
-            and self.partitions == other.partitions
-        )
+        return self.subtopology_id == other.subtopology_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -189,10 +200,7 @@ class Endpoint(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.host == other.host
-            and self.port == other.port
-        )
+        return self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -212,17 +220,14 @@ class TopicPartition(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic == other.topic
-            and self.partitions == other.partitions
-        )
+        return self.topic == other.topic and self.partitions == other.partitions
 
     __hash__ = None
 
 
 def _r_Status_0(buf, pos):
     o = _new(Status)
-    o.status_code, = _S_c.unpack_from(buf, pos)
+    (o.status_code,) = _S_c.unpack_from(buf, pos)
     pos += 1
     o.status_detail, pos = _read_compact_string(buf, pos)
     if buf[pos]:
@@ -247,7 +252,7 @@ def _r_TaskIds_0(buf, pos):
 def _r_Endpoint_0(buf, pos):
     o = _new(Endpoint)
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -335,7 +340,7 @@ def _r_StreamsGroupHeartbeatResponse_0(buf, pos):
         for _ in range(n):
             e, pos = _r_TaskIds_0(buf, pos)
             lst.append(e)
-    o.endpoint_information_epoch, = _S_i.unpack_from(buf, pos)
+    (o.endpoint_information_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:
@@ -574,4 +579,11 @@ TopicPartition._READERS = _version_table((0, 1, _r_TopicPartition_0))
 TopicPartition._WRITERS = _version_table((0, 1, _w_TopicPartition_0))
 
 
-__all__ = ["StreamsGroupHeartbeatResponse", "Status", "TaskIds", "EndpointToPartitions", "Endpoint", "TopicPartition"]
+__all__ = [
+    "StreamsGroupHeartbeatResponse",
+    "Status",
+    "TaskIds",
+    "EndpointToPartitions",
+    "Endpoint",
+    "TopicPartition",
+]

@@ -40,7 +40,9 @@ class StreamsGroupTopologyDescriptionUpdateRequest(_ProtocolStruct):
         self.group_id = group_id
         self.member_id = member_id
         self.topology_epoch = topology_epoch
-        self.topology_description = TopologyDescription() if topology_description is None else topology_description
+        self.topology_description = (
+            TopologyDescription() if topology_description is None else topology_description
+        )
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -71,8 +73,7 @@ class TopologyDescription(_ProtocolStruct):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.subtopologies == other.subtopologies
-            and self.global_stores == other.global_stores
+            self.subtopologies == other.subtopologies and self.global_stores == other.global_stores
         )
 
     __hash__ = None
@@ -93,10 +94,7 @@ class TopologyDescriptionSubtopology(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.subtopology_id == other.subtopology_id
-            and self.nodes == other.nodes
-        )
+        return self.subtopology_id == other.subtopology_id and self.nodes == other.nodes
 
     __hash__ = None
 
@@ -155,10 +153,7 @@ class TopologyDescriptionGlobalStore(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.source == other.source
-            and self.processor == other.processor
-        )
+        return self.source == other.source and self.processor == other.processor
 
     __hash__ = None
 
@@ -166,7 +161,7 @@ class TopologyDescriptionGlobalStore(_ProtocolStruct):
 def _r_TopologyDescriptionNode_0(buf, pos):
     o = _new(TopologyDescriptionNode)
     o.name, pos = _read_compact_string(buf, pos)
-    o.node_type, = _S_c.unpack_from(buf, pos)
+    (o.node_type,) = _S_c.unpack_from(buf, pos)
     pos += 1
     n, pos = _read_compact_array_len(buf, pos)
     o.source_topics, pos = _read_compact_string_array(buf, pos, n)
@@ -231,7 +226,7 @@ def _r_StreamsGroupTopologyDescriptionUpdateRequest_0(buf, pos):
     o = _new(StreamsGroupTopologyDescriptionUpdateRequest)
     o.group_id, pos = _read_compact_string(buf, pos)
     o.member_id, pos = _read_compact_string(buf, pos)
-    o.topology_epoch, = _S_i.unpack_from(buf, pos)
+    (o.topology_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.topology_description, pos = _r_TopologyDescription_0(buf, pos)
     if buf[pos]:
@@ -292,16 +287,34 @@ def _w_StreamsGroupTopologyDescriptionUpdateRequest_0(o, out):
     out.append(0)
 
 
-StreamsGroupTopologyDescriptionUpdateRequest._READERS = _version_table((0, 0, _r_StreamsGroupTopologyDescriptionUpdateRequest_0))
-StreamsGroupTopologyDescriptionUpdateRequest._WRITERS = _version_table((0, 0, _w_StreamsGroupTopologyDescriptionUpdateRequest_0))
+StreamsGroupTopologyDescriptionUpdateRequest._READERS = _version_table(
+    (0, 0, _r_StreamsGroupTopologyDescriptionUpdateRequest_0),
+)
+StreamsGroupTopologyDescriptionUpdateRequest._WRITERS = _version_table(
+    (0, 0, _w_StreamsGroupTopologyDescriptionUpdateRequest_0),
+)
 TopologyDescription._READERS = _version_table((0, 0, _r_TopologyDescription_0))
 TopologyDescription._WRITERS = _version_table((0, 0, _w_TopologyDescription_0))
-TopologyDescriptionSubtopology._READERS = _version_table((0, 0, _r_TopologyDescriptionSubtopology_0))
-TopologyDescriptionSubtopology._WRITERS = _version_table((0, 0, _w_TopologyDescriptionSubtopology_0))
+TopologyDescriptionSubtopology._READERS = _version_table(
+    (0, 0, _r_TopologyDescriptionSubtopology_0),
+)
+TopologyDescriptionSubtopology._WRITERS = _version_table(
+    (0, 0, _w_TopologyDescriptionSubtopology_0),
+)
 TopologyDescriptionNode._READERS = _version_table((0, 0, _r_TopologyDescriptionNode_0))
 TopologyDescriptionNode._WRITERS = _version_table((0, 0, _w_TopologyDescriptionNode_0))
-TopologyDescriptionGlobalStore._READERS = _version_table((0, 0, _r_TopologyDescriptionGlobalStore_0))
-TopologyDescriptionGlobalStore._WRITERS = _version_table((0, 0, _w_TopologyDescriptionGlobalStore_0))
+TopologyDescriptionGlobalStore._READERS = _version_table(
+    (0, 0, _r_TopologyDescriptionGlobalStore_0),
+)
+TopologyDescriptionGlobalStore._WRITERS = _version_table(
+    (0, 0, _w_TopologyDescriptionGlobalStore_0),
+)
 
 
-__all__ = ["StreamsGroupTopologyDescriptionUpdateRequest", "TopologyDescription", "TopologyDescriptionSubtopology", "TopologyDescriptionNode", "TopologyDescriptionGlobalStore"]
+__all__ = [
+    "StreamsGroupTopologyDescriptionUpdateRequest",
+    "TopologyDescription",
+    "TopologyDescriptionSubtopology",
+    "TopologyDescriptionNode",
+    "TopologyDescriptionGlobalStore",
+]

@@ -64,8 +64,12 @@ def _w_StreamsGroupTopologyDescriptionUpdateResponse_0(o, out):
     out.append(0)
 
 
-StreamsGroupTopologyDescriptionUpdateResponse._READERS = _version_table((0, 0, _r_StreamsGroupTopologyDescriptionUpdateResponse_0))
-StreamsGroupTopologyDescriptionUpdateResponse._WRITERS = _version_table((0, 0, _w_StreamsGroupTopologyDescriptionUpdateResponse_0))
+StreamsGroupTopologyDescriptionUpdateResponse._READERS = _version_table(
+    (0, 0, _r_StreamsGroupTopologyDescriptionUpdateResponse_0),
+)
+StreamsGroupTopologyDescriptionUpdateResponse._WRITERS = _version_table(
+    (0, 0, _w_StreamsGroupTopologyDescriptionUpdateResponse_0),
+)
 
 
 __all__ = ["StreamsGroupTopologyDescriptionUpdateResponse"]

@@ -40,7 +40,15 @@ class SyncGroupRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("group_id", "generation_id", "member_id", "assignments", "group_instance_id", "protocol_type", "protocol_name")
+    __slots__ = (
+        "group_id",
+        "generation_id",
+        "member_id",
+        "assignments",
+        "group_instance_id",
+        "protocol_type",
+        "protocol_name",
+    )
 
     def __init__(
         self,
@@ -84,17 +92,14 @@ class SyncGroupRequestAssignment(_ProtocolStruct):
     FLEXIBLE_MIN = 4
     __slots__ = ("member_id", "assignment")
 
-    def __init__(self, member_id="", assignment=b''):
+    def __init__(self, member_id="", assignment=b""):
         self.member_id = member_id
         self.assignment = assignment
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.member_id == other.member_id
-            and self.assignment == other.assignment
-        )
+        return self.member_id == other.member_id and self.assignment == other.assignment
 
     __hash__ = None
 
@@ -112,7 +117,7 @@ def _r_SyncGroupRequest_0(buf, pos):
     o.protocol_type = None
     o.protocol_name = None
     o.group_id, pos = _read_string(buf, pos)
-    o.generation_id, = _S_i.unpack_from(buf, pos)
+    (o.generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
@@ -128,7 +133,7 @@ def _r_SyncGroupRequest_3(buf, pos):
     o.protocol_type = None
     o.protocol_name = None
     o.group_id, pos = _read_string(buf, pos)
-    o.generation_id, = _S_i.unpack_from(buf, pos)
+    (o.generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_string(buf, pos)
     o.group_instance_id, pos = _read_nullable_string(buf, pos)
@@ -156,7 +161,7 @@ def _r_SyncGroupRequest_4(buf, pos):
     o.protocol_type = None
     o.protocol_name = None
     o.group_id, pos = _read_compact_string(buf, pos)
-    o.generation_id, = _S_i.unpack_from(buf, pos)
+    (o.generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_compact_string(buf, pos)
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)
@@ -175,7 +180,7 @@ def _r_SyncGroupRequest_4(buf, pos):
 def _r_SyncGroupRequest_5(buf, pos):
     o = _new(SyncGroupRequest)
     o.group_id, pos = _read_compact_string(buf, pos)
-    o.generation_id, = _S_i.unpack_from(buf, pos)
+    (o.generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.member_id, pos = _read_compact_string(buf, pos)
     o.group_instance_id, pos = _read_compact_nullable_string(buf, pos)

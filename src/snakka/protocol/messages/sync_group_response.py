@@ -37,7 +37,7 @@ class SyncGroupResponse(_ProtocolStruct):
     def __init__(
         self,
         error_code=0,
-        assignment=b'',
+        assignment=b"",
         throttle_time_ms=0,
         protocol_type=None,
         protocol_name=None,
@@ -67,7 +67,7 @@ def _r_SyncGroupResponse_0(buf, pos):
     o.throttle_time_ms = 0
     o.protocol_type = None
     o.protocol_name = None
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.assignment, pos = _read_bytes(buf, pos)
     return o, pos

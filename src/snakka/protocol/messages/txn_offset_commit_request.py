@@ -43,7 +43,16 @@ class TxnOffsetCommitRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "topics", "generation_id_or_member_epoch", "member_id", "group_instance_id")
+    __slots__ = (
+        "transactional_id",
+        "group_id",
+        "producer_id",
+        "producer_epoch",
+        "topics",
+        "generation_id_or_member_epoch",
+        "member_id",
+        "group_instance_id",
+    )
 
     def __init__(
         self,
@@ -113,7 +122,12 @@ class TxnOffsetCommitRequestPartition(_ProtocolStruct):
     NAME = "TxnOffsetCommitRequestPartition"
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
-    __slots__ = ("partition_index", "committed_offset", "committed_metadata", "committed_leader_epoch")
+    __slots__ = (
+        "partition_index",
+        "committed_offset",
+        "committed_metadata",
+        "committed_leader_epoch",
+    )
 
     def __init__(
         self,
@@ -266,7 +280,7 @@ def _r_TxnOffsetCommitRequest_3(buf, pos):
 def _r_TxnOffsetCommitRequestTopic_6(buf, pos):
     o = _new(TxnOffsetCommitRequestTopic)
     o.name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -433,4 +447,8 @@ TxnOffsetCommitRequestPartition._WRITERS = _version_table(
 )
 
 
-__all__ = ["TxnOffsetCommitRequest", "TxnOffsetCommitRequestTopic", "TxnOffsetCommitRequestPartition"]
+__all__ = [
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitRequestTopic",
+    "TxnOffsetCommitRequestPartition",
+]

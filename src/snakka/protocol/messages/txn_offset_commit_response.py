@@ -45,10 +45,7 @@ class TxnOffsetCommitResponse(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.throttle_time_ms == other.throttle_time_ms
-            and self.topics == other.topics
-        )
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics
 
     __hash__ = None
 
@@ -93,10 +90,7 @@ class TxnOffsetCommitResponsePartition(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition_index == other.partition_index
-            and self.error_code == other.error_code
-        )
+        return self.partition_index == other.partition_index and self.error_code == other.error_code
 
     __hash__ = None
 
@@ -122,7 +116,7 @@ def _r_TxnOffsetCommitResponseTopic_0(buf, pos):
 
 def _r_TxnOffsetCommitResponse_0(buf, pos):
     o = _new(TxnOffsetCommitResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -161,7 +155,7 @@ def _r_TxnOffsetCommitResponseTopic_3(buf, pos):
 
 def _r_TxnOffsetCommitResponse_3(buf, pos):
     o = _new(TxnOffsetCommitResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -178,7 +172,7 @@ def _r_TxnOffsetCommitResponse_3(buf, pos):
 def _r_TxnOffsetCommitResponseTopic_6(buf, pos):
     o = _new(TxnOffsetCommitResponseTopic)
     o.name = ""
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -195,7 +189,7 @@ def _r_TxnOffsetCommitResponseTopic_6(buf, pos):
 
 def _r_TxnOffsetCommitResponse_6(buf, pos):
     o = _new(TxnOffsetCommitResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -300,4 +294,8 @@ TxnOffsetCommitResponsePartition._WRITERS = _version_table(
 )
 
 
-__all__ = ["TxnOffsetCommitResponse", "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition"]
+__all__ = [
+    "TxnOffsetCommitResponse",
+    "TxnOffsetCommitResponseTopic",
+    "TxnOffsetCommitResponsePartition",
+]

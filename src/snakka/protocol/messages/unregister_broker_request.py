@@ -40,7 +40,7 @@ class UnregisterBrokerRequest(_ProtocolStruct):
 
 def _r_UnregisterBrokerRequest_0(buf, pos):
     o = _new(UnregisterBrokerRequest)
-    o.broker_id, = _S_i.unpack_from(buf, pos)
+    (o.broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -40,7 +40,7 @@ class UnregisterControllerRequest(_ProtocolStruct):
 
 def _r_UnregisterControllerRequest_0(buf, pos):
     o = _new(UnregisterControllerRequest)
-    o.controller_id, = _S_i.unpack_from(buf, pos)
+    (o.controller_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -94,7 +94,7 @@ def _r_FeatureUpdateKey_0(buf, pos):
 def _r_UpdateFeaturesRequest_0(buf, pos):
     o = _new(UpdateFeaturesRequest)
     o.validate_only = False
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.feature_updates = lst = []
@@ -123,14 +123,14 @@ def _r_FeatureUpdateKey_1(buf, pos):
 
 def _r_UpdateFeaturesRequest_1(buf, pos):
     o = _new(UpdateFeaturesRequest)
-    o.timeout_ms, = _S_i.unpack_from(buf, pos)
+    (o.timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.feature_updates = lst = []
     for _ in range(n):
         e, pos = _r_FeatureUpdateKey_1(buf, pos)
         lst.append(e)
-    o.validate_only, = _S_B.unpack_from(buf, pos)
+    (o.validate_only,) = _S_B.unpack_from(buf, pos)
     pos += 1
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -81,7 +81,7 @@ class UpdatableFeatureResult(_ProtocolStruct):
 def _r_UpdatableFeatureResult_0(buf, pos):
     o = _new(UpdatableFeatureResult)
     o.feature, pos = _read_compact_string(buf, pos)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.error_message, pos = _read_compact_nullable_string(buf, pos)
     if buf[pos]:

@@ -49,7 +49,16 @@ class UpdateMetadataRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 8)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("controller_id", "controller_epoch", "ungrouped_partition_states", "live_brokers", "broker_epoch", "topic_states", "is_k_raft_controller", "type")
+    __slots__ = (
+        "controller_id",
+        "controller_epoch",
+        "ungrouped_partition_states",
+        "live_brokers",
+        "broker_epoch",
+        "topic_states",
+        "is_k_raft_controller",
+        "type",
+    )
 
     def __init__(
         self,
@@ -64,7 +73,9 @@ class UpdateMetadataRequest(_ProtocolStruct):
     ):
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
-        self.ungrouped_partition_states = [] if ungrouped_partition_states is None else ungrouped_partition_states
+        self.ungrouped_partition_states = (
+            [] if ungrouped_partition_states is None else ungrouped_partition_states
+        )
         self.live_brokers = [] if live_brokers is None else live_brokers
         self.broker_epoch = broker_epoch
         self.topic_states = [] if topic_states is None else topic_states
@@ -94,7 +105,17 @@ class UpdateMetadataPartitionState(_ProtocolStruct):
     NAME = "UpdateMetadataPartitionState"
     VALID_VERSIONS = (0, 8)
     FLEXIBLE_MIN = 6
-    __slots__ = ("topic_name", "partition_index", "controller_epoch", "leader", "leader_epoch", "isr", "zk_version", "replicas", "offline_replicas")
+    __slots__ = (
+        "topic_name",
+        "partition_index",
+        "controller_epoch",
+        "leader",
+        "leader_epoch",
+        "isr",
+        "zk_version",
+        "replicas",
+        "offline_replicas",
+    )
 
     def __init__(
         self,
@@ -225,7 +246,7 @@ def _r_UpdateMetadataPartitionState_0(buf, pos):
     pos += 16
     n, pos = _read_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.zk_version, = _S_i.unpack_from(buf, pos)
+    (o.zk_version,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -236,10 +257,10 @@ def _r_UpdateMetadataBroker_0(buf, pos):
     o = _new(UpdateMetadataBroker)
     o.endpoints = []
     o.rack = ""
-    o.id, = _S_i.unpack_from(buf, pos)
+    (o.id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.v0_host, pos = _read_string(buf, pos)
-    o.v0_port, = _S_i.unpack_from(buf, pos)
+    (o.v0_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -268,10 +289,10 @@ def _r_UpdateMetadataRequest_0(buf, pos):
 def _r_UpdateMetadataEndpoint_1(buf, pos):
     o = _new(UpdateMetadataEndpoint)
     o.listener = ""
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_string(buf, pos)
-    o.security_protocol, = _S_h.unpack_from(buf, pos)
+    (o.security_protocol,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -281,7 +302,7 @@ def _r_UpdateMetadataBroker_1(buf, pos):
     o.v0_host = ""
     o.v0_port = 0
     o.rack = ""
-    o.id, = _S_i.unpack_from(buf, pos)
+    (o.id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.endpoints = lst = []
@@ -316,7 +337,7 @@ def _r_UpdateMetadataBroker_2(buf, pos):
     o = _new(UpdateMetadataBroker)
     o.v0_host = ""
     o.v0_port = 0
-    o.id, = _S_i.unpack_from(buf, pos)
+    (o.id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.endpoints = lst = []
@@ -350,11 +371,11 @@ def _r_UpdateMetadataRequest_2(buf, pos):
 
 def _r_UpdateMetadataEndpoint_3(buf, pos):
     o = _new(UpdateMetadataEndpoint)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_string(buf, pos)
     o.listener, pos = _read_string(buf, pos)
-    o.security_protocol, = _S_h.unpack_from(buf, pos)
+    (o.security_protocol,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
@@ -363,7 +384,7 @@ def _r_UpdateMetadataBroker_3(buf, pos):
     o = _new(UpdateMetadataBroker)
     o.v0_host = ""
     o.v0_port = 0
-    o.id, = _S_i.unpack_from(buf, pos)
+    (o.id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.endpoints = lst = []
@@ -402,7 +423,7 @@ def _r_UpdateMetadataPartitionState_4(buf, pos):
     pos += 16
     n, pos = _read_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.zk_version, = _S_i.unpack_from(buf, pos)
+    (o.zk_version,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -439,7 +460,7 @@ def _r_UpdateMetadataPartitionState_5(buf, pos):
     pos += 16
     n, pos = _read_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.zk_version, = _S_i.unpack_from(buf, pos)
+    (o.zk_version,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -487,7 +508,7 @@ def _r_UpdateMetadataPartitionState_6(buf, pos):
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
     o.isr, pos = _read_fixed_array(buf, pos, n, "i", 4)
-    o.zk_version, = _S_i.unpack_from(buf, pos)
+    (o.zk_version,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.replicas, pos = _read_fixed_array(buf, pos, n, "i", 4)
@@ -518,11 +539,11 @@ def _r_UpdateMetadataTopicState_6(buf, pos):
 
 def _r_UpdateMetadataEndpoint_6(buf, pos):
     o = _new(UpdateMetadataEndpoint)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
     o.listener, pos = _read_compact_string(buf, pos)
-    o.security_protocol, = _S_h.unpack_from(buf, pos)
+    (o.security_protocol,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -535,7 +556,7 @@ def _r_UpdateMetadataBroker_6(buf, pos):
     o = _new(UpdateMetadataBroker)
     o.v0_host = ""
     o.v0_port = 0
-    o.id, = _S_i.unpack_from(buf, pos)
+    (o.id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.endpoints = lst = []
@@ -577,7 +598,7 @@ def _r_UpdateMetadataRequest_6(buf, pos):
 def _r_UpdateMetadataTopicState_7(buf, pos):
     o = _new(UpdateMetadataTopicState)
     o.topic_name, pos = _read_compact_string(buf, pos)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -624,7 +645,7 @@ def _rt_UpdateMetadataRequest_8(o, buf, pos):
         end = _tagged_field_end(buf, pos, size)
         if tag == 0:
             sub = buf[:end]
-            o.type, = _S_c.unpack_from(sub, pos)
+            (o.type,) = _S_c.unpack_from(sub, pos)
         pos = end
     return pos
 
@@ -995,4 +1016,10 @@ UpdateMetadataTopicState._WRITERS = _version_table(
 )
 
 
-__all__ = ["UpdateMetadataRequest", "UpdateMetadataPartitionState", "UpdateMetadataBroker", "UpdateMetadataEndpoint", "UpdateMetadataTopicState"]
+__all__ = [
+    "UpdateMetadataRequest",
+    "UpdateMetadataPartitionState",
+    "UpdateMetadataBroker",
+    "UpdateMetadataEndpoint",
+    "UpdateMetadataTopicState",
+]

@@ -40,14 +40,14 @@ class UpdateMetadataResponse(_ProtocolStruct):
 
 def _r_UpdateMetadataResponse_0(buf, pos):
     o = _new(UpdateMetadataResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     return o, pos
 
 
 def _r_UpdateMetadataResponse_6(buf, pos):
     o = _new(UpdateMetadataResponse)
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -35,7 +35,14 @@ class UpdateRaftVoterRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("cluster_id", "current_leader_epoch", "voter_id", "voter_directory_id", "listeners", "k_raft_version_feature")
+    __slots__ = (
+        "cluster_id",
+        "current_leader_epoch",
+        "voter_id",
+        "voter_directory_id",
+        "listeners",
+        "k_raft_version_feature",
+    )
 
     def __init__(
         self,
@@ -51,7 +58,9 @@ class UpdateRaftVoterRequest(_ProtocolStruct):
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is None else listeners
-        self.k_raft_version_feature = KRaftVersionFeature() if k_raft_version_feature is None else k_raft_version_feature
+        self.k_raft_version_feature = (
+            KRaftVersionFeature() if k_raft_version_feature is None else k_raft_version_feature
+        )
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -84,11 +93,7 @@ class Listener(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.host == other.host
-            and self.port == other.port
-        )
+        return self.name == other.name and self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -120,7 +125,7 @@ def _r_Listener_0(buf, pos):
     o = _new(Listener)
     o.name, pos = _read_compact_string(buf, pos)
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

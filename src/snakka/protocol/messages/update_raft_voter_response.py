@@ -83,7 +83,7 @@ def _r_CurrentLeader_0(buf, pos):
     o.leader_id, o.leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_i.unpack_from(buf, pos)
+    (o.port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

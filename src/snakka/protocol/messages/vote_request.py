@@ -70,10 +70,7 @@ class TopicData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partitions == other.partitions
-        )
+        return self.topic_name == other.topic_name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -84,7 +81,16 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
-    __slots__ = ("partition_index", "replica_epoch", "replica_id", "last_offset_epoch", "last_offset", "replica_directory_id", "voter_directory_id", "pre_vote")
+    __slots__ = (
+        "partition_index",
+        "replica_epoch",
+        "replica_id",
+        "last_offset_epoch",
+        "last_offset",
+        "replica_directory_id",
+        "voter_directory_id",
+        "pre_vote",
+    )
 
     def __init__(
         self,
@@ -214,7 +220,7 @@ def _r_TopicData_1(buf, pos):
 def _r_VoteRequest_1(buf, pos):
     o = _new(VoteRequest)
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
-    o.voter_id, = _S_i.unpack_from(buf, pos)
+    (o.voter_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -268,7 +274,7 @@ def _r_TopicData_2(buf, pos):
 def _r_VoteRequest_2(buf, pos):
     o = _new(VoteRequest)
     o.cluster_id, pos = _read_compact_nullable_string(buf, pos)
-    o.voter_id, = _S_i.unpack_from(buf, pos)
+    (o.voter_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

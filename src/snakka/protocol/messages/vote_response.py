@@ -68,10 +68,7 @@ class TopicData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_name == other.topic_name
-            and self.partitions == other.partitions
-        )
+        return self.topic_name == other.topic_name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -128,11 +125,7 @@ class NodeEndpoint(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.node_id == other.node_id
-            and self.host == other.host
-            and self.port == other.port
-        )
+        return self.node_id == other.node_id and self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -172,7 +165,7 @@ def _r_TopicData_0(buf, pos):
 def _r_VoteResponse_0(buf, pos):
     o = _new(VoteResponse)
     o.node_endpoints = []
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -188,10 +181,10 @@ def _r_VoteResponse_0(buf, pos):
 
 def _r_NodeEndpoint_1(buf, pos):
     o = _new(NodeEndpoint)
-    o.node_id, = _S_i.unpack_from(buf, pos)
+    (o.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -220,7 +213,7 @@ def _rt_VoteResponse_1(o, buf, pos):
 def _r_VoteResponse_1(buf, pos):
     o = _new(VoteResponse)
     o.node_endpoints = []
-    o.error_code, = _S_h.unpack_from(buf, pos)
+    (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []

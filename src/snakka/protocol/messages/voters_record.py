@@ -41,10 +41,7 @@ class VotersRecord(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.version == other.version
-            and self.voters == other.voters
-        )
+        return self.version == other.version and self.voters == other.voters
 
     __hash__ = None
 
@@ -67,7 +64,9 @@ class Voter(_ProtocolStruct):
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.endpoints = [] if endpoints is None else endpoints
-        self.k_raft_version_feature = KRaftVersionFeature() if k_raft_version_feature is None else k_raft_version_feature
+        self.k_raft_version_feature = (
+            KRaftVersionFeature() if k_raft_version_feature is None else k_raft_version_feature
+        )
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -98,11 +97,7 @@ class Endpoint(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.host == other.host
-            and self.port == other.port
-        )
+        return self.name == other.name and self.host == other.host and self.port == other.port
 
     __hash__ = None
 
@@ -134,7 +129,7 @@ def _r_Endpoint_0(buf, pos):
     o = _new(Endpoint)
     o.name, pos = _read_compact_string(buf, pos)
     o.host, pos = _read_compact_string(buf, pos)
-    o.port, = _S_H.unpack_from(buf, pos)
+    (o.port,) = _S_H.unpack_from(buf, pos)
     pos += 2
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)
@@ -174,7 +169,7 @@ def _r_Voter_0(buf, pos):
 
 def _r_VotersRecord_0(buf, pos):
     o = _new(VotersRecord)
-    o.version, = _S_h.unpack_from(buf, pos)
+    (o.version,) = _S_h.unpack_from(buf, pos)
     pos += 2
     n, pos = _read_compact_array_len(buf, pos)
     o.voters = lst = []

@@ -43,10 +43,7 @@ class WriteShareGroupStateRequest(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.group_id == other.group_id
-            and self.topics == other.topics
-        )
+        return self.group_id == other.group_id and self.topics == other.topics
 
     __hash__ = None
 
@@ -66,10 +63,7 @@ class WriteStateData(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.topic_id == other.topic_id
-            and self.partitions == other.partitions
-        )
+        return self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -80,7 +74,14 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
-    __slots__ = ("partition", "state_epoch", "leader_epoch", "start_offset", "state_batches", "delivery_complete_count")
+    __slots__ = (
+        "partition",
+        "state_epoch",
+        "leader_epoch",
+        "start_offset",
+        "state_batches",
+        "delivery_complete_count",
+    )
 
     def __init__(
         self,
@@ -175,7 +176,7 @@ def _r_PartitionData_0(buf, pos):
 
 def _r_WriteStateData_0(buf, pos):
     o = _new(WriteStateData)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -229,7 +230,7 @@ def _r_PartitionData_1(buf, pos):
 
 def _r_WriteStateData_1(buf, pos):
     o = _new(WriteStateData)
-    _u0, = _S_U.unpack_from(buf, pos)
+    (_u0,) = _S_U.unpack_from(buf, pos)
     o.topic_id = _uuid_from_bytes(_u0)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

@@ -56,7 +56,14 @@ class WritableTxnMarker(_ProtocolStruct):
     NAME = "WritableTxnMarker"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 1
-    __slots__ = ("producer_id", "producer_epoch", "transaction_result", "topics", "coordinator_epoch", "transaction_version")
+    __slots__ = (
+        "producer_id",
+        "producer_epoch",
+        "transaction_result",
+        "topics",
+        "coordinator_epoch",
+        "transaction_version",
+    )
 
     def __init__(
         self,
@@ -104,10 +111,7 @@ class WritableTxnMarkerTopic(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partition_indexes == other.partition_indexes
-        )
+        return self.name == other.name and self.partition_indexes == other.partition_indexes
 
     __hash__ = None
 
@@ -130,7 +134,7 @@ def _r_WritableTxnMarker_0(buf, pos):
     for _ in range(n):
         e, pos = _r_WritableTxnMarkerTopic_0(buf, pos)
         lst.append(e)
-    o.coordinator_epoch, = _S_i.unpack_from(buf, pos)
+    (o.coordinator_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return o, pos
 
@@ -167,7 +171,7 @@ def _r_WritableTxnMarker_1(buf, pos):
     for _ in range(n):
         e, pos = _r_WritableTxnMarkerTopic_1(buf, pos)
         lst.append(e)
-    o.coordinator_epoch, = _S_i.unpack_from(buf, pos)
+    (o.coordinator_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
     if buf[pos]:
         pos = _skip_tagged_fields(buf, pos)

@@ -63,10 +63,7 @@ class WritableTxnMarkerResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.producer_id == other.producer_id
-            and self.topics == other.topics
-        )
+        return self.producer_id == other.producer_id and self.topics == other.topics
 
     __hash__ = None
 
@@ -86,10 +83,7 @@ class WritableTxnMarkerTopicResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.name == other.name
-            and self.partitions == other.partitions
-        )
+        return self.name == other.name and self.partitions == other.partitions
 
     __hash__ = None
 
@@ -109,10 +103,7 @@ class WritableTxnMarkerPartitionResult(_ProtocolStruct):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (
-            self.partition_index == other.partition_index
-            and self.error_code == other.error_code
-        )
+        return self.partition_index == other.partition_index and self.error_code == other.error_code
 
     __hash__ = None
 
@@ -137,7 +128,7 @@ def _r_WritableTxnMarkerTopicResult_0(buf, pos):
 
 def _r_WritableTxnMarkerResult_0(buf, pos):
     o = _new(WritableTxnMarkerResult)
-    o.producer_id, = _S_q.unpack_from(buf, pos)
+    (o.producer_id,) = _S_q.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -185,7 +176,7 @@ def _r_WritableTxnMarkerTopicResult_1(buf, pos):
 
 def _r_WritableTxnMarkerResult_1(buf, pos):
     o = _new(WritableTxnMarkerResult)
-    o.producer_id, = _S_q.unpack_from(buf, pos)
+    (o.producer_id,) = _S_q.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_compact_array_len(buf, pos)
     o.topics = lst = []
@@ -305,4 +296,9 @@ WritableTxnMarkerPartitionResult._WRITERS = _version_table(
 )
 
 
-__all__ = ["WriteTxnMarkersResponse", "WritableTxnMarkerResult", "WritableTxnMarkerTopicResult", "WritableTxnMarkerPartitionResult"]
+__all__ = [
+    "WriteTxnMarkersResponse",
+    "WritableTxnMarkerResult",
+    "WritableTxnMarkerTopicResult",
+    "WritableTxnMarkerPartitionResult",
+]
