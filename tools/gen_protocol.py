@@ -468,15 +468,14 @@ def _merge(msg: Message) -> None:
         if msg.is_flexible(v):
             cm.flexible_versions.add(v)
         per = used.setdefault(sd.name, {})
-        seq = order.setdefault(sd.name, {}).setdefault(sch.gen, [])
+        # attribute order: the schema's field order (of the used fields)
+        order.setdefault(sd.name, {})[sch.gen] = [f.attr for f in sd.fields]
         for f in sd.fields:
             if v not in f.versions:
                 continue
             defs = per.setdefault(f.attr, [])
             if not any(d is f for d in defs):
                 defs.append(f)
-            if f.attr not in seq:
-                seq.append(f.attr)
             if f.is_struct:
                 walk(sch, sch.struct(f.elem), v, False)
 
@@ -486,9 +485,9 @@ def _merge(msg: Message) -> None:
 
     for name, cm in msg.classes.items():
         seqs = order[name]
-        merged: list[str] = list(seqs.get(CUR, []))
+        merged: list[str] = [a for a in seqs.get(CUR, []) if a in used[name]]
         prev = None
-        for a in seqs.get(OLD, []):
+        for a in (a for a in seqs.get(OLD, []) if a in used[name]):
             if a not in merged:
                 merged.insert(merged.index(prev) + 1 if prev is not None else 0, a)
             prev = a

@@ -37,36 +37,36 @@ class AddPartitionsToTxnRequest(_ProtocolStruct):
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
     __slots__ = (
+        "transactions",
         "v3_and_below_transactional_id",
         "v3_and_below_producer_id",
         "v3_and_below_producer_epoch",
         "v3_and_below_topics",
-        "transactions",
     )
 
     def __init__(
         self,
+        transactions=None,
         v3_and_below_transactional_id="",
         v3_and_below_producer_id=0,
         v3_and_below_producer_epoch=0,
         v3_and_below_topics=None,
-        transactions=None,
     ):
+        self.transactions = [] if transactions is None else transactions
         self.v3_and_below_transactional_id = v3_and_below_transactional_id
         self.v3_and_below_producer_id = v3_and_below_producer_id
         self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
         self.v3_and_below_topics = [] if v3_and_below_topics is None else v3_and_below_topics
-        self.transactions = [] if transactions is None else transactions
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.v3_and_below_transactional_id == other.v3_and_below_transactional_id
+            self.transactions == other.transactions
+            and self.v3_and_below_transactional_id == other.v3_and_below_transactional_id
             and self.v3_and_below_producer_id == other.v3_and_below_producer_id
             and self.v3_and_below_producer_epoch == other.v3_and_below_producer_epoch
             and self.v3_and_below_topics == other.v3_and_below_topics
-            and self.transactions == other.transactions
         )
 
     __hash__ = None

@@ -35,25 +35,25 @@ class AddPartitionsToTxnResponse(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = (
         "throttle_time_ms",
-        "results_by_topic_v3_and_below",
         "error_code",
         "results_by_transaction",
+        "results_by_topic_v3_and_below",
     )
 
     def __init__(
         self,
         throttle_time_ms=0,
-        results_by_topic_v3_and_below=None,
         error_code=0,
         results_by_transaction=None,
+        results_by_topic_v3_and_below=None,
     ):
         self.throttle_time_ms = throttle_time_ms
-        self.results_by_topic_v3_and_below = (
-            [] if results_by_topic_v3_and_below is None else results_by_topic_v3_and_below
-        )
         self.error_code = error_code
         self.results_by_transaction = (
             [] if results_by_transaction is None else results_by_transaction
+        )
+        self.results_by_topic_v3_and_below = (
+            [] if results_by_topic_v3_and_below is None else results_by_topic_v3_and_below
         )
 
     def __eq__(self, other):
@@ -61,9 +61,9 @@ class AddPartitionsToTxnResponse(_ProtocolStruct):
             return NotImplemented
         return (
             self.throttle_time_ms == other.throttle_time_ms
-            and self.results_by_topic_v3_and_below == other.results_by_topic_v3_and_below
             and self.error_code == other.error_code
             and self.results_by_transaction == other.results_by_transaction
+            and self.results_by_topic_v3_and_below == other.results_by_topic_v3_and_below
         )
 
     __hash__ = None

@@ -33,20 +33,20 @@ class AlterPartitionReassignmentsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("timeout_ms", "topics", "allow_replication_factor_change")
+    __slots__ = ("timeout_ms", "allow_replication_factor_change", "topics")
 
-    def __init__(self, timeout_ms=60000, topics=None, allow_replication_factor_change=True):
+    def __init__(self, timeout_ms=60000, allow_replication_factor_change=True, topics=None):
         self.timeout_ms = timeout_ms
-        self.topics = [] if topics is None else topics
         self.allow_replication_factor_change = allow_replication_factor_change
+        self.topics = [] if topics is None else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.timeout_ms == other.timeout_ms
-            and self.topics == other.topics
             and self.allow_replication_factor_change == other.allow_replication_factor_change
+            and self.topics == other.topics
         )
 
     __hash__ = None

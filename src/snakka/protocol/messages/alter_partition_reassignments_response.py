@@ -34,35 +34,35 @@ class AlterPartitionReassignmentsResponse(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = (
         "throttle_time_ms",
+        "allow_replication_factor_change",
         "error_code",
         "error_message",
         "responses",
-        "allow_replication_factor_change",
     )
 
     def __init__(
         self,
         throttle_time_ms=0,
+        allow_replication_factor_change=True,
         error_code=0,
         error_message="",
         responses=None,
-        allow_replication_factor_change=True,
     ):
         self.throttle_time_ms = throttle_time_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
         self.error_code = error_code
         self.error_message = error_message
         self.responses = [] if responses is None else responses
-        self.allow_replication_factor_change = allow_replication_factor_change
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.throttle_time_ms == other.throttle_time_ms
+            and self.allow_replication_factor_change == other.allow_replication_factor_change
             and self.error_code == other.error_code
             and self.error_message == other.error_message
             and self.responses == other.responses
-            and self.allow_replication_factor_change == other.allow_replication_factor_change
         )
 
     __hash__ = None

@@ -92,9 +92,9 @@ class PartitionData(_ProtocolStruct):
         "partition_index",
         "leader_epoch",
         "new_isr",
+        "new_isr_with_epochs",
         "leader_recovery_state",
         "partition_epoch",
-        "new_isr_with_epochs",
     )
 
     def __init__(
@@ -102,16 +102,16 @@ class PartitionData(_ProtocolStruct):
         partition_index=0,
         leader_epoch=0,
         new_isr=None,
+        new_isr_with_epochs=None,
         leader_recovery_state=0,
         partition_epoch=0,
-        new_isr_with_epochs=None,
     ):
         self.partition_index = partition_index
         self.leader_epoch = leader_epoch
         self.new_isr = [] if new_isr is None else new_isr
+        self.new_isr_with_epochs = [] if new_isr_with_epochs is None else new_isr_with_epochs
         self.leader_recovery_state = leader_recovery_state
         self.partition_epoch = partition_epoch
-        self.new_isr_with_epochs = [] if new_isr_with_epochs is None else new_isr_with_epochs
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -120,9 +120,9 @@ class PartitionData(_ProtocolStruct):
             self.partition_index == other.partition_index
             and self.leader_epoch == other.leader_epoch
             and self.new_isr == other.new_isr
+            and self.new_isr_with_epochs == other.new_isr_with_epochs
             and self.leader_recovery_state == other.leader_recovery_state
             and self.partition_epoch == other.partition_epoch
-            and self.new_isr_with_epochs == other.new_isr_with_epochs
         )
 
     __hash__ = None
@@ -150,8 +150,8 @@ class BrokerState(_ProtocolStruct):
 
 def _r_PartitionData_0(buf, pos):
     o = _new(PartitionData)
-    o.leader_recovery_state = 0
     o.new_isr_with_epochs = []
+    o.leader_recovery_state = 0
     o.partition_index, o.leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_compact_array_len(buf, pos)

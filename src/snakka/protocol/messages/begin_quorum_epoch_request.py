@@ -41,12 +41,12 @@ class BeginQuorumEpochRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("cluster_id", "topics", "voter_id", "leader_endpoints")
+    __slots__ = ("cluster_id", "voter_id", "topics", "leader_endpoints")
 
-    def __init__(self, cluster_id=None, topics=None, voter_id=-1, leader_endpoints=None):
+    def __init__(self, cluster_id=None, voter_id=-1, topics=None, leader_endpoints=None):
         self.cluster_id = cluster_id
-        self.topics = [] if topics is None else topics
         self.voter_id = voter_id
+        self.topics = [] if topics is None else topics
         self.leader_endpoints = [] if leader_endpoints is None else leader_endpoints
 
     def __eq__(self, other):
@@ -54,8 +54,8 @@ class BeginQuorumEpochRequest(_ProtocolStruct):
             return NotImplemented
         return (
             self.cluster_id == other.cluster_id
-            and self.topics == other.topics
             and self.voter_id == other.voter_id
+            and self.topics == other.topics
             and self.leader_endpoints == other.leader_endpoints
         )
 
@@ -88,28 +88,28 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
-    __slots__ = ("partition_index", "leader_id", "leader_epoch", "voter_directory_id")
+    __slots__ = ("partition_index", "voter_directory_id", "leader_id", "leader_epoch")
 
     def __init__(
         self,
         partition_index=0,
+        voter_directory_id=_ZERO_UUID,
         leader_id=0,
         leader_epoch=0,
-        voter_directory_id=_ZERO_UUID,
     ):
         self.partition_index = partition_index
+        self.voter_directory_id = voter_directory_id
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
-        self.voter_directory_id = voter_directory_id
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.partition_index == other.partition_index
+            and self.voter_directory_id == other.voter_directory_id
             and self.leader_id == other.leader_id
             and self.leader_epoch == other.leader_epoch
-            and self.voter_directory_id == other.voter_directory_id
         )
 
     __hash__ = None

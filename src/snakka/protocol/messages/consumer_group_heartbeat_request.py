@@ -47,9 +47,9 @@ class ConsumerGroupHeartbeatRequest(_ProtocolStruct):
         "rack_id",
         "rebalance_timeout_ms",
         "subscribed_topic_names",
+        "subscribed_topic_regex",
         "server_assignor",
         "topic_partitions",
-        "subscribed_topic_regex",
     )
 
     def __init__(
@@ -61,9 +61,9 @@ class ConsumerGroupHeartbeatRequest(_ProtocolStruct):
         rack_id=None,
         rebalance_timeout_ms=-1,
         subscribed_topic_names=None,
+        subscribed_topic_regex=None,
         server_assignor=None,
         topic_partitions=None,
-        subscribed_topic_regex=None,
     ):
         self.group_id = group_id
         self.member_id = member_id
@@ -72,9 +72,9 @@ class ConsumerGroupHeartbeatRequest(_ProtocolStruct):
         self.rack_id = rack_id
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.subscribed_topic_names = subscribed_topic_names
+        self.subscribed_topic_regex = subscribed_topic_regex
         self.server_assignor = server_assignor
         self.topic_partitions = topic_partitions
-        self.subscribed_topic_regex = subscribed_topic_regex
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -87,9 +87,9 @@ class ConsumerGroupHeartbeatRequest(_ProtocolStruct):
             and self.rack_id == other.rack_id
             and self.rebalance_timeout_ms == other.rebalance_timeout_ms
             and self.subscribed_topic_names == other.subscribed_topic_names
+            and self.subscribed_topic_regex == other.subscribed_topic_regex
             and self.server_assignor == other.server_assignor
             and self.topic_partitions == other.topic_partitions
-            and self.subscribed_topic_regex == other.subscribed_topic_regex
         )
 
     __hash__ = None

@@ -36,28 +36,28 @@ class CreateDelegationTokenRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("renewers", "max_lifetime_ms", "owner_principal_type", "owner_principal_name")
+    __slots__ = ("owner_principal_type", "owner_principal_name", "renewers", "max_lifetime_ms")
 
     def __init__(
         self,
-        renewers=None,
-        max_lifetime_ms=0,
         owner_principal_type="",
         owner_principal_name="",
+        renewers=None,
+        max_lifetime_ms=0,
     ):
-        self.renewers = [] if renewers is None else renewers
-        self.max_lifetime_ms = max_lifetime_ms
         self.owner_principal_type = owner_principal_type
         self.owner_principal_name = owner_principal_name
+        self.renewers = [] if renewers is None else renewers
+        self.max_lifetime_ms = max_lifetime_ms
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.renewers == other.renewers
-            and self.max_lifetime_ms == other.max_lifetime_ms
-            and self.owner_principal_type == other.owner_principal_type
+            self.owner_principal_type == other.owner_principal_type
             and self.owner_principal_name == other.owner_principal_name
+            and self.renewers == other.renewers
+            and self.max_lifetime_ms == other.max_lifetime_ms
         )
 
     __hash__ = None

@@ -40,14 +40,14 @@ class CreateDelegationTokenResponse(_ProtocolStruct):
         "error_code",
         "principal_type",
         "principal_name",
+        "token_requester_principal_type",
+        "token_requester_principal_name",
         "issue_timestamp_ms",
         "expiry_timestamp_ms",
         "max_timestamp_ms",
         "token_id",
         "hmac",
         "throttle_time_ms",
-        "token_requester_principal_type",
-        "token_requester_principal_name",
     )
 
     def __init__(
@@ -55,26 +55,26 @@ class CreateDelegationTokenResponse(_ProtocolStruct):
         error_code=0,
         principal_type="",
         principal_name="",
+        token_requester_principal_type="",
+        token_requester_principal_name="",
         issue_timestamp_ms=0,
         expiry_timestamp_ms=0,
         max_timestamp_ms=0,
         token_id="",
         hmac=b"",
         throttle_time_ms=0,
-        token_requester_principal_type="",
-        token_requester_principal_name="",
     ):
         self.error_code = error_code
         self.principal_type = principal_type
         self.principal_name = principal_name
+        self.token_requester_principal_type = token_requester_principal_type
+        self.token_requester_principal_name = token_requester_principal_name
         self.issue_timestamp_ms = issue_timestamp_ms
         self.expiry_timestamp_ms = expiry_timestamp_ms
         self.max_timestamp_ms = max_timestamp_ms
         self.token_id = token_id
         self.hmac = hmac
         self.throttle_time_ms = throttle_time_ms
-        self.token_requester_principal_type = token_requester_principal_type
-        self.token_requester_principal_name = token_requester_principal_name
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -83,14 +83,14 @@ class CreateDelegationTokenResponse(_ProtocolStruct):
             self.error_code == other.error_code
             and self.principal_type == other.principal_type
             and self.principal_name == other.principal_name
+            and self.token_requester_principal_type == other.token_requester_principal_type
+            and self.token_requester_principal_name == other.token_requester_principal_name
             and self.issue_timestamp_ms == other.issue_timestamp_ms
             and self.expiry_timestamp_ms == other.expiry_timestamp_ms
             and self.max_timestamp_ms == other.max_timestamp_ms
             and self.token_id == other.token_id
             and self.hmac == other.hmac
             and self.throttle_time_ms == other.throttle_time_ms
-            and self.token_requester_principal_type == other.token_requester_principal_type
-            and self.token_requester_principal_name == other.token_requester_principal_name
         )
 
     __hash__ = None

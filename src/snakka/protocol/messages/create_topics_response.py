@@ -68,47 +68,47 @@ class CreatableTopicResult(_ProtocolStruct):
     FLEXIBLE_MIN = 5
     __slots__ = (
         "name",
+        "topic_id",
         "error_code",
         "error_message",
         "topic_config_error_code",
         "num_partitions",
         "replication_factor",
         "configs",
-        "topic_id",
     )
 
     def __init__(
         self,
         name="",
+        topic_id=_ZERO_UUID,
         error_code=0,
         error_message="",
         topic_config_error_code=0,
         num_partitions=-1,
         replication_factor=-1,
         configs=None,
-        topic_id=_ZERO_UUID,
     ):
         self.name = name
+        self.topic_id = topic_id
         self.error_code = error_code
         self.error_message = error_message
         self.topic_config_error_code = topic_config_error_code
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
         self.configs = [] if configs is None else configs
-        self.topic_id = topic_id
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.name == other.name
+            and self.topic_id == other.topic_id
             and self.error_code == other.error_code
             and self.error_message == other.error_message
             and self.topic_config_error_code == other.topic_config_error_code
             and self.num_partitions == other.num_partitions
             and self.replication_factor == other.replication_factor
             and self.configs == other.configs
-            and self.topic_id == other.topic_id
         )
 
     __hash__ = None
@@ -145,12 +145,12 @@ class CreatableTopicConfigs(_ProtocolStruct):
 
 def _r_CreatableTopicResult_0(buf, pos):
     o = _new(CreatableTopicResult)
+    o.topic_id = _ZERO_UUID
     o.error_message = ""
     o.topic_config_error_code = 0
     o.num_partitions = -1
     o.replication_factor = -1
     o.configs = []
-    o.topic_id = _ZERO_UUID
     o.name, pos = _read_string(buf, pos)
     (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -170,11 +170,11 @@ def _r_CreateTopicsResponse_0(buf, pos):
 
 def _r_CreatableTopicResult_1(buf, pos):
     o = _new(CreatableTopicResult)
+    o.topic_id = _ZERO_UUID
     o.topic_config_error_code = 0
     o.num_partitions = -1
     o.replication_factor = -1
     o.configs = []
-    o.topic_id = _ZERO_UUID
     o.name, pos = _read_string(buf, pos)
     (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -233,8 +233,8 @@ def _rt_CreatableTopicResult_5(o, buf, pos):
 
 def _r_CreatableTopicResult_5(buf, pos):
     o = _new(CreatableTopicResult)
-    o.topic_config_error_code = 0
     o.topic_id = _ZERO_UUID
+    o.topic_config_error_code = 0
     o.name, pos = _read_compact_string(buf, pos)
     (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2

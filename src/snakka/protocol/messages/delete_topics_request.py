@@ -38,20 +38,20 @@ class DeleteTopicsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("topic_names", "timeout_ms", "topics")
+    __slots__ = ("topics", "topic_names", "timeout_ms")
 
-    def __init__(self, topic_names=None, timeout_ms=0, topics=None):
+    def __init__(self, topics=None, topic_names=None, timeout_ms=0):
+        self.topics = [] if topics is None else topics
         self.topic_names = [] if topic_names is None else topic_names
         self.timeout_ms = timeout_ms
-        self.topics = [] if topics is None else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.topic_names == other.topic_names
+            self.topics == other.topics
+            and self.topic_names == other.topic_names
             and self.timeout_ms == other.timeout_ms
-            and self.topics == other.topics
         )
 
     __hash__ = None

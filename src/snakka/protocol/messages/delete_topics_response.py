@@ -59,22 +59,22 @@ class DeletableTopicResult(_ProtocolStruct):
     NAME = "DeletableTopicResult"
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 4
-    __slots__ = ("name", "error_code", "error_message", "topic_id")
+    __slots__ = ("name", "topic_id", "error_code", "error_message")
 
-    def __init__(self, name="", error_code=0, error_message=None, topic_id=_ZERO_UUID):
+    def __init__(self, name="", topic_id=_ZERO_UUID, error_code=0, error_message=None):
         self.name = name
+        self.topic_id = topic_id
         self.error_code = error_code
         self.error_message = error_message
-        self.topic_id = topic_id
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.name == other.name
+            and self.topic_id == other.topic_id
             and self.error_code == other.error_code
             and self.error_message == other.error_message
-            and self.topic_id == other.topic_id
         )
 
     __hash__ = None
@@ -82,8 +82,8 @@ class DeletableTopicResult(_ProtocolStruct):
 
 def _r_DeletableTopicResult_0(buf, pos):
     o = _new(DeletableTopicResult)
-    o.error_message = None
     o.topic_id = _ZERO_UUID
+    o.error_message = None
     o.name, pos = _read_string(buf, pos)
     (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -115,8 +115,8 @@ def _r_DeleteTopicsResponse_1(buf, pos):
 
 def _r_DeletableTopicResult_4(buf, pos):
     o = _new(DeletableTopicResult)
-    o.error_message = None
     o.topic_id = _ZERO_UUID
+    o.error_message = None
     o.name, pos = _read_compact_string(buf, pos)
     (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2

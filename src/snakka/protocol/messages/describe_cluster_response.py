@@ -38,11 +38,11 @@ class DescribeClusterResponse(_ProtocolStruct):
         "throttle_time_ms",
         "error_code",
         "error_message",
+        "endpoint_type",
         "cluster_id",
         "controller_id",
         "brokers",
         "cluster_authorized_operations",
-        "endpoint_type",
     )
 
     def __init__(
@@ -50,20 +50,20 @@ class DescribeClusterResponse(_ProtocolStruct):
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
+        endpoint_type=1,
         cluster_id="",
         controller_id=-1,
         brokers=None,
         cluster_authorized_operations=-2147483648,
-        endpoint_type=1,
     ):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.endpoint_type = endpoint_type
         self.cluster_id = cluster_id
         self.controller_id = controller_id
         self.brokers = [] if brokers is None else brokers
         self.cluster_authorized_operations = cluster_authorized_operations
-        self.endpoint_type = endpoint_type
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -72,11 +72,11 @@ class DescribeClusterResponse(_ProtocolStruct):
             self.throttle_time_ms == other.throttle_time_ms
             and self.error_code == other.error_code
             and self.error_message == other.error_message
+            and self.endpoint_type == other.endpoint_type
             and self.cluster_id == other.cluster_id
             and self.controller_id == other.controller_id
             and self.brokers == other.brokers
             and self.cluster_authorized_operations == other.cluster_authorized_operations
-            and self.endpoint_type == other.endpoint_type
         )
 
     __hash__ = None

@@ -67,39 +67,39 @@ class DescribedDelegationToken(_ProtocolStruct):
     __slots__ = (
         "principal_type",
         "principal_name",
+        "token_requester_principal_type",
+        "token_requester_principal_name",
         "issue_timestamp",
         "expiry_timestamp",
         "max_timestamp",
         "token_id",
         "hmac",
         "renewers",
-        "token_requester_principal_type",
-        "token_requester_principal_name",
     )
 
     def __init__(
         self,
         principal_type="",
         principal_name="",
+        token_requester_principal_type="",
+        token_requester_principal_name="",
         issue_timestamp=0,
         expiry_timestamp=0,
         max_timestamp=0,
         token_id="",
         hmac=b"",
         renewers=None,
-        token_requester_principal_type="",
-        token_requester_principal_name="",
     ):
         self.principal_type = principal_type
         self.principal_name = principal_name
+        self.token_requester_principal_type = token_requester_principal_type
+        self.token_requester_principal_name = token_requester_principal_name
         self.issue_timestamp = issue_timestamp
         self.expiry_timestamp = expiry_timestamp
         self.max_timestamp = max_timestamp
         self.token_id = token_id
         self.hmac = hmac
         self.renewers = [] if renewers is None else renewers
-        self.token_requester_principal_type = token_requester_principal_type
-        self.token_requester_principal_name = token_requester_principal_name
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -107,14 +107,14 @@ class DescribedDelegationToken(_ProtocolStruct):
         return (
             self.principal_type == other.principal_type
             and self.principal_name == other.principal_name
+            and self.token_requester_principal_type == other.token_requester_principal_type
+            and self.token_requester_principal_name == other.token_requester_principal_name
             and self.issue_timestamp == other.issue_timestamp
             and self.expiry_timestamp == other.expiry_timestamp
             and self.max_timestamp == other.max_timestamp
             and self.token_id == other.token_id
             and self.hmac == other.hmac
             and self.renewers == other.renewers
-            and self.token_requester_principal_type == other.token_requester_principal_type
-            and self.token_requester_principal_name == other.token_requester_principal_name
         )
 
     __hash__ = None

@@ -41,16 +41,16 @@ class DescribeGroupsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 5
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("groups", "throttle_time_ms")
+    __slots__ = ("throttle_time_ms", "groups")
 
-    def __init__(self, groups=None, throttle_time_ms=0):
-        self.groups = [] if groups is None else groups
+    def __init__(self, throttle_time_ms=0, groups=None):
         self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is None else groups
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self.groups == other.groups and self.throttle_time_ms == other.throttle_time_ms
+        return self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups
 
     __hash__ = None
 
@@ -63,47 +63,47 @@ class DescribedGroup(_ProtocolStruct):
     FLEXIBLE_MIN = 5
     __slots__ = (
         "error_code",
+        "error_message",
         "group_id",
         "group_state",
         "protocol_type",
         "protocol_data",
         "members",
         "authorized_operations",
-        "error_message",
     )
 
     def __init__(
         self,
         error_code=0,
+        error_message=None,
         group_id="",
         group_state="",
         protocol_type="",
         protocol_data="",
         members=None,
         authorized_operations=-2147483648,
-        error_message=None,
     ):
         self.error_code = error_code
+        self.error_message = error_message
         self.group_id = group_id
         self.group_state = group_state
         self.protocol_type = protocol_type
         self.protocol_data = protocol_data
         self.members = [] if members is None else members
         self.authorized_operations = authorized_operations
-        self.error_message = error_message
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.error_code == other.error_code
+            and self.error_message == other.error_message
             and self.group_id == other.group_id
             and self.group_state == other.group_state
             and self.protocol_type == other.protocol_type
             and self.protocol_data == other.protocol_data
             and self.members == other.members
             and self.authorized_operations == other.authorized_operations
-            and self.error_message == other.error_message
         )
 
     __hash__ = None
@@ -117,39 +117,39 @@ class DescribedGroupMember(_ProtocolStruct):
     FLEXIBLE_MIN = 5
     __slots__ = (
         "member_id",
+        "group_instance_id",
         "client_id",
         "client_host",
         "member_metadata",
         "member_assignment",
-        "group_instance_id",
     )
 
     def __init__(
         self,
         member_id="",
+        group_instance_id=None,
         client_id="",
         client_host="",
         member_metadata=b"",
         member_assignment=b"",
-        group_instance_id=None,
     ):
         self.member_id = member_id
+        self.group_instance_id = group_instance_id
         self.client_id = client_id
         self.client_host = client_host
         self.member_metadata = member_metadata
         self.member_assignment = member_assignment
-        self.group_instance_id = group_instance_id
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.member_id == other.member_id
+            and self.group_instance_id == other.group_instance_id
             and self.client_id == other.client_id
             and self.client_host == other.client_host
             and self.member_metadata == other.member_metadata
             and self.member_assignment == other.member_assignment
-            and self.group_instance_id == other.group_instance_id
         )
 
     __hash__ = None
@@ -168,8 +168,8 @@ def _r_DescribedGroupMember_0(buf, pos):
 
 def _r_DescribedGroup_0(buf, pos):
     o = _new(DescribedGroup)
-    o.authorized_operations = -2147483648
     o.error_message = None
+    o.authorized_operations = -2147483648
     (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.group_id, pos = _read_string(buf, pos)

@@ -38,20 +38,20 @@ class DescribeLogDirsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "results", "error_code")
+    __slots__ = ("throttle_time_ms", "error_code", "results")
 
-    def __init__(self, throttle_time_ms=0, results=None, error_code=0):
+    def __init__(self, throttle_time_ms=0, error_code=0, results=None):
         self.throttle_time_ms = throttle_time_ms
-        self.results = [] if results is None else results
         self.error_code = error_code
+        self.results = [] if results is None else results
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.throttle_time_ms == other.throttle_time_ms
-            and self.results == other.results
             and self.error_code == other.error_code
+            and self.results == other.results
         )
 
     __hash__ = None

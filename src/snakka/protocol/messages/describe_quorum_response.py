@@ -41,12 +41,12 @@ class DescribeQuorumResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("error_code", "topics", "error_message", "nodes")
+    __slots__ = ("error_code", "error_message", "topics", "nodes")
 
-    def __init__(self, error_code=0, topics=None, error_message="", nodes=None):
+    def __init__(self, error_code=0, error_message="", topics=None, nodes=None):
         self.error_code = error_code
-        self.topics = [] if topics is None else topics
         self.error_message = error_message
+        self.topics = [] if topics is None else topics
         self.nodes = [] if nodes is None else nodes
 
     def __eq__(self, other):
@@ -54,8 +54,8 @@ class DescribeQuorumResponse(_ProtocolStruct):
             return NotImplemented
         return (
             self.error_code == other.error_code
-            and self.topics == other.topics
             and self.error_message == other.error_message
+            and self.topics == other.topics
             and self.nodes == other.nodes
         )
 
@@ -91,33 +91,33 @@ class PartitionData(_ProtocolStruct):
     __slots__ = (
         "partition_index",
         "error_code",
+        "error_message",
         "leader_id",
         "leader_epoch",
         "high_watermark",
         "current_voters",
         "observers",
-        "error_message",
     )
 
     def __init__(
         self,
         partition_index=0,
         error_code=0,
+        error_message="",
         leader_id=0,
         leader_epoch=0,
         high_watermark=0,
         current_voters=None,
         observers=None,
-        error_message="",
     ):
         self.partition_index = partition_index
         self.error_code = error_code
+        self.error_message = error_message
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.high_watermark = high_watermark
         self.current_voters = [] if current_voters is None else current_voters
         self.observers = [] if observers is None else observers
-        self.error_message = error_message
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -125,12 +125,12 @@ class PartitionData(_ProtocolStruct):
         return (
             self.partition_index == other.partition_index
             and self.error_code == other.error_code
+            and self.error_message == other.error_message
             and self.leader_id == other.leader_id
             and self.leader_epoch == other.leader_epoch
             and self.high_watermark == other.high_watermark
             and self.current_voters == other.current_voters
             and self.observers == other.observers
-            and self.error_message == other.error_message
         )
 
     __hash__ = None
@@ -144,35 +144,35 @@ class ReplicaState(_ProtocolStruct):
     FLEXIBLE_MIN = 0
     __slots__ = (
         "replica_id",
+        "replica_directory_id",
         "log_end_offset",
         "last_fetch_timestamp",
         "last_caught_up_timestamp",
-        "replica_directory_id",
     )
 
     def __init__(
         self,
         replica_id=0,
+        replica_directory_id=_ZERO_UUID,
         log_end_offset=0,
         last_fetch_timestamp=-1,
         last_caught_up_timestamp=-1,
-        replica_directory_id=_ZERO_UUID,
     ):
         self.replica_id = replica_id
+        self.replica_directory_id = replica_directory_id
         self.log_end_offset = log_end_offset
         self.last_fetch_timestamp = last_fetch_timestamp
         self.last_caught_up_timestamp = last_caught_up_timestamp
-        self.replica_directory_id = replica_directory_id
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.replica_id == other.replica_id
+            and self.replica_directory_id == other.replica_directory_id
             and self.log_end_offset == other.log_end_offset
             and self.last_fetch_timestamp == other.last_fetch_timestamp
             and self.last_caught_up_timestamp == other.last_caught_up_timestamp
-            and self.replica_directory_id == other.replica_directory_id
         )
 
     __hash__ = None
@@ -221,9 +221,9 @@ class Listener(_ProtocolStruct):
 
 def _r_ReplicaState_0(buf, pos):
     o = _new(ReplicaState)
+    o.replica_directory_id = _ZERO_UUID
     o.last_fetch_timestamp = -1
     o.last_caught_up_timestamp = -1
-    o.replica_directory_id = _ZERO_UUID
     o.replica_id, o.log_end_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     if buf[pos]:

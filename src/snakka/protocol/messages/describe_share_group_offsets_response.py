@@ -113,9 +113,9 @@ class DescribeShareGroupOffsetsResponsePartition(_ProtocolStruct):
         "partition_index",
         "start_offset",
         "leader_epoch",
+        "lag",
         "error_code",
         "error_message",
-        "lag",
     )
 
     def __init__(
@@ -123,16 +123,16 @@ class DescribeShareGroupOffsetsResponsePartition(_ProtocolStruct):
         partition_index=0,
         start_offset=0,
         leader_epoch=0,
+        lag=-1,
         error_code=0,
         error_message=None,
-        lag=-1,
     ):
         self.partition_index = partition_index
         self.start_offset = start_offset
         self.leader_epoch = leader_epoch
+        self.lag = lag
         self.error_code = error_code
         self.error_message = error_message
-        self.lag = lag
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -141,9 +141,9 @@ class DescribeShareGroupOffsetsResponsePartition(_ProtocolStruct):
             self.partition_index == other.partition_index
             and self.start_offset == other.start_offset
             and self.leader_epoch == other.leader_epoch
+            and self.lag == other.lag
             and self.error_code == other.error_code
             and self.error_message == other.error_message
-            and self.lag == other.lag
         )
 
     __hash__ = None

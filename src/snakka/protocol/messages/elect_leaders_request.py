@@ -37,20 +37,20 @@ class ElectLeadersRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("topic_partitions", "timeout_ms", "election_type")
+    __slots__ = ("election_type", "topic_partitions", "timeout_ms")
 
-    def __init__(self, topic_partitions=None, timeout_ms=60000, election_type=0):
+    def __init__(self, election_type=0, topic_partitions=None, timeout_ms=60000):
+        self.election_type = election_type
         self.topic_partitions = [] if topic_partitions is None else topic_partitions
         self.timeout_ms = timeout_ms
-        self.election_type = election_type
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.topic_partitions == other.topic_partitions
+            self.election_type == other.election_type
+            and self.topic_partitions == other.topic_partitions
             and self.timeout_ms == other.timeout_ms
-            and self.election_type == other.election_type
         )
 
     __hash__ = None

@@ -37,22 +37,22 @@ class ElectLeadersResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "replica_election_results", "error_code")
+    __slots__ = ("throttle_time_ms", "error_code", "replica_election_results")
 
-    def __init__(self, throttle_time_ms=0, replica_election_results=None, error_code=0):
+    def __init__(self, throttle_time_ms=0, error_code=0, replica_election_results=None):
         self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
         self.replica_election_results = (
             [] if replica_election_results is None else replica_election_results
         )
-        self.error_code = error_code
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.throttle_time_ms == other.throttle_time_ms
-            and self.replica_election_results == other.replica_election_results
             and self.error_code == other.error_code
+            and self.replica_election_results == other.replica_election_results
         )
 
     __hash__ = None

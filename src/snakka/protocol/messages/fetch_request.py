@@ -54,64 +54,64 @@ class FetchRequest(_ProtocolStruct):
     FLEXIBLE_MIN = 12
     LATEST_VERSION_UNSTABLE = False
     __slots__ = (
+        "cluster_id",
         "replica_id",
+        "replica_state",
         "max_wait_ms",
         "min_bytes",
         "max_bytes",
         "isolation_level",
-        "topics",
         "session_id",
         "session_epoch",
+        "topics",
         "forgotten_topics_data",
         "rack_id",
-        "cluster_id",
-        "replica_state",
     )
 
     def __init__(
         self,
+        cluster_id=None,
         replica_id=-1,
+        replica_state=None,
         max_wait_ms=0,
         min_bytes=0,
         max_bytes=2147483647,
         isolation_level=0,
-        topics=None,
         session_id=0,
         session_epoch=-1,
+        topics=None,
         forgotten_topics_data=None,
         rack_id="",
-        cluster_id=None,
-        replica_state=None,
     ):
+        self.cluster_id = cluster_id
         self.replica_id = replica_id
+        self.replica_state = ReplicaState() if replica_state is None else replica_state
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
         self.isolation_level = isolation_level
-        self.topics = [] if topics is None else topics
         self.session_id = session_id
         self.session_epoch = session_epoch
+        self.topics = [] if topics is None else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is None else forgotten_topics_data
         self.rack_id = rack_id
-        self.cluster_id = cluster_id
-        self.replica_state = ReplicaState() if replica_state is None else replica_state
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.replica_id == other.replica_id
+            self.cluster_id == other.cluster_id
+            and self.replica_id == other.replica_id
+            and self.replica_state == other.replica_state
             and self.max_wait_ms == other.max_wait_ms
             and self.min_bytes == other.min_bytes
             and self.max_bytes == other.max_bytes
             and self.isolation_level == other.isolation_level
-            and self.topics == other.topics
             and self.session_id == other.session_id
             and self.session_epoch == other.session_epoch
+            and self.topics == other.topics
             and self.forgotten_topics_data == other.forgotten_topics_data
             and self.rack_id == other.rack_id
-            and self.cluster_id == other.cluster_id
-            and self.replica_state == other.replica_state
         )
 
     __hash__ = None
@@ -123,20 +123,20 @@ class FetchTopic(_ProtocolStruct):
     NAME = "FetchTopic"
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
-    __slots__ = ("topic", "partitions", "topic_id")
+    __slots__ = ("topic", "topic_id", "partitions")
 
-    def __init__(self, topic="", partitions=None, topic_id=_ZERO_UUID):
+    def __init__(self, topic="", topic_id=_ZERO_UUID, partitions=None):
         self.topic = topic
-        self.partitions = [] if partitions is None else partitions
         self.topic_id = topic_id
+        self.partitions = [] if partitions is None else partitions
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.topic == other.topic
-            and self.partitions == other.partitions
             and self.topic_id == other.topic_id
+            and self.partitions == other.partitions
         )
 
     __hash__ = None
@@ -150,11 +150,11 @@ class FetchPartition(_ProtocolStruct):
     FLEXIBLE_MIN = 12
     __slots__ = (
         "partition",
-        "fetch_offset",
-        "partition_max_bytes",
-        "log_start_offset",
         "current_leader_epoch",
+        "fetch_offset",
         "last_fetched_epoch",
+        "log_start_offset",
+        "partition_max_bytes",
         "replica_directory_id",
         "high_watermark",
     )
@@ -162,20 +162,20 @@ class FetchPartition(_ProtocolStruct):
     def __init__(
         self,
         partition=0,
-        fetch_offset=0,
-        partition_max_bytes=0,
-        log_start_offset=-1,
         current_leader_epoch=-1,
+        fetch_offset=0,
         last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=0,
         replica_directory_id=_ZERO_UUID,
         high_watermark=9223372036854775807,
     ):
         self.partition = partition
-        self.fetch_offset = fetch_offset
-        self.partition_max_bytes = partition_max_bytes
-        self.log_start_offset = log_start_offset
         self.current_leader_epoch = current_leader_epoch
+        self.fetch_offset = fetch_offset
         self.last_fetched_epoch = last_fetched_epoch
+        self.log_start_offset = log_start_offset
+        self.partition_max_bytes = partition_max_bytes
         self.replica_directory_id = replica_directory_id
         self.high_watermark = high_watermark
 
@@ -184,11 +184,11 @@ class FetchPartition(_ProtocolStruct):
             return NotImplemented
         return (
             self.partition == other.partition
-            and self.fetch_offset == other.fetch_offset
-            and self.partition_max_bytes == other.partition_max_bytes
-            and self.log_start_offset == other.log_start_offset
             and self.current_leader_epoch == other.current_leader_epoch
+            and self.fetch_offset == other.fetch_offset
             and self.last_fetched_epoch == other.last_fetched_epoch
+            and self.log_start_offset == other.log_start_offset
+            and self.partition_max_bytes == other.partition_max_bytes
             and self.replica_directory_id == other.replica_directory_id
             and self.high_watermark == other.high_watermark
         )
@@ -202,20 +202,20 @@ class ForgottenTopic(_ProtocolStruct):
     NAME = "ForgottenTopic"
     VALID_VERSIONS = (7, 18)
     FLEXIBLE_MIN = 12
-    __slots__ = ("topic", "partitions", "topic_id")
+    __slots__ = ("topic", "topic_id", "partitions")
 
-    def __init__(self, topic="", partitions=None, topic_id=_ZERO_UUID):
+    def __init__(self, topic="", topic_id=_ZERO_UUID, partitions=None):
         self.topic = topic
-        self.partitions = [] if partitions is None else partitions
         self.topic_id = topic_id
+        self.partitions = [] if partitions is None else partitions
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.topic == other.topic
-            and self.partitions == other.partitions
             and self.topic_id == other.topic_id
+            and self.partitions == other.partitions
         )
 
     __hash__ = None
@@ -243,9 +243,9 @@ class ReplicaState(_ProtocolStruct):
 
 def _r_FetchPartition_0(buf, pos):
     o = _new(FetchPartition)
-    o.log_start_offset = -1
     o.current_leader_epoch = -1
     o.last_fetched_epoch = -1
+    o.log_start_offset = -1
     o.replica_directory_id = _ZERO_UUID
     o.high_watermark = 9223372036854775807
     o.partition, o.fetch_offset, o.partition_max_bytes = _S_iqi.unpack_from(buf, pos)
@@ -267,14 +267,14 @@ def _r_FetchTopic_0(buf, pos):
 
 def _r_FetchRequest_0(buf, pos):
     o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_state = ReplicaState()
     o.max_bytes = 2147483647
     o.isolation_level = 0
     o.session_id = 0
     o.session_epoch = -1
     o.forgotten_topics_data = []
     o.rack_id = ""
-    o.cluster_id = None
-    o.replica_state = ReplicaState()
     o.replica_id, o.max_wait_ms, o.min_bytes = _S_iii.unpack_from(buf, pos)
     pos += 12
     n, pos = _read_array_len(buf, pos)
@@ -287,13 +287,13 @@ def _r_FetchRequest_0(buf, pos):
 
 def _r_FetchRequest_3(buf, pos):
     o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_state = ReplicaState()
     o.isolation_level = 0
     o.session_id = 0
     o.session_epoch = -1
     o.forgotten_topics_data = []
     o.rack_id = ""
-    o.cluster_id = None
-    o.replica_state = ReplicaState()
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes = _S_iiii.unpack_from(buf, pos)
     pos += 16
     n, pos = _read_array_len(buf, pos)
@@ -306,12 +306,12 @@ def _r_FetchRequest_3(buf, pos):
 
 def _r_FetchRequest_4(buf, pos):
     o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_state = ReplicaState()
     o.session_id = 0
     o.session_epoch = -1
     o.forgotten_topics_data = []
     o.rack_id = ""
-    o.cluster_id = None
-    o.replica_state = ReplicaState()
     (
         o.replica_id,
         o.max_wait_ms,
@@ -358,12 +358,12 @@ def _r_FetchTopic_5(buf, pos):
 
 def _r_FetchRequest_5(buf, pos):
     o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_state = ReplicaState()
     o.session_id = 0
     o.session_epoch = -1
     o.forgotten_topics_data = []
     o.rack_id = ""
-    o.cluster_id = None
-    o.replica_state = ReplicaState()
     (
         o.replica_id,
         o.max_wait_ms,
@@ -391,9 +391,9 @@ def _r_ForgottenTopic_7(buf, pos):
 
 def _r_FetchRequest_7(buf, pos):
     o = _new(FetchRequest)
-    o.rack_id = ""
     o.cluster_id = None
     o.replica_state = ReplicaState()
+    o.rack_id = ""
     (
         o.replica_id,
         o.max_wait_ms,
@@ -447,9 +447,9 @@ def _r_FetchTopic_9(buf, pos):
 
 def _r_FetchRequest_9(buf, pos):
     o = _new(FetchRequest)
-    o.rack_id = ""
     o.cluster_id = None
     o.replica_state = ReplicaState()
+    o.rack_id = ""
     (
         o.replica_id,
         o.max_wait_ms,
@@ -683,8 +683,8 @@ def _rt_FetchRequest_15(o, buf, pos):
 
 def _r_FetchRequest_15(buf, pos):
     o = _new(FetchRequest)
-    o.replica_id = -1
     o.cluster_id = None
+    o.replica_id = -1
     o.replica_state = ReplicaState()
     (
         o.max_wait_ms,
@@ -761,8 +761,8 @@ def _r_FetchTopic_17(buf, pos):
 
 def _r_FetchRequest_17(buf, pos):
     o = _new(FetchRequest)
-    o.replica_id = -1
     o.cluster_id = None
+    o.replica_id = -1
     o.replica_state = ReplicaState()
     (
         o.max_wait_ms,
@@ -842,8 +842,8 @@ def _r_FetchTopic_18(buf, pos):
 
 def _r_FetchRequest_18(buf, pos):
     o = _new(FetchRequest)
-    o.replica_id = -1
     o.cluster_id = None
+    o.replica_id = -1
     o.replica_state = ReplicaState()
     (
         o.max_wait_ms,

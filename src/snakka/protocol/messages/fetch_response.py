@@ -54,20 +54,20 @@ class FetchResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("throttle_time_ms", "responses", "error_code", "session_id", "node_endpoints")
+    __slots__ = ("throttle_time_ms", "error_code", "session_id", "responses", "node_endpoints")
 
     def __init__(
         self,
         throttle_time_ms=0,
-        responses=None,
         error_code=0,
         session_id=0,
+        responses=None,
         node_endpoints=None,
     ):
         self.throttle_time_ms = throttle_time_ms
-        self.responses = [] if responses is None else responses
         self.error_code = error_code
         self.session_id = session_id
+        self.responses = [] if responses is None else responses
         self.node_endpoints = [] if node_endpoints is None else node_endpoints
 
     def __eq__(self, other):
@@ -75,9 +75,9 @@ class FetchResponse(_ProtocolStruct):
             return NotImplemented
         return (
             self.throttle_time_ms == other.throttle_time_ms
-            and self.responses == other.responses
             and self.error_code == other.error_code
             and self.session_id == other.session_id
+            and self.responses == other.responses
             and self.node_endpoints == other.node_endpoints
         )
 
@@ -90,20 +90,20 @@ class FetchableTopicResponse(_ProtocolStruct):
     NAME = "FetchableTopicResponse"
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
-    __slots__ = ("topic", "partitions", "topic_id")
+    __slots__ = ("topic", "topic_id", "partitions")
 
-    def __init__(self, topic="", partitions=None, topic_id=_ZERO_UUID):
+    def __init__(self, topic="", topic_id=_ZERO_UUID, partitions=None):
         self.topic = topic
-        self.partitions = [] if partitions is None else partitions
         self.topic_id = topic_id
+        self.partitions = [] if partitions is None else partitions
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.topic == other.topic
-            and self.partitions == other.partitions
             and self.topic_id == other.topic_id
+            and self.partitions == other.partitions
         )
 
     __hash__ = None
@@ -120,13 +120,13 @@ class PartitionData(_ProtocolStruct):
         "error_code",
         "high_watermark",
         "last_stable_offset",
-        "aborted_transactions",
-        "records",
         "log_start_offset",
-        "preferred_read_replica",
         "diverging_epoch",
         "current_leader",
         "snapshot_id",
+        "aborted_transactions",
+        "preferred_read_replica",
+        "records",
     )
 
     def __init__(
@@ -135,25 +135,25 @@ class PartitionData(_ProtocolStruct):
         error_code=0,
         high_watermark=0,
         last_stable_offset=-1,
-        aborted_transactions=None,
-        records=None,
         log_start_offset=-1,
-        preferred_read_replica=-1,
         diverging_epoch=None,
         current_leader=None,
         snapshot_id=None,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=None,
     ):
         self.partition_index = partition_index
         self.error_code = error_code
         self.high_watermark = high_watermark
         self.last_stable_offset = last_stable_offset
-        self.aborted_transactions = [] if aborted_transactions is None else aborted_transactions
-        self.records = records
         self.log_start_offset = log_start_offset
-        self.preferred_read_replica = preferred_read_replica
         self.diverging_epoch = EpochEndOffset() if diverging_epoch is None else diverging_epoch
         self.current_leader = LeaderIdAndEpoch() if current_leader is None else current_leader
         self.snapshot_id = SnapshotId() if snapshot_id is None else snapshot_id
+        self.aborted_transactions = [] if aborted_transactions is None else aborted_transactions
+        self.preferred_read_replica = preferred_read_replica
+        self.records = records
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -163,13 +163,13 @@ class PartitionData(_ProtocolStruct):
             and self.error_code == other.error_code
             and self.high_watermark == other.high_watermark
             and self.last_stable_offset == other.last_stable_offset
-            and self.aborted_transactions == other.aborted_transactions
-            and self.records == other.records
             and self.log_start_offset == other.log_start_offset
-            and self.preferred_read_replica == other.preferred_read_replica
             and self.diverging_epoch == other.diverging_epoch
             and self.current_leader == other.current_leader
             and self.snapshot_id == other.snapshot_id
+            and self.aborted_transactions == other.aborted_transactions
+            and self.preferred_read_replica == other.preferred_read_replica
+            and self.records == other.records
         )
 
     __hash__ = None
@@ -285,12 +285,12 @@ class NodeEndpoint(_ProtocolStruct):
 def _r_PartitionData_0(buf, pos):
     o = _new(PartitionData)
     o.last_stable_offset = -1
-    o.aborted_transactions = []
     o.log_start_offset = -1
-    o.preferred_read_replica = -1
     o.diverging_epoch = EpochEndOffset()
     o.current_leader = LeaderIdAndEpoch()
     o.snapshot_id = SnapshotId()
+    o.aborted_transactions = []
+    o.preferred_read_replica = -1
     o.partition_index, o.error_code, o.high_watermark = _S_ihq.unpack_from(buf, pos)
     pos += 14
     o.records, pos = _read_nullable_records(buf, pos)
@@ -348,10 +348,10 @@ def _r_AbortedTransaction_4(buf, pos):
 def _r_PartitionData_4(buf, pos):
     o = _new(PartitionData)
     o.log_start_offset = -1
-    o.preferred_read_replica = -1
     o.diverging_epoch = EpochEndOffset()
     o.current_leader = LeaderIdAndEpoch()
     o.snapshot_id = SnapshotId()
+    o.preferred_read_replica = -1
     (
         o.partition_index,
         o.error_code,
@@ -400,10 +400,10 @@ def _r_FetchResponse_4(buf, pos):
 
 def _r_PartitionData_5(buf, pos):
     o = _new(PartitionData)
-    o.preferred_read_replica = -1
     o.diverging_epoch = EpochEndOffset()
     o.current_leader = LeaderIdAndEpoch()
     o.snapshot_id = SnapshotId()
+    o.preferred_read_replica = -1
     (
         o.partition_index,
         o.error_code,

@@ -38,43 +38,43 @@ class FindCoordinatorResponse(_ProtocolStruct):
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
     __slots__ = (
+        "throttle_time_ms",
         "error_code",
+        "error_message",
         "node_id",
         "host",
         "port",
-        "throttle_time_ms",
-        "error_message",
         "coordinators",
     )
 
     def __init__(
         self,
+        throttle_time_ms=0,
         error_code=0,
+        error_message="",
         node_id=0,
         host="",
         port=0,
-        throttle_time_ms=0,
-        error_message="",
         coordinators=None,
     ):
+        self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self.error_message = error_message
         self.node_id = node_id
         self.host = host
         self.port = port
-        self.throttle_time_ms = throttle_time_ms
-        self.error_message = error_message
         self.coordinators = [] if coordinators is None else coordinators
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.error_code == other.error_code
+            self.throttle_time_ms == other.throttle_time_ms
+            and self.error_code == other.error_code
+            and self.error_message == other.error_message
             and self.node_id == other.node_id
             and self.host == other.host
             and self.port == other.port
-            and self.throttle_time_ms == other.throttle_time_ms
-            and self.error_message == other.error_message
             and self.coordinators == other.coordinators
         )
 
@@ -176,10 +176,10 @@ def _r_Coordinator_4(buf, pos):
 def _r_FindCoordinatorResponse_4(buf, pos):
     o = _new(FindCoordinatorResponse)
     o.error_code = 0
+    o.error_message = ""
     o.node_id = 0
     o.host = ""
     o.port = 0
-    o.error_message = ""
     (o.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     n, pos = _read_compact_array_len(buf, pos)

@@ -26,17 +26,17 @@ class HeartbeatResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("error_code", "throttle_time_ms")
+    __slots__ = ("throttle_time_ms", "error_code")
 
-    def __init__(self, error_code=0, throttle_time_ms=0):
-        self.error_code = error_code
+    def __init__(self, throttle_time_ms=0, error_code=0):
         self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.error_code == other.error_code and self.throttle_time_ms == other.throttle_time_ms
+            self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code
         )
 
     __hash__ = None

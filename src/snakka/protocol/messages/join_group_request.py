@@ -44,11 +44,11 @@ class JoinGroupRequest(_ProtocolStruct):
     __slots__ = (
         "group_id",
         "session_timeout_ms",
+        "rebalance_timeout_ms",
         "member_id",
+        "group_instance_id",
         "protocol_type",
         "protocols",
-        "rebalance_timeout_ms",
-        "group_instance_id",
         "reason",
     )
 
@@ -56,20 +56,20 @@ class JoinGroupRequest(_ProtocolStruct):
         self,
         group_id="",
         session_timeout_ms=0,
+        rebalance_timeout_ms=-1,
         member_id="",
+        group_instance_id=None,
         protocol_type="",
         protocols=None,
-        rebalance_timeout_ms=-1,
-        group_instance_id=None,
         reason=None,
     ):
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
         self.member_id = member_id
+        self.group_instance_id = group_instance_id
         self.protocol_type = protocol_type
         self.protocols = [] if protocols is None else protocols
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.group_instance_id = group_instance_id
         self.reason = reason
 
     def __eq__(self, other):
@@ -78,11 +78,11 @@ class JoinGroupRequest(_ProtocolStruct):
         return (
             self.group_id == other.group_id
             and self.session_timeout_ms == other.session_timeout_ms
+            and self.rebalance_timeout_ms == other.rebalance_timeout_ms
             and self.member_id == other.member_id
+            and self.group_instance_id == other.group_instance_id
             and self.protocol_type == other.protocol_type
             and self.protocols == other.protocols
-            and self.rebalance_timeout_ms == other.rebalance_timeout_ms
-            and self.group_instance_id == other.group_instance_id
             and self.reason == other.reason
         )
 

@@ -44,52 +44,52 @@ class JoinGroupResponse(_ProtocolStruct):
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
     __slots__ = (
+        "throttle_time_ms",
         "error_code",
         "generation_id",
+        "protocol_type",
         "protocol_name",
         "leader",
+        "skip_assignment",
         "member_id",
         "members",
-        "throttle_time_ms",
-        "protocol_type",
-        "skip_assignment",
     )
 
     def __init__(
         self,
+        throttle_time_ms=0,
         error_code=0,
         generation_id=-1,
+        protocol_type=None,
         protocol_name="",
         leader="",
+        skip_assignment=False,
         member_id="",
         members=None,
-        throttle_time_ms=0,
-        protocol_type=None,
-        skip_assignment=False,
     ):
+        self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.generation_id = generation_id
+        self.protocol_type = protocol_type
         self.protocol_name = protocol_name
         self.leader = leader
+        self.skip_assignment = skip_assignment
         self.member_id = member_id
         self.members = [] if members is None else members
-        self.throttle_time_ms = throttle_time_ms
-        self.protocol_type = protocol_type
-        self.skip_assignment = skip_assignment
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.error_code == other.error_code
+            self.throttle_time_ms == other.throttle_time_ms
+            and self.error_code == other.error_code
             and self.generation_id == other.generation_id
+            and self.protocol_type == other.protocol_type
             and self.protocol_name == other.protocol_name
             and self.leader == other.leader
+            and self.skip_assignment == other.skip_assignment
             and self.member_id == other.member_id
             and self.members == other.members
-            and self.throttle_time_ms == other.throttle_time_ms
-            and self.protocol_type == other.protocol_type
-            and self.skip_assignment == other.skip_assignment
         )
 
     __hash__ = None
@@ -101,20 +101,20 @@ class JoinGroupResponseMember(_ProtocolStruct):
     NAME = "JoinGroupResponseMember"
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
-    __slots__ = ("member_id", "metadata", "group_instance_id")
+    __slots__ = ("member_id", "group_instance_id", "metadata")
 
-    def __init__(self, member_id="", metadata=b"", group_instance_id=None):
+    def __init__(self, member_id="", group_instance_id=None, metadata=b""):
         self.member_id = member_id
-        self.metadata = metadata
         self.group_instance_id = group_instance_id
+        self.metadata = metadata
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.member_id == other.member_id
-            and self.metadata == other.metadata
             and self.group_instance_id == other.group_instance_id
+            and self.metadata == other.metadata
         )
 
     __hash__ = None

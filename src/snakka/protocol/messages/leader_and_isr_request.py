@@ -46,49 +46,49 @@ class LeaderAndIsrRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = (
         "controller_id",
-        "controller_epoch",
-        "ungrouped_partition_states",
-        "live_leaders",
-        "broker_epoch",
-        "topic_states",
-        "type",
         "is_k_raft_controller",
+        "controller_epoch",
+        "broker_epoch",
+        "type",
+        "ungrouped_partition_states",
+        "topic_states",
+        "live_leaders",
     )
 
     def __init__(
         self,
         controller_id=0,
-        controller_epoch=0,
-        ungrouped_partition_states=None,
-        live_leaders=None,
-        broker_epoch=-1,
-        topic_states=None,
-        type=0,
         is_k_raft_controller=False,
+        controller_epoch=0,
+        broker_epoch=-1,
+        type=0,
+        ungrouped_partition_states=None,
+        topic_states=None,
+        live_leaders=None,
     ):
         self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
         self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.type = type
         self.ungrouped_partition_states = (
             [] if ungrouped_partition_states is None else ungrouped_partition_states
         )
-        self.live_leaders = [] if live_leaders is None else live_leaders
-        self.broker_epoch = broker_epoch
         self.topic_states = [] if topic_states is None else topic_states
-        self.type = type
-        self.is_k_raft_controller = is_k_raft_controller
+        self.live_leaders = [] if live_leaders is None else live_leaders
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.controller_id == other.controller_id
-            and self.controller_epoch == other.controller_epoch
-            and self.ungrouped_partition_states == other.ungrouped_partition_states
-            and self.live_leaders == other.live_leaders
-            and self.broker_epoch == other.broker_epoch
-            and self.topic_states == other.topic_states
-            and self.type == other.type
             and self.is_k_raft_controller == other.is_k_raft_controller
+            and self.controller_epoch == other.controller_epoch
+            and self.broker_epoch == other.broker_epoch
+            and self.type == other.type
+            and self.ungrouped_partition_states == other.ungrouped_partition_states
+            and self.topic_states == other.topic_states
+            and self.live_leaders == other.live_leaders
         )
 
     __hash__ = None
@@ -109,9 +109,9 @@ class LeaderAndIsrPartitionState(_ProtocolStruct):
         "isr",
         "partition_epoch",
         "replicas",
-        "is_new",
         "adding_replicas",
         "removing_replicas",
+        "is_new",
         "leader_recovery_state",
     )
 
@@ -125,9 +125,9 @@ class LeaderAndIsrPartitionState(_ProtocolStruct):
         isr=None,
         partition_epoch=0,
         replicas=None,
-        is_new=False,
         adding_replicas=None,
         removing_replicas=None,
+        is_new=False,
         leader_recovery_state=0,
     ):
         self.topic_name = topic_name
@@ -138,9 +138,9 @@ class LeaderAndIsrPartitionState(_ProtocolStruct):
         self.isr = [] if isr is None else isr
         self.partition_epoch = partition_epoch
         self.replicas = [] if replicas is None else replicas
-        self.is_new = is_new
         self.adding_replicas = [] if adding_replicas is None else adding_replicas
         self.removing_replicas = [] if removing_replicas is None else removing_replicas
+        self.is_new = is_new
         self.leader_recovery_state = leader_recovery_state
 
     def __eq__(self, other):
@@ -155,9 +155,9 @@ class LeaderAndIsrPartitionState(_ProtocolStruct):
             and self.isr == other.isr
             and self.partition_epoch == other.partition_epoch
             and self.replicas == other.replicas
-            and self.is_new == other.is_new
             and self.adding_replicas == other.adding_replicas
             and self.removing_replicas == other.removing_replicas
+            and self.is_new == other.is_new
             and self.leader_recovery_state == other.leader_recovery_state
         )
 
@@ -195,20 +195,20 @@ class LeaderAndIsrTopicState(_ProtocolStruct):
     NAME = "LeaderAndIsrTopicState"
     VALID_VERSIONS = (2, 7)
     FLEXIBLE_MIN = 4
-    __slots__ = ("topic_name", "partition_states", "topic_id")
+    __slots__ = ("topic_name", "topic_id", "partition_states")
 
-    def __init__(self, topic_name="", partition_states=None, topic_id=_ZERO_UUID):
+    def __init__(self, topic_name="", topic_id=_ZERO_UUID, partition_states=None):
         self.topic_name = topic_name
-        self.partition_states = [] if partition_states is None else partition_states
         self.topic_id = topic_id
+        self.partition_states = [] if partition_states is None else partition_states
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.topic_name == other.topic_name
-            and self.partition_states == other.partition_states
             and self.topic_id == other.topic_id
+            and self.partition_states == other.partition_states
         )
 
     __hash__ = None
@@ -216,9 +216,9 @@ class LeaderAndIsrTopicState(_ProtocolStruct):
 
 def _r_LeaderAndIsrPartitionState_0(buf, pos):
     o = _new(LeaderAndIsrPartitionState)
-    o.is_new = False
     o.adding_replicas = []
     o.removing_replicas = []
+    o.is_new = False
     o.leader_recovery_state = 0
     o.topic_name, pos = _read_string(buf, pos)
     o.partition_index, o.controller_epoch, o.leader, o.leader_epoch = _S_iiii.unpack_from(buf, pos)
@@ -244,10 +244,10 @@ def _r_LeaderAndIsrLiveLeader_0(buf, pos):
 
 def _r_LeaderAndIsrRequest_0(buf, pos):
     o = _new(LeaderAndIsrRequest)
-    o.broker_epoch = -1
-    o.topic_states = []
-    o.type = 0
     o.is_k_raft_controller = False
+    o.broker_epoch = -1
+    o.type = 0
+    o.topic_states = []
     o.controller_id, o.controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_array_len(buf, pos)
@@ -284,10 +284,10 @@ def _r_LeaderAndIsrPartitionState_1(buf, pos):
 
 def _r_LeaderAndIsrRequest_1(buf, pos):
     o = _new(LeaderAndIsrRequest)
-    o.broker_epoch = -1
-    o.topic_states = []
-    o.type = 0
     o.is_k_raft_controller = False
+    o.broker_epoch = -1
+    o.type = 0
+    o.topic_states = []
     o.controller_id, o.controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_array_len(buf, pos)
@@ -336,9 +336,9 @@ def _r_LeaderAndIsrTopicState_2(buf, pos):
 
 def _r_LeaderAndIsrRequest_2(buf, pos):
     o = _new(LeaderAndIsrRequest)
-    o.ungrouped_partition_states = []
-    o.type = 0
     o.is_k_raft_controller = False
+    o.type = 0
+    o.ungrouped_partition_states = []
     o.controller_id, o.controller_epoch, o.broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
     n, pos = _read_array_len(buf, pos)
@@ -389,9 +389,9 @@ def _r_LeaderAndIsrTopicState_3(buf, pos):
 
 def _r_LeaderAndIsrRequest_3(buf, pos):
     o = _new(LeaderAndIsrRequest)
-    o.ungrouped_partition_states = []
-    o.type = 0
     o.is_k_raft_controller = False
+    o.type = 0
+    o.ungrouped_partition_states = []
     o.controller_id, o.controller_epoch, o.broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
     n, pos = _read_array_len(buf, pos)
@@ -464,9 +464,9 @@ def _r_LeaderAndIsrLiveLeader_4(buf, pos):
 
 def _r_LeaderAndIsrRequest_4(buf, pos):
     o = _new(LeaderAndIsrRequest)
-    o.ungrouped_partition_states = []
-    o.type = 0
     o.is_k_raft_controller = False
+    o.type = 0
+    o.ungrouped_partition_states = []
     o.controller_id, o.controller_epoch, o.broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -506,8 +506,8 @@ def _r_LeaderAndIsrTopicState_5(buf, pos):
 
 def _r_LeaderAndIsrRequest_5(buf, pos):
     o = _new(LeaderAndIsrRequest)
-    o.ungrouped_partition_states = []
     o.is_k_raft_controller = False
+    o.ungrouped_partition_states = []
     o.controller_id, o.controller_epoch, o.broker_epoch, o.type = _S_iiqc.unpack_from(buf, pos)
     pos += 17
     n, pos = _read_compact_array_len(buf, pos)
@@ -571,8 +571,8 @@ def _r_LeaderAndIsrTopicState_6(buf, pos):
 
 def _r_LeaderAndIsrRequest_6(buf, pos):
     o = _new(LeaderAndIsrRequest)
-    o.ungrouped_partition_states = []
     o.is_k_raft_controller = False
+    o.ungrouped_partition_states = []
     o.controller_id, o.controller_epoch, o.broker_epoch, o.type = _S_iiqc.unpack_from(buf, pos)
     pos += 17
     n, pos = _read_compact_array_len(buf, pos)

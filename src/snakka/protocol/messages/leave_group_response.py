@@ -38,19 +38,19 @@ class LeaveGroupResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("error_code", "throttle_time_ms", "members")
+    __slots__ = ("throttle_time_ms", "error_code", "members")
 
-    def __init__(self, error_code=0, throttle_time_ms=0, members=None):
-        self.error_code = error_code
+    def __init__(self, throttle_time_ms=0, error_code=0, members=None):
         self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
         self.members = [] if members is None else members
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.error_code == other.error_code
-            and self.throttle_time_ms == other.throttle_time_ms
+            self.throttle_time_ms == other.throttle_time_ms
+            and self.error_code == other.error_code
             and self.members == other.members
         )
 

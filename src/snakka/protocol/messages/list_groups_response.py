@@ -34,20 +34,20 @@ class ListGroupsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("error_code", "groups", "throttle_time_ms")
+    __slots__ = ("throttle_time_ms", "error_code", "groups")
 
-    def __init__(self, error_code=0, groups=None, throttle_time_ms=0):
+    def __init__(self, throttle_time_ms=0, error_code=0, groups=None):
+        self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.groups = [] if groups is None else groups
-        self.throttle_time_ms = throttle_time_ms
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.error_code == other.error_code
+            self.throttle_time_ms == other.throttle_time_ms
+            and self.error_code == other.error_code
             and self.groups == other.groups
-            and self.throttle_time_ms == other.throttle_time_ms
         )
 
     __hash__ = None

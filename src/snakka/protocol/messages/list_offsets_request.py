@@ -37,12 +37,12 @@ class ListOffsetsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("replica_id", "topics", "isolation_level", "timeout_ms")
+    __slots__ = ("replica_id", "isolation_level", "topics", "timeout_ms")
 
-    def __init__(self, replica_id=0, topics=None, isolation_level=0, timeout_ms=0):
+    def __init__(self, replica_id=0, isolation_level=0, topics=None, timeout_ms=0):
         self.replica_id = replica_id
-        self.topics = [] if topics is None else topics
         self.isolation_level = isolation_level
+        self.topics = [] if topics is None else topics
         self.timeout_ms = timeout_ms
 
     def __eq__(self, other):
@@ -50,8 +50,8 @@ class ListOffsetsRequest(_ProtocolStruct):
             return NotImplemented
         return (
             self.replica_id == other.replica_id
-            and self.topics == other.topics
             and self.isolation_level == other.isolation_level
+            and self.topics == other.topics
             and self.timeout_ms == other.timeout_ms
         )
 
@@ -84,22 +84,22 @@ class ListOffsetsPartition(_ProtocolStruct):
     NAME = "ListOffsetsPartition"
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 6
-    __slots__ = ("partition_index", "timestamp", "max_num_offsets", "current_leader_epoch")
+    __slots__ = ("partition_index", "current_leader_epoch", "timestamp", "max_num_offsets")
 
-    def __init__(self, partition_index=0, timestamp=0, max_num_offsets=1, current_leader_epoch=-1):
+    def __init__(self, partition_index=0, current_leader_epoch=-1, timestamp=0, max_num_offsets=1):
         self.partition_index = partition_index
+        self.current_leader_epoch = current_leader_epoch
         self.timestamp = timestamp
         self.max_num_offsets = max_num_offsets
-        self.current_leader_epoch = current_leader_epoch
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.partition_index == other.partition_index
+            and self.current_leader_epoch == other.current_leader_epoch
             and self.timestamp == other.timestamp
             and self.max_num_offsets == other.max_num_offsets
-            and self.current_leader_epoch == other.current_leader_epoch
         )
 
     __hash__ = None
@@ -140,8 +140,8 @@ def _r_ListOffsetsRequest_0(buf, pos):
 
 def _r_ListOffsetsPartition_1(buf, pos):
     o = _new(ListOffsetsPartition)
-    o.max_num_offsets = 1
     o.current_leader_epoch = -1
+    o.max_num_offsets = 1
     o.partition_index, o.timestamp = _S_iq.unpack_from(buf, pos)
     pos += 12
     return o, pos

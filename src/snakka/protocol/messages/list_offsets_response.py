@@ -38,16 +38,16 @@ class ListOffsetsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("topics", "throttle_time_ms")
+    __slots__ = ("throttle_time_ms", "topics")
 
-    def __init__(self, topics=None, throttle_time_ms=0):
-        self.topics = [] if topics is None else topics
+    def __init__(self, throttle_time_ms=0, topics=None):
         self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is None else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self.topics == other.topics and self.throttle_time_ms == other.throttle_time_ms
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics
 
     __hash__ = None
 

@@ -79,16 +79,16 @@ class MetadataRequestTopic(_ProtocolStruct):
     NAME = "MetadataRequestTopic"
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
-    __slots__ = ("name", "topic_id")
+    __slots__ = ("topic_id", "name")
 
-    def __init__(self, name="", topic_id=_ZERO_UUID):
-        self.name = name
+    def __init__(self, topic_id=_ZERO_UUID, name=""):
         self.topic_id = topic_id
+        self.name = name
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self.name == other.name and self.topic_id == other.topic_id
+        return self.topic_id == other.topic_id and self.name == other.name
 
     __hash__ = None
 

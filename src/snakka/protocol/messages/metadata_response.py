@@ -46,30 +46,30 @@ class MetadataResponse(_ProtocolStruct):
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
     __slots__ = (
-        "brokers",
-        "topics",
-        "controller_id",
-        "cluster_id",
         "throttle_time_ms",
+        "brokers",
+        "cluster_id",
+        "controller_id",
+        "topics",
         "cluster_authorized_operations",
         "error_code",
     )
 
     def __init__(
         self,
-        brokers=None,
-        topics=None,
-        controller_id=-1,
-        cluster_id=None,
         throttle_time_ms=0,
+        brokers=None,
+        cluster_id=None,
+        controller_id=-1,
+        topics=None,
         cluster_authorized_operations=-2147483648,
         error_code=0,
     ):
-        self.brokers = [] if brokers is None else brokers
-        self.topics = [] if topics is None else topics
-        self.controller_id = controller_id
-        self.cluster_id = cluster_id
         self.throttle_time_ms = throttle_time_ms
+        self.brokers = [] if brokers is None else brokers
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.topics = [] if topics is None else topics
         self.cluster_authorized_operations = cluster_authorized_operations
         self.error_code = error_code
 
@@ -77,11 +77,11 @@ class MetadataResponse(_ProtocolStruct):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.brokers == other.brokers
-            and self.topics == other.topics
-            and self.controller_id == other.controller_id
+            self.throttle_time_ms == other.throttle_time_ms
+            and self.brokers == other.brokers
             and self.cluster_id == other.cluster_id
-            and self.throttle_time_ms == other.throttle_time_ms
+            and self.controller_id == other.controller_id
+            and self.topics == other.topics
             and self.cluster_authorized_operations == other.cluster_authorized_operations
             and self.error_code == other.error_code
         )
@@ -125,27 +125,27 @@ class MetadataResponseTopic(_ProtocolStruct):
     __slots__ = (
         "error_code",
         "name",
-        "partitions",
-        "is_internal",
-        "topic_authorized_operations",
         "topic_id",
+        "is_internal",
+        "partitions",
+        "topic_authorized_operations",
     )
 
     def __init__(
         self,
         error_code=0,
         name="",
-        partitions=None,
-        is_internal=False,
-        topic_authorized_operations=-2147483648,
         topic_id=_ZERO_UUID,
+        is_internal=False,
+        partitions=None,
+        topic_authorized_operations=-2147483648,
     ):
         self.error_code = error_code
         self.name = name
-        self.partitions = [] if partitions is None else partitions
-        self.is_internal = is_internal
-        self.topic_authorized_operations = topic_authorized_operations
         self.topic_id = topic_id
+        self.is_internal = is_internal
+        self.partitions = [] if partitions is None else partitions
+        self.topic_authorized_operations = topic_authorized_operations
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -153,10 +153,10 @@ class MetadataResponseTopic(_ProtocolStruct):
         return (
             self.error_code == other.error_code
             and self.name == other.name
-            and self.partitions == other.partitions
-            and self.is_internal == other.is_internal
-            and self.topic_authorized_operations == other.topic_authorized_operations
             and self.topic_id == other.topic_id
+            and self.is_internal == other.is_internal
+            and self.partitions == other.partitions
+            and self.topic_authorized_operations == other.topic_authorized_operations
         )
 
     __hash__ = None
@@ -172,10 +172,10 @@ class MetadataResponsePartition(_ProtocolStruct):
         "error_code",
         "partition_index",
         "leader_id",
+        "leader_epoch",
         "replica_nodes",
         "isr_nodes",
         "offline_replicas",
-        "leader_epoch",
     )
 
     def __init__(
@@ -183,18 +183,18 @@ class MetadataResponsePartition(_ProtocolStruct):
         error_code=0,
         partition_index=0,
         leader_id=0,
+        leader_epoch=-1,
         replica_nodes=None,
         isr_nodes=None,
         offline_replicas=None,
-        leader_epoch=-1,
     ):
         self.error_code = error_code
         self.partition_index = partition_index
         self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
         self.replica_nodes = [] if replica_nodes is None else replica_nodes
         self.isr_nodes = [] if isr_nodes is None else isr_nodes
         self.offline_replicas = [] if offline_replicas is None else offline_replicas
-        self.leader_epoch = leader_epoch
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -203,10 +203,10 @@ class MetadataResponsePartition(_ProtocolStruct):
             self.error_code == other.error_code
             and self.partition_index == other.partition_index
             and self.leader_id == other.leader_id
+            and self.leader_epoch == other.leader_epoch
             and self.replica_nodes == other.replica_nodes
             and self.isr_nodes == other.isr_nodes
             and self.offline_replicas == other.offline_replicas
-            and self.leader_epoch == other.leader_epoch
         )
 
     __hash__ = None
@@ -225,8 +225,8 @@ def _r_MetadataResponseBroker_0(buf, pos):
 
 def _r_MetadataResponsePartition_0(buf, pos):
     o = _new(MetadataResponsePartition)
-    o.offline_replicas = []
     o.leader_epoch = -1
+    o.offline_replicas = []
     o.error_code, o.partition_index, o.leader_id = _S_hii.unpack_from(buf, pos)
     pos += 10
     n, pos = _read_array_len(buf, pos)
@@ -238,9 +238,9 @@ def _r_MetadataResponsePartition_0(buf, pos):
 
 def _r_MetadataResponseTopic_0(buf, pos):
     o = _new(MetadataResponseTopic)
+    o.topic_id = _ZERO_UUID
     o.is_internal = False
     o.topic_authorized_operations = -2147483648
-    o.topic_id = _ZERO_UUID
     (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_string(buf, pos)
@@ -254,9 +254,9 @@ def _r_MetadataResponseTopic_0(buf, pos):
 
 def _r_MetadataResponse_0(buf, pos):
     o = _new(MetadataResponse)
-    o.controller_id = -1
-    o.cluster_id = None
     o.throttle_time_ms = 0
+    o.cluster_id = None
+    o.controller_id = -1
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
     n, pos = _read_array_len(buf, pos)
@@ -285,8 +285,8 @@ def _r_MetadataResponseBroker_1(buf, pos):
 
 def _r_MetadataResponseTopic_1(buf, pos):
     o = _new(MetadataResponseTopic)
-    o.topic_authorized_operations = -2147483648
     o.topic_id = _ZERO_UUID
+    o.topic_authorized_operations = -2147483648
     (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_string(buf, pos)
@@ -302,8 +302,8 @@ def _r_MetadataResponseTopic_1(buf, pos):
 
 def _r_MetadataResponse_1(buf, pos):
     o = _new(MetadataResponse)
-    o.cluster_id = None
     o.throttle_time_ms = 0
+    o.cluster_id = None
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
     n, pos = _read_array_len(buf, pos)
@@ -380,8 +380,8 @@ def _r_MetadataResponsePartition_5(buf, pos):
 
 def _r_MetadataResponseTopic_5(buf, pos):
     o = _new(MetadataResponseTopic)
-    o.topic_authorized_operations = -2147483648
     o.topic_id = _ZERO_UUID
+    o.topic_authorized_operations = -2147483648
     (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_string(buf, pos)
@@ -432,8 +432,8 @@ def _r_MetadataResponsePartition_7(buf, pos):
 
 def _r_MetadataResponseTopic_7(buf, pos):
     o = _new(MetadataResponseTopic)
-    o.topic_authorized_operations = -2147483648
     o.topic_id = _ZERO_UUID
+    o.topic_authorized_operations = -2147483648
     (o.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     o.name, pos = _read_string(buf, pos)

@@ -48,9 +48,9 @@ class OffsetCommitRequest(_ProtocolStruct):
         "group_id",
         "generation_id_or_member_epoch",
         "member_id",
+        "group_instance_id",
         "retention_time_ms",
         "topics",
-        "group_instance_id",
     )
 
     def __init__(
@@ -58,16 +58,16 @@ class OffsetCommitRequest(_ProtocolStruct):
         group_id="",
         generation_id_or_member_epoch=-1,
         member_id="",
+        group_instance_id=None,
         retention_time_ms=-1,
         topics=None,
-        group_instance_id=None,
     ):
         self.group_id = group_id
         self.generation_id_or_member_epoch = generation_id_or_member_epoch
         self.member_id = member_id
+        self.group_instance_id = group_instance_id
         self.retention_time_ms = retention_time_ms
         self.topics = [] if topics is None else topics
-        self.group_instance_id = group_instance_id
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -76,9 +76,9 @@ class OffsetCommitRequest(_ProtocolStruct):
             self.group_id == other.group_id
             and self.generation_id_or_member_epoch == other.generation_id_or_member_epoch
             and self.member_id == other.member_id
+            and self.group_instance_id == other.group_instance_id
             and self.retention_time_ms == other.retention_time_ms
             and self.topics == other.topics
-            and self.group_instance_id == other.group_instance_id
         )
 
     __hash__ = None
@@ -90,20 +90,20 @@ class OffsetCommitRequestTopic(_ProtocolStruct):
     NAME = "OffsetCommitRequestTopic"
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 8
-    __slots__ = ("name", "partitions", "topic_id")
+    __slots__ = ("name", "topic_id", "partitions")
 
-    def __init__(self, name="", partitions=None, topic_id=_ZERO_UUID):
+    def __init__(self, name="", topic_id=_ZERO_UUID, partitions=None):
         self.name = name
-        self.partitions = [] if partitions is None else partitions
         self.topic_id = topic_id
+        self.partitions = [] if partitions is None else partitions
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.name == other.name
-            and self.partitions == other.partitions
             and self.topic_id == other.topic_id
+            and self.partitions == other.partitions
         )
 
     __hash__ = None
@@ -118,24 +118,24 @@ class OffsetCommitRequestPartition(_ProtocolStruct):
     __slots__ = (
         "partition_index",
         "committed_offset",
-        "committed_metadata",
-        "commit_timestamp",
         "committed_leader_epoch",
+        "commit_timestamp",
+        "committed_metadata",
     )
 
     def __init__(
         self,
         partition_index=0,
         committed_offset=0,
-        committed_metadata="",
-        commit_timestamp=-1,
         committed_leader_epoch=-1,
+        commit_timestamp=-1,
+        committed_metadata="",
     ):
         self.partition_index = partition_index
         self.committed_offset = committed_offset
-        self.committed_metadata = committed_metadata
-        self.commit_timestamp = commit_timestamp
         self.committed_leader_epoch = committed_leader_epoch
+        self.commit_timestamp = commit_timestamp
+        self.committed_metadata = committed_metadata
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -143,9 +143,9 @@ class OffsetCommitRequestPartition(_ProtocolStruct):
         return (
             self.partition_index == other.partition_index
             and self.committed_offset == other.committed_offset
-            and self.committed_metadata == other.committed_metadata
-            and self.commit_timestamp == other.commit_timestamp
             and self.committed_leader_epoch == other.committed_leader_epoch
+            and self.commit_timestamp == other.commit_timestamp
+            and self.committed_metadata == other.committed_metadata
         )
 
     __hash__ = None
@@ -153,8 +153,8 @@ class OffsetCommitRequestPartition(_ProtocolStruct):
 
 def _r_OffsetCommitRequestPartition_0(buf, pos):
     o = _new(OffsetCommitRequestPartition)
-    o.commit_timestamp = -1
     o.committed_leader_epoch = -1
+    o.commit_timestamp = -1
     o.partition_index, o.committed_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     o.committed_metadata, pos = _read_nullable_string(buf, pos)
@@ -177,8 +177,8 @@ def _r_OffsetCommitRequest_0(buf, pos):
     o = _new(OffsetCommitRequest)
     o.generation_id_or_member_epoch = -1
     o.member_id = ""
-    o.retention_time_ms = -1
     o.group_instance_id = None
+    o.retention_time_ms = -1
     o.group_id, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -211,8 +211,8 @@ def _r_OffsetCommitRequestTopic_1(buf, pos):
 
 def _r_OffsetCommitRequest_1(buf, pos):
     o = _new(OffsetCommitRequest)
-    o.retention_time_ms = -1
     o.group_instance_id = None
+    o.retention_time_ms = -1
     o.group_id, pos = _read_string(buf, pos)
     (o.generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -244,8 +244,8 @@ def _r_OffsetCommitRequest_2(buf, pos):
 
 def _r_OffsetCommitRequest_5(buf, pos):
     o = _new(OffsetCommitRequest)
-    o.retention_time_ms = -1
     o.group_instance_id = None
+    o.retention_time_ms = -1
     o.group_id, pos = _read_string(buf, pos)
     (o.generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -281,8 +281,8 @@ def _r_OffsetCommitRequestTopic_6(buf, pos):
 
 def _r_OffsetCommitRequest_6(buf, pos):
     o = _new(OffsetCommitRequest)
-    o.retention_time_ms = -1
     o.group_instance_id = None
+    o.retention_time_ms = -1
     o.group_id, pos = _read_string(buf, pos)
     (o.generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4

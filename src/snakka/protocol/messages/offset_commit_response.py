@@ -37,16 +37,16 @@ class OffsetCommitResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 8
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("topics", "throttle_time_ms")
+    __slots__ = ("throttle_time_ms", "topics")
 
-    def __init__(self, topics=None, throttle_time_ms=0):
-        self.topics = [] if topics is None else topics
+    def __init__(self, throttle_time_ms=0, topics=None):
         self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is None else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self.topics == other.topics and self.throttle_time_ms == other.throttle_time_ms
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics
 
     __hash__ = None
 
@@ -57,20 +57,20 @@ class OffsetCommitResponseTopic(_ProtocolStruct):
     NAME = "OffsetCommitResponseTopic"
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 8
-    __slots__ = ("name", "partitions", "topic_id")
+    __slots__ = ("name", "topic_id", "partitions")
 
-    def __init__(self, name="", partitions=None, topic_id=_ZERO_UUID):
+    def __init__(self, name="", topic_id=_ZERO_UUID, partitions=None):
         self.name = name
-        self.partitions = [] if partitions is None else partitions
         self.topic_id = topic_id
+        self.partitions = [] if partitions is None else partitions
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.name == other.name
-            and self.partitions == other.partitions
             and self.topic_id == other.topic_id
+            and self.partitions == other.partitions
         )
 
     __hash__ = None

@@ -43,13 +43,13 @@ class OffsetFetchRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("group_id", "topics", "require_stable", "groups")
+    __slots__ = ("group_id", "topics", "groups", "require_stable")
 
-    def __init__(self, group_id="", topics=None, require_stable=False, groups=None):
+    def __init__(self, group_id="", topics=None, groups=None, require_stable=False):
         self.group_id = group_id
         self.topics = [] if topics is None else topics
-        self.require_stable = require_stable
         self.groups = [] if groups is None else groups
+        self.require_stable = require_stable
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -57,8 +57,8 @@ class OffsetFetchRequest(_ProtocolStruct):
         return (
             self.group_id == other.group_id
             and self.topics == other.topics
-            and self.require_stable == other.require_stable
             and self.groups == other.groups
+            and self.require_stable == other.require_stable
         )
 
     __hash__ = None
@@ -90,22 +90,22 @@ class OffsetFetchRequestGroup(_ProtocolStruct):
     NAME = "OffsetFetchRequestGroup"
     VALID_VERSIONS = (8, 10)
     FLEXIBLE_MIN = 8
-    __slots__ = ("group_id", "topics", "member_id", "member_epoch")
+    __slots__ = ("group_id", "member_id", "member_epoch", "topics")
 
-    def __init__(self, group_id="", topics=None, member_id=None, member_epoch=-1):
+    def __init__(self, group_id="", member_id=None, member_epoch=-1, topics=None):
         self.group_id = group_id
-        self.topics = [] if topics is None else topics
         self.member_id = member_id
         self.member_epoch = member_epoch
+        self.topics = [] if topics is None else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.group_id == other.group_id
-            and self.topics == other.topics
             and self.member_id == other.member_id
             and self.member_epoch == other.member_epoch
+            and self.topics == other.topics
         )
 
     __hash__ = None
@@ -117,20 +117,20 @@ class OffsetFetchRequestTopics(_ProtocolStruct):
     NAME = "OffsetFetchRequestTopics"
     VALID_VERSIONS = (8, 10)
     FLEXIBLE_MIN = 8
-    __slots__ = ("name", "partition_indexes", "topic_id")
+    __slots__ = ("name", "topic_id", "partition_indexes")
 
-    def __init__(self, name="", partition_indexes=None, topic_id=_ZERO_UUID):
+    def __init__(self, name="", topic_id=_ZERO_UUID, partition_indexes=None):
         self.name = name
-        self.partition_indexes = [] if partition_indexes is None else partition_indexes
         self.topic_id = topic_id
+        self.partition_indexes = [] if partition_indexes is None else partition_indexes
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.name == other.name
-            and self.partition_indexes == other.partition_indexes
             and self.topic_id == other.topic_id
+            and self.partition_indexes == other.partition_indexes
         )
 
     __hash__ = None
@@ -146,8 +146,8 @@ def _r_OffsetFetchRequestTopic_0(buf, pos):
 
 def _r_OffsetFetchRequest_0(buf, pos):
     o = _new(OffsetFetchRequest)
-    o.require_stable = False
     o.groups = []
+    o.require_stable = False
     o.group_id, pos = _read_string(buf, pos)
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []
@@ -159,8 +159,8 @@ def _r_OffsetFetchRequest_0(buf, pos):
 
 def _r_OffsetFetchRequest_2(buf, pos):
     o = _new(OffsetFetchRequest)
-    o.require_stable = False
     o.groups = []
+    o.require_stable = False
     o.group_id, pos = _read_string(buf, pos)
     n, pos = _read_nullable_array_len(buf, pos)
     if n < 0:
@@ -187,8 +187,8 @@ def _r_OffsetFetchRequestTopic_6(buf, pos):
 
 def _r_OffsetFetchRequest_6(buf, pos):
     o = _new(OffsetFetchRequest)
-    o.require_stable = False
     o.groups = []
+    o.require_stable = False
     o.group_id, pos = _read_compact_string(buf, pos)
     n, pos = _read_compact_nullable_array_len(buf, pos)
     if n < 0:

@@ -43,21 +43,21 @@ class OffsetFetchResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("topics", "error_code", "throttle_time_ms", "groups")
+    __slots__ = ("throttle_time_ms", "topics", "error_code", "groups")
 
-    def __init__(self, topics=None, error_code=0, throttle_time_ms=0, groups=None):
+    def __init__(self, throttle_time_ms=0, topics=None, error_code=0, groups=None):
+        self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is None else topics
         self.error_code = error_code
-        self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is None else groups
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.topics == other.topics
+            self.throttle_time_ms == other.throttle_time_ms
+            and self.topics == other.topics
             and self.error_code == other.error_code
-            and self.throttle_time_ms == other.throttle_time_ms
             and self.groups == other.groups
         )
 
@@ -93,24 +93,24 @@ class OffsetFetchResponsePartition(_ProtocolStruct):
     __slots__ = (
         "partition_index",
         "committed_offset",
+        "committed_leader_epoch",
         "metadata",
         "error_code",
-        "committed_leader_epoch",
     )
 
     def __init__(
         self,
         partition_index=0,
         committed_offset=0,
+        committed_leader_epoch=-1,
         metadata="",
         error_code=0,
-        committed_leader_epoch=-1,
     ):
         self.partition_index = partition_index
         self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
         self.metadata = metadata
         self.error_code = error_code
-        self.committed_leader_epoch = committed_leader_epoch
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -118,9 +118,9 @@ class OffsetFetchResponsePartition(_ProtocolStruct):
         return (
             self.partition_index == other.partition_index
             and self.committed_offset == other.committed_offset
+            and self.committed_leader_epoch == other.committed_leader_epoch
             and self.metadata == other.metadata
             and self.error_code == other.error_code
-            and self.committed_leader_epoch == other.committed_leader_epoch
         )
 
     __hash__ = None
@@ -157,20 +157,20 @@ class OffsetFetchResponseTopics(_ProtocolStruct):
     NAME = "OffsetFetchResponseTopics"
     VALID_VERSIONS = (8, 10)
     FLEXIBLE_MIN = 8
-    __slots__ = ("name", "partitions", "topic_id")
+    __slots__ = ("name", "topic_id", "partitions")
 
-    def __init__(self, name="", partitions=None, topic_id=_ZERO_UUID):
+    def __init__(self, name="", topic_id=_ZERO_UUID, partitions=None):
         self.name = name
-        self.partitions = [] if partitions is None else partitions
         self.topic_id = topic_id
+        self.partitions = [] if partitions is None else partitions
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.name == other.name
-            and self.partitions == other.partitions
             and self.topic_id == other.topic_id
+            and self.partitions == other.partitions
         )
 
     __hash__ = None
@@ -242,8 +242,8 @@ def _r_OffsetFetchResponseTopic_0(buf, pos):
 
 def _r_OffsetFetchResponse_0(buf, pos):
     o = _new(OffsetFetchResponse)
-    o.error_code = 0
     o.throttle_time_ms = 0
+    o.error_code = 0
     o.groups = []
     n, pos = _read_array_len(buf, pos)
     o.topics = lst = []

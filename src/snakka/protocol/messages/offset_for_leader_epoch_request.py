@@ -35,16 +35,16 @@ class OffsetForLeaderEpochRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("topics", "replica_id")
+    __slots__ = ("replica_id", "topics")
 
-    def __init__(self, topics=None, replica_id=-2):
-        self.topics = [] if topics is None else topics
+    def __init__(self, replica_id=-2, topics=None):
         self.replica_id = replica_id
+        self.topics = [] if topics is None else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self.topics == other.topics and self.replica_id == other.replica_id
+        return self.replica_id == other.replica_id and self.topics == other.topics
 
     __hash__ = None
 

@@ -72,20 +72,20 @@ class TopicProduceData(_ProtocolStruct):
     NAME = "TopicProduceData"
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
-    __slots__ = ("name", "partition_data", "topic_id")
+    __slots__ = ("name", "topic_id", "partition_data")
 
-    def __init__(self, name="", partition_data=None, topic_id=_ZERO_UUID):
+    def __init__(self, name="", topic_id=_ZERO_UUID, partition_data=None):
         self.name = name
-        self.partition_data = [] if partition_data is None else partition_data
         self.topic_id = topic_id
+        self.partition_data = [] if partition_data is None else partition_data
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.name == other.name
-            and self.partition_data == other.partition_data
             and self.topic_id == other.topic_id
+            and self.partition_data == other.partition_data
         )
 
     __hash__ = None

@@ -71,20 +71,20 @@ class TopicProduceResponse(_ProtocolStruct):
     NAME = "TopicProduceResponse"
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
-    __slots__ = ("name", "partition_responses", "topic_id")
+    __slots__ = ("name", "topic_id", "partition_responses")
 
-    def __init__(self, name="", partition_responses=None, topic_id=_ZERO_UUID):
+    def __init__(self, name="", topic_id=_ZERO_UUID, partition_responses=None):
         self.name = name
-        self.partition_responses = [] if partition_responses is None else partition_responses
         self.topic_id = topic_id
+        self.partition_responses = [] if partition_responses is None else partition_responses
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.name == other.name
-            and self.partition_responses == other.partition_responses
             and self.topic_id == other.topic_id
+            and self.partition_responses == other.partition_responses
         )
 
     __hash__ = None

@@ -37,21 +37,21 @@ class ShareAcknowledgeRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("group_id", "member_id", "share_session_epoch", "topics", "is_renew_ack")
+    __slots__ = ("group_id", "member_id", "share_session_epoch", "is_renew_ack", "topics")
 
     def __init__(
         self,
         group_id=None,
         member_id="",
         share_session_epoch=0,
-        topics=None,
         is_renew_ack=False,
+        topics=None,
     ):
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
-        self.topics = [] if topics is None else topics
         self.is_renew_ack = is_renew_ack
+        self.topics = [] if topics is None else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -60,8 +60,8 @@ class ShareAcknowledgeRequest(_ProtocolStruct):
             self.group_id == other.group_id
             and self.member_id == other.member_id
             and self.share_session_epoch == other.share_session_epoch
-            and self.topics == other.topics
             and self.is_renew_ack == other.is_renew_ack
+            and self.topics == other.topics
         )
 
     __hash__ = None

@@ -41,9 +41,9 @@ class ShareAcknowledgeResponse(_ProtocolStruct):
         "throttle_time_ms",
         "error_code",
         "error_message",
+        "acquisition_lock_timeout_ms",
         "responses",
         "node_endpoints",
-        "acquisition_lock_timeout_ms",
     )
 
     def __init__(
@@ -51,16 +51,16 @@ class ShareAcknowledgeResponse(_ProtocolStruct):
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
+        acquisition_lock_timeout_ms=0,
         responses=None,
         node_endpoints=None,
-        acquisition_lock_timeout_ms=0,
     ):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is None else responses
         self.node_endpoints = [] if node_endpoints is None else node_endpoints
-        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -69,9 +69,9 @@ class ShareAcknowledgeResponse(_ProtocolStruct):
             self.throttle_time_ms == other.throttle_time_ms
             and self.error_code == other.error_code
             and self.error_message == other.error_message
+            and self.acquisition_lock_timeout_ms == other.acquisition_lock_timeout_ms
             and self.responses == other.responses
             and self.node_endpoints == other.node_endpoints
-            and self.acquisition_lock_timeout_ms == other.acquisition_lock_timeout_ms
         )
 
     __hash__ = None

@@ -49,10 +49,10 @@ class ShareFetchRequest(_ProtocolStruct):
         "max_bytes",
         "max_records",
         "batch_size",
-        "topics",
-        "forgotten_topics_data",
         "share_acquire_mode",
         "is_renew_ack",
+        "topics",
+        "forgotten_topics_data",
     )
 
     def __init__(
@@ -65,10 +65,10 @@ class ShareFetchRequest(_ProtocolStruct):
         max_bytes=2147483647,
         max_records=0,
         batch_size=0,
-        topics=None,
-        forgotten_topics_data=None,
         share_acquire_mode=0,
         is_renew_ack=False,
+        topics=None,
+        forgotten_topics_data=None,
     ):
         self.group_id = group_id
         self.member_id = member_id
@@ -78,10 +78,10 @@ class ShareFetchRequest(_ProtocolStruct):
         self.max_bytes = max_bytes
         self.max_records = max_records
         self.batch_size = batch_size
-        self.topics = [] if topics is None else topics
-        self.forgotten_topics_data = [] if forgotten_topics_data is None else forgotten_topics_data
         self.share_acquire_mode = share_acquire_mode
         self.is_renew_ack = is_renew_ack
+        self.topics = [] if topics is None else topics
+        self.forgotten_topics_data = [] if forgotten_topics_data is None else forgotten_topics_data
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -95,10 +95,10 @@ class ShareFetchRequest(_ProtocolStruct):
             and self.max_bytes == other.max_bytes
             and self.max_records == other.max_records
             and self.batch_size == other.batch_size
-            and self.topics == other.topics
-            and self.forgotten_topics_data == other.forgotten_topics_data
             and self.share_acquire_mode == other.share_acquire_mode
             and self.is_renew_ack == other.is_renew_ack
+            and self.topics == other.topics
+            and self.forgotten_topics_data == other.forgotten_topics_data
         )
 
     __hash__ = None

@@ -40,47 +40,47 @@ class StopReplicaRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = (
         "controller_id",
+        "is_k_raft_controller",
         "controller_epoch",
+        "broker_epoch",
         "delete_partitions",
         "ungrouped_partitions",
-        "broker_epoch",
         "topics",
         "topic_states",
-        "is_k_raft_controller",
     )
 
     def __init__(
         self,
         controller_id=0,
+        is_k_raft_controller=False,
         controller_epoch=0,
+        broker_epoch=-1,
         delete_partitions=False,
         ungrouped_partitions=None,
-        broker_epoch=-1,
         topics=None,
         topic_states=None,
-        is_k_raft_controller=False,
     ):
         self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
         self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
         self.delete_partitions = delete_partitions
         self.ungrouped_partitions = [] if ungrouped_partitions is None else ungrouped_partitions
-        self.broker_epoch = broker_epoch
         self.topics = [] if topics is None else topics
         self.topic_states = [] if topic_states is None else topic_states
-        self.is_k_raft_controller = is_k_raft_controller
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.controller_id == other.controller_id
+            and self.is_k_raft_controller == other.is_k_raft_controller
             and self.controller_epoch == other.controller_epoch
+            and self.broker_epoch == other.broker_epoch
             and self.delete_partitions == other.delete_partitions
             and self.ungrouped_partitions == other.ungrouped_partitions
-            and self.broker_epoch == other.broker_epoch
             and self.topics == other.topics
             and self.topic_states == other.topic_states
-            and self.is_k_raft_controller == other.is_k_raft_controller
         )
 
     __hash__ = None
@@ -183,10 +183,10 @@ def _r_StopReplicaPartitionV0_0(buf, pos):
 
 def _r_StopReplicaRequest_0(buf, pos):
     o = _new(StopReplicaRequest)
+    o.is_k_raft_controller = False
     o.broker_epoch = -1
     o.topics = []
     o.topic_states = []
-    o.is_k_raft_controller = False
     o.controller_id, o.controller_epoch, o.delete_partitions = _S_iiB.unpack_from(buf, pos)
     pos += 9
     n, pos = _read_array_len(buf, pos)
@@ -207,9 +207,9 @@ def _r_StopReplicaTopicV1_1(buf, pos):
 
 def _r_StopReplicaRequest_1(buf, pos):
     o = _new(StopReplicaRequest)
+    o.is_k_raft_controller = False
     o.ungrouped_partitions = []
     o.topic_states = []
-    o.is_k_raft_controller = False
     (
         o.controller_id,
         o.controller_epoch,
@@ -239,9 +239,9 @@ def _r_StopReplicaTopicV1_2(buf, pos):
 
 def _r_StopReplicaRequest_2(buf, pos):
     o = _new(StopReplicaRequest)
+    o.is_k_raft_controller = False
     o.ungrouped_partitions = []
     o.topic_states = []
-    o.is_k_raft_controller = False
     (
         o.controller_id,
         o.controller_epoch,
@@ -289,10 +289,10 @@ def _r_StopReplicaTopicState_3(buf, pos):
 
 def _r_StopReplicaRequest_3(buf, pos):
     o = _new(StopReplicaRequest)
+    o.is_k_raft_controller = False
     o.delete_partitions = False
     o.ungrouped_partitions = []
     o.topics = []
-    o.is_k_raft_controller = False
     o.controller_id, o.controller_epoch, o.broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)

@@ -49,14 +49,14 @@ class StreamsGroupHeartbeatResponse(_ProtocolStruct):
         "heartbeat_interval_ms",
         "acceptable_recovery_lag_legacy",
         "task_offset_interval_ms",
+        "acceptable_recovery_lag",
         "status",
         "active_tasks",
         "standby_tasks",
         "warmup_tasks",
+        "topology_description_required",
         "endpoint_information_epoch",
         "partitions_by_user_endpoint",
-        "acceptable_recovery_lag",
-        "topology_description_required",
     )
 
     def __init__(
@@ -69,14 +69,14 @@ class StreamsGroupHeartbeatResponse(_ProtocolStruct):
         heartbeat_interval_ms=0,
         acceptable_recovery_lag_legacy=0,
         task_offset_interval_ms=0,
+        acceptable_recovery_lag=-1,
         status=None,
         active_tasks=None,
         standby_tasks=None,
         warmup_tasks=None,
+        topology_description_required=False,
         endpoint_information_epoch=0,
         partitions_by_user_endpoint=None,
-        acceptable_recovery_lag=-1,
-        topology_description_required=False,
     ):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
@@ -86,14 +86,14 @@ class StreamsGroupHeartbeatResponse(_ProtocolStruct):
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.acceptable_recovery_lag_legacy = acceptable_recovery_lag_legacy
         self.task_offset_interval_ms = task_offset_interval_ms
+        self.acceptable_recovery_lag = acceptable_recovery_lag
         self.status = [] if status is None else status
         self.active_tasks = active_tasks
         self.standby_tasks = standby_tasks
         self.warmup_tasks = warmup_tasks
+        self.topology_description_required = topology_description_required
         self.endpoint_information_epoch = endpoint_information_epoch
         self.partitions_by_user_endpoint = partitions_by_user_endpoint
-        self.acceptable_recovery_lag = acceptable_recovery_lag
-        self.topology_description_required = topology_description_required
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -107,14 +107,14 @@ class StreamsGroupHeartbeatResponse(_ProtocolStruct):
             and self.heartbeat_interval_ms == other.heartbeat_interval_ms
             and self.acceptable_recovery_lag_legacy == other.acceptable_recovery_lag_legacy
             and self.task_offset_interval_ms == other.task_offset_interval_ms
+            and self.acceptable_recovery_lag == other.acceptable_recovery_lag
             and self.status == other.status
             and self.active_tasks == other.active_tasks
             and self.standby_tasks == other.standby_tasks
             and self.warmup_tasks == other.warmup_tasks
+            and self.topology_description_required == other.topology_description_required
             and self.endpoint_information_epoch == other.endpoint_information_epoch
             and self.partitions_by_user_endpoint == other.partitions_by_user_endpoint
-            and self.acceptable_recovery_lag == other.acceptable_recovery_lag
-            and self.topology_description_required == other.topology_description_required
         )
 
     __hash__ = None

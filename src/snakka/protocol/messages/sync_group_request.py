@@ -44,10 +44,10 @@ class SyncGroupRequest(_ProtocolStruct):
         "group_id",
         "generation_id",
         "member_id",
-        "assignments",
         "group_instance_id",
         "protocol_type",
         "protocol_name",
+        "assignments",
     )
 
     def __init__(
@@ -55,18 +55,18 @@ class SyncGroupRequest(_ProtocolStruct):
         group_id="",
         generation_id=0,
         member_id="",
-        assignments=None,
         group_instance_id=None,
         protocol_type=None,
         protocol_name=None,
+        assignments=None,
     ):
         self.group_id = group_id
         self.generation_id = generation_id
         self.member_id = member_id
-        self.assignments = [] if assignments is None else assignments
         self.group_instance_id = group_instance_id
         self.protocol_type = protocol_type
         self.protocol_name = protocol_name
+        self.assignments = [] if assignments is None else assignments
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -75,10 +75,10 @@ class SyncGroupRequest(_ProtocolStruct):
             self.group_id == other.group_id
             and self.generation_id == other.generation_id
             and self.member_id == other.member_id
-            and self.assignments == other.assignments
             and self.group_instance_id == other.group_instance_id
             and self.protocol_type == other.protocol_type
             and self.protocol_name == other.protocol_name
+            and self.assignments == other.assignments
         )
 
     __hash__ = None

@@ -32,31 +32,31 @@ class SyncGroupResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("error_code", "assignment", "throttle_time_ms", "protocol_type", "protocol_name")
+    __slots__ = ("throttle_time_ms", "error_code", "protocol_type", "protocol_name", "assignment")
 
     def __init__(
         self,
-        error_code=0,
-        assignment=b"",
         throttle_time_ms=0,
+        error_code=0,
         protocol_type=None,
         protocol_name=None,
+        assignment=b"",
     ):
-        self.error_code = error_code
-        self.assignment = assignment
         self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
         self.protocol_type = protocol_type
         self.protocol_name = protocol_name
+        self.assignment = assignment
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
-            self.error_code == other.error_code
-            and self.assignment == other.assignment
-            and self.throttle_time_ms == other.throttle_time_ms
+            self.throttle_time_ms == other.throttle_time_ms
+            and self.error_code == other.error_code
             and self.protocol_type == other.protocol_type
             and self.protocol_name == other.protocol_name
+            and self.assignment == other.assignment
         )
 
     __hash__ = None

@@ -48,10 +48,10 @@ class TxnOffsetCommitRequest(_ProtocolStruct):
         "group_id",
         "producer_id",
         "producer_epoch",
-        "topics",
         "generation_id_or_member_epoch",
         "member_id",
         "group_instance_id",
+        "topics",
     )
 
     def __init__(
@@ -60,19 +60,19 @@ class TxnOffsetCommitRequest(_ProtocolStruct):
         group_id="",
         producer_id=0,
         producer_epoch=0,
-        topics=None,
         generation_id_or_member_epoch=-1,
         member_id="",
         group_instance_id=None,
+        topics=None,
     ):
         self.transactional_id = transactional_id
         self.group_id = group_id
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
-        self.topics = [] if topics is None else topics
         self.generation_id_or_member_epoch = generation_id_or_member_epoch
         self.member_id = member_id
         self.group_instance_id = group_instance_id
+        self.topics = [] if topics is None else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -82,10 +82,10 @@ class TxnOffsetCommitRequest(_ProtocolStruct):
             and self.group_id == other.group_id
             and self.producer_id == other.producer_id
             and self.producer_epoch == other.producer_epoch
-            and self.topics == other.topics
             and self.generation_id_or_member_epoch == other.generation_id_or_member_epoch
             and self.member_id == other.member_id
             and self.group_instance_id == other.group_instance_id
+            and self.topics == other.topics
         )
 
     __hash__ = None
@@ -97,20 +97,20 @@ class TxnOffsetCommitRequestTopic(_ProtocolStruct):
     NAME = "TxnOffsetCommitRequestTopic"
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
-    __slots__ = ("name", "partitions", "topic_id")
+    __slots__ = ("name", "topic_id", "partitions")
 
-    def __init__(self, name="", partitions=None, topic_id=_ZERO_UUID):
+    def __init__(self, name="", topic_id=_ZERO_UUID, partitions=None):
         self.name = name
-        self.partitions = [] if partitions is None else partitions
         self.topic_id = topic_id
+        self.partitions = [] if partitions is None else partitions
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.name == other.name
-            and self.partitions == other.partitions
             and self.topic_id == other.topic_id
+            and self.partitions == other.partitions
         )
 
     __hash__ = None
@@ -125,21 +125,21 @@ class TxnOffsetCommitRequestPartition(_ProtocolStruct):
     __slots__ = (
         "partition_index",
         "committed_offset",
-        "committed_metadata",
         "committed_leader_epoch",
+        "committed_metadata",
     )
 
     def __init__(
         self,
         partition_index=0,
         committed_offset=0,
-        committed_metadata="",
         committed_leader_epoch=-1,
+        committed_metadata="",
     ):
         self.partition_index = partition_index
         self.committed_offset = committed_offset
-        self.committed_metadata = committed_metadata
         self.committed_leader_epoch = committed_leader_epoch
+        self.committed_metadata = committed_metadata
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -147,8 +147,8 @@ class TxnOffsetCommitRequestPartition(_ProtocolStruct):
         return (
             self.partition_index == other.partition_index
             and self.committed_offset == other.committed_offset
-            and self.committed_metadata == other.committed_metadata
             and self.committed_leader_epoch == other.committed_leader_epoch
+            and self.committed_metadata == other.committed_metadata
         )
 
     __hash__ = None

@@ -56,20 +56,20 @@ class TxnOffsetCommitResponseTopic(_ProtocolStruct):
     NAME = "TxnOffsetCommitResponseTopic"
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
-    __slots__ = ("name", "partitions", "topic_id")
+    __slots__ = ("name", "topic_id", "partitions")
 
-    def __init__(self, name="", partitions=None, topic_id=_ZERO_UUID):
+    def __init__(self, name="", topic_id=_ZERO_UUID, partitions=None):
         self.name = name
-        self.partitions = [] if partitions is None else partitions
         self.topic_id = topic_id
+        self.partitions = [] if partitions is None else partitions
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.name == other.name
-            and self.partitions == other.partitions
             and self.topic_id == other.topic_id
+            and self.partitions == other.partitions
         )
 
     __hash__ = None

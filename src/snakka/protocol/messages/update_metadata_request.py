@@ -51,49 +51,49 @@ class UpdateMetadataRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = (
         "controller_id",
-        "controller_epoch",
-        "ungrouped_partition_states",
-        "live_brokers",
-        "broker_epoch",
-        "topic_states",
         "is_k_raft_controller",
         "type",
+        "controller_epoch",
+        "broker_epoch",
+        "ungrouped_partition_states",
+        "topic_states",
+        "live_brokers",
     )
 
     def __init__(
         self,
         controller_id=0,
-        controller_epoch=0,
-        ungrouped_partition_states=None,
-        live_brokers=None,
-        broker_epoch=-1,
-        topic_states=None,
         is_k_raft_controller=False,
         type=0,
+        controller_epoch=0,
+        broker_epoch=-1,
+        ungrouped_partition_states=None,
+        topic_states=None,
+        live_brokers=None,
     ):
         self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
+        self.type = type
         self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
         self.ungrouped_partition_states = (
             [] if ungrouped_partition_states is None else ungrouped_partition_states
         )
-        self.live_brokers = [] if live_brokers is None else live_brokers
-        self.broker_epoch = broker_epoch
         self.topic_states = [] if topic_states is None else topic_states
-        self.is_k_raft_controller = is_k_raft_controller
-        self.type = type
+        self.live_brokers = [] if live_brokers is None else live_brokers
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.controller_id == other.controller_id
-            and self.controller_epoch == other.controller_epoch
-            and self.ungrouped_partition_states == other.ungrouped_partition_states
-            and self.live_brokers == other.live_brokers
-            and self.broker_epoch == other.broker_epoch
-            and self.topic_states == other.topic_states
             and self.is_k_raft_controller == other.is_k_raft_controller
             and self.type == other.type
+            and self.controller_epoch == other.controller_epoch
+            and self.broker_epoch == other.broker_epoch
+            and self.ungrouped_partition_states == other.ungrouped_partition_states
+            and self.topic_states == other.topic_states
+            and self.live_brokers == other.live_brokers
         )
 
     __hash__ = None
@@ -192,13 +192,13 @@ class UpdateMetadataEndpoint(_ProtocolStruct):
     NAME = "UpdateMetadataEndpoint"
     VALID_VERSIONS = (1, 8)
     FLEXIBLE_MIN = 6
-    __slots__ = ("port", "host", "security_protocol", "listener")
+    __slots__ = ("port", "host", "listener", "security_protocol")
 
-    def __init__(self, port=0, host="", security_protocol=0, listener=""):
+    def __init__(self, port=0, host="", listener="", security_protocol=0):
         self.port = port
         self.host = host
-        self.security_protocol = security_protocol
         self.listener = listener
+        self.security_protocol = security_protocol
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -206,8 +206,8 @@ class UpdateMetadataEndpoint(_ProtocolStruct):
         return (
             self.port == other.port
             and self.host == other.host
-            and self.security_protocol == other.security_protocol
             and self.listener == other.listener
+            and self.security_protocol == other.security_protocol
         )
 
     __hash__ = None
@@ -219,20 +219,20 @@ class UpdateMetadataTopicState(_ProtocolStruct):
     NAME = "UpdateMetadataTopicState"
     VALID_VERSIONS = (5, 8)
     FLEXIBLE_MIN = 6
-    __slots__ = ("topic_name", "partition_states", "topic_id")
+    __slots__ = ("topic_name", "topic_id", "partition_states")
 
-    def __init__(self, topic_name="", partition_states=None, topic_id=_ZERO_UUID):
+    def __init__(self, topic_name="", topic_id=_ZERO_UUID, partition_states=None):
         self.topic_name = topic_name
-        self.partition_states = [] if partition_states is None else partition_states
         self.topic_id = topic_id
+        self.partition_states = [] if partition_states is None else partition_states
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.topic_name == other.topic_name
-            and self.partition_states == other.partition_states
             and self.topic_id == other.topic_id
+            and self.partition_states == other.partition_states
         )
 
     __hash__ = None
@@ -267,10 +267,10 @@ def _r_UpdateMetadataBroker_0(buf, pos):
 
 def _r_UpdateMetadataRequest_0(buf, pos):
     o = _new(UpdateMetadataRequest)
-    o.broker_epoch = -1
-    o.topic_states = []
     o.is_k_raft_controller = False
     o.type = 0
+    o.broker_epoch = -1
+    o.topic_states = []
     o.controller_id, o.controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_array_len(buf, pos)
@@ -314,10 +314,10 @@ def _r_UpdateMetadataBroker_1(buf, pos):
 
 def _r_UpdateMetadataRequest_1(buf, pos):
     o = _new(UpdateMetadataRequest)
-    o.broker_epoch = -1
-    o.topic_states = []
     o.is_k_raft_controller = False
     o.type = 0
+    o.broker_epoch = -1
+    o.topic_states = []
     o.controller_id, o.controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_array_len(buf, pos)
@@ -350,10 +350,10 @@ def _r_UpdateMetadataBroker_2(buf, pos):
 
 def _r_UpdateMetadataRequest_2(buf, pos):
     o = _new(UpdateMetadataRequest)
-    o.broker_epoch = -1
-    o.topic_states = []
     o.is_k_raft_controller = False
     o.type = 0
+    o.broker_epoch = -1
+    o.topic_states = []
     o.controller_id, o.controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_array_len(buf, pos)
@@ -397,10 +397,10 @@ def _r_UpdateMetadataBroker_3(buf, pos):
 
 def _r_UpdateMetadataRequest_3(buf, pos):
     o = _new(UpdateMetadataRequest)
-    o.broker_epoch = -1
-    o.topic_states = []
     o.is_k_raft_controller = False
     o.type = 0
+    o.broker_epoch = -1
+    o.topic_states = []
     o.controller_id, o.controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_array_len(buf, pos)
@@ -434,10 +434,10 @@ def _r_UpdateMetadataPartitionState_4(buf, pos):
 
 def _r_UpdateMetadataRequest_4(buf, pos):
     o = _new(UpdateMetadataRequest)
-    o.broker_epoch = -1
-    o.topic_states = []
     o.is_k_raft_controller = False
     o.type = 0
+    o.broker_epoch = -1
+    o.topic_states = []
     o.controller_id, o.controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     n, pos = _read_array_len(buf, pos)
@@ -483,9 +483,9 @@ def _r_UpdateMetadataTopicState_5(buf, pos):
 
 def _r_UpdateMetadataRequest_5(buf, pos):
     o = _new(UpdateMetadataRequest)
-    o.ungrouped_partition_states = []
     o.is_k_raft_controller = False
     o.type = 0
+    o.ungrouped_partition_states = []
     o.controller_id, o.controller_epoch, o.broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
     n, pos = _read_array_len(buf, pos)
@@ -573,9 +573,9 @@ def _r_UpdateMetadataBroker_6(buf, pos):
 
 def _r_UpdateMetadataRequest_6(buf, pos):
     o = _new(UpdateMetadataRequest)
-    o.ungrouped_partition_states = []
     o.is_k_raft_controller = False
     o.type = 0
+    o.ungrouped_partition_states = []
     o.controller_id, o.controller_epoch, o.broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -615,9 +615,9 @@ def _r_UpdateMetadataTopicState_7(buf, pos):
 
 def _r_UpdateMetadataRequest_7(buf, pos):
     o = _new(UpdateMetadataRequest)
-    o.ungrouped_partition_states = []
     o.is_k_raft_controller = False
     o.type = 0
+    o.ungrouped_partition_states = []
     o.controller_id, o.controller_epoch, o.broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
     n, pos = _read_compact_array_len(buf, pos)
@@ -652,8 +652,8 @@ def _rt_UpdateMetadataRequest_8(o, buf, pos):
 
 def _r_UpdateMetadataRequest_8(buf, pos):
     o = _new(UpdateMetadataRequest)
-    o.ungrouped_partition_states = []
     o.type = 0
+    o.ungrouped_partition_states = []
     (
         o.controller_id,
         o.is_k_raft_controller,

@@ -36,20 +36,20 @@ class VoteRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    __slots__ = ("cluster_id", "topics", "voter_id")
+    __slots__ = ("cluster_id", "voter_id", "topics")
 
-    def __init__(self, cluster_id=None, topics=None, voter_id=-1):
+    def __init__(self, cluster_id=None, voter_id=-1, topics=None):
         self.cluster_id = cluster_id
-        self.topics = [] if topics is None else topics
         self.voter_id = voter_id
+        self.topics = [] if topics is None else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
         return (
             self.cluster_id == other.cluster_id
-            and self.topics == other.topics
             and self.voter_id == other.voter_id
+            and self.topics == other.topics
         )
 
     __hash__ = None
@@ -85,10 +85,10 @@ class PartitionData(_ProtocolStruct):
         "partition_index",
         "replica_epoch",
         "replica_id",
-        "last_offset_epoch",
-        "last_offset",
         "replica_directory_id",
         "voter_directory_id",
+        "last_offset_epoch",
+        "last_offset",
         "pre_vote",
     )
 
@@ -97,19 +97,19 @@ class PartitionData(_ProtocolStruct):
         partition_index=0,
         replica_epoch=0,
         replica_id=0,
-        last_offset_epoch=0,
-        last_offset=0,
         replica_directory_id=_ZERO_UUID,
         voter_directory_id=_ZERO_UUID,
+        last_offset_epoch=0,
+        last_offset=0,
         pre_vote=False,
     ):
         self.partition_index = partition_index
         self.replica_epoch = replica_epoch
         self.replica_id = replica_id
-        self.last_offset_epoch = last_offset_epoch
-        self.last_offset = last_offset
         self.replica_directory_id = replica_directory_id
         self.voter_directory_id = voter_directory_id
+        self.last_offset_epoch = last_offset_epoch
+        self.last_offset = last_offset
         self.pre_vote = pre_vote
 
     def __eq__(self, other):
@@ -119,10 +119,10 @@ class PartitionData(_ProtocolStruct):
             self.partition_index == other.partition_index
             and self.replica_epoch == other.replica_epoch
             and self.replica_id == other.replica_id
-            and self.last_offset_epoch == other.last_offset_epoch
-            and self.last_offset == other.last_offset
             and self.replica_directory_id == other.replica_directory_id
             and self.voter_directory_id == other.voter_directory_id
+            and self.last_offset_epoch == other.last_offset_epoch
+            and self.last_offset == other.last_offset
             and self.pre_vote == other.pre_vote
         )
 

@@ -79,8 +79,8 @@ class PartitionData(_ProtocolStruct):
         "state_epoch",
         "leader_epoch",
         "start_offset",
-        "state_batches",
         "delivery_complete_count",
+        "state_batches",
     )
 
     def __init__(
@@ -89,15 +89,15 @@ class PartitionData(_ProtocolStruct):
         state_epoch=0,
         leader_epoch=0,
         start_offset=0,
-        state_batches=None,
         delivery_complete_count=-1,
+        state_batches=None,
     ):
         self.partition = partition
         self.state_epoch = state_epoch
         self.leader_epoch = leader_epoch
         self.start_offset = start_offset
-        self.state_batches = [] if state_batches is None else state_batches
         self.delivery_complete_count = delivery_complete_count
+        self.state_batches = [] if state_batches is None else state_batches
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -107,8 +107,8 @@ class PartitionData(_ProtocolStruct):
             and self.state_epoch == other.state_epoch
             and self.leader_epoch == other.leader_epoch
             and self.start_offset == other.start_offset
-            and self.state_batches == other.state_batches
             and self.delivery_complete_count == other.delivery_complete_count
+            and self.state_batches == other.state_batches
         )
 
     __hash__ = None
