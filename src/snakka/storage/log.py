@@ -299,6 +299,8 @@ class PartitionLog:
                 del segments[i + 1 :]
             i += 1
 
+        for seg in segments[:-1]:
+            seg.on_become_inactive()  # rebuilt time indexes end with the segment's max
         if not segments:
             segments = [self._new_segment(max(0, log_start_offset))]
         self._segments = segments

@@ -73,6 +73,10 @@ def raise_open_file_limit() -> int:
         return -1
 
 
+# Directories in the log dir that look like partitions but are not topic data: the broker's
+# metadata log (see snakka.metadata.store) lives in __cluster_metadata-0, as in KRaft.
+RESERVED_DIRS = frozenset({"__cluster_metadata-0"})
+
 class LogManager:
     """Owner of every :class:`PartitionLog` in the log dir."""
 
@@ -128,6 +132,8 @@ class LogManager:
             path = os.path.join(self.log_dir, name)
             if not os.path.isdir(path):
                 continue
+            if name in RESERVED_DIRS:
+                continue  # owned by someone else (the metadata log)
             if name.endswith("-delete"):
                 log.info("removing partition dir %s left over from a deletion", name)
                 shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,198 @@
+"""LogManager: discovery, checkpoints, clean-shutdown marker, metadata files, lock."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+
+import pytest
+
+from snakka.storage import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    LogConfig,
+    LogManager,
+    read_meta_properties,
+    read_offset_checkpoint,
+    topic_id_from_str,
+    topic_id_to_str,
+    write_offset_checkpoint,
+)
+
+from .helpers import Clock, append, batch
+
+
+def manager(tmp_path, **kw):
+    return LogManager([str(tmp_path / "data")], LogConfig(segment_bytes=500), time_ms=Clock(), **kw)
+
+
+def crash(lm: LogManager):
+    for plog in lm.all_logs():
+        for seg in plog.segments:
+            os.close(seg.fd)
+            seg.closed = True
+        plog._closed = True
+    lm.abandon()
+
+
+def test_create_get_and_dir_names(tmp_path):
+    lm = manager(tmp_path)
+    a = lm.get_or_create_log("orders.v1", 0)
+    b = lm.get_or_create_log("my-topic", 12)
+    assert lm.get_or_create_log("orders.v1", 0) is a
+    assert lm.get_log("my-topic", 12) is b and lm.get_log("nope", 0) is None
+    assert os.path.isdir(tmp_path / "data" / "my-topic-12")
+    assert (b.topic, b.partition) == ("my-topic", 12)
+    with pytest.raises(ValueError):
+        lm.get_or_create_log("bad/name", 0)
+    lm.close()
+
+
+def test_clean_restart_round_trip(tmp_path):
+    lm = manager(tmp_path)
+    tid = uuid.uuid4()
+    p0 = lm.get_or_create_log("t", 0, topic_id=tid)
+    p1 = lm.get_or_create_log("t-with-dash", 3)
+    for _ in range(10):
+        append(p0, batch(3))
+    append(p1, batch(1))
+    p0.delete_records_before(7)
+    lm.close()
+    data = tmp_path / "data"
+    assert os.path.exists(data / CLEAN_SHUTDOWN_FILE)
+    assert read_offset_checkpoint(str(data / RECOVERY_POINT_CHECKPOINT)) == {("t", 0): 30, ("t-with-dash", 3): 1}
+    assert read_offset_checkpoint(str(data / LOG_START_OFFSET_CHECKPOINT))[("t", 0)] == 7
+    assert (data / "t-0" / "partition.metadata").read_text() == f"version: 0\ntopic_id: {topic_id_to_str(tid)}\n"
+
+    lm2 = manager(tmp_path)
+    logs = lm2.load_all()
+    assert sorted((p.topic, p.partition) for p in logs) == [("t", 0), ("t-with-dash", 3)]
+    assert not os.path.exists(data / CLEAN_SHUTDOWN_FILE)  # removed: a crash from now on is detected
+    q0 = lm2.get_log("t", 0)
+    assert (q0.log_start_offset, q0.log_end_offset) == (7, 30)
+    assert topic_id_from_str(q0.topic_id) == tid
+    assert lm2.get_log("t-with-dash", 3).log_end_offset == 1
+    lm2.close()
+
+
+def test_unclean_restart_recovers_from_checkpointed_recovery_point(tmp_path, caplog):
+    lm = manager(tmp_path)
+    p = lm.get_or_create_log("t", 0)
+    for _ in range(10):
+        append(p, batch(3))
+    lm.flush_all()
+    rp = read_offset_checkpoint(str(tmp_path / "data" / RECOVERY_POINT_CHECKPOINT))
+    assert rp == {("t", 0): 30}
+    for _ in range(3):
+        append(p, batch(3))
+    seg_path = p.active_segment.path
+    crash(lm)
+    os.truncate(seg_path, os.path.getsize(seg_path) - 2)
+    lm2 = manager(tmp_path)
+    with caplog.at_level(logging.INFO, logger="snakka.storage"):
+        lm2.load_all()
+    q = lm2.get_log("t", 0)
+    assert q.log_end_offset == 36
+    assert q.recovery_point == 30
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("not shut down cleanly" in m for m in msgs)
+    assert any("recovered partition t-0: truncated" in m for m in msgs)
+    lm2.close()
+
+
+def test_log_start_offset_checkpoint_written_by_flush(tmp_path):
+    lm = manager(tmp_path)
+    p = lm.get_or_create_log("t", 0)
+    for _ in range(5):
+        append(p, batch(2))
+    p.delete_records_before(4)
+    assert lm.flush_all() == 1
+    assert read_offset_checkpoint(str(tmp_path / "data" / LOG_START_OFFSET_CHECKPOINT)) == {("t", 0): 4}
+    crash(lm)
+    lm2 = manager(tmp_path)
+    lm2.load_all()
+    assert lm2.get_log("t", 0).log_start_offset == 4
+    lm2.close()
+
+
+def test_delete_log(tmp_path):
+    lm = manager(tmp_path)
+    p = lm.get_or_create_log("gone", 0)
+    append(p, batch(1))
+    assert lm.delete_log("gone", 0)
+    assert not lm.delete_log("gone", 0)
+    assert lm.get_log("gone", 0) is None
+    assert not any(n.startswith("gone") for n in os.listdir(tmp_path / "data"))
+    lm.close()
+    assert read_offset_checkpoint(str(tmp_path / "data" / RECOVERY_POINT_CHECKPOINT)) == {}
+
+
+def test_load_all_skips_foreign_dirs_and_removes_deleted(tmp_path):
+    data = tmp_path / "data"
+    (data / "not_a_partition").mkdir(parents=True)
+    (data / "t-0.0123abcd-delete").mkdir()
+    (data / "t-0.0123abcd-delete" / "00000000000000000000.log").write_bytes(b"x")
+    lm = manager(tmp_path)
+    assert lm.load_all() == []
+    assert sorted(os.listdir(data)) == [".lock", "not_a_partition"]
+    lm.close()
+
+
+def test_per_topic_configs_at_load(tmp_path):
+    lm = manager(tmp_path)
+    lm.get_or_create_log("a", 0)
+    lm.get_or_create_log("b", 0)
+    lm.close()
+    special = LogConfig(segment_bytes=12345)
+    lm2 = manager(tmp_path)
+    lm2.load_all({"a": special})
+    assert lm2.get_log("a", 0).config is special
+    assert lm2.get_log("b", 0).config.segment_bytes == 500
+    lm2.close()
+
+
+def test_dir_lock(tmp_path):
+    lm = manager(tmp_path)
+    with pytest.raises(RuntimeError, match="locked"):
+        manager(tmp_path)
+    lm.close()
+    manager(tmp_path).close()
+
+
+def test_meta_properties(tmp_path):
+    lm = manager(tmp_path)
+    props = lm.ensure_meta_properties(cluster_id="abc", node_id=1)
+    assert props["version"] == "1" and props["cluster.id"] == "abc" and props["node.id"] == "1"
+    assert read_meta_properties(lm.log_dir) == props
+    assert lm.ensure_meta_properties(cluster_id="abc", node_id=1) == props
+    with pytest.raises(ValueError, match="cluster"):
+        lm.ensure_meta_properties(cluster_id="other", node_id=1)
+    with pytest.raises(ValueError, match="node"):
+        lm.ensure_meta_properties(cluster_id="abc", node_id=2)
+    lm.close()
+
+
+def test_retention_all_and_producer_expiry(tmp_path):
+    clock = Clock()
+    lm = LogManager([str(tmp_path / "d")], LogConfig(segment_bytes=200, retention_ms=10), time_ms=clock)
+    p = lm.get_or_create_log("t", 0)
+    for _ in range(6):
+        append(p, batch(2, ts=clock.now, producer_id=5, producer_epoch=0, base_sequence=p.log_end_offset))
+    assert len(p.segments) > 2
+    clock.advance(10**8)
+    assert lm.enforce_retention_all() >= 2
+    assert p.producer_state.producers == {}
+    lm.close()
+
+
+def test_checkpoint_file_format(tmp_path):
+    path = str(tmp_path / "cp")
+    write_offset_checkpoint(path, {("b", 1): 5, ("a", 0): 10})
+    assert open(path).read() == "0\n2\na 0 10\nb 1 5\n"
+    assert read_offset_checkpoint(path) == {("a", 0): 10, ("b", 1): 5}
+    for bad in ("1\n0\n", "0\n3\na 0 1\n", "zero\n", ""):
+        with open(path, "w") as f:
+            f.write(bad)
+        assert read_offset_checkpoint(path) == {}
