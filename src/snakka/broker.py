@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -30,7 +29,6 @@ from snakka.metadata.configs import ConfigResolver
 from snakka.metadata.core import (
     ClusterMetadata,
     TopicInfo,
-    random_topic_id,
     uuid_to_base64,
 )
 from snakka.metadata.store import MetadataStore
@@ -38,7 +36,6 @@ from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.server.listener import ListenerServer, idle_sweeper
 from snakka.storage import LogConfig, LogManager, PartitionLog
 from snakka.storage.flush import FlushScheduler
-from snakka.topic_policy import TopicPolicy
 
 if TYPE_CHECKING:
     from snakka.config import Listener
@@ -69,7 +66,6 @@ class Broker:
         self.listener_servers: list[ListenerServer] = []
         self._waiters: dict[tuple[str, int], list[asyncio.Future]] = {}
         self._tasks: list[asyncio.Task] = []
-        self._policies: dict[str, TopicPolicy] = {}
         self._pid_next = 0
         self._pid_block_end = 0
         self._started = False
@@ -90,9 +86,15 @@ class Broker:
                 f"cluster.id {cluster_id} does not match {self.metadata.cluster_id} stored in "
                 f"{self.log_dir}")
         self.logs = LogManager([self.log_dir], self.log_config_for(None), self.time_ms)
-        self.logs.write_meta_properties(self.metadata.cluster_id, self.node_id)
-        self.logs.load_all(self._known_partitions())
-        self.flusher = FlushScheduler(self.logs, self.config.int("log.flush.scheduler.interval.ms"))
+        self.logs.ensure_meta_properties(cluster_id=self.metadata.cluster_id, node_id=self.node_id)
+        configs = {name: self.log_config_for(ti) for name, ti in self.metadata.topics.items()}
+        self.logs.load_all(configs.get)
+        for ti in self.metadata.topics.values():  # partitions with no data dir yet
+            for p in range(ti.partitions):
+                self.logs.get_or_create_log(ti.name, p, configs[ti.name], ti.topic_id)
+        self.flusher = FlushScheduler(
+            self.logs, interval_ms=self.config.int("log.flush.scheduler.interval.ms"),
+            strict=self.config.bool("log.flush.strict"))
         self.flusher.start()
         for listener in self.config.listeners:
             srv = ListenerServer(self, listener)
@@ -120,21 +122,13 @@ class Broker:
                 pass
         self._tasks.clear()
         if self.flusher is not None:
-            await self.flusher.stop()
+            await self.flusher.close()
         if self.logs is not None:
             self.logs.close()
         if self.store is not None:
             self.store.close()
         self._started = False
         log.info("snakka broker %d stopped cleanly", self.node_id)
-
-    def _known_partitions(self) -> dict[tuple[str, int], tuple[uuid.UUID, LogConfig]]:
-        out = {}
-        for ti in self.metadata.topics.values():
-            cfg = self.log_config_for(ti)
-            for p in range(ti.partitions):
-                out[(ti.name, p)] = (ti.topic_id, cfg)
-        return out
 
     # -- connections ---------------------------------------------------------------------
     def register_connection(self, conn: KafkaConnection) -> bool:
@@ -173,14 +167,6 @@ class Broker:
     # -- topics --------------------------------------------------------------------------
     def log_config_for(self, topic: TopicInfo | None) -> LogConfig:
         return LogConfig.from_dict(self.resolver.effective_topic_config_map(topic))
-
-    def topic_policy(self, name: str) -> TopicPolicy:
-        pol = self._policies.get(name)
-        if pol is None:
-            ti = self.metadata.topics.get(name)
-            pol = TopicPolicy.from_configs(self.resolver.effective_topic_config_map(ti))
-            self._policies[name] = pol
-        return pol
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         assert self.logs is not None
@@ -231,19 +217,12 @@ class Broker:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              "This server does not host this topic-partition.")
         recs = self.metadata.delete_topic(name)
-        self._policies.pop(name, None)
         await self.commit_metadata(recs)
         self.fetch_sessions.remove_topic(name)
         self.fetch_sessions.remove_topic(ti.topic_id)
-        dirs = []
         for p in range(ti.partitions):
-            d = self.logs.delete_log(name, p, defer_remove=True)
-            if d:
-                dirs.append(d)
+            self.logs.delete_log(name, p)
             self._wake((name, p))
-        if dirs:
-            await asyncio.get_running_loop().run_in_executor(
-                None, lambda: [shutil.rmtree(d, ignore_errors=True) for d in dirs])
         log.info("deleted topic %s (id %s)", name, uuid_to_base64(ti.topic_id))
 
     async def create_partitions(self, name: str, count: int) -> None:
@@ -259,7 +238,6 @@ class Broker:
     def reconfigure_topics(self, names: Iterable[str] | None = None) -> None:
         """Push resolved configs to the partition logs after a config change."""
         assert self.logs is not None
-        self._policies.clear()
         topics = (self.metadata.topics.values() if names is None
                   else [self.metadata.topics[n] for n in names if n in self.metadata.topics])
         for ti in topics:
@@ -267,7 +245,7 @@ class Broker:
             for p in range(ti.partitions):
                 pl = self.logs.get_log(ti.name, p)
                 if pl is not None:
-                    pl.config = cfg
+                    pl.set_config(cfg)
 
     # -- producer ids --------------------------------------------------------------------
     async def next_producer_id(self) -> int:
@@ -337,6 +315,6 @@ class Broker:
         while True:
             await asyncio.sleep(period)
             try:
-                await loop.run_in_executor(None, self.logs.write_checkpoints)
+                await loop.run_in_executor(None, self.logs.checkpoint)
             except Exception:
                 log.exception("checkpoint failed")

@@ -43,7 +43,7 @@ def main() -> None:
 @click.option("--listeners", help="Shortcut for -o listeners=... (default PLAINTEXT://localhost:9092).")
 @click.option("--data-dir", help="Shortcut for -o log.dirs=... (default ./snakka-data).")
 @click.option("--strict-durability", is_flag=True,
-              help="fsync before acknowledging any write (log.flush.interval.messages=1).")
+              help="Answer acks=all writes only after fsync (log.flush.strict=true).")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--ready-line", is_flag=True, hidden=True,
               help="Print 'SNAKKA_READY port=N' on stdout when listening (used by snakka.testing).")
@@ -64,7 +64,7 @@ def serve(config_file, override, listeners, data_dir, strict_durability, log_lev
     if data_dir:
         extra["log.dirs"] = data_dir
     if strict_durability:
-        extra["log.flush.interval.messages"] = "1"
+        extra["log.flush.strict"] = "true"
     text = open(config_file).read() if config_file else ""
     try:
         cfg = BrokerConfig.from_properties(text, extra)

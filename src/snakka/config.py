@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+
 # Kafka's ConfigType ids as used by DescribeConfigs v3+.
 class ConfigType(IntEnum):
     UNKNOWN = 0
@@ -264,6 +265,9 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("log.roll.hours", _I, "168", _pos_int, "Segment roll time in hours."),
     _d("log.retention.check.interval.ms", _L, "300000", _pos_long,
        "How often retention is enforced.", read_only=True),
+    _d("log.flush.strict", _B, "false", _parse_bool,
+       "Strict durability: an acks=all produce is answered only after its data is fsynced "
+       "(concurrent producers share fsyncs). snakka-specific.", read_only=True),
     _d("log.flush.scheduler.interval.ms", _L, "1000", _pos_long,
        "How often the background group commit fsyncs dirty logs (snakka default: 1 s).",
        read_only=True),

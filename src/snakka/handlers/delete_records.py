@@ -34,7 +34,7 @@ def handle(ctx, req) -> DeleteRecordsResponse:
                         raise OffsetOutOfRangeError(offset)
                     pl.delete_records_before(offset)
                     low = pl.log_start_offset
-                    broker.logs.write_log_start_checkpoint()
+                    broker.logs.checkpoint()
                 except OffsetOutOfRangeError:
                     err = ErrorCode.OFFSET_OUT_OF_RANGE
             parts.append(DeleteRecordsPartitionResult(partition_index=p.partition_index,

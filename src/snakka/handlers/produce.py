@@ -15,8 +15,9 @@ Kafka's rules kept here:
   (Kafka does the same).
 - Clients may not write control batches (INVALID_RECORD). Transactional batches need the
   transaction coordinator, which does not exist yet: INVALID_TXN_STATE.
-- Strict durability (``flush.messages=1``): the response waits until the batch is fsynced;
-  concurrent waiters share one fsync (group commit in storage.flush).
+- Strict durability (``log.flush.strict=true``): an acks=all response waits until the batch is
+  fsynced; with Kafka's ``flush.messages`` reached, any acknowledged write waits. Concurrent
+  waiters share one fsync (group commit in storage.flush).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from snakka.protocol.messages.produce_response import (
 )
 from snakka.records import RecordValidationError, validate_batches
 from snakka.storage import ProducerStateError
-from snakka.topic_policy import apply_topic_policy
+from snakka.topic_policy import maybe_recompress
 
 API_KEY = 0
 
@@ -48,21 +49,20 @@ def _error(index: int, code: int, message: str | None = None) -> PartitionProduc
                                     record_errors=[], error_message=message)
 
 
-def _append_partition(broker, topic: str, partition: int, records, acks: int, v: int,
-                      waits: list):
+def _append_partition(broker, topic: str, partition: int, records, acks: int, waits: list):
     pl, err = lookup_log(broker, topic, partition)
     if pl is None:
         return _error(partition, err)
     if records is None or len(records) == 0:
         return _error(partition, ErrorCode.INVALID_RECORD,
                       "Produce request must carry exactly one record batch per partition")
-    policy = broker.topic_policy(topic)
-    if acks == -1 and policy.min_insync_replicas > 1:
+    cfg = pl.config
+    if acks == -1 and cfg.min_insync_replicas > 1:
         return _error(partition, ErrorCode.NOT_ENOUGH_REPLICAS,
-                      f"min.insync.replicas={policy.min_insync_replicas} but only 1 replica exists")
+                      f"min.insync.replicas={cfg.min_insync_replicas} but only 1 replica exists")
     try:
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        infos = validate_batches(buf, max_message_bytes=pl.config.max_message_bytes)
+        infos = validate_batches(buf, max_message_bytes=cfg.max_message_bytes)
         if len(infos) != 1:
             return _error(partition, ErrorCode.INVALID_RECORD,
                           "Produce requests with version 3 and above must have exactly one "
@@ -74,18 +74,24 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, v:
         if attrs & _ATTR_TRANSACTIONAL:
             return _error(partition, ErrorCode.INVALID_TXN_STATE,
                           "Transactions are not supported by this broker yet")
-        now = broker.time_ms()
-        buf, infos = apply_topic_policy(policy, buf, infos, now)
-        log_append_time = now if policy.log_append_time else None
-        result = pl.append(buf, infos, log_append_time_ms=log_append_time)
+        if cfg.compression_type != "producer":
+            buf, infos = maybe_recompress(cfg.compression_type, buf, infos,
+                                          max_message_bytes=cfg.max_message_bytes)
+        result = pl.append(buf, infos)
     except RecordValidationError as e:
         return _error(partition, e.error_code, e.message)
     except ProducerStateError as e:
         return _error(partition, e.error_code, str(e))
-    if not getattr(result, "duplicate", False):
+    if not result.duplicate:
         broker.notify_append(topic, partition)
-        if policy.flush_every_message and acks != 0:
-            waits.append((pl, result.last_offset))
+        flusher = broker.flusher
+        # Strict mode (log.flush.strict): acks=all waits for fsync. Kafka's flush.messages:
+        # once that many messages are unflushed, the write is fsynced before it is answered.
+        if acks != 0 and ((acks == -1 and flusher.strict)
+                          or pl.unflushed_messages >= cfg.flush_messages):
+            waits.append((pl, result.last_offset + 1))
+        else:
+            flusher.on_append(pl)
     return PartitionProduceResponse(
         index=partition, error_code=0, base_offset=result.base_offset,
         log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset,
@@ -116,7 +122,7 @@ def handle(ctx, req):
             elif name is None:
                 r = _error(p.index, ErrorCode.UNKNOWN_TOPIC_ID)
             else:
-                r = _append_partition(broker, name, p.index, p.records, acks, v, waits)
+                r = _append_partition(broker, name, p.index, p.records, acks, waits)
             if r.error_code:
                 failed = True
             parts.append(r)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # keep `typing` out of the import path (startup time)
     from typing import Any, ClassVar
 
 __all__ = [
+    "UNSET",
     "ZERO_UUID",
     "DecodeError",
     "ProtocolStruct",
@@ -51,6 +52,21 @@ __all__ = [
 ]
 
 ZERO_UUID = _uuid.UUID(int=0)
+
+
+class _Unset:
+    """Marker for "argument not given" where None is a meaningful (null) value."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+    def __reduce__(self):
+        return "UNSET"
+
+
+UNSET = _Unset()
 
 _I16 = _struct.Struct(">h")
 _I32 = _struct.Struct(">i")

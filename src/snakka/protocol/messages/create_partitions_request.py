@@ -10,6 +10,7 @@ Versions 0-3, flexible from v2.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import read_array_len as _read_array_len
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
@@ -64,10 +65,10 @@ class CreatePartitionsTopic(_ProtocolStruct):
     FLEXIBLE_MIN = 2
     __slots__ = ("name", "count", "assignments")
 
-    def __init__(self, name="", count=0, assignments=None):
+    def __init__(self, name="", count=0, assignments=_UNSET):
         self.name = name
         self.count = count
-        self.assignments = [] if assignments is None else assignments
+        self.assignments = [] if assignments is _UNSET else assignments
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

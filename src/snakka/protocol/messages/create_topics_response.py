@@ -11,6 +11,7 @@ Versions 0-1 come from the Kafka 3.9 schema.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import ZERO_UUID as _ZERO_UUID
 from ..primitives import read_array_len as _read_array_len
 from ..primitives import read_compact_array_len as _read_compact_array_len
@@ -86,7 +87,7 @@ class CreatableTopicResult(_ProtocolStruct):
         topic_config_error_code=0,
         num_partitions=-1,
         replication_factor=-1,
-        configs=None,
+        configs=_UNSET,
     ):
         self.name = name
         self.topic_id = topic_id
@@ -95,7 +96,7 @@ class CreatableTopicResult(_ProtocolStruct):
         self.topic_config_error_code = topic_config_error_code
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
-        self.configs = [] if configs is None else configs
+        self.configs = [] if configs is _UNSET else configs
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

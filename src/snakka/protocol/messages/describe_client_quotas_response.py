@@ -10,6 +10,7 @@ Versions 0-1, flexible from v1.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import read_array_len as _read_array_len
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
@@ -42,11 +43,11 @@ class DescribeClientQuotasResponse(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "entries")
 
-    def __init__(self, throttle_time_ms=0, error_code=0, error_message="", entries=None):
+    def __init__(self, throttle_time_ms=0, error_code=0, error_message="", entries=_UNSET):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
-        self.entries = [] if entries is None else entries
+        self.entries = [] if entries is _UNSET else entries
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -11,6 +11,7 @@ Versions 0 come from the Kafka 3.9 schema.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import read_array_len as _read_array_len
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
@@ -69,10 +70,10 @@ class DescribeConfigsResource(_ProtocolStruct):
     FLEXIBLE_MIN = 4
     __slots__ = ("resource_type", "resource_name", "configuration_keys")
 
-    def __init__(self, resource_type=0, resource_name="", configuration_keys=None):
+    def __init__(self, resource_type=0, resource_name="", configuration_keys=_UNSET):
         self.resource_type = resource_type
         self.resource_name = resource_name
-        self.configuration_keys = [] if configuration_keys is None else configuration_keys
+        self.configuration_keys = [] if configuration_keys is _UNSET else configuration_keys
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -11,6 +11,7 @@ Versions 0 come from the Kafka 3.9 schema.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
 from ..primitives import read_compact_string as _read_compact_string
 from ..primitives import read_nullable_array_len as _read_nullable_array_len
@@ -35,8 +36,8 @@ class DescribeDelegationTokenRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("owners",)
 
-    def __init__(self, owners=None):
-        self.owners = [] if owners is None else owners
+    def __init__(self, owners=_UNSET):
+        self.owners = [] if owners is _UNSET else owners
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

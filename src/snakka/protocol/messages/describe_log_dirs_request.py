@@ -11,6 +11,7 @@ Versions 0 come from the Kafka 3.9 schema.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import read_array_len as _read_array_len
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
@@ -39,8 +40,8 @@ class DescribeLogDirsRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("topics",)
 
-    def __init__(self, topics=None):
-        self.topics = [] if topics is None else topics
+    def __init__(self, topics=_UNSET):
+        self.topics = [] if topics is _UNSET else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -8,6 +8,7 @@ Versions 0-1, flexible from v0.
 """
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
 from ..primitives import read_compact_string as _read_compact_string
@@ -50,9 +51,9 @@ class DescribeShareGroupOffsetsRequestGroup(_ProtocolStruct):
     FLEXIBLE_MIN = 0
     __slots__ = ("group_id", "topics")
 
-    def __init__(self, group_id="", topics=None):
+    def __init__(self, group_id="", topics=_UNSET):
         self.group_id = group_id
-        self.topics = [] if topics is None else topics
+        self.topics = [] if topics is _UNSET else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

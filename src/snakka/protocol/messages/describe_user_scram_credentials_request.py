@@ -8,6 +8,7 @@ Versions 0-0, flexible from v0.
 """
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
 from ..primitives import read_compact_string as _read_compact_string
 from ..primitives import skip_tagged_fields as _skip_tagged_fields
@@ -28,8 +29,8 @@ class DescribeUserScramCredentialsRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("users",)
 
-    def __init__(self, users=None):
-        self.users = [] if users is None else users
+    def __init__(self, users=_UNSET):
+        self.users = [] if users is _UNSET else users
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

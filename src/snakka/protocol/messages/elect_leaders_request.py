@@ -10,6 +10,7 @@ Versions 0-2, flexible from v2.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import read_array_len as _read_array_len
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
@@ -39,9 +40,9 @@ class ElectLeadersRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("election_type", "topic_partitions", "timeout_ms")
 
-    def __init__(self, election_type=0, topic_partitions=None, timeout_ms=60000):
+    def __init__(self, election_type=0, topic_partitions=_UNSET, timeout_ms=60000):
         self.election_type = election_type
-        self.topic_partitions = [] if topic_partitions is None else topic_partitions
+        self.topic_partitions = [] if topic_partitions is _UNSET else topic_partitions
         self.timeout_ms = timeout_ms
 
     def __eq__(self, other):

@@ -11,6 +11,7 @@ Versions 0-3 come from the Kafka 3.9 schema.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import ZERO_UUID as _ZERO_UUID
 from ..primitives import read_array_len as _read_array_len
 from ..primitives import read_compact_array_len as _read_compact_array_len
@@ -139,7 +140,7 @@ class PartitionData(_ProtocolStruct):
         diverging_epoch=None,
         current_leader=None,
         snapshot_id=None,
-        aborted_transactions=None,
+        aborted_transactions=_UNSET,
         preferred_read_replica=-1,
         records=None,
     ):
@@ -151,7 +152,7 @@ class PartitionData(_ProtocolStruct):
         self.diverging_epoch = EpochEndOffset() if diverging_epoch is None else diverging_epoch
         self.current_leader = LeaderIdAndEpoch() if current_leader is None else current_leader
         self.snapshot_id = SnapshotId() if snapshot_id is None else snapshot_id
-        self.aborted_transactions = [] if aborted_transactions is None else aborted_transactions
+        self.aborted_transactions = [] if aborted_transactions is _UNSET else aborted_transactions
         self.preferred_read_replica = preferred_read_replica
         self.records = records
 

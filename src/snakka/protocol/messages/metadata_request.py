@@ -10,6 +10,7 @@ Versions 0-13, flexible from v9.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import ZERO_UUID as _ZERO_UUID
 from ..primitives import read_array_len as _read_array_len
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
@@ -50,12 +51,12 @@ class MetadataRequest(_ProtocolStruct):
 
     def __init__(
         self,
-        topics=None,
+        topics=_UNSET,
         allow_auto_topic_creation=True,
         include_cluster_authorized_operations=False,
         include_topic_authorized_operations=False,
     ):
-        self.topics = [] if topics is None else topics
+        self.topics = [] if topics is _UNSET else topics
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations

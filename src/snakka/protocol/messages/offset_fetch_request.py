@@ -11,6 +11,7 @@ Versions 0 come from the Kafka 3.9 schema.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import ZERO_UUID as _ZERO_UUID
 from ..primitives import read_array_len as _read_array_len
 from ..primitives import read_compact_array_len as _read_compact_array_len
@@ -45,9 +46,9 @@ class OffsetFetchRequest(_ProtocolStruct):
     LATEST_VERSION_UNSTABLE = False
     __slots__ = ("group_id", "topics", "groups", "require_stable")
 
-    def __init__(self, group_id="", topics=None, groups=None, require_stable=False):
+    def __init__(self, group_id="", topics=_UNSET, groups=None, require_stable=False):
         self.group_id = group_id
-        self.topics = [] if topics is None else topics
+        self.topics = [] if topics is _UNSET else topics
         self.groups = [] if groups is None else groups
         self.require_stable = require_stable
 
@@ -92,11 +93,11 @@ class OffsetFetchRequestGroup(_ProtocolStruct):
     FLEXIBLE_MIN = 8
     __slots__ = ("group_id", "member_id", "member_epoch", "topics")
 
-    def __init__(self, group_id="", member_id=None, member_epoch=-1, topics=None):
+    def __init__(self, group_id="", member_id=None, member_epoch=-1, topics=_UNSET):
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
-        self.topics = [] if topics is None else topics
+        self.topics = [] if topics is _UNSET else topics
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

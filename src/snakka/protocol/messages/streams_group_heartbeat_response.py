@@ -10,6 +10,7 @@ Versions 0-1, flexible from v0.
 from struct import Struct as _Struct
 
 from ..primitives import ProtocolStruct as _ProtocolStruct
+from ..primitives import UNSET as _UNSET
 from ..primitives import read_compact_array_len as _read_compact_array_len
 from ..primitives import read_compact_nullable_array_len as _read_compact_nullable_array_len
 from ..primitives import read_compact_nullable_string as _read_compact_nullable_string
@@ -70,7 +71,7 @@ class StreamsGroupHeartbeatResponse(_ProtocolStruct):
         acceptable_recovery_lag_legacy=0,
         task_offset_interval_ms=0,
         acceptable_recovery_lag=-1,
-        status=None,
+        status=_UNSET,
         active_tasks=None,
         standby_tasks=None,
         warmup_tasks=None,
@@ -87,7 +88,7 @@ class StreamsGroupHeartbeatResponse(_ProtocolStruct):
         self.acceptable_recovery_lag_legacy = acceptable_recovery_lag_legacy
         self.task_offset_interval_ms = task_offset_interval_ms
         self.acceptable_recovery_lag = acceptable_recovery_lag
-        self.status = [] if status is None else status
+        self.status = [] if status is _UNSET else status
         self.active_tasks = active_tasks
         self.standby_tasks = standby_tasks
         self.warmup_tasks = warmup_tasks
