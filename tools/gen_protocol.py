@@ -589,6 +589,7 @@ class Emitter:
         self.readers: dict[tuple[str, int], str] = {}
         self.writers: dict[tuple[str, int], str] = {}
         self.default_consts: set[str] = set()
+        self.uses_unset = False
 
     # ---------------------------------------------------------------- utils
     def h(self, name: str) -> str:
@@ -932,8 +933,13 @@ class Emitter:
         for a in cm.attrs:
             d = a.default_value()
             if d in ("[]", "struct"):
-                params.append(f"{a.attr}=None")
-                rhs = f"{a.default_src()} if {a.attr} is None else {a.attr}"
+                # Fresh default per instance.  For fields that may be null in some
+                # version an explicit None must stay None, so "not given" is a sentinel.
+                unset = "_UNSET" if any(fd.nullable != NONE for fd in a.defs) else "None"
+                if unset == "_UNSET":
+                    self.uses_unset = True
+                params.append(f"{a.attr}={unset}")
+                rhs = f"{a.default_src()} if {a.attr} is {unset} else {a.attr}"
                 if len(f"        self.{a.attr} = {rhs}") <= 100:
                     assigns.append(f"        self.{a.attr} = {rhs}")
                 else:
@@ -1032,8 +1038,11 @@ class Emitter:
             )
         doc.append('"""')
         parts.append("\n".join(doc) + "\n")
+        class_srcs = ["\n" + self.class_src(cm) for cm in msg.classes.values()]
         helpers = sorted(self.helpers)
         imp = ["from ..primitives import ProtocolStruct as _ProtocolStruct"]
+        if self.uses_unset:
+            imp.append("from ..primitives import UNSET as _UNSET")
         if any("_ZERO_UUID" in a.default_src() for cm in msg.classes.values() for a in cm.attrs):
             imp.append("from ..primitives import ZERO_UUID as _ZERO_UUID")
         for hname in helpers:
@@ -1047,8 +1056,7 @@ class Emitter:
                 for fmt, name in sorted(self.structs.items(), key=lambda x: x[1])
             )
         )
-        for cm in msg.classes.values():
-            parts.append("\n" + self.class_src(cm))
+        parts.extend(class_srcs)
         for src in self.func_src:
             parts.append("\n" + src)
         parts.append("\n" + "\n".join(disp) + "\n")

@@ -60,3 +60,16 @@ def test_kafka_error_and_decode_error():
     e = KafkaError(37, "need at least one partition")
     assert e.code is ErrorCode.INVALID_PARTITIONS and e.message == "need at least one partition"
     assert issubclass(DecodeError, ValueError)
+
+
+def test_constructor_none_means_null_only_for_nullable_fields():
+    from snakka.protocol.messages.fetch_response import PartitionData
+    from snakka.protocol.messages.metadata_request import MetadataRequest
+    from snakka.protocol.messages.produce_request import ProduceRequest
+
+    assert MetadataRequest().topics == [] and MetadataRequest(topics=None).topics is None
+    assert MetadataRequest(topics=None).encode(4) == b"\xff\xff\xff\xff\x01"  # null = all topics
+    assert PartitionData(aborted_transactions=None).aborted_transactions is None
+    # non-nullable array: None just asks for a fresh default
+    a, b = ProduceRequest(topic_data=None), ProduceRequest()
+    assert a.topic_data == [] and b.topic_data == [] and a.topic_data is not b.topic_data
