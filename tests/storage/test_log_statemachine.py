@@ -93,14 +93,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
     def crash_restart(self):
         rp = self.log.recovery_point
         self._crash()
-        self.log = PartitionLog(
-            self.path,
-            self.cfg,
-            recover=True,
-            time_ms=self.clock,
-            recovery_point=rp,
-            log_start_offset=self.start,
-        )
+        self._reopen_after_crash(rp)
 
     @precondition(lambda self: self.batches and self.batches[-1][0] >= self.log.active_segment.base_offset)
     @rule(data=st.data())
@@ -124,14 +117,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
             # DeleteRecords had moved the start past what survived: the log restarts
             # empty at the checkpointed start (see PartitionLog._load)
             self.batches, self.end = [], self.start
-        self.log = PartitionLog(
-            self.path,
-            self.cfg,
-            recover=True,
-            time_ms=self.clock,
-            recovery_point=rp,
-            log_start_offset=self.start,
-        )
+        self._reopen_after_crash(rp)
 
     @rule(data=st.data())
     def truncate_to(self, data):
@@ -188,6 +174,16 @@ class PartitionLogMachine(RuleBasedStateMachine):
             got += recs
             off = recs[-1][0] + 1
         assert got == self.model_records()
+
+    def _reopen_after_crash(self, recovery_point: int) -> None:
+        self.log = PartitionLog(
+            self.path,
+            self.cfg,
+            recover=True,
+            time_ms=self.clock,
+            recovery_point=recovery_point,
+            log_start_offset=self.start,
+        )
 
     def _crash(self):
         for seg in self.log.segments:

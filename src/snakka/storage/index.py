@@ -62,7 +62,7 @@ class _IndexFile:
         return len(self._buf) // self.entry_size
 
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        return len(self._buf) >= self.max_entries * self.entry_size
 
     @property
     def dirty(self) -> bool:

@@ -55,6 +55,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from snakka.records.batch import (
+    INT32_MAX,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchInfo,
@@ -77,6 +78,7 @@ log = logging.getLogger("snakka.storage")
 OFFSET_OUT_OF_RANGE = 1  # Kafka error code (mirrors ErrorCode.OFFSET_OUT_OF_RANGE)
 KAFKA_STORAGE_ERROR = 56
 
+_NEVER_ROLL_MS = LONG_MAX // 2
 READ_CACHE_ENTRIES = 64  # bound of the next-offset -> position cache per partition
 SNAPSHOTS_KEPT = 2  # producer-state snapshots kept per partition (latest + one fallback)
 
@@ -474,7 +476,7 @@ class PartitionLog:
         if seg.size and (
             seg.size + len(buf) > cfg.segment_bytes
             or seg.index_full()
-            or not seg.can_hold_offset(last)
+            or last - seg.base_offset > INT32_MAX
             or self._segment_ms_elapsed(seg, infos, log_append_time_ms)
         ):
             seg = self._roll()
@@ -538,19 +540,22 @@ class PartitionLog:
     def _segment_ms_elapsed(
         self, seg: LogSegment, infos: Sequence[BatchInfo], log_append_time_ms: int | None
     ) -> bool:
+        """Kafka's rule: time from the segment's first batch timestamp to the incoming
+        batch's, or wall-clock age when the segment has no timestamps."""
         cfg = self.config
-        if cfg.segment_ms >= LONG_MAX // 2:
+        limit = cfg.segment_ms - cfg.segment_jitter_ms
+        if limit >= _NEVER_ROLL_MS:
             return False
         base_ts = seg.rolling_base_timestamp()
         if base_ts is not None and base_ts >= 0:
             if log_append_time_ms is not None:
                 incoming = log_append_time_ms
+            elif len(infos) == 1:
+                incoming = infos[0].header.max_timestamp
             else:
                 incoming = max(i.header.max_timestamp for i in infos)
-            waited = incoming - base_ts
-        else:
-            waited = self._time_ms() - seg.created_ms
-        return waited > cfg.segment_ms - cfg.segment_jitter_ms
+            return incoming - base_ts > limit
+        return self._time_ms() - seg.created_ms > limit
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active
@@ -601,7 +606,7 @@ class PartitionLog:
         if max_offset is not None and fetch_offset >= max_offset:
             return b""
         hit = self._read_cache.get(fetch_offset)
-        if hit is not None:
+        if hit is not None and hit[1] < hit[0].size:
             seg, pos = hit
         else:
             i = bisect_right(self._bases, fetch_offset) - 1

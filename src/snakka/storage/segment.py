@@ -146,15 +146,8 @@ class LogSegment:
         now_ms: int,
     ) -> LogSegment:
         """A new empty segment (an existing file of that name is truncated)."""
-        path = os.path.join(dir_path, log_filename(base_offset))
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        seg = cls(
-            dir_path,
-            base_offset,
-            fd,
-            index_interval_bytes=index_interval_bytes,
-            max_index_size=max_index_size,
-            created_ms=now_ms,
+        seg = cls._open_fd(
+            dir_path, base_offset, os.O_CREAT | os.O_TRUNC, index_interval_bytes, max_index_size, now_ms
         )
         for stale in (seg.offset_index, seg.time_index):
             stale.delete_file()
@@ -172,9 +165,24 @@ class LogSegment:
     ) -> LogSegment:
         """Open an existing segment without reading it (see :meth:`load` /
         :meth:`recover`)."""
+        seg = cls._open_fd(dir_path, base_offset, 0, index_interval_bytes, max_index_size, now_ms)
+        seg.size = os.fstat(seg.fd).st_size
+        seg.flushed_size = seg.size
+        return seg
+
+    @classmethod
+    def _open_fd(
+        cls,
+        dir_path: str,
+        base_offset: int,
+        flags: int,
+        index_interval_bytes: int,
+        max_index_size: int,
+        now_ms: int,
+    ) -> LogSegment:
         path = os.path.join(dir_path, log_filename(base_offset))
-        fd = os.open(path, os.O_RDWR)
-        seg = cls(
+        fd = os.open(path, os.O_RDWR | flags, 0o644)
+        return cls(
             dir_path,
             base_offset,
             fd,
@@ -182,9 +190,6 @@ class LogSegment:
             max_index_size=max_index_size,
             created_ms=now_ms,
         )
-        seg.size = os.fstat(fd).st_size
-        seg.flushed_size = seg.size
-        return seg
 
     def load(self, min_next_offset: int) -> bool:
         """Trust-but-verify open after a clean shutdown (or below the recovery point):
@@ -239,8 +244,22 @@ class LogSegment:
         """Rebuild everything from the ``.log``: scan every batch (header sanity +
         CRC32C), rebuild both indexes, truncate the file at the first torn or corrupt
         batch. Returns (bytes truncated, reason or None)."""
-        self.offset_index.reset()
-        self.time_index.reset()
+        end, stop = self._rebuild_from_log(min_next_offset, verify_crc=True)
+        truncated = self.size - end
+        if truncated > 0:
+            os.ftruncate(self.fd, end)
+            self.size = end
+            self.flushed_size = min(self.flushed_size, end)
+        return truncated, stop.reason
+
+    def _rebuild_from_log(self, min_next_offset: int, *, verify_crc: bool) -> tuple[int, ScanStop]:
+        """Reset and rebuild the indexes, next offset and max timestamp by scanning the
+        batches (indexing exactly as :meth:`append` does). Returns the end of the last
+        good batch and why the scan stopped."""
+        oi = self.offset_index
+        ti = self.time_index
+        oi.reset()
+        ti.reset()
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self.bytes_since_last_index_entry = 0
@@ -249,10 +268,8 @@ class LogSegment:
         stop = ScanStop()
         end = 0
         interval = self.index_interval_bytes
-        oi = self.offset_index
-        ti = self.time_index
         for pos, h in self.scan(
-            0, verify_crc=True, min_next_offset=min_next_offset, stop=stop, chunk=RECOVERY_CHUNK
+            0, verify_crc=verify_crc, min_next_offset=min_next_offset, stop=stop, chunk=RECOVERY_CHUNK
         ):
             last = h.base_offset + h.last_offset_delta
             if h.max_timestamp > self.max_timestamp:
@@ -266,12 +283,7 @@ class LogSegment:
             self.bytes_since_last_index_entry += size
             self.next_offset = last + 1
             end = pos + size
-        truncated = self.size - end
-        if truncated > 0:
-            os.ftruncate(self.fd, end)
-            self.size = end
-            self.flushed_size = min(self.flushed_size, end)
-        return truncated, stop.reason
+        return end, stop
 
     # ------------------------------------------------------------ append
 
@@ -330,10 +342,9 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def index_full(self) -> bool:
-        return self.offset_index.is_full() or self.time_index.is_full()
-
-    def can_hold_offset(self, offset: int) -> bool:
-        return offset - self.base_offset <= INT32_MAX
+        oi = self.offset_index
+        ti = self.time_index
+        return len(oi._buf) >= oi.max_entries * 8 or len(ti._buf) >= ti.max_entries * 12
 
     # ------------------------------------------------------------ reads
 
@@ -470,32 +481,9 @@ class LogSegment:
         os.ftruncate(self.fd, pos)
         self.size = pos
         self.flushed_size = min(self.flushed_size, pos)
-        self._rebuild_tail_state()
-        self._rolling_ts_known = False
+        # Truncation is rare: rescan the shorter segment (no CRC, the data was valid).
+        self._rebuild_from_log(self.base_offset, verify_crc=False)
         return removed
-
-    def _rebuild_tail_state(self) -> None:
-        """After truncation: rescan the (now shorter) segment's headers to restore
-        next_offset, max timestamp and both indexes (no CRC: the data was valid)."""
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = -1
-        self.bytes_since_last_index_entry = 0
-        self.next_offset = self.base_offset
-        stop = ScanStop()
-        interval = self.index_interval_bytes
-        for pos, h in self.scan(0, verify_crc=False, min_next_offset=self.base_offset, stop=stop):
-            last = h.base_offset + h.last_offset_delta
-            if h.max_timestamp > self.max_timestamp:
-                self.max_timestamp = h.max_timestamp
-                self.offset_of_max_timestamp = last
-            if self.bytes_since_last_index_entry > interval:
-                self.offset_index.append(last, pos)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self.bytes_since_last_index_entry = 0
-            self.bytes_since_last_index_entry += h.batch_length + LOG_OVERHEAD
-            self.next_offset = last + 1
 
     # ------------------------------------------------------------ durability / lifecycle
 
