@@ -26,7 +26,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from snakka.protocol import decode_request_header, encode_response
+from snakka.protocol import decode_request_header, write_response
 from snakka.protocol.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -232,10 +232,10 @@ class KafkaConnection(asyncio.Protocol):
     def _respond(self, correlation_id: int, api_key: int, api_version: int, response: Any) -> None:
         if self._closed or self.transport is None:
             return
-        if isinstance(response, bytes | bytearray):  # pre-encoded (ApiVersions fallback)
-            data = response
-        else:
-            data = encode_response(correlation_id, api_key, api_version, response)
+        # One buffer per response, written straight to the transport: for a Fetch the stored
+        # batches are copied once, into this buffer.
+        data = bytearray()
+        write_response(data, correlation_id, api_key, api_version, response)
         self.transport.write(data)
         self.last_active = time.monotonic()
 
