@@ -26,6 +26,9 @@ from snakka.protocol.messages.fetch_response import (
 from snakka.storage import OffsetOutOfRangeError
 
 API_KEY = 1
+# Fetch v0-3 expect message formats v0/v1, which snakka does not store and does not
+# down-convert (Kafka 4.0 dropped them too).
+MIN_VERSION = 4
 
 _EMPTY = b""
 
