@@ -66,6 +66,7 @@ class Broker:
         self.listener_servers: list[ListenerServer] = []
         self._waiters: dict[tuple[str, int], list[asyncio.Future]] = {}
         self._tasks: list[asyncio.Task] = []
+        self._store_sync: asyncio.Future | None = None
         self._pid_next = 0
         self._pid_block_end = 0
         self._started = False
@@ -121,6 +122,8 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+        if self._store_sync is not None:
+            await asyncio.gather(self._store_sync, return_exceptions=True)
         if self.flusher is not None:
             await self.flusher.close()
         if self.logs is not None:
@@ -202,8 +205,11 @@ class Broker:
         n = int(self.resolver.broker_value("num.partitions") or 1)
         ti, recs = self.create_topic_now(name, n, {})
         assert self.store is not None
-        self.store.append(recs, sync=False)  # fsynced by the next commit or the flusher
-        self._tasks.append(asyncio.ensure_future(self._sync_store()))
+        # Answered at once; the record is fsynced in the background (one in flight at a time,
+        # so a burst of auto-creations costs one fsync, not one each).
+        self.store.append(recs, sync=False)
+        if self._store_sync is None or self._store_sync.done():
+            self._store_sync = asyncio.ensure_future(self._sync_store())
         return ti
 
     async def _sync_store(self) -> None:

@@ -23,7 +23,7 @@ from snakka.protocol.messages.fetch_response import (
     FetchResponse,
     PartitionData,
 )
-from snakka.storage import OffsetOutOfRangeError
+from snakka.storage import LogClosedError, OffsetOutOfRangeError
 
 API_KEY = 1
 # Fetch v0-3 expect message formats v0/v1, which snakka does not store and does not
@@ -81,6 +81,9 @@ def _read_partitions(broker, entries, by_id: bool, max_bytes: int, read_committe
                                           min_one_message=first_data)
                     except OffsetOutOfRangeError:
                         err = ErrorCode.OFFSET_OUT_OF_RANGE
+                        records = _EMPTY
+                    except LogClosedError:  # deleted while this fetch waited
+                        err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                         records = _EMPTY
                     n = len(records)
                     if n:
