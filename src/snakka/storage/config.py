@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 LONG_MAX = 9_223_372_036_854_775_807
 LONG_MIN = -9_223_372_036_854_775_808
@@ -102,7 +103,7 @@ class LogConfig:
         Raises ``ValueError("Invalid value ... for configuration <name>: ...")`` for a
         bad value and ``ValueError("Unknown topic config name: <name>")`` for an unknown
         name (Kafka answers INVALID_CONFIG for both)."""
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}
         for name, raw in configs.items():
             spec = _TOPIC_CONFIGS.get(name)
             if spec is None:

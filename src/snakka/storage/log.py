@@ -51,16 +51,16 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from snakka.records.batch import (
     INT32_MAX,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    BatchHeader,
     BatchInfo,
     assign_offsets,
-    parse_header,
     validate_batches,
 )
 from snakka.records.record import batch_records
@@ -662,7 +662,9 @@ class PartitionLog:
         if len(cache) > READ_CACHE_ENTRIES:
             del cache[next(iter(cache))]
 
-    def read_batch_headers(self, start_offset: int = 0, end_offset: int | None = None):
+    def read_batch_headers(
+        self, start_offset: int = 0, end_offset: int | None = None
+    ) -> Iterator[tuple[BatchHeader, LogSegment, int]]:
         """Iterate (header, segment, position) of the batches overlapping
         [start_offset, end_offset): for tools, tests and coordinators loading internal
         topics. Not a hot path."""
@@ -699,7 +701,7 @@ class PartitionLog:
         return None
 
     def _first_record_at_or_after(
-        self, seg: LogSegment, pos: int, h, timestamp: int, start: int
+        self, seg: LogSegment, pos: int, h: BatchHeader, timestamp: int, start: int
     ) -> tuple[int, int] | None:
         data = pread_exact(seg.fd, h.batch_length + LOG_OVERHEAD, pos)
         for rec in batch_records(data, 0, h):
@@ -795,7 +797,7 @@ class PartitionLog:
             deleted += self._delete_oldest(over_size, f"retention.bytes {cfg.retention_bytes}")
         return deleted
 
-    def _delete_oldest(self, predicate, reason: str) -> int:
+    def _delete_oldest(self, predicate: Callable[[LogSegment, object], bool], reason: str) -> int:
         doomed = []
         for seg in self._segments:
             if seg.size == 0 and seg is self._active:
@@ -984,6 +986,5 @@ __all__ = [
     "OffsetOutOfRangeError",
     "PartitionLog",
     "ProducerStateError",
-    "parse_header",
     "parse_partition_dir_name",
 ]
