@@ -197,6 +197,11 @@ class LogSegment:
         offset-index entry to find the end. Returns False if anything is off (missing or
         corrupt index, torn tail): the caller then runs :meth:`recover`."""
         oi = self.offset_index
+        if self.size == 0:
+            # An empty segment (e.g. rolled just before the shutdown) has nothing to
+            # index; missing index files are normal here and get written at the next flush.
+            self.next_offset = max(min_next_offset, self.base_offset)
+            return True
         try:
             loaded = OffsetIndex.load(oi.path, self.base_offset, oi.max_entries * 8, self.size)
         except (CorruptIndexError, OSError) as exc:
