@@ -140,6 +140,18 @@ def test_load_all_skips_foreign_dirs_and_removes_deleted(tmp_path):
     lm.close()
 
 
+def test_load_all_leaves_the_cluster_metadata_log_alone(tmp_path):
+    from snakka.storage import PartitionLog
+
+    meta = PartitionLog(str(tmp_path / "data" / "__cluster_metadata-0"), LogConfig(), recover=False)
+    append(meta, batch(1))
+    lm = manager(tmp_path)
+    assert lm.load_all() == []
+    assert lm.get_log("__cluster_metadata", 0) is None
+    lm.close()
+    meta.close()
+
+
 def test_per_topic_configs_at_load(tmp_path):
     lm = manager(tmp_path)
     lm.get_or_create_log("a", 0)

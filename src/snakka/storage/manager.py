@@ -50,6 +50,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft metadata log: never loaded here
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -142,6 +143,11 @@ class LogManager:
                 topic, partition = parse_partition_dir_name(name)
             except ValueError:
                 log.warning("ignoring directory %s in log dir: not <topic>-<partition>", name)
+                continue
+            if topic == CLUSTER_METADATA_TOPIC:
+                # Owned by the metadata store (its own PartitionLog), as in Kafka, whose
+                # LogManager never loads the KRaft metadata partition: two owners of one
+                # directory would corrupt it, and retention must never touch it.
                 continue
             key = (topic, partition)
             if key in self._logs:
