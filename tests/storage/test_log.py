@@ -130,9 +130,11 @@ def test_roll_when_index_full(tmp_path):
     plog = open_log(tmp_path / "t-0", LogConfig(index_interval_bytes=0, segment_index_bytes=8 * 3))
     for _ in range(8):
         append(plog, batch(1))
-    # first batch of a segment is never indexed; then 3 entries fill the index
-    assert [s.base_offset for s in plog.segments] == [0, 4, 8][: len(plog.segments)]
-    assert all(s.offset_index.entries <= 3 for s in plog.segments)
+    # the first batch of a segment is never indexed; then 3 entries fill the index
+    assert [s.base_offset for s in plog.segments] == [0, 4]
+    assert [s.offset_index.entries for s in plog.segments] == [3, 3]
+    append(plog, batch(1))
+    assert [s.base_offset for s in plog.segments] == [0, 4, 8]
 
 
 def test_index_is_sparse_and_entries_point_at_batches(tmp_path):
