@@ -191,7 +191,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
            broker_synonym="log.cleaner.max.compaction.lag.ms"),
         _d("max.message.bytes", _I, "1048588", _nonneg_int,
            "Largest record batch size allowed.", broker_synonym="message.max.bytes"),
-        _d("message.timestamp.after.max.ms", _L, str(LONG_MAX), _nonneg_long,
+        _d("message.timestamp.after.max.ms", _L, "3600000", _nonneg_long,
            "Max allowed amount a record timestamp may be ahead of the broker time (CreateTime).",
            broker_synonym="log.message.timestamp.after.max.ms"),
         _d("message.timestamp.before.max.ms", _L, str(LONG_MAX), _nonneg_long,

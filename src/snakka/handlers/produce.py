@@ -6,9 +6,10 @@ unless a topic config asks for it (``compression.type`` other than ``producer`` 
 ``message.timestamp.before/after.max.ms`` checks record timestamps).
 
 Kafka's rules kept here:
-- v3+ carries exactly one magic-v2 batch per partition (INVALID_RECORD otherwise); older magic is
-  UNSUPPORTED_FOR_MESSAGE_FORMAT. Produce v0-2 are advertised only because librdkafka needs
-  them in ApiVersions (KAFKA-18659); their message sets are always rejected that way.
+- v3+ carries exactly one magic-v2 batch per partition with base offset 0 (INVALID_RECORD
+  otherwise, as Kafka); older magic is INVALID_RECORD too. Produce v0-2 are advertised only
+  because librdkafka needs them in ApiVersions (KAFKA-18659); they are answered with
+  UNSUPPORTED_VERSION.
 - acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS); acks=-1 with ``min.insync.replicas`` > 1
   is NOT_ENOUGH_REPLICAS on a single broker.
 - acks=0 gets no response; if anything failed the connection is closed so the client notices
@@ -31,7 +32,7 @@ from snakka.protocol.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from snakka.records import RecordValidationError, validate_batches
+from snakka.records import RecordValidationError
 from snakka.storage import ProducerStateError
 from snakka.topic_policy import maybe_recompress
 
@@ -62,7 +63,7 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
                       f"min.insync.replicas={cfg.min_insync_replicas} but only 1 replica exists")
     try:
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        infos = validate_batches(buf, max_message_bytes=cfg.max_message_bytes)
+        infos = pl.validate(buf)  # header, CRC32C, size and the topic's timestamp limits
         if len(infos) != 1:
             return _error(partition, ErrorCode.INVALID_RECORD,
                           "Produce requests with version 3 and above must have exactly one "
@@ -82,6 +83,9 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
         return _error(partition, e.error_code, e.message)
     except ProducerStateError as e:
         return _error(partition, e.error_code, str(e))
+    except OSError as e:  # the disk failed under this partition: Kafka's storage error
+        log.error("append to %s-%d failed: %s", topic, partition, e)
+        return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, "Disk error when appending")
     if not result.duplicate:
         broker.notify_append(topic, partition)
         flusher = broker.flusher
@@ -117,8 +121,8 @@ def handle(ctx, req):
             if acks not in (0, 1, -1):
                 r = _error(p.index, ErrorCode.INVALID_REQUIRED_ACKS)
             elif v < 3:
-                r = _error(p.index, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                           "Produce v0-2 (message format v0/v1) is not supported")
+                r = _error(p.index, ErrorCode.UNSUPPORTED_VERSION,
+                           "Produce v0-2 (message formats v0/v1) are not supported")
             elif name is None:
                 r = _error(p.index, ErrorCode.UNKNOWN_TOPIC_ID)
             else:
