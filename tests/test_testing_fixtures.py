@@ -1,0 +1,53 @@
+"""The embedded broker and pytest fixtures that users' own test suites rely on."""
+
+from __future__ import annotations
+
+import os
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+
+def _roundtrip(bootstrap: str, topic: str, n: int = 10, expect: int | None = None) -> list[bytes]:
+    """Produce n records, then read the partition from the start until ``expect`` records."""
+    expect = n if expect is None else expect
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(n):
+        p.produce(topic, b"m%d" % i)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "fixture-test",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got: list[bytes] = []
+    for _ in range(100):
+        got += [m.value() for m in c.consume(expect, timeout=0.2) if not m.error()]
+        if len(got) >= expect:
+            break
+    c.close()
+    return got
+
+
+def test_snakka_broker_fixture(snakka_broker):
+    host, port = snakka_broker.bootstrap_servers.rsplit(":", 1)
+    assert host == "localhost" and int(port) > 0
+    assert _roundtrip(snakka_broker.bootstrap_servers, "fx") == [b"m%d" % i for i in range(10)]
+
+
+def test_factory_subprocess_restart_and_kill(snakka_broker_factory):
+    b = snakka_broker_factory(mode="subprocess", config={"log.retention.ms": "-1"})
+    assert b.pid and os.path.exists(f"/proc/{b.pid}")
+    assert len(_roundtrip(b.bootstrap_servers, "sub")) == 10
+    port = b.port
+    b.kill()
+    b.start()  # same data dir, same port: clients' bootstrap strings stay valid
+    assert b.port == port
+    got = _roundtrip(b.bootstrap_servers, "sub", 5, expect=15)
+    # data written before the kill is kept, and new writes follow it
+    assert got == [b"m%d" % i for i in range(10)] + [b"m%d" % i for i in range(5)]
+
+
+def test_thread_mode_gives_the_broker_object(snakka_broker_factory):
+    b = snakka_broker_factory(config={"num.partitions": "3"})
+    assert b.broker is not None and b.broker.config.num_partitions == 3
+    data_dir = b.data_dir
+    b.close()
+    assert not os.path.exists(data_dir)  # temporary data is cleaned up
