@@ -15,6 +15,7 @@ run in a single worker thread so they never block the loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -169,7 +170,10 @@ class Broker:
 
     # -- topics --------------------------------------------------------------------------
     def log_config_for(self, topic: TopicInfo | None) -> LogConfig:
-        return LogConfig.from_dict(self.resolver.effective_topic_config_map(topic))
+        cfg = LogConfig.from_dict(self.resolver.effective_topic_config_map(topic))
+        # A broker config the partition's producer state needs (not a topic config).
+        return dataclasses.replace(cfg, producer_id_expiration_ms=int(
+            self.resolver.broker_value("producer.id.expiration.ms")))
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         assert self.logs is not None

@@ -87,6 +87,16 @@ def _parse_double(name: str, s: str) -> float:
         raise ConfigError(name, s, "Not a number") from None
 
 
+def _double_in(lo: float, hi: float) -> Callable[[str, str], float]:
+    def parse(name: str, s: str) -> float:
+        v = _parse_double(name, s)
+        if not lo <= v <= hi:
+            raise ConfigError(name, s, f"Value must be in [{lo}, {hi}]")
+        return v
+
+    return parse
+
+
 def _parse_str(name: str, s: str) -> str:
     return s.strip()
 
@@ -200,7 +210,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("message.timestamp.type", _S, "CreateTime", _one_of("CreateTime", "LogAppendTime"),
            "Whether record timestamps are the producer's (CreateTime) or the broker's append time.",
            broker_synonym="log.message.timestamp.type"),
-        _d("min.cleanable.dirty.ratio", _DBL, "0.5", _parse_double,
+        _d("min.cleanable.dirty.ratio", _DBL, "0.5", _double_in(0.0, 1.0),
            "Dirty ratio that triggers compaction.", broker_synonym="log.cleaner.min.cleanable.ratio"),
         _d("min.compaction.lag.ms", _L, "0", _nonneg_long,
            "Minimum time a message stays uncompacted.", broker_synonym="log.cleaner.min.compaction.lag.ms"),
@@ -229,6 +239,21 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
            "Time after which a segment is rolled even if not full.", broker_synonym="log.roll.ms"),
         _d("unclean.leader.election.enable", _B, "false", _parse_bool,
            "No effect on a single broker.", broker_synonym="unclean.leader.election.enable"),
+        _d("compression.gzip.level", _I, "-1", _parse_int(-1, 9),
+           "gzip level when the broker (re)compresses (compression.type=gzip).",
+           broker_synonym="compression.gzip.level"),
+        _d("compression.lz4.level", _I, "9", _parse_int(1, 17),
+           "lz4 level when the broker (re)compresses.", broker_synonym="compression.lz4.level"),
+        _d("compression.zstd.level", _I, "3", _parse_int(-131072, 22),
+           "zstd level when the broker (re)compresses.", broker_synonym="compression.zstd.level"),
+        _d("remote.log.copy.disable", _B, "false", _parse_bool,
+           "Tiered storage: stop copying segments (tiered storage is not available yet)."),
+        _d("remote.log.delete.on.disable", _B, "false", _parse_bool,
+           "Tiered storage: delete remote data when disabling (not available yet)."),
+        _d("leader.replication.throttled.replicas", _LIST, "", _parse_list,
+           "Replication throttling (no effect on a single broker)."),
+        _d("follower.replication.throttled.replicas", _LIST, "", _parse_list,
+           "Replication throttling (no effect on a single broker)."),
     ]
 }
 

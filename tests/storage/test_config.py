@@ -1,4 +1,4 @@
-"""LogConfig: Kafka names, defaults, validation, broker synonyms."""
+"""LogConfig: Kafka names, defaults, validation (broker synonyms: tests/unit/test_config_resolution)."""
 
 from __future__ import annotations
 
@@ -72,26 +72,9 @@ def test_overrides_and_to_dict_round_trip():
     assert LogConfig.from_dict(rendered) == topic
 
 
-def test_broker_synonyms():
-    c = LogConfig.from_broker_props(
-        {
-            "log.retention.hours": "2",
-            "log.segment.bytes": "4096",
-            "message.max.bytes": "500",
-            "log.roll.hours": "1",
-            "log.roll.ms": "123",
-            "unrelated.broker.setting": "x",
-            "producer.id.expiration.ms": "5000",
-        }
-    )
-    assert c.retention_ms == 7_200_000 and c.segment_bytes == 4096
-    assert c.max_message_bytes == 500 and c.segment_ms == 123
-    assert c.producer_id_expiration_ms == 5000
-    assert LogConfig.from_broker_props({"log.retention.minutes": "3"}).retention_ms == 180_000
-    assert LogConfig.from_broker_props({"log.retention.hours": "-1"}).retention_ms == -1
-    assert (
-        LogConfig.from_broker_props({"log.retention.ms": "5", "log.retention.hours": "9"}).retention_ms
-        == 5
-    )
-    with pytest.raises(ValueError, match="log.retention.hours"):
-        LogConfig.from_broker_props({"log.retention.hours": "many"})
+def test_defaults_equal_the_config_table():
+    """LogConfig's attribute defaults and snakka.config's table must never drift apart."""
+    from snakka.config import TOPIC_CONFIGS
+
+    table = LogConfig.from_dict({n: d.default for n, d in TOPIC_CONFIGS.items()})
+    assert table == LogConfig()

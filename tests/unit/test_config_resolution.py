@@ -79,3 +79,26 @@ def test_configuration_doc_is_current():
     tool = Path(__file__).resolve().parents[2] / "tools" / "gen_config_docs.py"
     r = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("props,expected", [
+    ({"log.retention.minutes": "3"}, "180000"),
+    ({"log.retention.hours": "-1"}, "-1"),
+    ({"log.retention.ms": "5", "log.retention.hours": "9"}, "5"),
+    ({"log.retention.minutes": "2", "log.retention.hours": "9"}, "120000"),
+])
+def test_retention_unit_fallbacks(props, expected):
+    md = ClusterMetadata()
+    md.create_topic("t", 1, {})
+    assert ConfigResolver(BrokerConfig(props), md).topic_config(md.topics["t"], "retention.ms").value == expected
+
+
+def test_broker_synonyms_reach_the_log_config():
+    from snakka.storage import LogConfig
+
+    md = ClusterMetadata()
+    md.create_topic("t", 1, {})
+    r = ConfigResolver(BrokerConfig({"log.segment.bytes": "4096", "message.max.bytes": "500",
+                                     "log.roll.hours": "1", "log.roll.ms": "123"}), md)
+    c = LogConfig.from_dict(r.effective_topic_config_map(md.topics["t"]))
+    assert (c.segment_bytes, c.max_message_bytes, c.segment_ms) == (4096, 500, 123)

@@ -4,7 +4,7 @@
 ``partition.metadata``; in the log dir ``recovery-point-offset-checkpoint``,
 ``log-start-offset-checkpoint``, ``meta.properties``, ``.kafka_cleanshutdown``, ``.lock``.
 
-* :mod:`.config`: :class:`LogConfig` (Kafka topic configs, defaults, validation).
+* :mod:`.config`: :class:`LogConfig` (typed topic configs; the table is snakka.config).
 * :mod:`.index`: :class:`OffsetIndex`, :class:`TimeIndex`.
 * :mod:`.segment`: :class:`LogSegment`.
 * :mod:`.log`: :class:`PartitionLog` (Kafka's UnifiedLog): append, read, ListOffsets,
@@ -28,7 +28,7 @@ from .checkpoint import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
-from .config import BROKER_SYNONYMS, TOPIC_CONFIG_NAMES, LogConfig
+from .config import TOPIC_CONFIG_NAMES, LogConfig
 from .flush import (
     DEFAULT_FLUSH_INTERVAL_MS,
     LOG_FLUSH_INTERVAL_MS_CONFIG,
@@ -53,7 +53,6 @@ from .manager import (
 from .segment import LogSegment
 
 __all__ = [
-    "BROKER_SYNONYMS",
     "CLEAN_SHUTDOWN_FILE",
     "DEFAULT_FLUSH_INTERVAL_MS",
     "LOG_FLUSH_INTERVAL_MS_CONFIG",
