@@ -70,6 +70,8 @@ def broker():
     b.start()
     yield b
     b.close()
+    bad = [ln for ln in b.output if "Traceback" in ln or " ERROR " in ln]
+    assert not bad, "the broker logged errors:\n" + "\n".join(bad[:20])
 
 
 # -- kafka-python ----------------------------------------------------------------------------
@@ -281,3 +283,201 @@ def check_disk(broker, topic: str, codec: str, idempotent: bool) -> None:
     assert all((b.producer_id >= 0) == idempotent for b in batches), \
         {b.producer_id for b in batches}
     assert len(segment_files(broker.data_dir, topic, 0, ".log")) > 1, "expected rolled segments"
+
+
+# -- smaller client-compatibility cases -----------------------------------------------------------
+def consume_from(client: str, bs: str, topic: str, offset: int, count: int) -> list[Got]:
+    """``count`` records of partition 0 from ``offset``, each client with its DEFAULT fetch
+    sizes (1 MiB per partition)."""
+    if client == "confluent-kafka":
+        from confluent_kafka import Consumer, TopicPartition
+
+        from .helpers import ck_consumer_config
+
+        cfg = ck_consumer_config(bs)
+        for k in ("fetch.max.bytes", "max.partition.fetch.bytes", "queued.max.messages.kbytes"):
+            cfg.pop(k)
+        c = Consumer(cfg)
+        out = []
+        try:
+            c.assign([TopicPartition(topic, 0, offset)])
+            deadline = time.monotonic() + 30
+            while len(out) < count and time.monotonic() < deadline:
+                for m in c.consume(num_messages=count, timeout=0.5):
+                    assert m.error() is None, m.error()
+                    out.append(Got(0, m.offset(), m.key(), m.value(), (), m.timestamp()[1]))
+        finally:
+            c.close()
+        return out
+    if client == "kafka-python":
+        from kafka import KafkaConsumer, TopicPartition
+
+        c = KafkaConsumer(bootstrap_servers=bs, group_id=None, enable_auto_commit=False)
+        out = []
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            c.seek(tp, offset)
+            deadline = time.monotonic() + 30
+            while len(out) < count and time.monotonic() < deadline:
+                for m in c.poll(timeout_ms=500).get(tp, []):
+                    out.append(Got(0, m.offset, m.key, m.value, (), m.timestamp))
+        finally:
+            c.close()
+        return out
+    if client == "aiokafka":
+        async def go():
+            from aiokafka import AIOKafkaConsumer, TopicPartition
+
+            c = AIOKafkaConsumer(bootstrap_servers=bs, group_id=None, enable_auto_commit=False)
+            await c.start()
+            out = []
+            try:
+                tp = TopicPartition(topic, 0)
+                c.assign([tp])
+                c.seek(tp, offset)
+                deadline = time.monotonic() + 30
+                while len(out) < count and time.monotonic() < deadline:
+                    for m in (await c.getmany(timeout_ms=500)).get(tp, []):
+                        out.append(Got(0, m.offset, m.key, m.value, (), m.timestamp))
+            finally:
+                await c.stop()
+            return out
+
+        return asyncio.run(asyncio.wait_for(go(), 60))
+    assert client == "kcat"
+    out = run([KCAT, "-b", bs, "-C", "-t", topic, "-p", "0", "-o", str(offset), "-c", str(count),
+               "-e", "-J", "-q"])
+    res = []
+    for line in out.stdout.decode().splitlines():
+        m = json.loads(line)
+        res.append(Got(0, m["offset"], m["key"] and m["key"].encode(),
+                       m["payload"] and m["payload"].encode(), (), m["ts"]))
+    return res
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_fetch_from_the_middle_of_a_compressed_batch(broker, client):
+    """A fetch offset inside a batch returns the whole batch; clients skip the earlier records."""
+    from confluent_kafka import Producer
+
+    from .helpers import ck_create_topic
+
+    bs = broker.bootstrap_servers
+    topic = f"mid-batch-{client}"
+    ck_create_topic(bs, topic, 1)
+    p = Producer({"bootstrap.servers": bs, "compression.codec": "gzip", "linger.ms": 200,
+                  "batch.num.messages": 10000})
+    for i in range(1000):
+        p.produce(topic, key=b"k", value=b"record-%04d" % i, partition=0)
+    assert p.flush(30) == 0
+    assert [b.records for b in topic_batches(broker.data_dir, topic, [0])] == [1000], \
+        "setup: expected one gzip batch of 1000 records"
+    got = consume_from(client, bs, topic, 537, 463)
+    assert [(g.offset, g.value) for g in got] == [(i, b"record-%04d" % i) for i in range(537, 1000)]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_record_bigger_than_the_partition_fetch_size(broker, client):
+    """KIP-74: a batch larger than max.partition.fetch.bytes (1 MiB by default) is still
+    returned whole when it is the first thing to fetch."""
+    from confluent_kafka import Producer
+
+    from .helpers import ck_create_topic
+
+    bs = broker.bootstrap_servers
+    topic = f"big-record-{client}"
+    ck_create_topic(bs, topic, 1, {"max.message.bytes": str(4 * 1024 * 1024)})
+    big = bytes(range(256)) * (10 * 1024)  # 2.5 MiB, incompressible enough
+    p = Producer({"bootstrap.servers": bs, "message.max.bytes": 8 * 1024 * 1024,
+                  "linger.ms": 0})
+    for v in (b"before", big, b"after"):
+        p.produce(topic, value=v, partition=0)
+        assert p.flush(30) == 0
+    if client == "kcat":  # kcat's JSON output is text: compare sizes of the big one
+        out = run([KCAT, "-b", bs, "-C", "-t", topic, "-p", "0", "-o", "0", "-c", "3", "-e",
+                   "-f", "%o %S\n", "-q"]).stdout.decode().split("\n")
+        assert out[:3] == ["0 6", f"1 {len(big)}", "2 5"], out[:3]
+        return
+    got = consume_from(client, bs, topic, 0, 3)
+    assert [(g.offset, g.value) for g in got] == [(0, b"before"), (1, big), (2, b"after")]
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka", "aiokafka"])
+def test_acks_0_1_all_and_aiokafka_idempotence(broker, client):
+    from .helpers import ck_consume, ck_create_topic
+
+    bs = broker.bootstrap_servers
+    topic = f"acks-{client}"
+    ck_create_topic(bs, topic, 1)
+    values = []
+    for acks in (0, 1, "all"):
+        batch = [b"acks-%s-%d" % (str(acks).encode(), i) for i in range(100)]
+        values += batch
+        if client == "confluent-kafka":
+            from confluent_kafka import Producer
+
+            p = Producer({"bootstrap.servers": bs, "acks": str(acks)})
+            for v in batch:
+                p.produce(topic, value=v, partition=0)
+            assert p.flush(30) == 0
+        elif client == "kafka-python":
+            from kafka import KafkaProducer
+
+            p = KafkaProducer(bootstrap_servers=bs, acks=acks, enable_idempotence=acks == "all")
+            for v in batch:
+                p.send(topic, value=v, partition=0)
+            p.flush(30)
+            p.close(timeout=10)
+        else:
+            async def go(acks=acks, batch=batch):
+                from aiokafka import AIOKafkaProducer
+
+                p = AIOKafkaProducer(bootstrap_servers=bs, acks=acks,
+                                     enable_idempotence=acks == "all")
+                await p.start()
+                try:
+                    for v in batch:
+                        await p.send(topic, value=v, partition=0)
+                    await p.flush()
+                finally:
+                    await p.stop()
+
+            asyncio.run(asyncio.wait_for(go(), 60))
+    got = ck_consume(bs, topic, [0], len(values), timeout=30)
+    assert [(g.offset, g.value) for g in got] == list(enumerate(values))
+    if client != "confluent-kafka":
+        pids = {b.producer_id >= 0 for b in topic_batches(broker.data_dir, topic, [0])}
+        assert pids == {False, True}, "the acks=all producer should have been idempotent"
+
+
+@pytest.mark.parametrize("target", ["uncompressed", "gzip", "snappy", "lz4", "zstd"])
+def test_topic_compression_type_recompresses(broker, target):
+    """compression.type other than 'producer': the broker stores the topic's codec, whatever
+    the producer sent, and every client still reads the records back."""
+    from kafka import KafkaProducer
+
+    from .helpers import ck_create_topic
+
+    bs = broker.bootstrap_servers
+    topic = f"recompress-{target}"
+    ck_create_topic(bs, topic, 1, {"compression.type": target})
+    sent_codec = "snappy" if target != "snappy" else "gzip"
+    p = KafkaProducer(bootstrap_servers=bs, compression_type=sent_codec, linger_ms=50)
+    values = [b'{"n":%d,"text":"compress me compress me compress me"}' % i for i in range(500)]
+    for i, v in enumerate(values):
+        p.send(topic, key=b"k%d" % (i % 7), value=v, partition=0, headers=[("h", b"%d" % i)])
+    p.flush(30)
+    p.close(timeout=10)
+    want = 0 if target == "uncompressed" else CODECS.index(target)
+    codecs = {b.codec for b in topic_batches(broker.data_dir, topic, [0])}
+    assert codecs == {want}, f"stored codecs {codecs}, topic compression.type={target}"
+    for client in CLIENTS:
+        got = consume_from(client, bs, topic, 0, len(values))
+        assert [(g.offset, g.value) for g in got] == list(enumerate(values)), client
+    # Keys and headers survive the recompression too.
+    from .helpers import ck_consume
+
+    got = ck_consume(bs, topic, [0], len(values))
+    assert [(g.key, g.headers) for g in got] == [
+        (b"k%d" % (i % 7), (("h", b"%d" % i),)) for i in range(len(values))]
