@@ -624,13 +624,9 @@ def streams(draw, e: Env) -> tuple[list[str], list[bytes]]:
 
 
 # -- the fuzz test ------------------------------------------------------------------------------
-# Known broker bugs (see the strict xfail tests below). The fuzz test tolerates exactly these
-# symptoms so that it keeps looking for new ones; each is pinned by a test that turns red when
-# the bug is fixed, and then its entry here must go.
-KNOWN_BUG_LOG_SIGNATURES = [
-    # Metadata v10/v11 asking by topic id (null name): response not encodable, traceback.
-    ("metadata_response.py", "non-nullable string field is None"),
-]
+# Log signatures of known, not yet fixed broker bugs that the fuzz test tolerates so it keeps
+# hunting for new ones (each must be pinned by a strict-xfail test). None at the moment.
+KNOWN_BUG_LOG_SIGNATURES: list[tuple[str, ...]] = []
 
 
 def _known_bug(problem: str) -> bool:
@@ -814,16 +810,9 @@ def test_nasty_produce_empty_and_garbage_records(clean_logs: Env) -> None:
         assert len(codes) == 1 and codes[0] != 0, (records[:20], codes)
 
 
-# -- known broker bugs: strict xfails turn red when the bug is fixed ---------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "broker bug: Metadata v10/v11 with a topic given by id (name null, as the v10/v11 schema "
-    "allows) makes handlers/metadata.py build MetadataResponseTopic(name=None), which v10/v11 "
-    "cannot encode (name is nullable only from v12); the ValueError is raised in "
-    "KafkaConnection._respond (server/connection.py), outside the handler's try, escapes "
-    "data_received and uvloop logs 'Fatal error on transport' with a traceback at ERROR. "
-    "Kafka rejects topic ids before v12 with INVALID_REQUEST."))
+# -- regressions of bugs this fuzz test found (fixed) --------------------------------------------
 @pytest.mark.parametrize("version", [10, 11])
-def test_known_bug_metadata_topic_id_before_v12(env: Env, version: int) -> None:
+def test_metadata_topic_id_before_v12_is_answered_cleanly(env: Env, version: int) -> None:
     import uuid
 
     mark = env.capture.mark()
@@ -836,13 +825,7 @@ def test_known_bug_metadata_topic_id_before_v12(env: Env, version: int) -> None:
     assert ex.outcome in ("sentinel", "eof"), ex.outcome
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "broker bug: KafkaConnection._handle_frame (server/connection.py) answers an ApiVersions "
-    "request of an unsupported version (KIP-511 fallback) with self._respond() at once, "
-    "without queueing behind self._pending, so it overtakes earlier pipelined requests whose "
-    "handlers are still running (here InitProducerId, which awaits a metadata commit). Kafka "
-    "answers in request order; clients match responses by order."))
-def test_known_bug_api_versions_fallback_keeps_request_order(clean_logs: Env) -> None:
+def test_api_versions_fallback_keeps_request_order(clean_logs: Env) -> None:
     first = encode_request(1000, "nasty", 0, InitProducerIdRequest(transactional_id=None,
                                                                      transaction_timeout_ms=1000))
     second = _sized(_frame_header(API_VERSIONS, 99, 1001))

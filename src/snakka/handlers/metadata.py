@@ -52,6 +52,10 @@ def handle(ctx, req) -> MetadataResponse:
         allow_auto = (req.allow_auto_topic_creation if v >= 4 else True) and \
             broker.resolver.broker_value("auto.create.topics.enable") == "true"
         for t in req.topics:
+            if t.name is None and v < 12:
+                # v10-11 define topic ids in requests but Kafka never served them there.
+                topics.append(_error_topic("", t.topic_id, ErrorCode.INVALID_REQUEST))
+                continue
             if t.name is None:
                 ti = md.topics_by_id.get(t.topic_id)
                 if ti is None:

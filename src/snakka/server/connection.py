@@ -170,7 +170,11 @@ class KafkaConnection(asyncio.Protocol):
             if api_key == _API_VERSIONS:
                 # KIP-511: answer an unknown ApiVersions version with a v0-shaped response.
                 corr = struct.unpack_from(">i", frame, 4)[0]
-                self._respond(corr, api_key, 0, handler.unsupported_version_response(broker))
+                response = handler.unsupported_version_response(broker)
+                if self._pending:  # keep request order behind earlier pipelined requests
+                    self._pending.append(_Pending(corr, api_key, 0, None, response))
+                else:
+                    self._respond(corr, api_key, 0, response)
                 return
             self.close_with_error(
                 f"unsupported version {api_version} of API key {api_key} "
@@ -235,7 +239,13 @@ class KafkaConnection(asyncio.Protocol):
         # One buffer per response, written straight to the transport: for a Fetch the stored
         # batches are copied once, into this buffer.
         data = bytearray()
-        write_response(data, correlation_id, api_key, api_version, response)
+        try:
+            write_response(data, correlation_id, api_key, api_version, response)
+        except Exception:  # a handler built a response its version cannot carry: a bug
+            log.exception("cannot encode response to API key %d v%d; closing connection from %s",
+                          api_key, api_version, self.peer)
+            self.close()
+            return
         self.transport.write(data)
         self.last_active = time.monotonic()
 
