@@ -25,6 +25,7 @@ from .helpers import (
     ck_end_offsets,
     host_port,
     run,
+    wait_until,
 )
 
 # Kafka error codes
@@ -82,7 +83,7 @@ def _ck_configs(bs: str, topic: str):
 
 
 def _ck_produce(bs: str, topic: str, value: bytes, partition: int = 0, timestamp: int = 0,
-                **cfg):
+                **cfg):  # cfg: producer settings, e.g. acks
     """Produce one record; returns (error name or None, offset)."""
     from confluent_kafka import Producer
 
@@ -462,3 +463,98 @@ def test_kcat_metadata_over_ipv4_and_ipv6(broker):
     # Plain-text -L too, the way people run it.
     out = run([KCAT, "-b", bs, "-L", "-t", "listed"]).stdout.decode()
     assert "topic \"listed\" with 3 partitions" in out, out
+
+
+# -- more config effects and Kafka's rules ---------------------------------------------------------
+def test_topic_name_rules(broker, ck):
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    bs = broker.bootstrap_servers
+    ck_create_topic(bs, "metrics.cpu", 1)
+    for bad in ["has space", "slash/name", "..", ".", "x" * 250, "metrics_cpu"]:
+        # metrics_cpu collides with metrics.cpu ('.' and '_' are the same in metric names).
+        with pytest.raises(KafkaException) as ei:
+            ck.create_topics([NewTopic(bad, 1, 1)])[bad].result(20)
+        assert ei.value.args[0].code() == KafkaError.TOPIC_EXCEPTION, (bad, ei.value)
+    ck_create_topic(bs, "ok-Name_1.2", 1)
+    assert {"metrics.cpu", "ok-Name_1.2"} <= _ck_topics(bs)
+    assert not {"has space", "metrics_cpu"} & _ck_topics(bs)
+
+
+def test_manual_replica_assignment(broker, kp_admin, ck):
+    # (kafka-python: confluent-kafka 2.16's NewTopic(replica_assignment=...) fails locally with
+    # "Specifying a default partition count and a replica assignment are mutually exclusive".)
+    import kafka.errors as Errors
+
+    bs = broker.bootstrap_servers
+    node = ck.describe_cluster(request_timeout=10).result(10).controller.id
+    kp_admin.create_topics({"assigned": {"assignments": {0: [node], 1: [node]}}})
+    assert _ck_partitions(bs, "assigned") == 2
+    with pytest.raises(Errors.InvalidReplicationAssignmentError):
+        kp_admin.create_topics({"misassigned": {"assignments": {0: [node + 7]}}})
+    assert "misassigned" not in _ck_topics(bs)
+
+
+def test_min_insync_replicas_and_timestamp_limits(broker):
+    import kafka.errors as Errors
+    from kafka import KafkaProducer
+
+    bs = broker.bootstrap_servers
+    ck_create_topic(bs, "isr2", 1, {"min.insync.replicas": "2"})
+    # NOT_ENOUGH_REPLICAS is retriable: a producer without retries sees it at once.
+    p = KafkaProducer(bootstrap_servers=bs, acks="all", retries=0, enable_idempotence=False)
+    try:
+        with pytest.raises(Errors.NotEnoughReplicasError):
+            p.send("isr2", b"acks=all", partition=0).get(timeout=10)
+    finally:
+        p.close(timeout=5)
+    assert _ck_produce(bs, "isr2", b"acks=1", **{"acks": "1"}) == (None, 0)
+    ck_create_topic(bs, "no-future", 1, {"message.timestamp.after.max.ms": "3600000",
+                                         "message.timestamp.before.max.ms": "86400000"})
+    now = int(time.time() * 1000)
+    assert _ck_produce(bs, "no-future", b"late", timestamp=now + 7_200_000)[0] == \
+        "INVALID_TIMESTAMP"
+    assert _ck_produce(bs, "no-future", b"ancient", timestamp=now - 2 * 86_400_000)[0] == \
+        "INVALID_TIMESTAMP"
+    assert _ck_produce(bs, "no-future", b"fine", timestamp=now + 60_000) == (None, 0)
+
+
+def test_retention_deletes_old_segments(snakka_broker_factory):
+    b = snakka_broker_factory(config={"log.retention.check.interval.ms": "100"})
+    bs = b.bootstrap_servers
+    ck_create_topic(bs, "expiring", 1, {"segment.bytes": "2000", "retention.ms": "3600000"})
+    now = int(time.time() * 1000)
+    old = now - 7_200_000  # two hours ago: older than retention.ms
+    for i in range(30):
+        ts = old if i < 20 else now
+        assert _ck_produce(bs, "expiring", b"r%02d" % i + b"." * 200, timestamp=ts) == (None, i)
+    # Segments holding only old records go; the ones with recent records stay.
+    wait_until(lambda: ck_end_offsets(bs, "expiring", [0])[0][0] > 0, 10,
+               "retention to delete the expired segments")
+    lo, hi = ck_end_offsets(bs, "expiring", [0])[0]
+    assert 0 < lo <= 20 and hi == 30
+    got = ck_consume(bs, "expiring", [0], hi - lo)
+    assert [g.offset for g in got] == list(range(lo, 30))
+    assert got[-1].value.startswith(b"r29")
+
+
+def test_consumer_out_of_range_position_resets(broker):
+    from confluent_kafka import Consumer, TopicPartition
+
+    bs = broker.bootstrap_servers
+    ck_create_topic(bs, "reset", 1)
+    for i in range(5):
+        assert _ck_produce(bs, "reset", b"v%d" % i) == (None, i)
+    for reset, start, count in (("earliest", 0, 5), ("latest", 5, 1)):
+        c = Consumer(ck_consumer_config(bs, **{"auto.offset.reset": reset}))
+        try:
+            c.assign([TopicPartition("reset", 0, 1000)])  # beyond the log end
+            if reset == "latest":
+                assert c.consume(num_messages=1, timeout=1.0) == []
+                assert _ck_produce(bs, "reset", b"v5") == (None, 5)
+            msgs = c.consume(num_messages=count, timeout=5)  # returns once all are there
+            assert [m.error() for m in msgs] == [None] * count, msgs
+            assert [m.offset() for m in msgs] == list(range(start, start + count)), reset
+        finally:
+            c.close()

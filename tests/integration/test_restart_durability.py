@@ -126,6 +126,51 @@ def test_clean_restart_keeps_topics_ids_configs_and_data(snakka_broker):
     assert errs[0].name() == "MSG_SIZE_TOO_LARGE", errs[0]
 
 
+@pytest.mark.parametrize("how", ["clean", "kill-9"])
+def test_admin_changes_survive_restart(snakka_broker_factory, how):
+    """Acknowledged admin operations are durable: altered configs, added partitions, deleted
+    records (log start offset), deleted and re-created topics, auto-created topics."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+
+    broker = snakka_broker_factory(mode="thread" if how == "clean" else "subprocess",
+                                   config={"num.partitions": "2"})
+    bs = broker.bootstrap_servers
+    admin = ck_admin(bs)
+    ck_create_topic(bs, "grown", 1)
+    ck_create_topic(bs, "trimmed", 1)
+    ck_create_topic(bs, "gone", 1)
+    ck_create_topic(bs, "reborn", 3)
+    _produce(bs, "trimmed", [(0, b"k", b"t%d" % i) for i in range(10)])
+    _produce(bs, "reborn", [(2, b"k", b"old")])
+    res = ConfigResource("TOPIC", "grown", incremental_configs=[
+        ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(20)
+    admin.create_partitions([NewPartitions("grown", 4)])["grown"].result(20)
+    (f,) = admin.delete_records([TopicPartition("trimmed", 0, 6)]).values()
+    assert f.result(20).low_watermark == 6
+    admin.delete_topics(["gone", "reborn"])["reborn"].result(20)
+    ck_create_topic(bs, "reborn", 1)
+    _produce(bs, "auto", [(1, b"k", b"auto-created")])  # metadata auto-creation, 2 partitions
+    ids = _describe_topics(bs, ["grown", "trimmed", "reborn", "auto"])
+
+    if how == "clean":
+        broker.restart()
+    else:
+        broker.kill()
+        broker.start()
+
+    assert _describe_topics(bs, ["grown", "trimmed", "reborn", "auto"]) == ids
+    assert ids["grown"][1] == 4 and ids["reborn"][1] == 1 and ids["auto"][1] == 2
+    md = admin.list_topics(timeout=10)
+    assert "gone" not in md.topics
+    assert _topic_configs(bs, "grown")["retention.ms"] == ("123456", "DYNAMIC_TOPIC_CONFIG")
+    assert ck_end_offsets(bs, "trimmed", [0])[0] == (6, 10)
+    assert [g.value for g in ck_consume(bs, "trimmed", [0], 4)] == [b"t6", b"t7", b"t8", b"t9"]
+    assert ck_end_offsets(bs, "reborn", [0])[0] == (0, 0)
+    assert [g.value for g in ck_consume(bs, "auto", [1], 1)] == [b"auto-created"]
+
+
 # -- (b) kill -9 with strict durability ----------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.timeout(180)
