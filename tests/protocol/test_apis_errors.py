@@ -73,3 +73,29 @@ def test_constructor_none_means_null_only_for_nullable_fields():
     # non-nullable array: None just asks for a fresh default
     a, b = ProduceRequest(topic_data=None), ProduceRequest()
     assert a.topic_data == [] and b.topic_data == [] and a.topic_data is not b.topic_data
+
+
+def test_scatter_buffer_frames_equal_copied_frames():
+    """A Fetch response written into a ScatterBuffer (large record sets kept by reference) puts
+    exactly the same bytes on the wire as one copied into a plain bytearray."""
+    from snakka.protocol import ScatterBuffer, write_response
+    from snakka.protocol.messages.fetch_response import (
+        FetchableTopicResponse,
+        FetchResponse,
+        PartitionData,
+    )
+
+    big = bytes(range(256)) * 1024  # 256 KiB: above the zero-copy threshold
+    small = b"x" * 100
+    for version in (4, 11, 12, 16):
+        resp = FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=[
+            PartitionData(partition_index=0, records=big),
+            PartitionData(partition_index=1, records=small),
+            PartitionData(partition_index=2, records=memoryview(big)),
+        ])])
+        plain = bytearray()
+        write_response(plain, 7, 1, version, resp)
+        sb = ScatterBuffer()
+        write_response(sb, 7, 1, version, resp)
+        assert len(sb.chunks) == 2
+        assert b"".join(bytes(p) for p in sb.pieces()) == bytes(plain)

@@ -24,7 +24,7 @@ from .apis import API_SPECS, ApiSpec, api_spec
 from .errors import DecodeError, ErrorCode, KafkaError
 from .messages.request_header import RequestHeader
 from .messages.response_header import ResponseHeader
-from .primitives import ZERO_UUID, ProtocolStruct
+from .primitives import ZERO_UUID, ProtocolStruct, ScatterBuffer
 
 __all__ = [
     "API_SPECS",
@@ -35,6 +35,7 @@ __all__ = [
     "ProtocolStruct",
     "RequestHeader",
     "ResponseHeader",
+    "ScatterBuffer",
     "ZERO_UUID",
     "api_spec",
     "decode_request",
@@ -89,7 +90,8 @@ def write_response(
     """Append a size-prefixed response frame (header + body) to ``out``.
 
     Uses response header v1 for flexible versions and v0 otherwise (always v0
-    for ApiVersions).  Appending into a reusable ``bytearray`` avoids the extra
+    for ApiVersions). ``out`` may be a :class:`ScatterBuffer` (it must then be empty), in
+    which case large record sets stay separate chunks; send ``out.pieces()``.  Appending into a reusable ``bytearray`` avoids the extra
     copy :func:`encode_response` makes for large (fetch) responses.
     """
     spec = API_SPECS.get(api_key)
@@ -101,7 +103,8 @@ def write_response(
     if spec.response_header_version(version) >= 1:
         out.append(0)  # empty tagged-field section of response header v1
     response_obj.write(out, version)
-    _I32.pack_into(out, start, len(out) - start - 4)
+    total = out.total_length() if type(out) is ScatterBuffer else len(out)
+    _I32.pack_into(out, start, total - start - 4)
 
 
 def encode_response(

@@ -511,21 +511,70 @@ def _nbytes(b) -> int:
     return b.nbytes if type(b) is memoryview else len(b)
 
 
+# Record sets at least this large are not copied into a ScatterBuffer (see below).
+ZERO_COPY_MIN_BYTES = 64 * 1024
+
+
+class ScatterBuffer(bytearray):
+    """An output buffer that keeps large record sets by reference instead of copying them.
+
+    A Fetch response is mostly stored log bytes. Writing them into the response buffer would
+    copy every byte once more and hold two copies in memory; with a ScatterBuffer the records
+    writers below append only the length prefix and remember the record set as a separate
+    chunk at that position. ``pieces()`` gives the buffer and the chunks in wire order, for
+    ``transport.writelines``. A plain bytearray ``out`` behaves as before (copies).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunks: list[tuple[int, object]] = []  # (position in self, bytes-like)
+
+    def add_chunk(self, data) -> None:
+        self.chunks.append((len(self), data))
+
+    def total_length(self) -> int:
+        return len(self) + sum(_nbytes(d) for _, d in self.chunks)
+
+    def pieces(self) -> list:
+        if not self.chunks:
+            return [self]
+        view = memoryview(self)
+        out: list = []
+        prev = 0
+        for pos, data in self.chunks:
+            if pos > prev:
+                out.append(view[prev:pos])
+            out.append(data)
+            prev = pos
+        if prev < len(self):
+            out.append(view[prev:])
+        return out
+
+
+def _put_records(out: bytearray, b, n: int) -> None:
+    if n >= ZERO_COPY_MIN_BYTES and type(out) is ScatterBuffer:
+        out.add_chunk(b)
+    else:
+        out += b
+
+
 def write_records(out: bytearray, b) -> None:
     """Non-nullable records: None is written as an empty record set."""
     if b is None:
-        out += b"\x00\x00\x00\x00"
+        out += _pack_i32(0)
         return
-    out += _pack_i32(_nbytes(b))
-    out += b
+    n = _nbytes(b)
+    out += _pack_i32(n)
+    _put_records(out, b, n)
 
 
 def write_nullable_records(out: bytearray, b) -> None:
     if b is None:
         out += _NULL32
         return
-    out += _pack_i32(_nbytes(b))
-    out += b
+    n = _nbytes(b)
+    out += _pack_i32(n)
+    _put_records(out, b, n)
 
 
 def write_compact_records(out: bytearray, b) -> None:
@@ -533,16 +582,18 @@ def write_compact_records(out: bytearray, b) -> None:
     if b is None:
         out.append(1)
         return
-    write_uvarint(out, _nbytes(b) + 1)
-    out += b
+    n = _nbytes(b)
+    write_uvarint(out, n + 1)
+    _put_records(out, b, n)
 
 
 def write_compact_nullable_records(out: bytearray, b) -> None:
     if b is None:
         out.append(0)
         return
-    write_uvarint(out, _nbytes(b) + 1)
-    out += b
+    n = _nbytes(b)
+    write_uvarint(out, n + 1)
+    _put_records(out, b, n)
 
 
 # ----------------------------------------------------------- arrays of primitives

@@ -26,7 +26,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from snakka.protocol import decode_request_header, write_response
+from snakka.protocol import ScatterBuffer, decode_request_header, write_response
 from snakka.protocol.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -236,9 +236,9 @@ class KafkaConnection(asyncio.Protocol):
     def _respond(self, correlation_id: int, api_key: int, api_version: int, response: Any) -> None:
         if self._closed or self.transport is None:
             return
-        # One buffer per response, written straight to the transport: for a Fetch the stored
-        # batches are copied once, into this buffer.
-        data = bytearray()
+        # One buffer per response. Large record sets (Fetch) are not copied into it: they go
+        # to the socket as separate chunks (writev), straight from the bytes read from disk.
+        data = ScatterBuffer()
         try:
             write_response(data, correlation_id, api_key, api_version, response)
         except Exception:  # a handler built a response its version cannot carry: a bug
@@ -246,7 +246,10 @@ class KafkaConnection(asyncio.Protocol):
                           api_key, api_version, self.peer)
             self.close()
             return
-        self.transport.write(data)
+        if data.chunks:
+            self.transport.writelines(data.pieces())
+        else:
+            self.transport.write(data)
         self.last_active = time.monotonic()
 
     # -- flow control & closing ----------------------------------------------------------
