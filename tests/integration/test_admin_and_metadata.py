@@ -558,3 +558,89 @@ def test_consumer_out_of_range_position_resets(broker):
             assert [m.offset() for m in msgs] == list(range(start, start + count)), reset
         finally:
             c.close()
+
+
+def _kp_synonyms(bs: str, topic: str, broker_config: dict | None = None):
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    a = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        a.create_topics({topic: {"configs": {"segment.ms": "5000"}}})
+        r = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
+                               include_synonyms=True, config_filter="all")
+    finally:
+        a.close()
+    return {k: (v["value"], v["config_source"],
+                [(s["name"], s["value"], s["source"]) for s in v["synonyms"]])
+            for k, v in r["topic"][topic].items()}
+
+
+@pytest.fixture
+def hours_broker(snakka_broker_factory):
+    return snakka_broker_factory(config={"log.retention.hours": "48"})
+
+
+def test_describe_configs_synonyms(hours_broker):
+    cfg = _kp_synonyms(hours_broker.bootstrap_servers, "synonyms")
+    assert cfg["max.message.bytes"] == ("1048588", "DEFAULT_CONFIG",
+                                        [("message.max.bytes", "1048588", "DEFAULT_CONFIG")])
+    assert cfg["cleanup.policy"] == ("delete", "DEFAULT_CONFIG",
+                                     [("log.cleanup.policy", "delete", "DEFAULT_CONFIG")])
+    value, source, syn = cfg["retention.ms"]
+    assert (value, source) == ("172800000", "STATIC_BROKER_CONFIG")
+    assert syn[0] == ("log.retention.hours", "48", "STATIC_BROKER_CONFIG")
+    value, source, syn = cfg["segment.ms"]
+    assert (value, source, syn[0]) == ("5000", "DYNAMIC_TOPIC_CONFIG",
+                                       ("segment.ms", "5000", "DYNAMIC_TOPIC_CONFIG"))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "snakka bug: DescribeConfigs synonyms of retention.ms / segment.ms end with a DEFAULT_CONFIG "
+    "entry named log.retention.hours / log.roll.hours whose value is the millisecond default "
+    "604800000 instead of Kafka's 168 (hours)"))
+def test_describe_configs_hour_synonyms_carry_hours(hours_broker):
+    cfg = _kp_synonyms(hours_broker.bootstrap_servers, "synonyms-hours")
+    assert cfg["retention.ms"][2][-1] == ("log.retention.hours", "168", "DEFAULT_CONFIG")
+    assert cfg["segment.ms"][2][-1] == ("log.roll.hours", "168", "DEFAULT_CONFIG")
+
+
+def test_aiokafka_admin(broker):
+    """aiokafka's admin speaks old versions (CreateTopics v3, DescribeConfigs v2,
+    AlterConfigs v1, CreatePartitions v1, Metadata v5)."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    bs = broker.bootstrap_servers
+
+    async def go():
+        a = AIOKafkaAdminClient(bootstrap_servers=bs)
+        await a.start()
+        try:
+            r = await a.create_topics([NewTopic("aio", 2, 1,
+                                                topic_configs={"retention.ms": "100000"})])
+            assert [(t[0], t[1]) for t in r.topic_errors] == [("aio", 0)]
+            (r,) = await a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "aio")])
+            entries = {c[0]: c for c in r.resources[0][4]}
+            # (name, value, read_only, config_source, is_sensitive, synonyms)
+            assert entries["retention.ms"][1:4] == ("100000", False, 1)
+            assert entries["cleanup.policy"][1:4] == ("delete", False, 5)
+            (r,) = await a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "aio",
+                                                         configs={"retention.ms": "200000"})])
+            assert r.resources[0][0] == 0, r
+            r = await a.create_partitions({"aio": NewPartitions(3)})
+            assert r.topic_errors[0][1] == 0, r
+            (t,) = await a.describe_topics(["aio"])
+            assert len(t["partitions"]) == 3
+            cluster = await a.describe_cluster()
+            assert cluster["cluster_id"] and len(cluster["brokers"]) == 1
+            assert "aio" in await a.list_topics()
+            r = await a.delete_topics(["aio"])
+            assert [(t[0], t[1]) for t in r.topic_error_codes] == [("aio", 0)]
+        finally:
+            await a.close()
+
+    asyncio.run(asyncio.wait_for(go(), 60))
+    assert "aio" not in _ck_topics(bs)
