@@ -644,3 +644,33 @@ def test_aiokafka_admin(broker):
 
     asyncio.run(asyncio.wait_for(go(), 60))
     assert "aio" not in _ck_topics(bs)
+
+
+def test_offset_for_leader_epoch(broker):
+    """The single broker's leader epoch is 0 for ever: epoch 0 ends at the log end offset."""
+    from snakka.protocol.messages.offset_for_leader_epoch_request import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderPartition,
+        OffsetForLeaderTopic,
+    )
+
+    from .helpers import raw_connect, run_async
+
+    bs = broker.bootstrap_servers
+    ck_create_topic(bs, "epochs", 1)
+    for i in range(10):
+        assert _ck_produce(bs, "epochs", b"e%d" % i) == (None, i)
+
+    async def go():
+        conn = await raw_connect(bs)
+        try:
+            req = OffsetForLeaderEpochRequest(replica_id=-1, topics=[OffsetForLeaderTopic(
+                topic="epochs", partitions=[OffsetForLeaderPartition(
+                    partition=0, current_leader_epoch=-1, leader_epoch=0)])])
+            return await conn.send(req)
+        finally:
+            await conn.close()
+
+    resp = run_async(go())
+    (p,) = resp.topics[0].partitions
+    assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 10)

@@ -481,3 +481,65 @@ def test_topic_compression_type_recompresses(broker, target):
     got = ck_consume(bs, topic, [0], len(values))
     assert [(g.key, g.headers) for g in got] == [
         (b"k%d" % (i % 7), (("h", b"%d" % i),)) for i in range(len(values))]
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
+def test_many_partitions_incremental_fetch_sessions(broker, client):
+    """One consumer on 3 topics x 16 partitions, data arriving in waves to changing subsets of
+    partitions: the clients' incremental fetch sessions (KIP-227) must miss nothing."""
+    from confluent_kafka import Producer
+
+    from .helpers import ck_consumer_config, ck_create_topic
+
+    bs = broker.bootstrap_servers
+    topics = [f"wide-{client}-{t}" for t in range(3)]
+    for t in topics:
+        ck_create_topic(bs, t, 16)
+    tps = [(t, p) for t in topics for p in range(16)]
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    expected: dict[tuple[str, int], list[bytes]] = {tp: [] for tp in tps}
+
+    def wave(n: int) -> None:
+        for i, (t, part) in enumerate(tps):
+            if (i + n) % (n + 2) == 0 or n == 0:  # a different subset each wave
+                v = b"wave-%d-%s-%d" % (n, t.encode(), part)
+                expected[(t, part)].append(v)
+                p.produce(t, value=v, partition=part)
+        assert p.flush(10) == 0
+
+    got: dict[tuple[str, int], list[tuple[int, bytes]]] = {tp: [] for tp in tps}
+
+    def drain(poll, total: int) -> None:
+        deadline = time.monotonic() + 30
+        while sum(len(v) for v in got.values()) < total and time.monotonic() < deadline:
+            poll()
+
+    if client == "confluent-kafka":
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer(ck_consumer_config(bs))
+        c.assign([TopicPartition(t, part, 0) for t, part in tps])
+
+        def poll():
+            for m in c.consume(num_messages=1000, timeout=0.2):
+                assert m.error() is None, m.error()
+                got[(m.topic(), m.partition())].append((m.offset(), m.value()))
+    else:
+        from kafka import KafkaConsumer, TopicPartition
+
+        c = KafkaConsumer(bootstrap_servers=bs, group_id=None, enable_auto_commit=False,
+                          auto_offset_reset="earliest", enable_incremental_fetch_sessions=True)
+        c.assign([TopicPartition(t, part) for t, part in tps])
+
+        def poll():
+            for tp, msgs in c.poll(timeout_ms=200).items():
+                for m in msgs:
+                    got[(tp.topic, tp.partition)].append((m.offset, m.value))
+    try:
+        for n in range(6):
+            wave(n)
+            drain(poll, sum(len(v) for v in expected.values()))
+    finally:
+        c.close()
+    for tp in tps:
+        assert got[tp] == list(enumerate(expected[tp])), tp
