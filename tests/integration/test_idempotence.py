@@ -279,3 +279,58 @@ def test_duplicate_detection_survives_kill_9(snakka_broker_factory):
     broker = snakka_broker_factory(mode="subprocess",
                                    config={"log.flush.interval.messages": "1"})
     _dedup_after(broker, "wb-crash", crash=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_idempotent_producer_across_kill_9(snakka_broker_factory):
+    """librdkafka's idempotent producer keeps producing while the broker is SIGKILLed and
+    restarted: the batches in flight at the crash are retried with their old sequence numbers,
+    so the restarted broker must know the producer's state (rebuilt from the log / snapshots)
+    to store each record exactly once, in order."""
+    import time
+
+    from confluent_kafka import Producer
+
+    broker = snakka_broker_factory(mode="subprocess",
+                                   config={"log.flush.interval.messages": "1"})
+    bs = broker.bootstrap_servers
+    ck_create_topic(bs, "idem-crash", 2)
+    acked: dict[int, tuple[int, int]] = {}
+    errors: list[str] = []
+
+    def cb(err, msg):
+        if err is not None:
+            errors.append(f"{msg.value()}: {err}")
+        else:
+            acked[int(msg.value())] = (msg.partition(), msg.offset())
+
+    p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 1, "batch.num.messages": 50, "message.timeout.ms": 90000,
+                  "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200,
+                  "retry.backoff.ms": 20})
+    n = 12_000
+    in_flight_at_kill = None
+    deadline = time.monotonic() + 120
+    for seq in range(n):
+        p.produce("idem-crash", key=b"k%d" % (seq % 13), value=b"%08d" % seq, on_delivery=cb)
+        p.poll(0)
+        if in_flight_at_kill is None and len(acked) >= 4000:
+            in_flight_at_kill = len(p)
+            broker.kill()
+            broker.start()
+        if seq % 500 == 0:
+            p.flush(0.05)
+        assert time.monotonic() < deadline
+    left = p.flush(90)
+    assert left == 0 and not errors, (left, errors[:5])
+    assert in_flight_at_kill, "the kill should interrupt in-flight requests"
+    assert len(acked) == n
+    stored = sum(hi - lo for lo, hi in ck_end_offsets(bs, "idem-crash", range(2)).values())
+    got = ck_consume(bs, "idem-crash", range(2), stored, timeout=60)
+    seqs = [int(g.value) for g in got]
+    dups = len(seqs) - len(set(seqs))
+    assert dups == 0, f"{dups} records stored twice after the crash"
+    assert sorted(seqs) == list(range(n))
+    for g in got:
+        assert acked[int(g.value)] == (g.partition, g.offset)
