@@ -6,7 +6,10 @@ records with headers and explicit timestamps, consume them all back with the sam
 assert that every (key, value, headers, timestamp) is byte-identical to what was sent, offsets
 are contiguous from 0 in each partition, each partition keeps the send order, the
 per-partition counts sum to 100,000, and (where the client reports it) each record sits at the
-partition/offset its delivery report acknowledged.
+partition/offset its delivery report acknowledged. Then the segment files are read (parsed
+here, not with snakka's code): every batch carries the requested codec (the broker must store
+what the producer sent), and producer ids exactly when the producer was idempotent
+(kafka-python's default).
 
 kcat specifics (it is a line-oriented tool), decided here:
 - it has no admin API: its topic is created with ``snakka topics create -p 3`` (the CLI);
@@ -15,6 +18,10 @@ kcat specifics (it is a line-oriented tool), decided here:
 - its values are text lines (no binary, no newlines), and ``-H`` headers apply to every message;
 - ``-Z`` turns *every* empty value into NULL, so the null-value record is sent by a second
   kcat run with ``-Z`` after the main file (which has the empty values).
+
+Smaller cases with every client: fetching from the middle of a compressed batch, a record
+larger than the default partition fetch size (KIP-74), acks 0/1/all, topic compression.type
+recompression, and wide consumers (48 partitions) using incremental fetch sessions.
 
 One subprocess broker serves the whole module (so the broker has its own CPU while Python
 clients encode/decode), each case with its own topic. ``log.segment.bytes`` is small so every
