@@ -674,3 +674,32 @@ def test_offset_for_leader_epoch(broker):
     resp = run_async(go())
     (p,) = resp.topics[0].partitions
     assert (p.error_code, p.leader_epoch, p.end_offset) == (0, 0, 10)
+
+
+def test_dynamic_broker_config_takes_effect_and_persists(snakka_broker_factory):
+    """IncrementalAlterConfigs on the broker resource: topics without an override follow the new
+    default at once (DYNAMIC_BROKER_CONFIG), and it survives a restart."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+    b = snakka_broker_factory()
+    bs = b.bootstrap_servers
+    ck_create_topic(bs, "follows", 1)
+    ck_create_topic(bs, "overrides", 1, {"max.message.bytes": "100000"})
+    admin = ck_admin(bs)
+    node = str(admin.describe_cluster(request_timeout=10).result(10).controller.id)
+    res = ConfigResource("BROKER", node, incremental_configs=[
+        ConfigEntry("message.max.bytes", "3000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(20)
+
+    def check():
+        e = _ck_configs(bs, "follows")["max.message.bytes"]
+        assert (e.value, _src(e)) == ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+        br = ConfigResource("BROKER", node)
+        e = admin.describe_configs([br])[br].result(20)["message.max.bytes"]
+        assert (e.value, _src(e)) == ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+        assert _ck_produce(bs, "follows", b"x" * 4000)[0] == "MSG_SIZE_TOO_LARGE"
+        assert _ck_produce(bs, "overrides", b"x" * 4000)[0] is None  # the topic's own value
+
+    check()
+    b.restart()
+    check()
