@@ -595,10 +595,6 @@ def test_describe_configs_synonyms(hours_broker):
                                        ("segment.ms", "5000", "DYNAMIC_TOPIC_CONFIG"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "snakka bug: DescribeConfigs synonyms of retention.ms / segment.ms end with a DEFAULT_CONFIG "
-    "entry named log.retention.hours / log.roll.hours whose value is the millisecond default "
-    "604800000 instead of Kafka's 168 (hours)"))
 def test_describe_configs_hour_synonyms_carry_hours(hours_broker):
     cfg = _kp_synonyms(hours_broker.bootstrap_servers, "synonyms-hours")
     assert cfg["retention.ms"][2][-1] == ("log.retention.hours", "168", "DEFAULT_CONFIG")

@@ -84,14 +84,6 @@ def test_cli_errors_are_clean(snakka_broker):
     assert b"cannot reach the broker" in p.stderr and b"Traceback" not in p.stderr, p.stderr
 
 
-CLI_PRODUCE_V13 = pytest.mark.xfail(
-    strict=True,
-    reason="snakka bug: `snakka produce` (snakka.client.admin.Admin.produce_lines) negotiates "
-           "Produce v13 but addresses the topic by name with a zero topic_id; the broker "
-           "answers UNKNOWN_TOPIC_ID (100) for every partition")
-
-
-@CLI_PRODUCE_V13
 def test_produce_from_stdin_and_consume(snakka_broker):
     from kafka.partitioner.default import murmur2
 
@@ -126,7 +118,6 @@ def test_produce_from_stdin_and_consume(snakka_broker):
     assert out == [f"1:{g.offset}\tsrc=cli,team=core\t{g.value.decode()}" for g in p1[1:]]
 
 
-@CLI_PRODUCE_V13
 def test_produce_unkeyed_round_robin_and_kcat_reads_it(snakka_broker):
     bs = snakka_broker.bootstrap_servers
     cli("topics", "create", "plain", "-p", "2", "-b", bs)

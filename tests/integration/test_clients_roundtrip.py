@@ -62,13 +62,9 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-_LZ4_BUG = ("snakka bug: librdkafka disables LZ4 because ApiVersions does not list FindCoordinator "
-            "(10) (its 'LZ4' feature probe), so confluent-kafka and kcat silently send "
-            "uncompressed batches when asked for lz4 ('Broker does not support compression type "
-            "lz4: not compressing batch')")
 # Known broker bugs that fail only the on-disk codec check of a case (the round trip itself
 # passes). Strict: the case fails if the check starts passing, so the entry gets removed.
-KNOWN_CODEC_BUGS = {("confluent-kafka", "lz4"): _LZ4_BUG, ("kcat", "lz4"): _LZ4_BUG}
+KNOWN_CODEC_BUGS: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -120,18 +120,22 @@ class Admin:
             out[p.partition_index] = p.offset
         return out
 
-    async def _partition_count(self, topic: str) -> int:
+    async def _topic_metadata(self, topic: str):
         resp = await self.conn.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
                                                     allow_auto_topic_creation=True))
         t = resp.topics[0]
         _check(t.error_code, f"metadata of {topic}")
-        return len(t.partitions)
+        return t
+
+    async def _partition_count(self, topic: str) -> int:
+        return len((await self._topic_metadata(topic)).partitions)
 
     # -- produce / consume ---------------------------------------------------------------
     async def produce_lines(self, topic: str, lines: list[str], *, key_separator: str | None,
                             headers: list[tuple[str, bytes]], partition: int | None, acks: int,
                             compression: str) -> int:
-        n_parts = await self._partition_count(topic)
+        meta = await self._topic_metadata(topic)
+        n_parts = len(meta.partitions)
         rr = itertools.count()
         now = time.time_ns() // 1_000_000
         by_partition: dict[int, list] = {}
@@ -155,7 +159,9 @@ class Admin:
                 chunk = recs[i:i + PRODUCE_CHUNK]
                 batch = build_batch(chunk, compression=_CODECS[compression])
                 req = ProduceRequest(transactional_id=None, acks=acks, timeout_ms=30000,
-                                     topic_data=[TopicProduceData(name=topic, partition_data=[
+                                     # name for Produce <= v12, topic id from v13
+                                     topic_data=[TopicProduceData(name=topic, topic_id=meta.topic_id,
+                                                                  partition_data=[
                                          PartitionProduceData(index=p, records=batch)])])
                 if acks == 0:
                     await self.conn.send_no_response(req)

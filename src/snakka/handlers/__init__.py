@@ -23,7 +23,7 @@ HANDLER_MODULES = (
     "produce", "fetch", "list_offsets", "metadata", "api_versions", "offset_for_leader_epoch",
     "create_topics", "delete_topics", "create_partitions", "delete_records",
     "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster",
-    "describe_topic_partitions", "describe_log_dirs", "init_producer_id",
+    "describe_topic_partitions", "describe_log_dirs", "init_producer_id", "find_coordinator",
 )
 
 

@@ -98,8 +98,14 @@ class ConfigResolver:
         value, _src_key = broker_default_for_topic_config(name, self.broker_value_or_unset)
         default_value, _ = broker_default_for_topic_config(
             name, lambda k: BROKER_CONFIGS[k].default if k in BROKER_CONFIGS else None)
-        synonyms.append((broker_keys[-1] if broker_keys else name, default_value,
-                         ConfigSource.DEFAULT_CONFIG))
+        # The last synonym is the built-in default, in the unit of the key that holds it
+        # (log.retention.hours=168, not 604800000), as Kafka reports it.
+        if broker_keys:
+            last = BROKER_CONFIGS[broker_keys[-1]]
+            synonyms.append((last.name, last.default if last.default is not None
+                             else default_value, ConfigSource.DEFAULT_CONFIG))
+        else:
+            synonyms.append((name, default_value, ConfigSource.DEFAULT_CONFIG))
         if topic is not None and name in topic.configs:
             return ResolvedConfig(name, topic.configs[name], ConfigSource.DYNAMIC_TOPIC_CONFIG,
                                   tuple(synonyms))
