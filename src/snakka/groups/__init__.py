@@ -1,0 +1,16 @@
+"""Group coordination: classic consumer groups, KIP-848 consumer groups, committed offsets.
+
+Layout (the cores are sans-I/O: no sockets, no files, no asyncio, no wall clock):
+
+* :mod:`.types`      shared value types and the contract every core follows (read it first).
+* :mod:`.classic`    the classic rebalance protocol (JoinGroup/SyncGroup/Heartbeat/LeaveGroup):
+                     Kafka's group state machine, static membership, timers.
+* :mod:`.consumer`   the KIP-848 consumer protocol (ConsumerGroupHeartbeat): member epochs,
+                     server-side assignors, incremental revoke-then-assign.
+* :mod:`.assignors`  the ``uniform`` and ``range`` server-side assignors.
+* :mod:`.offsets`    committed offsets: commit/fetch/delete, expiry, pending transactional
+                     offsets later.
+* :mod:`.coordinator` the thin I/O shell: routes requests to the cores, persists their records
+                     in ``__consumer_offsets`` (an ordinary partition log), replays them at
+                     start-up, and drives the cores' timers from the event loop.
+"""
