@@ -1,0 +1,319 @@
+"""The group coordinator's I/O shell: cores ↔ event loop ↔ ``__consumer_offsets``.
+
+Owns:
+- the three sans-I/O cores (classic groups, KIP-848 consumer groups, committed offsets) and the
+  routing between them (one group-id namespace shared by both group types);
+- deferred replies: a core that answers PENDING gets an asyncio future per token, resolved when
+  the core reports the completion; a cancelled request (connection closed) cancels its token;
+- one event-loop timer at the earliest deadline any core asked for;
+- persistence: records the cores emit are appended, in the order they were emitted, to the
+  ``__consumer_offsets`` partition of their group (Kafka's ``abs(hash(group)) % partitions``) as
+  JSON key/value records; tombstones have a null value. At start-up every partition is replayed
+  into the cores (latest record per key wins) before the broker accepts connections.
+
+``__consumer_offsets`` is an ordinary partition log with ``retention.ms=-1``: snakka has no log
+compaction yet, so the topic grows with every commit until it exists (see the issue notes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from snakka.groups.classic import ClassicGroups
+from snakka.groups.consumer import ConsumerGroups
+from snakka.groups.offsets import OffsetStore
+from snakka.groups.types import PENDING, GroupConfig, GroupRecord
+from snakka.protocol.errors import ErrorCode
+from snakka.records import Record, build_batch, iter_records, validate_batches
+
+if TYPE_CHECKING:
+    from snakka.broker import Broker
+
+log = logging.getLogger("snakka.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_REPLAY_CHUNK = 8 << 20
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def offsets_partition(group_id: str, partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode()) % partitions (abs maps MIN_VALUE to 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def group_config(broker: Broker) -> GroupConfig:
+    v = broker.resolver.broker_value
+    return GroupConfig(
+        group_min_session_timeout_ms=int(v("group.min.session.timeout.ms")),
+        group_max_session_timeout_ms=int(v("group.max.session.timeout.ms")),
+        group_initial_rebalance_delay_ms=int(v("group.initial.rebalance.delay.ms")),
+        group_max_size=int(v("group.max.size")),
+        offsets_retention_minutes=int(v("offsets.retention.minutes")),
+        offset_metadata_max_bytes=int(v("offset.metadata.max.bytes")),
+        group_consumer_session_timeout_ms=int(v("group.consumer.session.timeout.ms")),
+        group_consumer_min_session_timeout_ms=int(v("group.consumer.min.session.timeout.ms")),
+        group_consumer_max_session_timeout_ms=int(v("group.consumer.max.session.timeout.ms")),
+        group_consumer_heartbeat_interval_ms=int(v("group.consumer.heartbeat.interval.ms")),
+        group_consumer_min_heartbeat_interval_ms=int(
+            v("group.consumer.min.heartbeat.interval.ms")),
+        group_consumer_max_heartbeat_interval_ms=int(
+            v("group.consumer.max.heartbeat.interval.ms")),
+        group_consumer_max_size=int(v("group.consumer.max.size")),
+        group_consumer_assignors=tuple(
+            x.strip() for x in (v("group.consumer.assignors") or "uniform").split(",") if x.strip()),
+    )
+
+
+def _encode(rec: GroupRecord) -> Record:
+    return Record(key=json.dumps(list(rec.key), separators=(",", ":")).encode(),
+                  value=None if rec.value is None else
+                  json.dumps(rec.value, separators=(",", ":")).encode())
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = group_config(broker)
+        clock = broker.time_ms
+        self.classic = ClassicGroups(self.config, clock)
+        self.consumer = ConsumerGroups(self.config, clock, self._topic_metadata)
+        self.offsets = OffsetStore(self.config, clock)
+        self._cores = (self.classic, self.consumer, self.offsets)
+        self._futures: dict[object, asyncio.Future] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._expiry_task: asyncio.Task | None = None
+        self.num_partitions = broker.config.int("offsets.topic.num.partitions")
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        md = self.broker.metadata
+        ti = md.topics.get(OFFSETS_TOPIC)
+        if ti is None:
+            ti, recs = self.broker.create_topic_now(
+                OFFSETS_TOPIC, self.num_partitions, {"retention.ms": "-1", "retention.bytes": "-1"})
+            await self.broker.commit_metadata(recs)
+        self.num_partitions = ti.partitions
+        n = self._replay()
+        for core in self._cores:
+            core.loaded()
+        self._after()
+        self._expiry_task = asyncio.ensure_future(self._expiry_loop())
+        log.info("group coordinator loaded %d record(s): %d classic group(s), %d consumer "
+                 "group(s), offsets for %d group(s)", n, len(self.classic.list_groups()),
+                 len(self.consumer.list_groups()), len(self.offsets.groups()))
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            await asyncio.gather(self._expiry_task, return_exceptions=True)
+        for fut in self._futures.values():
+            if not fut.done():
+                fut.cancel()
+
+    def _replay(self) -> int:
+        n = 0
+        for p in range(self.num_partitions):
+            pl = self.broker.partition_log(OFFSETS_TOPIC, p)
+            if pl is None:
+                continue
+            offset = pl.log_start_offset
+            while offset < pl.log_end_offset:
+                data = pl.read(offset, _REPLAY_CHUNK)
+                if not data:
+                    break
+                before = offset
+                for rec in iter_records(data):
+                    if rec.offset < offset or rec.key is None:
+                        continue
+                    offset = rec.offset + 1
+                    try:
+                        key = tuple(json.loads(rec.key))
+                        value = None if rec.value is None else json.loads(rec.value)
+                    except ValueError:
+                        log.warning("__consumer_offsets-%d offset %d: undecodable record skipped",
+                                    p, rec.offset)
+                        continue
+                    gr = GroupRecord(key, value)
+                    for core in self._cores:
+                        core.replay(gr)
+                    n += 1
+                if offset == before:
+                    break
+        return n
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _topic_metadata(self) -> dict:
+        return {ti.name: (ti.topic_id, ti.partitions)
+                for ti in self.broker.metadata.topics.values() if not ti.is_internal}
+
+    def _after(self) -> None:
+        """Persist what the cores emitted, resolve finished waits, re-arm the timer."""
+        records: list[GroupRecord] = []
+        for core in self._cores:
+            records.extend(core.drain_records())
+        if records:
+            self._persist(records)
+        for core in (self.classic,):
+            for token, result in core.drain_completions():
+                fut = self._futures.pop(token, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(result)
+        self._rearm()
+
+    def _persist(self, records: Iterable[GroupRecord]) -> None:
+        by_partition: dict[int, list[Record]] = {}
+        for rec in records:
+            by_partition.setdefault(offsets_partition(rec.key[1], self.num_partitions),
+                                    []).append(_encode(rec))
+        now = self.broker.time_ms()
+        for p, recs in by_partition.items():
+            pl = self.broker.partition_log(OFFSETS_TOPIC, p)
+            if pl is None:  # the topic was deleted under us; nothing sane to do but say so
+                log.error("__consumer_offsets-%d is missing; %d group record(s) not stored", p,
+                          len(recs))
+                continue
+            recs = [r._replace(timestamp=now) for r in recs]
+            buf = bytearray(build_batch(recs))
+            pl.append(buf, validate_batches(buf, max_message_bytes=1 << 30, from_client=False))
+            self.broker.flusher.on_append(pl)
+
+    def _rearm(self) -> None:
+        deadlines = [d for d in (c.next_deadline() for c in self._cores) if d is not None]
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not deadlines:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, (min(deadlines) - self.broker.time_ms()) / 1000)
+        self._timer = loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        now = self.broker.time_ms()
+        for core in self._cores:
+            core.on_timer(now)
+        self._after()
+
+    async def _wait(self, core: Any, token: object, result: Any) -> Any:
+        if result is not PENDING:
+            self._after()
+            return result
+        fut = asyncio.get_running_loop().create_future()
+        self._futures[token] = fut
+        self._after()
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            self._futures.pop(token, None)
+            core.cancel(token)
+            self._after()
+            raise
+
+    async def _expiry_loop(self) -> None:
+        period = self.broker.config.int("offsets.retention.check.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(period)
+            n = self.offsets.expire(self.group_is_active)
+            self._after()
+            if n:
+                log.info("expired %d committed offset(s) (offsets.retention.minutes)", n)
+
+    # -- queries shared by handlers ------------------------------------------------------
+    def group_is_active(self, group_id: str) -> bool:
+        return not self.classic.is_empty(group_id) or not self.consumer.is_empty(group_id)
+
+    def group_type(self, group_id: str) -> str | None:
+        if self.consumer.has_group(group_id):
+            return "consumer"
+        if self.classic.has_group(group_id):
+            return "classic"
+        return None
+
+    # -- classic protocol ----------------------------------------------------------------
+    async def join(self, **kw: Any) -> Any:
+        if self.consumer.has_group(kw["group_id"]) and not self.consumer.is_empty(kw["group_id"]):
+            return None  # the handler answers INCONSISTENT_GROUP_PROTOCOL
+        token = object()
+        return await self._wait(self.classic, token, self.classic.join(token, **kw))
+
+    async def sync(self, **kw: Any) -> Any:
+        token = object()
+        return await self._wait(self.classic, token, self.classic.sync(token, **kw))
+
+    def heartbeat(self, **kw: Any) -> int:
+        err = self.classic.heartbeat(**kw)
+        self._after()
+        return err
+
+    def leave(self, **kw: Any) -> tuple[int, list]:
+        out = self.classic.leave(**kw)
+        self._after()
+        return out
+
+    # -- KIP-848 -------------------------------------------------------------------------
+    def consumer_heartbeat(self, **kw: Any) -> Any:
+        gid = kw["group_id"]
+        if self.classic.has_group(gid) and not self.classic.is_empty(gid):
+            return None  # the handler answers GROUP_ID_NOT_FOUND
+        result = self.consumer.heartbeat(**kw)
+        self._after()
+        return result
+
+    # -- offsets -------------------------------------------------------------------------
+    def validate_commit(self, group_id: str, member_id: str, generation_or_epoch: int,
+                        group_instance_id: str | None) -> int:
+        if self.consumer.has_group(group_id):
+            return self.consumer.validate_offset_commit(
+                group_id=group_id, member_id=member_id, member_epoch=generation_or_epoch)
+        return self.classic.validate_offset_commit(
+            group_id=group_id, member_id=member_id, generation_id=generation_or_epoch,
+            group_instance_id=group_instance_id)
+
+    def commit_offsets(self, group_id: str, entries: list) -> list[int]:
+        errors = self.offsets.commit(group_id, entries)
+        self._after()
+        return errors
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
+        self.offsets.delete(group_id, partitions)
+        self._after()
+
+    def delete_group(self, group_id: str) -> int:
+        if self.consumer.has_group(group_id):
+            err = self.consumer.delete(group_id)
+        elif self.classic.has_group(group_id):
+            err = self.classic.delete(group_id)
+        elif self.offsets.has_offsets(group_id):
+            err = ErrorCode.NONE
+        else:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if err == ErrorCode.NONE:
+            self.offsets.delete_group(group_id)
+        self._after()
+        return err
+
+    # -- metadata changes ----------------------------------------------------------------
+    def on_topic_deleted(self, topic: str) -> None:
+        self.offsets.delete_topic(topic)
+        self.consumer.on_metadata_change()
+        self._after()
+
+    def on_metadata_change(self) -> None:
+        self.consumer.on_metadata_change()
+        self._after()
