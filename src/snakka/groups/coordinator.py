@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from snakka.groups.classic import ClassicGroups
 from snakka.groups.consumer import ConsumerGroups
 from snakka.groups.offsets import OffsetStore
+from snakka.groups.partitioning import offsets_partition
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
 from snakka.protocol.errors import ErrorCode
 from snakka.records import Record, build_batch, iter_records, validate_batches
@@ -37,21 +38,6 @@ log = logging.getLogger("snakka.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _REPLAY_CHUNK = 8 << 20
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode (UTF-16 code units), as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def offsets_partition(group_id: str, partitions: int) -> int:
-    """Kafka's Utils.abs(groupId.hashCode()) % partitions (abs maps MIN_VALUE to 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 def group_config(broker: Broker) -> GroupConfig:
