@@ -215,6 +215,113 @@ def topics_delete(names, bootstrap) -> None:
         click.echo(f"Deleted topic {n}.")
 
 
+@main.group()
+def groups() -> None:
+    """List, describe, delete consumer groups and reset their offsets."""
+
+
+@groups.command("list")
+@_bootstrap
+def groups_list(bootstrap) -> None:
+    from snakka.client.groups import GroupsAdmin
+
+    async def go():
+        async with GroupsAdmin(bootstrap) as admin:
+            return await admin.list_groups()
+
+    for gid, gtype, state, _ptype in _run(go()):
+        click.echo(f"{gid}\t{gtype}\t{state}")
+
+
+@groups.command("describe")
+@click.argument("group_ids", nargs=-1, required=True)
+@_bootstrap
+def groups_describe(group_ids, bootstrap) -> None:
+    """Members, assignments, committed offsets and lag per partition."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from snakka.client.groups import GroupsAdmin
+
+    async def go():
+        async with GroupsAdmin(bootstrap) as admin:
+            return [await admin.describe(g) for g in group_ids]
+
+    console = Console()
+    for info in _run(go()):
+        members = {m.member_id: m for m in info.members}
+        console.print(f"[bold]{info.group_id}[/bold]  type {info.group_type}  state {info.state}"
+                      f"  {'assignor' if info.group_type == 'consumer' else 'protocol'} "
+                      f"{info.protocol or '-'}  members {len(info.members)}")
+        table = Table("topic", "partition", "current-offset", "log-end-offset", "lag",
+                      "consumer-id", "host", "client-id")
+        for (topic, p), (cur, end, owner) in sorted(info.partitions.items()):
+            m = members.get(owner) if owner else None
+            table.add_row(topic, str(p), str(cur) if cur >= 0 else "-", str(end),
+                          str(end - cur) if cur >= 0 else "-", owner or "-",
+                          m.host if m else "-", m.client_id if m else "-")
+        console.print(table)
+
+
+@groups.command("delete")
+@click.argument("group_ids", nargs=-1, required=True)
+@_bootstrap
+def groups_delete(group_ids, bootstrap) -> None:
+    from snakka.client.groups import GroupsAdmin
+
+    async def go():
+        async with GroupsAdmin(bootstrap) as admin:
+            await admin.delete_groups(list(group_ids))
+
+    _run(go())
+    for g in group_ids:
+        click.echo(f"Deleted group {g}.")
+
+
+@groups.command("reset-offsets")
+@click.argument("group_id")
+@click.option("--topic", required=True, help="TOPIC or TOPIC:0,1,2")
+@click.option("--to-earliest", "mode", flag_value="earliest")
+@click.option("--to-latest", "mode", flag_value="latest")
+@click.option("--to-offset", type=int, default=None)
+@click.option("--shift-by", type=int, default=None)
+@click.option("--to-datetime", default=None, help="ISO 8601, e.g. 2026-11-21T10:00:00Z")
+@click.option("--execute", is_flag=True, help="Commit the new offsets (default: dry run).")
+@_bootstrap
+def groups_reset_offsets(group_id, topic, mode, to_offset, shift_by, to_datetime, execute,
+                         bootstrap) -> None:
+    """Move a group's committed offsets (the group must have no active members)."""
+    from datetime import datetime
+
+    from snakka.client.groups import GroupsAdmin
+
+    value = None
+    if to_offset is not None:
+        mode, value = "offset", to_offset
+    elif shift_by is not None:
+        mode, value = "shift", shift_by
+    elif to_datetime is not None:
+        try:
+            ts = datetime.fromisoformat(to_datetime.replace("Z", "+00:00"))
+        except ValueError:
+            raise click.BadParameter(to_datetime, param_hint="--to-datetime") from None
+        mode, value = "datetime", int(ts.timestamp() * 1000)
+    if mode is None:
+        raise click.UsageError("choose one of --to-earliest, --to-latest, --to-offset, "
+                               "--shift-by, --to-datetime")
+    name, _, parts = topic.partition(":")
+    partitions = [int(p) for p in parts.split(",")] if parts else None
+
+    async def go():
+        async with GroupsAdmin(bootstrap) as admin:
+            return await admin.reset_offsets(group_id, name, partitions, mode, value, execute)
+
+    for t, p, cur, new in _run(go()):
+        click.echo(f"{t}\t{p}\t{cur if cur >= 0 else '-'}\t{new}")
+    click.echo("Offsets committed." if execute else "Dry run: add --execute to commit.",
+               err=True)
+
+
 @main.command()
 @click.argument("topic")
 @click.option("-k", "--key-separator", default=None,

@@ -1,0 +1,160 @@
+"""Consumer-group administration for the CLI (what ``kafka-consumer-groups.sh`` does).
+
+Speaks only the public protocol: ListGroups, DescribeGroups (classic groups: member assignments
+decoded from the consumer protocol's ConsumerProtocolAssignment), ConsumerGroupDescribe (KIP-848
+groups), OffsetFetch, ListOffsets (for lag), OffsetCommit (reset) and DeleteGroups.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from snakka.client.admin import Admin, AdminError, _check
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from snakka.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+from snakka.protocol.messages.delete_groups_request import DeleteGroupsRequest
+from snakka.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from snakka.protocol.messages.list_groups_request import ListGroupsRequest
+from snakka.protocol.messages.offset_commit_request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from snakka.protocol.messages.offset_fetch_request import OffsetFetchRequest
+
+
+@dataclass
+class MemberInfo:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class GroupInfo:
+    group_id: str
+    state: str
+    group_type: str  # classic | consumer
+    protocol: str
+    members: list[MemberInfo]
+    # (topic, partition) -> (committed offset, log end offset, owner member id or None)
+    partitions: dict[tuple[str, int], tuple[int, int, str | None]] = field(default_factory=dict)
+
+
+def decode_assignment(data: bytes) -> dict[str, list[int]]:
+    """A classic consumer-protocol assignment (version in the first 2 bytes)."""
+    if len(data) < 2:
+        return {}
+    version = min(struct.unpack_from(">h", data, 0)[0], ConsumerProtocolAssignment.VALID_VERSIONS[1])
+    a = ConsumerProtocolAssignment.decode(data[2:], version)
+    return {tp.topic: list(tp.partitions) for tp in a.assigned_partitions}
+
+
+class GroupsAdmin(Admin):
+    async def list_groups(self) -> list[tuple[str, str, str, str]]:
+        """(group id, type, state, protocol type)."""
+        resp = await self.conn.send(ListGroupsRequest())
+        _check(resp.error_code, "list groups")
+        return sorted((g.group_id, g.group_type or "classic", g.group_state or "?",
+                       g.protocol_type) for g in resp.groups)
+
+    async def describe(self, group_id: str) -> GroupInfo:
+        members: list[MemberInfo] = []
+        group_type, state, protocol = "classic", "Dead", ""
+        if 69 in self.conn.versions:
+            resp = await self.conn.send(ConsumerGroupDescribeRequest(group_ids=[group_id]))
+            g = resp.groups[0]
+            if g.error_code == 0:
+                group_type, state, protocol = "consumer", g.group_state, g.assignor_name
+                members = [MemberInfo(m.member_id, m.client_id, m.client_host,
+                                      {tp.topic_name: list(tp.partitions)
+                                       for tp in m.assignment.topic_partitions})
+                           for m in g.members]
+        if group_type == "classic":
+            resp = await self.conn.send(DescribeGroupsRequest(groups=[group_id]))
+            g = resp.groups[0]
+            _check(g.error_code, f"describe group {group_id}")
+            state, protocol = g.group_state, g.protocol_data
+            for m in g.members:
+                assignment = {}
+                if g.protocol_type == "consumer":
+                    try:
+                        assignment = decode_assignment(bytes(m.member_assignment))
+                    except ValueError:
+                        assignment = {}
+                members.append(MemberInfo(m.member_id, m.client_id, m.client_host, assignment))
+        info = GroupInfo(group_id, state, group_type, protocol, members)
+        committed = await self.committed(group_id)
+        owners = {(t, p): m.member_id for m in members for t, ps in m.assignment.items()
+                  for p in ps}
+        topics = {t for t, _ in committed} | {t for t, _ in owners}
+        for topic in sorted(topics):
+            parts = sorted({p for t, p in committed if t == topic} |
+                           {p for t, p in owners if t == topic})
+            ends = await self.list_offsets(topic, parts, -1)
+            for p in parts:
+                info.partitions[(topic, p)] = (committed.get((topic, p), -1), ends.get(p, -1),
+                                               owners.get((topic, p)))
+        return info
+
+    async def committed(self, group_id: str) -> dict[tuple[str, int], int]:
+        resp = await self.conn.send(OffsetFetchRequest(group_id=group_id, topics=None),
+                                    version=min(7, self.conn.version_for(9)))
+        _check(resp.error_code, f"fetch offsets of {group_id}")
+        return {(t.name, p.partition_index): p.committed_offset
+                for t in resp.topics for p in t.partitions if p.committed_offset >= 0}
+
+    async def delete_groups(self, group_ids: list[str]) -> None:
+        resp = await self.conn.send(DeleteGroupsRequest(groups_names=group_ids))
+        for r in resp.results:
+            _check(r.error_code, f"delete group {r.group_id}")
+
+    async def reset_offsets(self, group_id: str, topic: str, partitions: list[int] | None,
+                            how: str, value: int | None, execute: bool
+                            ) -> list[tuple[str, int, int, int]]:
+        """Plan (and with ``execute`` commit) new offsets. Returns (topic, partition, current,
+        new) rows. Like Kafka's tool, refuses while the group has active members."""
+        info = await self.describe(group_id)
+        if info.members:
+            raise AdminError(f"group {group_id} has {len(info.members)} active member(s): "
+                             "stop its consumers first (state " + info.state + ")")
+        if partitions is None:
+            partitions = list(range(await self._partition_count(topic)))
+        earliest = await self.list_offsets(topic, partitions, -2)
+        latest = await self.list_offsets(topic, partitions, -1)
+        committed = await self.committed(group_id)
+        rows = []
+        for p in partitions:
+            cur = committed.get((topic, p), -1)
+            if how == "earliest":
+                new = earliest[p]
+            elif how == "latest":
+                new = latest[p]
+            elif how == "offset":
+                new = value
+            elif how == "shift":
+                new = (cur if cur >= 0 else latest[p]) + value
+            elif how == "datetime":
+                found = await self.list_offsets(topic, [p], value)
+                new = found[p] if found[p] >= 0 else latest[p]
+            else:
+                raise AdminError(f"unknown reset mode {how}")
+            new = max(earliest[p], min(latest[p], new))  # clamp like Kafka's tool
+            rows.append((topic, p, cur, new))
+        if execute:
+            req = OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1,
+                                      member_id="", topics=[OffsetCommitRequestTopic(
+                                          name=topic, partitions=[OffsetCommitRequestPartition(
+                                              partition_index=p, committed_offset=new,
+                                              committed_metadata="") for _, p, _, new in rows])])
+            resp = await self.conn.send(req, version=min(9, self.conn.version_for(8)))
+            for t in resp.topics:
+                for pr in t.partitions:
+                    _check(pr.error_code, f"commit {topic}-{pr.partition_index}")
+        return rows
+
+
+__all__ = ["GroupsAdmin", "GroupInfo", "MemberInfo", "decode_assignment", "ErrorCode"]
