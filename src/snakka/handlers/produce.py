@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 
 from snakka.handlers._common import lookup_log
+from snakka.metadata.core import INTERNAL_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.produce_response import (
     PartitionProduceResponse,
@@ -54,6 +55,9 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
     pl, err = lookup_log(broker, topic, partition)
     if pl is None:
         return _error(partition, err)
+    if topic in INTERNAL_TOPICS:
+        return _error(partition, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                      f"Cannot append to internal topic {topic}")
     if records is None or len(records) == 0:
         return _error(partition, ErrorCode.INVALID_RECORD,
                       "Produce request must carry exactly one record batch per partition")
