@@ -29,6 +29,9 @@ from snakka.groups.offsets import OffsetStore
 from snakka.groups.partitioning import offsets_partition
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.consumer_protocol_subscription import (
+    ConsumerProtocolSubscription,
+)
 from snakka.records import Record, build_batch, iter_records, validate_batches
 
 if TYPE_CHECKING:
@@ -61,6 +64,18 @@ def group_config(broker: Broker) -> GroupConfig:
         group_consumer_assignors=tuple(
             x.strip() for x in (v("group.consumer.assignors") or "uniform").split(",") if x.strip()),
     )
+
+
+def subscription_topics(metadata: bytes) -> list[str]:
+    """Topics of a classic consumer-protocol subscription (version in the first 2 bytes)."""
+    if len(metadata) < 2:
+        return []
+    version = min(int.from_bytes(metadata[:2], "big", signed=True),
+                  ConsumerProtocolSubscription.VALID_VERSIONS[1])
+    try:
+        return list(ConsumerProtocolSubscription.decode(metadata[2:], max(version, 0)).topics)
+    except ValueError:
+        return []
 
 
 def _encode(rec: GroupRecord) -> Record:
@@ -270,6 +285,36 @@ class GroupCoordinator:
         return self.classic.validate_offset_commit(
             group_id=group_id, member_id=member_id, generation_id=generation_or_epoch,
             group_instance_id=group_instance_id)
+
+    def validate_fetch(self, group_id: str, member_id: str, member_epoch: int) -> int:
+        """OffsetFetch v9+ names the member (KIP-848 consumers only): check its epoch."""
+        if self.consumer.has_group(group_id):
+            return self.consumer.validate_offset_commit(
+                group_id=group_id, member_id=member_id, member_epoch=member_epoch)
+        return ErrorCode.NONE
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """Topics the group's members subscribe to (OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC)."""
+        if self.consumer.has_group(group_id):
+            d = self.consumer.describe(group_id)
+            out: set[str] = set()
+            for m in d.members if d else []:
+                out.update(m.subscribed_topic_names or [])
+                for tid_or_name, _parts in m.assignment:
+                    if isinstance(tid_or_name, str):
+                        out.add(tid_or_name)
+                    else:
+                        ti = self.broker.metadata.topics_by_id.get(tid_or_name)
+                        if ti:
+                            out.add(ti.name)
+            return out
+        d = self.classic.describe(group_id)
+        if d is None or d.protocol_type != "consumer":
+            return set()
+        out = set()
+        for m in d.members:
+            out.update(subscription_topics(m.metadata))
+        return out
 
     def commit_offsets(self, group_id: str, entries: list) -> list[int]:
         errors = self.offsets.commit(group_id, entries)
