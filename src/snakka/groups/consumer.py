@@ -34,8 +34,10 @@ Kafka does. Heartbeats with the member's *previous* epoch are accepted when the 
 partitions are a subset of the current assignment (the response carrying the new epoch may
 have been lost); any other stale or future epoch is ``FENCED_MEMBER_EPOCH``. A known member that
 rejoins with epoch 0 is accepted and given its current state back (KAFKA-19233); so is a static
-member rejoining under its own member id (Kafka PR #23542), which after a ``-2`` leave has its
-epoch reset and is reconciled again.
+member rejoining under its own member id (as proposed in apache/kafka#23542; older brokers
+answer UNRELEASED_INSTANCE_ID), which after a ``-2`` leave has its epoch reset and is
+reconciled again. A join that changes a known member's instance id is INVALID_REQUEST (same
+proposal).
 
 Static membership: epoch ``-2`` marks the member as temporarily gone; it keeps its partitions
 and target until its session times out, and a new member id joining with the same instance
@@ -48,11 +50,17 @@ topics (``__`` prefix) never match. Kafka resolves regexes asynchronously in bat
 are resolved synchronously on the heartbeat that introduces them and on every
 :meth:`ConsumerGroups.on_metadata_change`.
 
-Records: ``("consumer", group)`` holds the group epoch, assignment epoch, assignor and
-subscription metadata; ``("consumer_member", group, member_id)`` holds one member's
+Records: ``("consumer", group)`` holds the group epoch, assignment epoch, assignor,
+subscription metadata and resolved regexes; ``("consumer_member", group, member_id)`` holds one
+member's
 subscription, epochs, reconciliation state, current and target assignment. Removal writes
 tombstones. After ``replay``/``loaded`` members keep heartbeating with their epochs; session
-(and pending rebalance) timers restart from the load time.
+(and pending rebalance) timers restart from the load time, and topic changes made while the
+coordinator was away bump the epoch at load.
+
+Timers: one heap entry per member and timer kind, the earliest deadline queued; a deadline that
+moves later (every heartbeat) is requeued lazily when its entry reaches the top, so the heap
+holds about one entry per member however fast clients heartbeat.
 
 Out of scope: classic-protocol members inside consumer groups (online upgrade/downgrade),
 classic/consumer group id conflicts (the coordinator shell resolves those), authorization,
