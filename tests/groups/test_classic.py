@@ -1108,7 +1108,7 @@ def test_timer_heap_stays_bounded_under_heartbeats():
 
 # -- stateful property test -----------------------------------------------------------------------
 
-GROUPS = ("g1", "g2")
+GROUPS = ("g1", "g1", "g1", "g2")  # mostly one busy group
 INSTANCES = (None, None, "pod-a", "pod-b")
 PROTOCOL_SETS = (
     (("range", b"s1"),),
@@ -1132,6 +1132,16 @@ class _Joined:
         self.skip = skip
 
 
+class _Fixed:
+    """A stand-in for st.data() that draws one predetermined value."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def draw(self, strategy: object) -> object:
+        return self.value
+
+
 class ClassicGroupsMachine(RuleBasedStateMachine):
     """Random joins, syncs, heartbeats, leaves, cancels, deletes, restarts and time; the members
     behave like clients (they act on what their answers told them), the invariants check the
@@ -1146,6 +1156,7 @@ class ClassicGroupsMachine(RuleBasedStateMachine):
         self.joined: dict[tuple[str, str], _Joined] = {}
         self.pending_ids: set[tuple[str, str]] = set()
         self.max_generation: dict[str, int] = {}
+        self.synced: set[tuple[str, str, int]] = set()  # (group, member, generation)
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -1192,17 +1203,19 @@ class ClassicGroupsMachine(RuleBasedStateMachine):
             self._learn(*self.pending.pop(token), result)
         self._absorb()
 
-    def _join(self, group: str, member_id: str, instance: str | None, protocols) -> None:
+    def _join(self, group: str, member_id: str, instance: str | None, protocols,
+              require_known: bool = True) -> None:
         self._call("join", group, member_id, instance, -1, lambda t: self.h.join(
-            member_id, group, instance=instance, protocols=list(protocols), require_known=True,
-            token=t, session=8_000, rebalance=12_000, skip=True)[1])
+            member_id, group, instance=instance, protocols=list(protocols),
+            require_known=require_known,
+            token=t, session=10_000, rebalance=12_000, skip=True)[1])
 
     # -- rules -----------------------------------------------------------------------------------
 
     @rule(group=st.sampled_from(GROUPS), instance=st.sampled_from(INSTANCES),
-          protocols=st.sampled_from(PROTOCOL_SETS))
-    def join_new(self, group, instance, protocols):
-        self._join(group, "", instance, protocols)
+          protocols=st.sampled_from(PROTOCOL_SETS), rk=st.booleans())
+    def join_new(self, group, instance, protocols, rk):
+        self._join(group, "", instance, protocols, rk)
 
     @precondition(lambda self: self.joined)
     @rule(data=st.data(), protocols=st.sampled_from(PROTOCOL_SETS), same=st.booleans())
@@ -1220,6 +1233,12 @@ class ClassicGroupsMachine(RuleBasedStateMachine):
         group, mid = data.draw(st.sampled_from(sorted(self.pending_ids)))
         self.pending_ids.discard((group, mid))
         self._join(group, mid, None, protocols)
+
+    @precondition(lambda self: any(j.members is not None for j in self.joined.values()))
+    @rule(data=st.data())
+    def leader_sync(self, data):
+        keys = sorted(k for k, j in self.joined.items() if j.members is not None)
+        self.sync(data=_Fixed(data.draw(st.sampled_from(keys))), stale=False)
 
     @precondition(lambda self: self.joined)
     @rule(data=st.data(), stale=st.booleans())
@@ -1246,6 +1265,40 @@ class ClassicGroupsMachine(RuleBasedStateMachine):
             self.joined.pop((group, mid))
         self._absorb()
 
+    @precondition(lambda self: self.joined)
+    @rule()
+    def heartbeat_all(self):  # live clients heartbeat every few seconds
+        for group, mid in sorted(self.joined):
+            j = self.joined.get((group, mid))
+            if j is None:
+                continue
+            err = self.h.heartbeat(mid, j.generation, group, j.instance)
+            if err in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID):
+                self.joined.pop((group, mid))
+        self._absorb()
+
+    @precondition(lambda self: self.joined)
+    @rule()
+    def clients_react(self):
+        """Every known member without a parked request does what a real client does next:
+        heartbeat; rejoin on REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION; sync after a join."""
+        for key in sorted(self.joined):
+            j = self.joined.get(key)
+            if j is None or key in {(v[1], v[2]) for v in self.pending.values()}:
+                continue
+            group, mid = key
+            err = self.h.heartbeat(mid, j.generation, group, j.instance)
+            if err in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID):
+                self.joined.pop(key)
+            elif err in (E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION):
+                g = self.h.core._groups.get(group)
+                m = g.members.get(mid) if g else None
+                self._join(group, mid, j.instance, m.protocols if m else PROTOCOL_SETS[0])
+            elif (group, mid, j.generation) not in self.synced:
+                self.synced.add((group, mid, j.generation))
+                self.sync(_Fixed(key), stale=False)
+            self._absorb()
+
     @precondition(lambda self: self.joined or self.pending_ids)
     @rule(data=st.data(), by_instance=st.booleans())
     def leave(self, data, by_instance):
@@ -1269,21 +1322,31 @@ class ClassicGroupsMachine(RuleBasedStateMachine):
         self.h.cancel(token)
         self._absorb()
 
-    @rule(ms=st.integers(min_value=1, max_value=15_000))
+    @rule(ms=st.integers(min_value=1, max_value=4_000))
     def advance(self, ms):
         self.h.advance(ms)
         self._absorb()
 
-    @rule(group=st.sampled_from(GROUPS))
-    def delete(self, group):
+    @rule(what=st.sampled_from(["pause", "delete", "restart"]), group=st.sampled_from(GROUPS),
+          ms=st.integers(min_value=4_000, max_value=40_000))
+    def disrupt(self, what, group, ms):
+        """The rarer, destructive events share one rule so that they stay rare."""
+        if what == "pause":  # sessions, rebalance and sync timeouts all run out
+            self.h.advance(ms)
+            self._absorb()
+        elif what == "delete":
+            self.delete(group)
+        else:
+            self.restart()
+
+    def delete(self, group: str) -> None:
         err = self.h.core.delete(group)
         assert err in (E.NONE, E.NON_EMPTY_GROUP, E.GROUP_ID_NOT_FOUND)
         if err == E.NONE:
             self.max_generation.pop(group, None)  # a new group of that name starts over
         self.h._after()
 
-    @rule()
-    def restart(self):
+    def restart(self) -> None:
         """The broker restarts: parked requests die with their connections; groups come back
         from their records (a group mid-rebalance returns to its last Stable/Empty state)."""
         old = self.h
@@ -1354,6 +1417,6 @@ class ClassicGroupsMachine(RuleBasedStateMachine):
 
 
 ClassicGroupsMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None,
+    max_examples=150, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 test_classic_groups_state_machine = ClassicGroupsMachine.TestCase
