@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from snakka.config import BrokerConfig
 from snakka.fetch_sessions import FetchSessionCache
+from snakka.groups.coordinator import GroupCoordinator
 from snakka.handlers import load_handlers
 from snakka.metadata.configs import ConfigResolver
 from snakka.metadata.core import (
@@ -60,6 +61,7 @@ class Broker:
         self.store: MetadataStore | None = None
         self.logs: LogManager | None = None
         self.flusher: FlushScheduler | None = None
+        self.groups: GroupCoordinator | None = None
         self.handlers = load_handlers()
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots"), time_ms)
@@ -98,6 +100,8 @@ class Broker:
             self.logs, interval_ms=self.config.int("log.flush.scheduler.interval.ms"),
             strict=self.config.bool("log.flush.strict"))
         self.flusher.start()
+        self.groups = GroupCoordinator(self)
+        await self.groups.start()
         for listener in self.config.listeners:
             srv = ListenerServer(self, listener)
             await srv.start()
@@ -123,6 +127,8 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+        if self.groups is not None:
+            await self.groups.stop()
         if self._store_sync is not None:
             await asyncio.gather(self._store_sync, return_exceptions=True)
         if self.flusher is not None:
@@ -196,6 +202,8 @@ class Broker:
             self.logs.get_or_create_log(name, p, cfg, ti.topic_id)
         log.info("created topic %s (id %s, %d partitions%s)", name, uuid_to_base64(ti.topic_id),
                  partitions, f", configs {ti.configs}" if ti.configs else "")
+        if self.groups is not None:
+            self.groups.on_metadata_change()
         return ti, recs
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
@@ -233,6 +241,8 @@ class Broker:
         for p in range(ti.partitions):
             self.logs.delete_log(name, p)
             self._wake((name, p))
+        if self.groups is not None:
+            self.groups.on_topic_deleted(name)
         log.info("deleted topic %s (id %s)", name, uuid_to_base64(ti.topic_id))
 
     async def create_partitions(self, name: str, count: int) -> None:
@@ -244,6 +254,8 @@ class Broker:
         for p in range(old, count):
             self.logs.get_or_create_log(name, p, cfg, ti.topic_id)
         await self.commit_metadata(recs)
+        if self.groups is not None:
+            self.groups.on_metadata_change()
 
     def reconfigure_topics(self, names: Iterable[str] | None = None) -> None:
         """Push resolved configs to the partition logs after a config change."""

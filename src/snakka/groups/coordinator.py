@@ -289,7 +289,7 @@ class GroupCoordinator:
     def validate_fetch(self, group_id: str, member_id: str, member_epoch: int) -> int:
         """OffsetFetch v9+ names the member (KIP-848 consumers only): check its epoch."""
         if self.consumer.has_group(group_id):
-            return self.consumer.validate_offset_commit(
+            return self.consumer.validate_offset_fetch(
                 group_id=group_id, member_id=member_id, member_epoch=member_epoch)
         return ErrorCode.NONE
 

@@ -24,6 +24,10 @@ HANDLER_MODULES = (
     "create_topics", "delete_topics", "create_partitions", "delete_records",
     "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster",
     "describe_topic_partitions", "describe_log_dirs", "init_producer_id", "find_coordinator",
+    # consumer groups (issue 3)
+    "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit", "offset_fetch",
+    "offset_delete", "describe_groups", "list_groups", "delete_groups",
+    "consumer_group_heartbeat", "consumer_group_describe",
 )
 
 

@@ -1,0 +1,55 @@
+"""ConsumerGroupDescribe (69): KIP-848 groups: epochs, assignor, members with their current and
+target assignments (topic ids resolved to names). Unknown groups and classic groups answer
+GROUP_ID_NOT_FOUND, as Kafka does."""
+
+from __future__ import annotations
+
+from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.consumer_group_describe_response import (
+    Assignment,
+    ConsumerGroupDescribeResponse,
+    DescribedGroup,
+    Member,
+    TopicPartitions,
+)
+
+API_KEY = 69
+
+
+def _assignment(md, parts) -> Assignment:
+    out = []
+    for tid, ps in parts:
+        ti = md.topics_by_id.get(tid)
+        if ti is not None:
+            out.append(TopicPartitions(topic_id=tid, topic_name=ti.name, partitions=sorted(ps)))
+    return Assignment(topic_partitions=out)
+
+
+def handle(ctx, req) -> ConsumerGroupDescribeResponse:
+    md = ctx.broker.metadata
+    out = []
+    for gid in req.group_ids:
+        d = ctx.broker.groups.consumer.describe(gid) if gid else None
+        if d is None:
+            out.append(DescribedGroup(
+                error_code=ErrorCode.INVALID_GROUP_ID if not gid else ErrorCode.GROUP_ID_NOT_FOUND,
+                error_message=f"Group {gid} not found." if gid else "The group id is empty.",
+                group_id=gid, group_state="Dead", group_epoch=-1, assignment_epoch=-1,
+                assignor_name="", members=[],
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        out.append(DescribedGroup(
+            error_code=0, error_message=None, group_id=gid, group_state=d.state,
+            group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
+            assignor_name=d.assignor_name, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            members=[Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                            member_epoch=m.member_epoch, client_id=m.client_id,
+                            client_host=m.client_host,
+                            subscribed_topic_names=list(m.subscribed_topic_names),
+                            subscribed_topic_regex=m.subscribed_topic_regex,
+                            assignment=_assignment(md, m.assignment),
+                            target_assignment=_assignment(md, m.target_assignment),
+                            member_type=1)  # 1 = consumer protocol member
+                     for m in d.members]))
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out)

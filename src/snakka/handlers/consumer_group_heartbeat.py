@@ -1,0 +1,51 @@
+"""ConsumerGroupHeartbeat (68): the KIP-848 consumer protocol; one call joins, heartbeats,
+reconciles and leaves. The logic lives in groups.consumer; this maps fields both ways.
+
+A group id held by an active classic group answers GROUP_ID_NOT_FOUND with a message, so a
+client misconfigured with ``group.protocol=consumer`` learns why.
+"""
+
+from __future__ import annotations
+
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.consumer_group_heartbeat_response import (
+    Assignment,
+    ConsumerGroupHeartbeatResponse,
+    TopicPartitions,
+)
+
+API_KEY = 68
+
+
+def handle(ctx, req) -> ConsumerGroupHeartbeatResponse:
+    v = ctx.api_version
+    if not req.group_id:
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID,
+            error_message="The group id must not be empty", member_id=None, member_epoch=-1,
+            heartbeat_interval_ms=0, assignment=None)
+    peer = ctx.connection.peer.rsplit(":", 1)[0]
+    result = ctx.broker.groups.consumer_heartbeat(
+        group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
+        instance_id=req.instance_id, rack_id=req.rack_id,
+        rebalance_timeout_ms=req.rebalance_timeout_ms,
+        subscribed_topic_names=req.subscribed_topic_names,
+        subscribed_topic_regex=req.subscribed_topic_regex if v >= 1 else None,
+        server_assignor=req.server_assignor,
+        topic_partitions=None if req.topic_partitions is None else
+        [(tp.topic_id, list(tp.partitions)) for tp in req.topic_partitions],
+        api_version=v, client_id=ctx.client_id or "", client_host=f"/{peer}")
+    if result is None:
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+            error_message=f"Group {req.group_id} is a classic group with active members",
+            member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+    assignment = None
+    if result.assignment is not None:
+        assignment = Assignment(topic_partitions=[
+            TopicPartitions(topic_id=tid, partitions=sorted(parts))
+            for tid, parts in result.assignment])
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=result.error_code, error_message=result.error_message,
+        member_id=result.member_id, member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)

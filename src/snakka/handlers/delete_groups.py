@@ -1,0 +1,22 @@
+"""DeleteGroups (42): delete empty groups and their committed offsets.
+
+A group with members answers NON_EMPTY_GROUP; an unknown one GROUP_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.delete_groups_response import (
+    DeletableGroupResult,
+    DeleteGroupsResponse,
+)
+
+API_KEY = 42
+
+
+def handle(ctx, req) -> DeleteGroupsResponse:
+    out = []
+    for gid in req.groups_names:
+        err = ErrorCode.INVALID_GROUP_ID if not gid else ctx.broker.groups.delete_group(gid)
+        out.append(DeletableGroupResult(group_id=gid, error_code=err, error_message=None))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=out)

@@ -1,0 +1,49 @@
+"""DescribeGroups (15): classic groups' state, protocol, members and (when Stable) their
+subscription and assignment bytes.
+
+As in Kafka: an unknown group is answered with state Dead and no error; a group that exists only
+through committed offsets is Empty; a KIP-848 consumer group is GROUP_ID_NOT_FOUND with a message
+(ConsumerGroupDescribe describes those).
+"""
+
+from __future__ import annotations
+
+from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.describe_groups_response import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsResponse,
+)
+
+API_KEY = 15
+
+
+def _describe(groups, gid: str) -> DescribedGroup:
+    def group(**kw) -> DescribedGroup:
+        base = dict(error_code=0, error_message=None, group_id=gid, group_state="Dead",
+                    protocol_type="", protocol_data="", members=[],
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+        base.update(kw)
+        return DescribedGroup(**base)
+
+    if not gid:
+        return group(error_code=ErrorCode.INVALID_GROUP_ID)
+    if groups.consumer.has_group(gid):
+        return group(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                     error_message=f"Group {gid} is not a classic group.")
+    d = groups.classic.describe(gid)
+    if d is None:
+        return group(group_state="Empty" if groups.offsets.has_offsets(gid) else "Dead")
+    return group(group_state=d.state, protocol_type=d.protocol_type, protocol_data=d.protocol,
+                 members=[DescribedGroupMember(member_id=m.member_id,
+                                               group_instance_id=m.group_instance_id,
+                                               client_id=m.client_id, client_host=m.client_host,
+                                               member_metadata=m.metadata,
+                                               member_assignment=m.assignment)
+                          for m in d.members])
+
+
+def handle(ctx, req) -> DescribeGroupsResponse:
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[
+        _describe(ctx.broker.groups, gid) for gid in req.groups])

@@ -1,0 +1,34 @@
+"""ListGroups (16): classic and KIP-848 groups, with v4 state and v5 type filters.
+
+Groups that exist only through committed offsets (standalone consumers) are listed as Empty
+classic groups with an empty protocol type, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from snakka.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
+
+API_KEY = 16
+
+
+def handle(ctx, req) -> ListGroupsResponse:
+    v = ctx.api_version
+    groups = ctx.broker.groups
+    rows: dict[str, tuple[str, str, str]] = {}  # group -> (protocol type, state, type)
+    for gid in groups.offsets.groups():
+        rows[gid] = ("", "Empty", "classic")
+    for gid, ptype, state in groups.classic.list_groups():
+        rows[gid] = (ptype, state, "classic")
+    for gid, state in groups.consumer.list_groups():
+        rows[gid] = ("consumer", state, "consumer")
+    states = {s.lower() for s in req.states_filter} if v >= 4 and req.states_filter else None
+    types = {t.lower() for t in req.types_filter} if v >= 5 and req.types_filter else None
+    out = []
+    for gid, (ptype, state, gtype) in sorted(rows.items()):
+        if states is not None and state.lower() not in states:
+            continue
+        if types is not None and gtype not in types:
+            continue
+        out.append(ListedGroup(group_id=gid, protocol_type=ptype, group_state=state,
+                               group_type=gtype))
+    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=out)

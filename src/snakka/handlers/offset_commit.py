@@ -1,0 +1,65 @@
+"""OffsetCommit (8): store committed offsets after the group core validates the committer.
+
+Topics by name (v0-9) or topic id (v10). The committer is checked by the group's core: classic
+groups by generation/member/instance id, KIP-848 groups by member epoch; ``generation -1`` with
+an empty member id is a standalone (or admin) commit, allowed when the group has no members.
+Unknown topics/partitions get UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID, an oversized metadata
+string OFFSET_METADATA_TOO_LARGE. ``retention_time_ms`` (v2-4) is ignored, as in Kafka 4
+(``offsets.retention.minutes`` applies).
+"""
+
+from __future__ import annotations
+
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.offset_commit_response import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+
+API_KEY = 8
+
+
+def handle(ctx, req) -> OffsetCommitResponse:
+    broker = ctx.broker
+    v = ctx.api_version
+    md = broker.metadata
+    by_id = v >= 10
+    group_err = ErrorCode.NONE
+    if not req.group_id:
+        group_err = ErrorCode.INVALID_GROUP_ID
+    else:
+        group_err = broker.groups.validate_commit(
+            req.group_id, req.member_id if v >= 1 else "",
+            req.generation_id_or_member_epoch if v >= 1 else -1,
+            req.group_instance_id if v >= 7 else None)
+    out_topics = []
+    entries = []
+    slots = []  # (topic response partitions list index) for entries to fill after commit
+    for t in req.topics:
+        ti = md.topics_by_id.get(t.topic_id) if by_id else md.topics.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if group_err:
+                err = group_err
+            elif ti is None:
+                err = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not 0 <= p.partition_index < ti.partitions:
+                err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                err = None
+                entries.append((ti.name, p.partition_index, p.committed_offset,
+                                p.committed_leader_epoch if v >= 6 else -1,
+                                p.committed_metadata))
+            resp = OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                 error_code=err or 0)
+            if err is None:
+                slots.append(resp)
+            parts.append(resp)
+        out_topics.append(OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id,
+                                                    partitions=parts))
+    if entries:
+        for resp, err in zip(slots, broker.groups.commit_offsets(req.group_id, entries),
+                             strict=True):
+            resp.error_code = err
+    return OffsetCommitResponse(throttle_time_ms=0, topics=out_topics)

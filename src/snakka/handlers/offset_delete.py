@@ -1,0 +1,46 @@
+"""OffsetDelete (47): delete a group's committed offsets for some partitions.
+
+As in Kafka: the group must exist (GROUP_ID_NOT_FOUND); a group with active members may not drop
+offsets of topics it is subscribed to (GROUP_SUBSCRIBED_TO_TOPIC per partition).
+"""
+
+from __future__ import annotations
+
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.offset_delete_response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+
+API_KEY = 47
+
+
+def handle(ctx, req) -> OffsetDeleteResponse:
+    groups = ctx.broker.groups
+    gid = req.group_id
+    if not gid:
+        return OffsetDeleteResponse(error_code=ErrorCode.INVALID_GROUP_ID, throttle_time_ms=0,
+                                    topics=[])
+    if groups.group_type(gid) is None and not groups.offsets.has_offsets(gid):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND, throttle_time_ms=0,
+                                    topics=[])
+    subscribed = groups.subscribed_topics(gid) if groups.group_is_active(gid) else set()
+    to_delete = []
+    out = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            if t.name in subscribed:
+                err = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            elif t.name not in ctx.broker.metadata.topics:
+                err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                err = ErrorCode.NONE
+                to_delete.append((t.name, p.partition_index))
+            parts.append(OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                                       error_code=err))
+        out.append(OffsetDeleteResponseTopic(name=t.name, partitions=parts))
+    if to_delete:
+        groups.delete_offsets(gid, to_delete)
+    return OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=out)

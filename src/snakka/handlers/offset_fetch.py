@@ -1,0 +1,97 @@
+"""OffsetFetch (9): committed offsets of one group (v1-7) or of a batch of groups (v8+).
+
+A partition without a committed offset answers offset -1 and an empty metadata string (as
+Kafka). A null topic list (v2+) means every partition the group has committed. v9+ may name the
+member (KIP-848): its epoch is checked like a commit's (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID).
+``require_stable`` (v7+) would report UNSTABLE_OFFSET_COMMIT for pending transactional offsets;
+there are none until transactions exist.
+"""
+
+from __future__ import annotations
+
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.offset_fetch_response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+from snakka.protocol.primitives import ZERO_UUID
+
+API_KEY = 9
+
+
+def _fetch(broker, group_id: str, topics):
+    """topics: None or [(name, [partitions])]. Returns {name: [(partition, offset, epoch, md)]}."""
+    wanted = None
+    if topics is not None:
+        wanted = [(name, p) for name, parts in topics for p in parts]
+    out: dict[str, list] = {}
+    for topic, partition, co in broker.groups.offsets.fetch(group_id, wanted):
+        row = (partition, -1, -1, "") if co is None else \
+            (partition, co.offset, co.leader_epoch, co.metadata)
+        out.setdefault(topic, []).append(row)
+    if topics is not None:  # requested topics with no partitions still appear
+        for name, _parts in topics:
+            out.setdefault(name, [])
+    return out
+
+
+def handle(ctx, req) -> OffsetFetchResponse:
+    broker = ctx.broker
+    v = ctx.api_version
+    md = broker.metadata
+    if v < 8:
+        if not req.group_id:
+            return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID,
+                                       topics=[])
+        topics = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
+        rows = _fetch(broker, req.group_id, topics)
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=[
+            OffsetFetchResponseTopic(name=name, partitions=[
+                OffsetFetchResponsePartition(partition_index=p, committed_offset=o,
+                                             committed_leader_epoch=e, metadata=m, error_code=0)
+                for p, o, e, m in parts]) for name, parts in rows.items()])
+    groups = []
+    for g in req.groups:
+        err = ErrorCode.NONE
+        if not g.group_id:
+            err = ErrorCode.INVALID_GROUP_ID
+        elif v >= 9 and g.member_id is not None:
+            err = broker.groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
+        if err:
+            groups.append(OffsetFetchResponseGroup(group_id=g.group_id, topics=[], error_code=err))
+            continue
+        topics = None
+        unknown_ids = []
+        if g.topics is not None:
+            topics = []
+            for t in g.topics:
+                if v >= 10:
+                    ti = md.topics_by_id.get(t.topic_id)
+                    if ti is None:
+                        unknown_ids.append(t)
+                        continue
+                    topics.append((ti.name, t.partition_indexes))
+                else:
+                    topics.append((t.name, t.partition_indexes))
+        rows = _fetch(broker, g.group_id, topics)
+        out_topics = []
+        for name, parts in rows.items():
+            ti = md.topics.get(name)
+            out_topics.append(OffsetFetchResponseTopics(
+                name=name, topic_id=ti.topic_id if ti else ZERO_UUID, partitions=[
+                    OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
+                                                  committed_leader_epoch=e, metadata=m,
+                                                  error_code=0) for p, o, e, m in parts]))
+        for t in unknown_ids:
+            out_topics.append(OffsetFetchResponseTopics(topic_id=t.topic_id, partitions=[
+                OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1,
+                                              committed_leader_epoch=-1, metadata="",
+                                              error_code=ErrorCode.UNKNOWN_TOPIC_ID)
+                for p in t.partition_indexes]))
+        groups.append(OffsetFetchResponseGroup(group_id=g.group_id, topics=out_topics,
+                                               error_code=0))
+    return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
