@@ -19,11 +19,7 @@ API_KEY = 68
 
 def handle(ctx, req) -> ConsumerGroupHeartbeatResponse:
     v = ctx.api_version
-    if not req.group_id:
-        return ConsumerGroupHeartbeatResponse(
-            throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID,
-            error_message="The group id must not be empty", member_id=None, member_epoch=-1,
-            heartbeat_interval_ms=0, assignment=None)
+    # Request validation (empty group id → INVALID_REQUEST, as Kafka) is the core's.
     peer = ctx.connection.peer.rsplit(":", 1)[0]
     result = ctx.broker.groups.consumer_heartbeat(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
