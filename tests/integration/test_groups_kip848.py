@@ -153,11 +153,9 @@ def hb(**kw) -> ConsumerGroupHeartbeatRequest:
                                             "topic_partitions": [], **kw})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "snakka bug: ConsumerGroupHeartbeat with an empty group id answers INVALID_GROUP_ID (24); "
-    "Kafka's GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid answers "
-    "INVALID_REQUEST (42) 'GroupId can't be empty.'"))
 def test_heartbeat_empty_group_id(broker):
+    """Kafka (throwIfConsumerGroupHeartbeatRequestIsInvalid): INVALID_REQUEST, not 24."""
+
     async def go():
         conn = await raw_connect(broker.bootstrap_servers)
         try:
