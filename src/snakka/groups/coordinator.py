@@ -11,8 +11,12 @@ Owns:
   JSON key/value records; tombstones have a null value. At start-up every partition is replayed
   into the cores (latest record per key wins) before the broker accepts connections.
 
-``__consumer_offsets`` is an ordinary partition log with ``retention.ms=-1``: snakka has no log
-compaction yet, so the topic grows with every commit until it exists (see the issue notes).
+``__consumer_offsets`` is an ordinary partition log with ``retention.ms=-1``. Instead of Kafka's
+log cleaner it is kept small by snapshot-and-trim: the shell mirrors the latest record of every
+key per partition; once a partition holds more than COMPACT_MIN_RECORDS records and more than
+COMPACT_RATIO times its live keys, the live records are appended again as a snapshot and the log
+start offset is moved past everything before it (DeleteRecords). A crash at any point replays to
+the same state: the snapshot only restates the latest values.
 """
 
 from __future__ import annotations
@@ -41,6 +45,12 @@ log = logging.getLogger("snakka.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _REPLAY_CHUNK = 8 << 20
+# Snapshot-and-trim thresholds (see the module docstring) and the topic's segment size, small so
+# that trimmed records are actually deleted from disk.
+COMPACT_MIN_RECORDS = 10_000
+COMPACT_RATIO = 4
+SNAPSHOT_BATCH_RECORDS = 5_000
+OFFSETS_SEGMENT_BYTES = 16 * 1024 * 1024
 
 
 def group_config(broker: Broker) -> GroupConfig:
@@ -97,6 +107,10 @@ class GroupCoordinator:
         self._timer: asyncio.TimerHandle | None = None
         self._expiry_task: asyncio.Task | None = None
         self.num_partitions = broker.config.int("offsets.topic.num.partitions")
+        # partition -> {key: record} of the latest non-tombstone record per key, and the number
+        # of records the partition holds since its log start offset.
+        self._live: dict[int, dict[tuple, GroupRecord]] = {}
+        self._held: dict[int, int] = {}
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -104,7 +118,9 @@ class GroupCoordinator:
         ti = md.topics.get(OFFSETS_TOPIC)
         if ti is None:
             ti, recs = self.broker.create_topic_now(
-                OFFSETS_TOPIC, self.num_partitions, {"retention.ms": "-1", "retention.bytes": "-1"})
+                OFFSETS_TOPIC, self.num_partitions,
+                {"retention.ms": "-1", "retention.bytes": "-1",
+                 "segment.bytes": str(OFFSETS_SEGMENT_BYTES)})
             await self.broker.commit_metadata(recs)
         self.num_partitions = ti.partitions
         n = self._replay()
@@ -152,6 +168,7 @@ class GroupCoordinator:
                     gr = GroupRecord(key, value)
                     for core in self._cores:
                         core.replay(gr)
+                    self._track(p, gr)
                     n += 1
                 if offset == before:
                     break
@@ -177,21 +194,49 @@ class GroupCoordinator:
         self._rearm()
 
     def _persist(self, records: Iterable[GroupRecord]) -> None:
-        by_partition: dict[int, list[Record]] = {}
+        by_partition: dict[int, list[GroupRecord]] = {}
         for rec in records:
             by_partition.setdefault(offsets_partition(rec.key[1], self.num_partitions),
-                                    []).append(_encode(rec))
-        now = self.broker.time_ms()
-        for p, recs in by_partition.items():
+                                    []).append(rec)
+        for p, group_records in by_partition.items():
             pl = self.broker.partition_log(OFFSETS_TOPIC, p)
             if pl is None:  # the topic was deleted under us; nothing sane to do but say so
                 log.error("__consumer_offsets-%d is missing; %d group record(s) not stored", p,
-                          len(recs))
+                          len(group_records))
                 continue
-            recs = [r._replace(timestamp=now) for r in recs]
-            buf = bytearray(build_batch(recs))
-            pl.append(buf, validate_batches(buf, max_message_bytes=1 << 30, from_client=False))
-            self.broker.flusher.on_append(pl)
+            self._append(pl, group_records)
+            for gr in group_records:
+                self._track(p, gr)
+            held, live = self._held.get(p, 0), len(self._live.get(p, ()))
+            if held > COMPACT_MIN_RECORDS and held > COMPACT_RATIO * live:
+                self._snapshot_and_trim(p, pl)
+
+    def _append(self, pl, group_records: list[GroupRecord]) -> int:
+        """Append records as one batch; returns the offset of the first."""
+        now = self.broker.time_ms()
+        buf = bytearray(build_batch([_encode(r)._replace(timestamp=now) for r in group_records]))
+        result = pl.append(buf, validate_batches(buf, max_message_bytes=1 << 30,
+                                                 from_client=False))
+        self.broker.flusher.on_append(pl)
+        return result.base_offset
+
+    def _track(self, p: int, gr: GroupRecord) -> None:
+        live = self._live.setdefault(p, {})
+        if gr.value is None:
+            live.pop(gr.key, None)
+        else:
+            live[gr.key] = gr
+        self._held[p] = self._held.get(p, 0) + 1
+
+    def _snapshot_and_trim(self, p: int, pl) -> None:
+        live = list(self._live.get(p, {}).values())
+        start = pl.log_end_offset
+        for i in range(0, len(live), SNAPSHOT_BATCH_RECORDS):
+            self._append(pl, live[i:i + SNAPSHOT_BATCH_RECORDS])
+        pl.delete_records_before(start)
+        self._held[p] = len(live)
+        log.info("__consumer_offsets-%d: %d live record(s) rewritten, log start offset now %d",
+                 p, len(live), start)
 
     def _rearm(self) -> None:
         deadlines = [d for d in (c.next_deadline() for c in self._cores) if d is not None]
