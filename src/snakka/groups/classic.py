@@ -80,8 +80,8 @@ log = logging.getLogger("snakka.groups.classic")
 
 #: How long a member added by a still-unanswered JoinGroup may wait before it is dropped. It has
 #: no session yet (it does not know its member id), and a client whose connection broke retries
-#: with a fresh join, so without this bound defunct members would pile up (Kafka's
-#: ``GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS``, 5 minutes).
+#: with a fresh join, so without this bound defunct members would pile up (Kafka's new-member
+#: join timeout, also 5 minutes).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 #: Member ids handed out with MEMBER_ID_REQUIRED that have not rejoined yet, per group. Kafka
