@@ -156,6 +156,17 @@ class Harness:
         assert self.state(group) == ClassicState.STABLE
         return gen, [leader] + [m for m in ids if m != leader]
 
+    def completing_group(self, instances: list[str | None] | None = None
+                         ) -> tuple[int, str, str]:
+        """A Stable 2-member group rebalanced once more (the leader asked for it) and left in
+        CompletingRebalance before anyone synced; returns (generation, leader, follower)."""
+        instances = instances or [None, None]
+        _, (leader, follower) = self.stable_group(2, instances=instances)
+        self.join(leader, instance=instances[0])
+        r = ok_join(self.join(follower, instance=instances[1])[1])
+        assert self.state() == ClassicState.COMPLETING_REBALANCE
+        return r.generation_id, leader, follower
+
 
 def ok_join(r: object) -> JoinResult:
     assert isinstance(r, JoinResult), r
@@ -381,9 +392,7 @@ def test_rejoin_during_completing_rebalance_with_same_metadata_repeats_the_answe
 
 def test_new_member_during_completing_rebalance_fails_parked_syncs():
     h = Harness(group_initial_rebalance_delay_ms=3_000)
-    gen, (leader, follower) = h.stable_group(2)
-    h.join(leader)
-    gen2 = ok_join(h.join(follower)[1]).generation_id
+    gen2, leader, follower = h.completing_group()
     ts = h.sync(follower, gen2)[0]
     assert h.heartbeat(follower, gen2) == E.NONE
     assert h.join(client="newcomer")[1] is PENDING
@@ -491,9 +500,7 @@ def test_join_phase_waits_while_only_absent_static_members_remain():
 
 def test_static_replacement_during_completing_rebalance_restarts_the_rebalance():
     h = Harness(group_initial_rebalance_delay_ms=3_000)
-    gen, (a, b) = h.stable_group(2, instances=["pod-0", "pod-1"])
-    h.join(a, instance="pod-0")
-    gen2 = ok_join(h.join(b, instance="pod-1")[1]).generation_id
+    gen2, a, b = h.completing_group(["pod-0", "pod-1"])
     tb = h.sync(b, gen2, instance="pod-1")[0]
     # The leader restarts before sending its assignment: it may have been assigning to its old
     # member id, so everybody rejoins.
@@ -511,9 +518,7 @@ def test_static_replacement_during_completing_rebalance_restarts_the_rebalance()
 
 def test_parked_sync_of_a_removed_member_is_answered():
     h = Harness(group_initial_rebalance_delay_ms=3_000)
-    gen, (a, b) = h.stable_group(2, instances=["pod-0", "pod-1"])
-    h.join(a, instance="pod-0")
-    gen2 = ok_join(h.join(b, instance="pod-1")[1]).generation_id
+    gen2, a, b = h.completing_group(["pod-0", "pod-1"])
     tb = h.sync(b, gen2, instance="pod-1")[0]
     assert h.leave([("", "pod-1")])[1] == [("", "pod-1", E.NONE)]  # admin removal
     assert h.take(tb).error_code == E.UNKNOWN_MEMBER_ID
@@ -522,9 +527,7 @@ def test_parked_sync_of_a_removed_member_is_answered():
 
 def test_second_sync_of_the_same_member_supersedes_the_first():
     h = Harness(group_initial_rebalance_delay_ms=3_000)
-    gen, (a, b) = h.stable_group(2)
-    h.join(a)
-    gen2 = ok_join(h.join(b)[1]).generation_id
+    gen2, a, b = h.completing_group()
     t1 = h.sync(b, gen2)[0]
     t2 = h.sync(b, gen2)[0]
     assert h.take(t1).error_code == E.REBALANCE_IN_PROGRESS
@@ -548,9 +551,7 @@ def test_new_member_join_timeout_drops_parked_new_members():
 
 def test_leader_that_never_syncs_is_removed_after_the_rebalance_timeout():
     h = Harness(group_initial_rebalance_delay_ms=3_000)
-    gen, (leader, follower) = h.stable_group(2)
-    h.join(leader)
-    gen2 = ok_join(h.join(follower)[1]).generation_id
+    gen2, leader, follower = h.completing_group()
     ts = h.sync(follower, gen2)[0]
     for _ in range(5):  # the leader is alive (its assignor is stuck), the follower is parked
         h.advance(5_000)
@@ -564,19 +565,27 @@ def test_leader_that_never_syncs_is_removed_after_the_rebalance_timeout():
     assert (r.generation_id, r.leader) == (gen2 + 1, follower)
 
 
-def test_member_that_never_syncs_is_removed_even_once_stable():
+@pytest.mark.parametrize("how", ["never_sent", "cancelled"])
+def test_member_owing_a_sync_is_removed_at_the_sync_deadline(how):
+    # Kafka's pending-sync timer: heartbeats alone do not keep a member that has not sent its
+    # SyncGroup for this generation. A parked SyncGroup whose connection went away (cancel)
+    # counts as never sent.
     h = Harness(group_initial_rebalance_delay_ms=3_000)
-    gen, (leader, follower) = h.stable_group(2)
-    h.join(leader)
-    gen2 = ok_join(h.join(follower)[1]).generation_id
+    gen2, leader, follower = h.completing_group()
+    if how == "cancelled":
+        ts = h.sync(follower, gen2)[0]
+        h.cancel(ts)
     h.sync(leader, gen2, assignments={leader: b"L", follower: b"F"})
     assert h.state() == ClassicState.STABLE
-    for _ in range(6):  # the follower heartbeats but never sends SyncGroup
+    if how == "cancelled":
+        assert ts not in h.mailbox
+    for _ in range(6):
         h.advance(REBALANCE // 6)
-        h.heartbeat(follower, gen2)
         h.heartbeat(leader, gen2)
+        h.heartbeat(follower, gen2)
     assert h.state() == ClassicState.PREPARING_REBALANCE
     assert h.heartbeat(follower, gen2) == E.UNKNOWN_MEMBER_ID
+    assert h.heartbeat(leader, gen2) == E.REBALANCE_IN_PROGRESS
 
 
 def test_sync_errors():
@@ -1015,23 +1024,6 @@ def test_cancel_pending_join_of_a_known_member_means_it_did_not_rejoin():
     h.advance(REBALANCE)
     rb = h.take(tb)
     assert [m.member_id for m in rb.members] == [b] and ta not in h.mailbox
-
-
-def test_cancel_pending_sync_makes_the_member_owe_a_sync_again():
-    h = Harness(group_initial_rebalance_delay_ms=3_000)
-    gen, (leader, follower) = h.stable_group(2)
-    h.join(leader)
-    gen2 = ok_join(h.join(follower)[1]).generation_id
-    ts = h.sync(follower, gen2)[0]
-    h.cancel(ts)
-    h.sync(leader, gen2, assignments={leader: b"L", follower: b"F"})
-    assert ts not in h.mailbox and h.state() == ClassicState.STABLE
-    for _ in range(6):  # heartbeating is not enough: it owes a SyncGroup again
-        h.advance(REBALANCE // 6)
-        h.heartbeat(leader, gen2)
-        h.heartbeat(follower, gen2)
-    assert h.state() == ClassicState.PREPARING_REBALANCE
-    assert h.heartbeat(follower, gen2) == E.UNKNOWN_MEMBER_ID
 
 
 def test_cancel_during_initial_delay():
