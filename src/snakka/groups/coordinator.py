@@ -276,9 +276,19 @@ class GroupCoordinator:
         while True:
             await asyncio.sleep(period)
             n = self.offsets.expire(self.group_is_active)
+            # As Kafka's cleanup: an Empty group whose offsets are all gone is deleted, so idle
+            # group state cannot accumulate without bound.
+            dropped = 0
+            for gid, _ptype, _state in self.classic.list_groups():
+                if self.classic.is_empty(gid) and not self.offsets.has_offsets(gid):
+                    dropped += self.classic.delete(gid) == ErrorCode.NONE
+            for gid, _state in self.consumer.list_groups():
+                if self.consumer.is_empty(gid) and not self.offsets.has_offsets(gid):
+                    dropped += self.consumer.delete(gid) == ErrorCode.NONE
             self._after()
-            if n:
-                log.info("expired %d committed offset(s) (offsets.retention.minutes)", n)
+            if n or dropped:
+                log.info("expired %d committed offset(s) and %d empty group(s) "
+                         "(offsets.retention.minutes)", n, dropped)
 
     # -- queries shared by handlers ------------------------------------------------------
     def group_is_active(self, group_id: str) -> bool:

@@ -35,7 +35,8 @@ async def _handle(ctx, req):
         rebalance_timeout_ms=req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
         client_id=ctx.client_id or "", client_host=f"/{peer}",
         reason=req.reason if v >= 8 else None,
-        require_known_member_id=v >= 4)
+        require_known_member_id=v >= 4,
+        supports_skip_assignment=v >= 9)
     if result is None:
         return _error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id, v)
     # protocol_name is nullable only from v7; older versions carry "" for "none chosen".

@@ -33,6 +33,10 @@ def handle(ctx, req) -> OffsetCommitResponse:
             req.group_id, req.member_id if v >= 1 else "",
             req.generation_id_or_member_epoch if v >= 1 else -1,
             req.group_instance_id if v >= 7 else None)
+        # v9+ tell an unknown group apart (KIP-848 era); older versions keep ILLEGAL_GENERATION.
+        if v >= 9 and group_err == ErrorCode.ILLEGAL_GENERATION and \
+                broker.groups.group_type(req.group_id) is None:
+            group_err = ErrorCode.GROUP_ID_NOT_FOUND
     out_topics = []
     entries = []
     slots = []  # (topic response partitions list index) for entries to fill after commit
