@@ -19,10 +19,11 @@ line on stdout:
   ``gen`` is the classic generation where the client exposes it (kafka-python, aiokafka), else
   null.
 * ``{"ev": "revoked", "parts": [...], "t": T, "lost": bool}`` from the revoke / lost callback.
-* ``{"ev": "batch", "t": T, "recs": [[partition, offset, value], ...], "ok": [partitions]}``
-  after each non-empty poll, once the member has tried to commit the batch synchronously
-  (offset = last + 1 per partition); ``ok`` are the partitions whose commit the broker
-  acknowledged.
+* ``{"ev": "batch", "id": N, "t": T, "recs": [[partition, offset, value], ...]}`` after each
+  non-empty poll, then ``{"ev": "commit", "id": N, "ok": [partitions]}`` once the member has
+  committed that batch synchronously (offset = last + 1 per partition); ``ok`` are the
+  partitions whose commit the broker acknowledged. (Reported in that order so that a member
+  killed right after a commit has still reported what it consumed.)
 * ``{"ev": "error", "msg": ...}`` for client errors, ``{"ev": "closed", "t": T}`` at the end.
 
 ``T`` is ``time.monotonic()``, which on Linux is one clock for all processes: together with
@@ -69,12 +70,20 @@ CLASSIC_CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka"]
 class _Out:
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._batches = 0
 
     def __call__(self, ev: str, **kw) -> None:
         line = json.dumps({"ev": ev, **kw})
         with self._lock:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
+
+    def batch(self, recs: list) -> int:
+        """Report polled records *before* committing them (a member killed between its
+        commit and a later report would otherwise hide records it consumed)."""
+        self._batches += 1
+        self("batch", id=self._batches, t=time.monotonic(), recs=recs)
+        return self._batches
 
 
 def _stdin_commands() -> queue.Queue:
@@ -164,15 +173,16 @@ def _run_confluent(cfg: dict, out: _Out, cmds: queue.Queue) -> None:
             last[(m.topic(), m.partition())] = m.offset()
         if not recs:
             continue
-        t = time.monotonic()
-        ok: list[int] = []
+        batch = out.batch(recs)
+        ok: list = []
         try:
-            res = c.commit(offsets=[TopicPartition(t, p, o + 1)
-                                    for (t, p), o in sorted(last.items())], asynchronous=False)
+            res = c.commit(offsets=[TopicPartition(topic, p, o + 1)
+                                    for (topic, p), o in sorted(last.items())],
+                           asynchronous=False)
             ok = keys(tp for tp in res if tp.error is None)
         except KafkaException as e:
             out("error", msg=f"commit: {e}")
-        out("batch", t=t, recs=recs, ok=ok)
+        out("commit", id=batch, ok=ok)
     c.close()
 
 
@@ -224,6 +234,19 @@ def _run_kafka_python(cfg: dict, out: _Out, cmds: queue.Queue) -> None:
             out("revoked", parts=keys(lost), t=time.monotonic(), lost=True)
 
     c.subscribe(topics, listener=Listener())
+    # Workaround for a kafka-python 3.0.12 bug (the broker answers correctly): a leader whose
+    # rejoin was triggered by a metadata change (its assignment snapshot differs from the
+    # metadata snapshot) loses that rebalance if poll() times out while the JoinGroup/SyncGroup
+    # is in flight: computing the assignment updates the snapshot, need_rejoin() turns False,
+    # and the finished join task is never awaited again (no assignment, heartbeats stay
+    # disabled, the session expires). A member that joins before its coordinator has a
+    # metadata snapshot of the subscribed topics always takes that path once. So: wait until it
+    # has one (private attribute: kafka-python has no public way to ask).
+    deadline = time.monotonic() + 30
+    while not all(c._coordinator._metadata_snapshot.get(t) for t in topics):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no metadata snapshot for {topics}")
+        time.sleep(0.02)
     out("started", pid=os.getpid())
     while not _closing(cmds):
         polled = c.poll(timeout_ms=100, max_records=cfg["max_batch"])
@@ -231,17 +254,17 @@ def _run_kafka_python(cfg: dict, out: _Out, cmds: queue.Queue) -> None:
                 for tp, ms in polled.items() for m in ms]
         if not recs:
             continue
-        t = time.monotonic()
+        batch = out.batch(recs)
         offsets = {TopicPartition(tp.topic, tp.partition): OffsetAndMetadata(ms[-1].offset + 1,
                                                                               "", -1)
                    for tp, ms in polled.items() if ms}
-        ok: list[int] = []
+        ok: list = []
         try:
             c.commit(offsets)
             ok = keys(offsets)
         except KafkaError as e:
             out("error", msg=f"commit: {e!r}")
-        out("batch", t=t, recs=recs, ok=ok)
+        out("commit", id=batch, ok=ok)
     c.close()
 
 
@@ -290,21 +313,29 @@ async def _run_aiokafka(cfg: dict, out: _Out, cmds: queue.Queue) -> None:
                     for tp, ms in polled.items() for m in ms]
             if not recs:
                 continue
-            t = time.monotonic()
+            batch = out.batch(recs)
             offsets = {TopicPartition(tp.topic, tp.partition): ms[-1].offset + 1
                        for tp, ms in polled.items() if ms}
-            ok: list[int] = []
+            ok: list = []
             try:
                 await c.commit(offsets)
                 ok = keys(offsets)
             except KafkaError as e:
                 out("error", msg=f"commit: {e!r}")
-            out("batch", t=t, recs=recs, ok=ok)
+            out("commit", id=batch, ok=ok)
     finally:
         await c.stop()
 
 
 def member_main(cfg: dict) -> None:
+    if os.environ.get("SNAKKA_GROUP_TEST_DEBUG"):  # client logs on the member's stderr
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                            format="%(asctime)s %(name)s %(message)s")
+        cfg.setdefault("extra", {})
+        if cfg["client"] == "confluent-kafka":
+            cfg["extra"]["debug"] = "cgrp"
     out = _Out()
     cmds = _stdin_commands()
     if cfg["client"] == "confluent-kafka":
@@ -327,7 +358,7 @@ def member_main(cfg: dict) -> None:
 class Delivery:
     member: str
     t: float
-    partition: int
+    partition: int | str  # "topic:partition" when a member reads several topics
     offset: int
     value: str | None
     committed: bool  # the broker acknowledged this batch's commit for this partition
@@ -360,11 +391,17 @@ class Member:
         self.intervals: list[tuple[int, float, float | None]] = []  # closed (p, start, end)
         self._open: dict[int, float] = {}
         self.deliveries: list[Delivery] = []
+        self._batches: dict[int, list[Delivery]] = {}  # reported, commit not yet reported
         self.member_id: str | None = None
         self.generation: int | None = None
         self.errors: list[str] = []
         self.ended_at: float | None = None  # close or kill time
-        self._stderr = tempfile.TemporaryFile()
+        debug_dir = os.environ.get("SNAKKA_GROUP_TEST_DEBUG")
+        if debug_dir and os.path.isdir(debug_dir):  # keep the members' logs for a post-mortem
+            self._stderr = open(os.path.join(debug_dir, f"{self.group}-{self.name}-"
+                                             f"{time.monotonic_ns()}.log"), "w+b")
+        else:
+            self._stderr = tempfile.TemporaryFile()
         self._reader: threading.Thread | None = None
 
     # -- process -------------------------------------------------------------------------
@@ -407,9 +444,13 @@ class Member:
                 if start is not None:
                     self.intervals.append((p, start, ev["t"]))
         elif kind == "batch":
+            batch = [Delivery(self.name, ev["t"], p, o, v, False) for p, o, v in ev["recs"]]
+            self._batches[ev["id"]] = batch
+            self.deliveries += batch
+        elif kind == "commit":
             ok = set(ev["ok"])
-            self.deliveries += [Delivery(self.name, ev["t"], p, o, v, p in ok)
-                                for p, o, v in ev["recs"]]
+            for d in self._batches.pop(ev["id"]):
+                d.committed = d.partition in ok
         elif kind == "error":
             self.errors.append(ev["msg"])
         elif kind == "closed":
@@ -576,7 +617,29 @@ class Members:
             got = {(d.partition, d.offset) for d in self.deliveries()}
             return set(produced) <= got
 
-        self.wait(done, timeout, f"all {len(produced)} produced records to be consumed")
+        try:
+            self.wait(done, timeout, f"all {len(produced)} produced records to be consumed")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.missing_report(produced)}") from None
+
+    def missing_report(self, produced: dict[tuple[int, int], str]) -> str:
+        """Per partition: the offsets never consumed, and who consumed it last (for a stuck
+        partition: where its consumer stopped)."""
+        got: dict = defaultdict(list)
+        for d in self.deliveries():
+            got[d.partition].append(d)
+        lines = []
+        for p in sorted({p for p, _ in produced}, key=str):
+            want = sorted(o for q, o in produced if q == p)
+            have = {d.offset for d in got[p]}
+            miss = [o for o in want if o not in have]
+            if not miss:
+                continue
+            last = max(got[p], key=lambda d: d.t, default=None)
+            lines.append(f"partition {p}: {len(miss)} of {len(want)} never consumed "
+                         f"(offsets {miss[0]}..{miss[-1]}); last consumed "
+                         f"{(last.member, last.offset, round(last.t, 3)) if last else None}")
+        return "\n".join(lines)
 
 
 def check_deliveries(deliveries: list[Delivery], produced: dict[tuple[int, int], str]) -> None:
