@@ -29,7 +29,13 @@ line on stdout:
 ``T`` is ``time.monotonic()``, which on Linux is one clock for all processes: together with
 causality (a member's revoke happens before it rejoins, and a new owner is assigned only after
 every member rejoined) this orders events across members. On stdin the member accepts
-``close`` (close the consumer the normal way, then exit).
+``close`` (close the consumer the normal way, then exit). Partitions are ints, or
+"topic:partition" strings when a member subscribes to several topics (``topic="a,b"``).
+
+Client quirk worked around here: kafka-python 3.0.12 can lose a rebalance for good (see
+``_run_kafka_python``); its members wait for their coordinator's metadata snapshot before the
+first poll. Post-mortems: ``SNAKKA_GROUP_TEST_DEBUG=DIR`` turns on the clients' debug logs
+(librdkafka ``debug=cgrp``) and keeps each member's stderr in DIR.
 """
 
 from __future__ import annotations
