@@ -18,6 +18,8 @@ The codes are Kafka's (its GroupCoordinator / GroupMetadataManager):
 * A static member replaced by a newer instance with the same group.instance.id is fenced:
   FENCED_INSTANCE_ID (82) on its Heartbeat, SyncGroup, JoinGroup, OffsetCommit and LeaveGroup.
 * Member metadata of several MB: any answer or a clean close, no crash.
+* Timers and KIP-394: a member that does not rejoin is dropped after its rebalance timeout; a
+  pending member (answered MEMBER_ID_REQUIRED, never back) starts no rebalance.
 
 After each case a second connection (open all along) and a fresh group prove the broker is
 healthy; the last test drives a real confluent-kafka group after all of the above.
@@ -88,12 +90,12 @@ def assignment(partitions, user_data: bytes | None = None) -> bytes:
 
 def join_request(group: str, member_id: str = "", *, instance_id: str | None = None,
                  protocol_type: str = "consumer", protocols=None, session_ms: int = 10000,
-                 metadata: bytes | None = None) -> JoinGroupRequest:
+                 rebalance_ms: int = 10000, metadata: bytes | None = None) -> JoinGroupRequest:
     if protocols is None:
         protocols = [JoinGroupRequestProtocol(name="range",
                                               metadata=metadata or subscription())]
     return JoinGroupRequest(group_id=group, session_timeout_ms=session_ms,
-                            rebalance_timeout_ms=10000, member_id=member_id,
+                            rebalance_timeout_ms=rebalance_ms, member_id=member_id,
                             group_instance_id=instance_id, protocol_type=protocol_type,
                             protocols=protocols)
 
@@ -359,6 +361,49 @@ def test_oversized_member_metadata(broker):
             assert isinstance(e, ConnectionClosed), f"no answer to a 4 MiB JoinGroup: {e!r}"
 
     scenario(broker, body, "huge")
+
+
+def test_member_that_does_not_rejoin_is_removed_after_rebalance_timeout(broker):
+    """A rebalance waits for the current members at most their rebalance timeout; one that
+    never rejoins is removed, and the others' join completes without it."""
+    group = "g-rebalance-timeout"
+
+    async def body(conn, bystander):
+        r = await join(conn, group, rebalance_ms=1500)
+        assert r.error_code == 0
+        s = await sync(conn, group, r.generation_id, r.member_id,
+                       [(r.member_id, assignment(range(6)))])
+        assert s.error_code == 0
+        stale_gen, stale = r.generation_id, r.member_id
+        # A second member starts a rebalance; the first never rejoins. (The rebalance waits
+        # for the largest rebalance timeout among the members, so both use 1.5 s.)
+        t0 = time.monotonic()
+        r2 = await join(bystander, group, rebalance_ms=1500)
+        waited = time.monotonic() - t0
+        assert r2.error_code == 0, r2.error_code
+        assert r2.leader == r2.member_id and [m.member_id for m in r2.members] == [
+            r2.member_id], "the member that did not rejoin is still in the group"
+        assert r2.generation_id > stale_gen
+        assert waited >= 1.0, f"the join completed after {waited:.2f}s, before the timeout"
+        assert await heartbeat(conn, group, stale_gen, stale) == E.UNKNOWN_MEMBER_ID
+
+    scenario(broker, body, "rebalance-timeout")
+
+
+def test_pending_member_does_not_start_a_rebalance(broker):
+    """KIP-394: a JoinGroup answered MEMBER_ID_REQUIRED makes a *pending* member; it triggers
+    no rebalance until it rejoins with its id."""
+    group = "g-pending"
+
+    async def body(conn, bystander):
+        gen, mid, _ = await joined_member(conn, group)
+        r = await bystander.send(join_request(group), version=5)
+        assert r.error_code == E.MEMBER_ID_REQUIRED
+        assert await heartbeat(conn, group, gen, mid) == 0  # not REBALANCE_IN_PROGRESS
+        d = await conn.send(DescribeGroupsRequest(groups=[group]), version=5)
+        assert d.groups[0].group_state == "Stable" and len(d.groups[0].members) == 1
+
+    scenario(broker, body, "pending")
 
 
 def test_real_group_after_bad_input(broker):
