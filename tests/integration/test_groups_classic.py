@@ -16,6 +16,7 @@ by two members at once (``check_no_overlap``).
 * static membership (``group.instance.id``): a member restarts within its session timeout and
   gets its partitions back while the others see no rebalance (no callbacks, same generation
   where the client exposes it, same member ids in DescribeGroups).
+* mixed clients: a kafka-python leader assigns to librdkafka and aiokafka members.
 * cooperative-sticky (librdkafka and kafka-python 3's ``CooperativeStickyAssignor``,
   KIP-429): a member joins and one leaves with incremental rebalances: partitions that do not
   move are never revoked. aiokafka has no cooperative protocol: it runs the same scenario with
@@ -170,6 +171,26 @@ def test_cooperative_sticky_incremental_rebalances(client, broker, topic, member
             revoked = [e for e in m.events_since(marks[m.name]) if e["ev"] == "revoked"]
             assert revoked == [], f"{m.name} had partitions revoked: {revoked}"
 
+    produced = feeder.stop()
+    ms.wait_delivered(produced)
+    check_deliveries(ms.deliveries(), produced)
+    check_no_overlap(ms.all)
+
+
+def test_mixed_clients_share_a_group(broker, topic, members_of):
+    """kafka-python, librdkafka and aiokafka members in one group (all ``range``): each
+    decodes the assignment another client's leader computed; the killed leader's partitions
+    move to the others."""
+    ms = members_of("kafka-python", "g-mixed", session_timeout_ms=3000, assignor="range")
+    feeder = Feeder(broker.bootstrap_servers, topic, PARTITIONS, "x").start()
+    a = ms.start("a")  # first, so the leader: kafka-python
+    ms.wait_shared([a], PARTITIONS)
+    b, c = ms.start("b", client="confluent-kafka"), ms.start("c", client="aiokafka")
+    owned = ms.wait_shared([a, b, c], PARTITIONS)
+    assert all(len(s) == 2 and max(s) - min(s) == 1 for s in owned.values()), owned  # range
+    a.kill()
+    owned = ms.wait_shared([b, c], PARTITIONS, timeout=60, what="the killed leader's partitions")
+    assert sorted(sorted(s) for s in owned.values()) == [[0, 1, 2], [3, 4, 5]], owned
     produced = feeder.stop()
     ms.wait_delivered(produced)
     check_deliveries(ms.deliveries(), produced)
