@@ -12,7 +12,8 @@ by two members at once (``check_no_overlap``).
   joins; one is SIGKILLed (no LeaveGroup) and its partitions move to the others once its
   session times out; one closes normally (LeaveGroup) and its partitions move too.
 * committed offsets survive broker restarts: one restart while members consume and commit,
-  one with the group empty; new members resume exactly at the committed offsets.
+  one with the group empty; new members resume exactly at the committed offsets; and a
+  SIGKILL of a subprocess broker loses no acknowledged commit.
 * static membership (``group.instance.id``): a member restarts within its session timeout and
   gets its partitions back while the others see no rebalance (no callbacks, same generation
   where the client exposes it, same member ids in DescribeGroups).
@@ -195,3 +196,52 @@ def test_mixed_clients_share_a_group(broker, topic, members_of):
     ms.wait_delivered(produced)
     check_deliveries(ms.deliveries(), produced)
     check_no_overlap(ms.all)
+
+
+def test_committed_offsets_survive_kill_9():
+    """Acknowledged commits survive a SIGKILL of the broker (subprocess) with the default
+    flush policy: a new consumer of the group resumes exactly at them."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from .test_groups_harness import committed_offsets
+
+    b = EmbeddedBroker(config=GROUP_BROKER_CONFIG, mode="subprocess")
+    b.start()
+    try:
+        bs = b.bootstrap_servers
+        ck_create_topic(bs, "events", PARTITIONS)
+        feeder = Feeder(bs, "events", PARTITIONS, "k")
+        feeder.burst(60)
+        ms = Members("confluent-kafka", bs, "g-kill", "events", session_timeout_ms=6000)
+        try:
+            m = ms.start("a")
+            ms.wait(lambda: sum(d.committed for d in m.deliveries) >= 60, 30,
+                    "60 records consumed and committed")
+            m.close()
+        finally:
+            ms.stop_all()
+        assert committed_offsets(bs, "g-kill", "events", PARTITIONS) == {
+            p: 10 for p in range(PARTITIONS)}
+        b.kill()
+        b.start()
+        assert committed_offsets(bs, "g-kill", "events", PARTITIONS) == {
+            p: 10 for p in range(PARTITIONS)}
+        feeder.burst(12)
+        c = Consumer({"bootstrap.servers": bs, "group.id": "g-kill", "auto.offset.reset":
+                      "earliest", "enable.auto.commit": False})
+        try:
+            c.subscribe(["events"])
+            got = []
+            deadline = time.monotonic() + 30
+            while len(got) < 12 and time.monotonic() < deadline:
+                got += [msg for msg in c.consume(100, timeout=0.2) if not msg.error()]
+            assert sorted((msg.partition(), msg.offset()) for msg in got) == sorted(
+                (p, o) for p in range(PARTITIONS) for o in (10, 11)), "not resumed at commits"
+            c.commit(offsets=[TopicPartition("events", p, 12) for p in range(PARTITIONS)],
+                     asynchronous=False)
+        finally:
+            c.close()
+    finally:
+        b.close()
+    bad = [ln for ln in b.output if "Traceback" in ln or " ERROR " in ln]
+    assert not bad, "the broker logged errors:\n" + "\n".join(bad[:20])
