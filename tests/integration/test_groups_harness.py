@@ -545,6 +545,8 @@ class Members:
         self.client, self.bootstrap, self.group, self.topic = client, bootstrap, group, topic
         self.defaults = defaults
         self.all: list[Member] = []
+        # Extra condition for wait_shared (e.g. the broker's view of a KIP-848 group).
+        self.settled_check = None
 
     def start(self, name: str, **kw) -> Member:
         m = Member(kw.pop("client", self.client), self.bootstrap, self.group, self.topic, name,
@@ -589,8 +591,11 @@ class Members:
 
         Under the eager protocol this can only hold once every member has its assignment of
         the same generation (a member that still holds an old assignment has not revoked yet,
-        so the new member cannot have synced); under cooperative / KIP-848 rebalances the
-        moving partitions are unowned in between, so coverage fails until the last step.
+        so the new member cannot have synced); under the cooperative protocol the moving
+        partitions are unowned between the two rounds, so coverage fails until the last step.
+        KIP-848 reconciles member by member, so coverage can hold half-way (a member already
+        got one of its new partitions while another still holds one it must give up): its
+        tests add ``settled_check`` (the broker's view: every member at its target).
         ``n_partitions`` is a count (one topic) or the set of "topic:partition" keys.
         """
         universe = (set(range(n_partitions)) if isinstance(n_partitions, int)
@@ -604,9 +609,11 @@ class Members:
             for s in snap.values():
                 for p in s:
                     counts[p] += 1
-            if set(counts) == universe and all(c == 1 for c in counts.values()):
-                return snap
-            return None
+            if set(counts) != universe or any(c != 1 for c in counts.values()):
+                return None
+            if self.settled_check is not None and not self.settled_check(snap):
+                return None
+            return snap
 
         return self.wait(shared, timeout, what or f"{len(members)} members to share "
                          f"{len(universe)} partitions")

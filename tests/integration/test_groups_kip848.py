@@ -55,6 +55,29 @@ def broker():
     b.close()
 
 
+def broker_settled(bootstrap: str, group: str, topic: str):
+    """A ``Members.settled_check``: ConsumerGroupDescribe shows the group Stable with every
+    member at its target assignment, and that assignment is what the clients report."""
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    multi = "," in topic
+
+    def keys(tps) -> set:
+        return {f"{tp.topic}:{tp.partition}" if multi else tp.partition for tp in tps}
+
+    def check(owned: dict[str, set]) -> bool:
+        d = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+        return (d.state == ConsumerGroupState.STABLE
+                and all(keys(m.assignment.topic_partitions) ==
+                        keys(m.target_assignment.topic_partitions) for m in d.members)
+                and {m.client_id: keys(m.assignment.topic_partitions) for m in d.members}
+                == owned)
+
+    return check
+
+
 @pytest.fixture
 def members_of(broker):
     made: list[Members] = []
@@ -62,6 +85,7 @@ def members_of(broker):
     def make(group: str, topic: str = "events", **defaults) -> Members:
         ms = Members("confluent-kafka", broker.bootstrap_servers, group, topic,
                      group_protocol="consumer", **defaults)
+        ms.settled_check = broker_settled(broker.bootstrap_servers, group, topic)
         made.append(ms)
         return ms
 
