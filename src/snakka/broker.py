@@ -238,9 +238,15 @@ class Broker:
         await self.commit_metadata(recs)
         self.fetch_sessions.remove_topic(name)
         self.fetch_sessions.remove_topic(ti.topic_id)
+        # Detach the logs now (nothing can reach them: the topic left the metadata above) and
+        # remove their directories on a worker thread: rmtree of a big topic would block the loop.
+        doomed = [pl for p in range(ti.partitions)
+                  if (pl := self.logs.detach_log(name, p)) is not None]
         for p in range(ti.partitions):
-            self.logs.delete_log(name, p)
             self._wake((name, p))
+        if doomed:
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: [pl.delete() for pl in doomed])
         if self.groups is not None:
             self.groups.on_topic_deleted(name)
         log.info("deleted topic %s (id %s)", name, uuid_to_base64(ti.topic_id))

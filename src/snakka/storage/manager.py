@@ -215,6 +215,12 @@ class LogManager:
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
 
+    def detach_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """Forget a partition's log without touching its files; the caller then calls
+        ``PartitionLog.delete()`` (possibly on a worker thread, so a large directory's removal
+        never blocks the event loop)."""
+        return self._logs.pop((topic, partition), None)
+
     def delete_log(self, topic: str, partition: int) -> bool:
         """DeleteTopics: remove the partition's log and directory. Returns False if
         there was none."""
