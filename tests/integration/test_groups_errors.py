@@ -18,6 +18,8 @@ The codes are Kafka's (its GroupCoordinator / GroupMetadataManager):
 * A static member replaced by a newer instance with the same group.instance.id is fenced:
   FENCED_INSTANCE_ID (82) on its Heartbeat, SyncGroup, JoinGroup, OffsetCommit and LeaveGroup.
 * Member metadata of several MB: any answer or a clean close, no crash.
+* DescribeGroups of an unknown group: Dead with no error up to v5, GROUP_ID_NOT_FOUND from v6
+  (KIP-1043).
 * Timers and KIP-394: a member that does not rejoin is dropped after its rebalance timeout; a
   pending member (answered MEMBER_ID_REQUIRED, never back) starts no rebalance.
 
@@ -404,6 +406,39 @@ def test_pending_member_does_not_start_a_rebalance(broker):
         assert d.groups[0].group_state == "Stable" and len(d.groups[0].members) == 1
 
     scenario(broker, body, "pending")
+
+
+def test_describe_unknown_group_before_v6(broker):
+    """DescribeGroups v0-5: an unknown group is state Dead with no error."""
+    async def body(conn, _bystander):
+        for v in (0, 3, 5):
+            d = await conn.send(DescribeGroupsRequest(groups=["g-never-existed"]), version=v)
+            g = d.groups[0]
+            assert (g.error_code, g.group_state, g.members) == (0, "Dead", []), (v, g)
+
+    scenario(broker, body, "describe-v5")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "snakka bug: DescribeGroups v6 (KIP-1043) for an unknown group answers error 0 / state Dead; "
+    "Kafka answers GROUP_ID_NOT_FOUND (69) with 'Group <id> not found.' (kafka-python 3 sends "
+    "v6, so its describe_groups reports no error for a missing group)"))
+def test_describe_unknown_group_v6(broker):
+    from kafka import KafkaAdminClient
+
+    async def body(conn, _bystander):
+        d = await conn.send(DescribeGroupsRequest(groups=["g-never-existed"]), version=6)
+        g = d.groups[0]
+        assert (g.error_code, g.group_state) == (E.GROUP_ID_NOT_FOUND, "Dead"), g
+        assert g.error_message and "not found" in g.error_message, g.error_message
+
+    scenario(broker, body, "describe-v6")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:  # kafka-python 3 sends DescribeGroups v6
+        err = admin.describe_groups(["g-never-existed"])["g-never-existed"]["error"]
+        assert err and "GroupIdNotFound" in err, err
+    finally:
+        admin.close()
 
 
 def test_real_group_after_bad_input(broker):
