@@ -10,6 +10,8 @@ consumes a 3-partition topic and commits. Then:
 * confluent-kafka's AdminClient: list_consumer_groups, describe_consumer_groups,
   list_consumer_group_offsets, alter_consumer_group_offsets (refused while the group has
   members, accepted once empty), delete_consumer_groups.
+* kafka-python: OffsetFetch for several groups at once; remove_group_members (LeaveGroup v3+
+  by group.instance.id) frees a dead static member's partitions at once.
 * ``snakka groups list/describe/reset-offsets/delete``: describe shows the members, committed
   offsets and lag; reset-offsets refuses an active group, dry-runs by default, and with
   ``--to-earliest --execute`` makes the next consumer of the group start at offset 0.
@@ -243,3 +245,39 @@ def test_cli_describe_reset_delete(broker, active_group):
     out = cli("groups", "delete", group, "-b", bs).stdout.decode()
     assert out.strip() == f"Deleted group {group}."
     assert group not in cli("groups", "list", "-b", bs).stdout.decode()
+
+
+def test_remove_static_member_and_multi_group_offsets(broker):
+    """kafka-python admin: OffsetFetch for several groups in one request (v8+), and LeaveGroup
+    v3+ by group.instance.id (``remove_group_members``): a dead static member's partitions move
+    at once instead of after its (long) session timeout; unknown members are reported."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import MemberToRemove
+
+    bs = broker.bootstrap_servers
+    Feeder(bs, TOPIC, 3, "st").burst(3 * PER_PARTITION)
+    ms = Members("confluent-kafka", bs, "g-static-admin", TOPIC, session_timeout_ms=60000,
+                 max_poll_interval_ms=60000)
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        a, b = ms.start("a", instance_id="inst-a"), ms.start("b", instance_id="inst-b")
+        ms.wait_shared([a, b], 3)
+        ms.wait(lambda: sum(d.committed for d in ms.deliveries()) >= 3 * PER_PARTITION, 30,
+                "every record consumed and committed")
+        offsets = admin.list_group_offsets(["g-static-admin", "g-never-existed"])
+        assert {g: {tp.partition: om.offset for tp, om in v.items()}
+                for g, v in offsets.items()} == {
+            "g-static-admin": {p: PER_PARTITION for p in range(3)}, "g-never-existed": {}}
+
+        b.kill()  # static: the broker would keep its partitions for 60 s
+        res = admin.remove_group_members("g-static-admin", [MemberToRemove(
+            group_instance_id="inst-b")])
+        assert {k: e.__name__ for k, e in res.items()} == {"inst-b": "NoError"}, res
+        ms.wait_shared([a], 3, timeout=20, what="b's partitions to move to a")
+        res = admin.remove_group_members("g-static-admin", [
+            MemberToRemove(group_instance_id="inst-nobody"), MemberToRemove(member_id="ghost")])
+        assert {k: e.__name__ for k, e in res.items()} == {
+            "inst-nobody": "UnknownMemberIdError", "ghost": "UnknownMemberIdError"}, res
+    finally:
+        admin.close()
+        ms.stop_all()
