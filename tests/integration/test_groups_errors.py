@@ -419,10 +419,6 @@ def test_describe_unknown_group_before_v6(broker):
     scenario(broker, body, "describe-v5")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "snakka bug: DescribeGroups v6 (KIP-1043) for an unknown group answers error 0 / state Dead; "
-    "Kafka answers GROUP_ID_NOT_FOUND (69) with 'Group <id> not found.' (kafka-python 3 sends "
-    "v6, so its describe_groups reports no error for a missing group)"))
 def test_describe_unknown_group_v6(broker):
     from kafka import KafkaAdminClient
 

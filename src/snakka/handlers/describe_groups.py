@@ -1,7 +1,8 @@
 """DescribeGroups (15): classic groups' state, protocol, members and (when Stable) their
 subscription and assignment bytes.
 
-As in Kafka: an unknown group is answered with state Dead and no error; a group that exists only
+As in Kafka: an unknown group is answered with state Dead and no error up to v5 and with
+GROUP_ID_NOT_FOUND from v6 (KIP-1043); a group that exists only
 through committed offsets is Empty; a KIP-848 consumer group is GROUP_ID_NOT_FOUND with a message
 (ConsumerGroupDescribe describes those).
 """
@@ -19,7 +20,7 @@ from snakka.protocol.messages.describe_groups_response import (
 API_KEY = 15
 
 
-def _describe(groups, gid: str) -> DescribedGroup:
+def _describe(groups, gid: str, v: int) -> DescribedGroup:
     def group(**kw) -> DescribedGroup:
         base = dict(error_code=0, error_message=None, group_id=gid, group_state="Dead",
                     protocol_type="", protocol_data="", members=[],
@@ -34,7 +35,12 @@ def _describe(groups, gid: str) -> DescribedGroup:
                      error_message=f"Group {gid} is not a classic group.")
     d = groups.classic.describe(gid)
     if d is None:
-        return group(group_state="Empty" if groups.offsets.has_offsets(gid) else "Dead")
+        if groups.offsets.has_offsets(gid):
+            return group(group_state="Empty")
+        if v >= 6:  # KIP-1043: v6+ report an unknown group as an error, not as Dead
+            return group(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                         error_message=f"Group {gid} not found.")
+        return group()
     return group(group_state=d.state, protocol_type=d.protocol_type, protocol_data=d.protocol,
                  members=[DescribedGroupMember(member_id=m.member_id,
                                                group_instance_id=m.group_instance_id,
@@ -46,4 +52,4 @@ def _describe(groups, gid: str) -> DescribedGroup:
 
 def handle(ctx, req) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
-        _describe(ctx.broker.groups, gid) for gid in req.groups])
+        _describe(ctx.broker.groups, gid, ctx.api_version) for gid in req.groups])
