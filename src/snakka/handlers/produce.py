@@ -66,7 +66,11 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
         return _error(partition, ErrorCode.NOT_ENOUGH_REPLICAS,
                       f"min.insync.replicas={cfg.min_insync_replicas} but only 1 replica exists")
     try:
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        # The decoded records are a writable view into this request's own frame buffer: the log
+        # patches offsets into it and writes it as is, so the batch is never copied. (A
+        # read-only buffer, e.g. from a test, is copied once.)
+        buf = records if isinstance(records, memoryview) and not records.readonly \
+            else bytearray(records)
         infos = pl.validate(buf)  # header, CRC32C, size and the topic's timestamp limits
         if len(infos) != 1:
             return _error(partition, ErrorCode.INVALID_RECORD,

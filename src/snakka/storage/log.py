@@ -426,7 +426,7 @@ class PartitionLog:
 
     def append(
         self,
-        buf: bytearray,
+        buf: bytearray | memoryview,
         infos: Sequence[BatchInfo],
         *,
         log_append_time_ms: int | None = None,
