@@ -36,7 +36,7 @@ from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.consumer_protocol_subscription import (
     ConsumerProtocolSubscription,
 )
-from snakka.records import Record, build_batch, iter_records, validate_batches
+from snakka.records import Record, build_batch, validate_batches
 
 if TYPE_CHECKING:
     from snakka.broker import Broker
@@ -148,30 +148,21 @@ class GroupCoordinator:
             pl = self.broker.partition_log(OFFSETS_TOPIC, p)
             if pl is None:
                 continue
-            offset = pl.log_start_offset
-            while offset < pl.log_end_offset:
-                data = pl.read(offset, _REPLAY_CHUNK)
-                if not data:
-                    break
-                before = offset
-                for rec in iter_records(data):
-                    if rec.offset < offset or rec.key is None:
-                        continue
-                    offset = rec.offset + 1
-                    try:
-                        key = tuple(json.loads(rec.key))
-                        value = None if rec.value is None else json.loads(rec.value)
-                    except ValueError:
-                        log.warning("__consumer_offsets-%d offset %d: undecodable record skipped",
-                                    p, rec.offset)
-                        continue
-                    gr = GroupRecord(key, value)
-                    for core in self._cores:
-                        core.replay(gr)
-                    self._track(p, gr)
-                    n += 1
-                if offset == before:
-                    break
+            for rec in pl.iter_records(_REPLAY_CHUNK):
+                if rec.key is None:
+                    continue
+                try:
+                    key = tuple(json.loads(rec.key))
+                    value = None if rec.value is None else json.loads(rec.value)
+                except ValueError:
+                    log.warning("__consumer_offsets-%d offset %d: undecodable record skipped",
+                                p, rec.offset)
+                    continue
+                gr = GroupRecord(key, value)
+                for core in self._cores:
+                    core.replay(gr)
+                self._track(p, gr)
+                n += 1
         return n
 
     # -- plumbing ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from snakka.records import Record, build_batch, iter_records, validate_batches
+from snakka.records import Record, build_batch, validate_batches
 from snakka.storage import LogConfig, PartitionLog
 
 log = logging.getLogger("snakka.metadata")
@@ -34,20 +34,9 @@ class MetadataStore:
         self.log = PartitionLog(path, cfg, recover=True)
 
     def replay(self) -> Iterator[dict]:
-        offset = self.log.log_start_offset
-        end = self.log.log_end_offset
-        while offset < end:
-            data = self.log.read(offset, _REPLAY_CHUNK)
-            if not data:
-                break
-            before = offset
-            for rec in iter_records(data):
-                if rec.offset >= offset and rec.value is not None:
-                    yield json.loads(rec.value)
-                    offset = rec.offset + 1
-            if offset == before:  # nothing decodable: recovery left no complete batch here
-                log.error("metadata log: no complete batch at offset %d; stopping replay", offset)
-                break
+        for rec in self.log.iter_records(_REPLAY_CHUNK):
+            if rec.value is not None:
+                yield json.loads(rec.value)
 
     def append(self, records: list[dict], *, sync: bool = True) -> None:
         if not records:

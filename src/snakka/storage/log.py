@@ -63,7 +63,7 @@ from snakka.records.batch import (
     assign_offsets,
     validate_batches,
 )
-from snakka.records.record import batch_records
+from snakka.records.record import Record, batch_records, iter_records
 from snakka.txn.producer_state import (
     DUPLICATE_SEQUENCE_NUMBER,
     ProducerStateError,
@@ -661,6 +661,22 @@ class PartitionLog:
         cache[key] = (seg, end)
         if len(cache) > READ_CACHE_ENTRIES:
             del cache[next(iter(cache))]
+
+    def iter_records(self, chunk_bytes: int = 8 << 20) -> Iterator[Record]:
+        """Every record from the log start offset to the end, in order: how internal logs
+        (the metadata log, ``__consumer_offsets``) are replayed at start-up. Not a hot path."""
+        offset = self._log_start_offset
+        while offset < self._leo:
+            data = self.read(offset, chunk_bytes)
+            before = offset
+            for rec in iter_records(data):
+                if rec.offset >= offset:
+                    offset = rec.offset + 1
+                    yield rec
+            if offset == before:  # no complete batch here (recovery trims torn tails)
+                log.error("partition %s: no decodable batch at offset %d; stopping", self.name,
+                          offset)
+                return
 
     def read_batch_headers(
         self, start_offset: int = 0, end_offset: int | None = None
