@@ -189,7 +189,7 @@ class Broker:
         """Make applied metadata records durable (fsync off the loop) before answering."""
         assert self.store is not None
         self.store.append(records, sync=False)
-        await asyncio.get_running_loop().run_in_executor(None, self.store.sync)
+        await self._sync_store()
 
     def create_topic_now(self, name: str, partitions: int, configs: dict[str, str | None],
                          topic_id: uuid.UUID | None = None) -> tuple[TopicInfo, list[dict]]:

@@ -7,13 +7,12 @@ groups), OffsetFetch, ListOffsets (for lag), OffsetCommit (reset) and DeleteGrou
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from snakka.client.admin import Admin, AdminError, _check
+from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
-from snakka.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from snakka.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from snakka.protocol.messages.describe_groups_request import DescribeGroupsRequest
 from snakka.protocol.messages.list_groups_request import ListGroupsRequest
@@ -45,11 +44,8 @@ class GroupInfo:
 
 
 def decode_assignment(data: bytes) -> dict[str, list[int]]:
-    """A classic consumer-protocol assignment (version in the first 2 bytes)."""
-    if len(data) < 2:
-        return {}
-    version = min(struct.unpack_from(">h", data, 0)[0], ConsumerProtocolAssignment.VALID_VERSIONS[1])
-    a = ConsumerProtocolAssignment.decode(data[2:], version)
+    """A classic consumer-protocol assignment as {topic: partitions}."""
+    a = consumer_protocol.decode_assignment(data)
     return {tp.topic: list(tp.partitions) for tp in a.assigned_partitions}
 
 
@@ -83,7 +79,7 @@ class GroupsAdmin(Admin):
                 if g.protocol_type == "consumer":
                     try:
                         assignment = decode_assignment(bytes(m.member_assignment))
-                    except ValueError:
+                    except ValueError:  # DecodeError: a client's own (non-standard) encoding
                         assignment = {}
                 members.append(MemberInfo(m.member_id, m.client_id, m.client_host, assignment))
         info = GroupInfo(group_id, state, group_type, protocol, members)

@@ -32,10 +32,8 @@ from snakka.groups.consumer import ConsumerGroups
 from snakka.groups.offsets import OffsetStore
 from snakka.groups.partitioning import offsets_partition
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
+from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode
-from snakka.protocol.messages.consumer_protocol_subscription import (
-    ConsumerProtocolSubscription,
-)
 from snakka.records import Record, build_batch, validate_batches
 
 if TYPE_CHECKING:
@@ -77,13 +75,9 @@ def group_config(broker: Broker) -> GroupConfig:
 
 
 def subscription_topics(metadata: bytes) -> list[str]:
-    """Topics of a classic consumer-protocol subscription (version in the first 2 bytes)."""
-    if len(metadata) < 2:
-        return []
-    version = min(int.from_bytes(metadata[:2], "big", signed=True),
-                  ConsumerProtocolSubscription.VALID_VERSIONS[1])
+    """Topics of a classic consumer-protocol subscription ([] if it is not one)."""
     try:
-        return list(ConsumerProtocolSubscription.decode(metadata[2:], max(version, 0)).topics)
+        return list(consumer_protocol.decode_subscription(metadata).topics)
     except ValueError:
         return []
 
