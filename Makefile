@@ -1,6 +1,6 @@
 # snakka: the two commands a new user needs are `make run` and `make test`.
 # Both work on a fresh machine: they create .venv, install snakka and its dependencies, and
-# install kcat (Debian) for the client-compatibility tests.
+# install kcat (Debian) for the client-compatibility tests and a Java 17 runtime for PySpark.
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -12,13 +12,16 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -U pip
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,spark]'
 	touch $@
 
 setup: $(VENV)/.installed
 
+# kcat for the client-compatibility tests; a Java 17 runtime for PySpark (issue 5).
 system-deps:
-	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kcat; }
+	@command -v kcat >/dev/null 2>&1 && command -v java >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) apt-get install -y -qq kcat $$(command -v java >/dev/null 2>&1 || echo openjdk-17-jre-headless); }
 
 # Start a broker on localhost:9092 (IPv4 and IPv6), data in ./snakka-data. Ctrl-C stops it.
 run: setup

@@ -1,0 +1,122 @@
+"""Share groups (KIP-932): the values shared by the share-partition core, the share-session cache,
+the I/O shell (``share.manager``) and the group coordinator.
+
+The split follows Kafka's: the *group coordinator* owns membership and assignment (which member
+may fetch which partitions; ``groups.share``); the *share-partition leader* owns, per
+(group, topic-partition), which records are in flight, who holds them and for how long
+(``share.partition.SharePartition``, a sans-I/O core with an injected clock); the shell
+(``share.manager``) reads the log, keeps share sessions, persists share-partition state in
+``__share_group_state`` and wakes long polls.
+
+Kafka's names and numeric ids are used throughout (``RecordState`` ids are the ones Kafka
+persists; ``AcknowledgeType`` ids are the wire values of ShareFetch/ShareAcknowledge).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Protocol
+
+
+class AcknowledgeType(IntEnum):
+    """Wire values of ``AcknowledgeTypes`` in ShareFetch/ShareAcknowledge."""
+
+    GAP = 0      # the offset holds no record (e.g. a control record); treated as archived
+    ACCEPT = 1   # processed: Acknowledged
+    RELEASE = 2  # give it back: Available again (delivery count kept), Archived at the limit
+    REJECT = 3   # unprocessable: Archived, never delivered again
+    RENEW = 4    # KIP-1222 (v2, IsRenewAck): extend the acquisition lock, state unchanged
+
+
+class RecordState(IntEnum):
+    """State of an in-flight record; ids as Kafka persists them."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AcquireMode(IntEnum):
+    """ShareFetch v2 ``ShareAcquireMode``."""
+
+    BATCH_OPTIMIZED = 0  # whole log batches may be acquired; MaxRecords is a soft limit
+    RECORD_LIMIT = 1     # never acquire more than MaxRecords records
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionConfig:
+    """Effective limits of one share-partition (group config overrides broker defaults)."""
+
+    record_lock_duration_ms: int = 30_000  # share.record.lock.duration.ms
+    delivery_count_limit: int = 5          # share.delivery.count.limit
+    max_record_locks: int = 2_000          # group.share.partition.max.record.locks
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedBatch:
+    """A log batch the shell read for a ShareFetch: offsets ``base_offset..last_offset``
+    inclusive. The shell sends the bytes of every batch that overlaps an acquired range."""
+
+    base_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcquiredRange:
+    """``AcquiredRecords`` of a ShareFetch response: offsets ``first..last`` acquired with the
+    same delivery count."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AckBatch:
+    """One ``AcknowledgementBatch``: ``types`` has one entry for every offset of
+    ``first_offset..last_offset``, or a single entry that applies to all of them."""
+
+    first_offset: int
+    last_offset: int
+    types: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StateBatch:
+    """A persisted run of offsets in one state (Kafka's PersisterStateBatch)."""
+
+    first_offset: int
+    last_offset: int
+    delivery_state: int  # RecordState
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareState:
+    """Durable state of one share-partition: the share-partition start offset (SPSO) and the
+    state batches at or after it. Records before ``start_offset`` are done; offsets at or after
+    it and not covered by a batch have never been delivered."""
+
+    start_offset: int
+    state_epoch: int = 0
+    batches: tuple[StateBatch, ...] = ()
+
+
+class ShareGroupListener(Protocol):
+    """What the group coordinator tells the share-partition side (Kafka's ShareGroupListener).
+    Registered with ``GroupCoordinator.add_share_listener``."""
+
+    def partitions_assigned(self, group_id: str, partitions: list[tuple[uuid.UUID, int]]) -> None:
+        """Partitions (topic id, index) were assigned in this group for the first time or
+        again: initialise their share-partition state if none exists (``share.auto.offset.reset``
+        is applied now, not at the first fetch, as Kafka 4.1+ does)."""
+
+    def member_left(self, group_id: str, member_id: str) -> None:
+        """The member left or was fenced/expired: release its acquired records and drop its share
+        session."""
+
+    def group_deleted(self, group_id: str) -> None:
+        """The share group was deleted: drop all its share-partition state (durably)."""
