@@ -8,7 +8,14 @@ from __future__ import annotations
 import pathlib
 import sys
 
-from snakka.config import BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS
+from snakka.config import (
+    BROKER_CONFIGS,
+    DYNAMIC_BROKER_CONFIGS,
+    GROUP_CONFIG_BOUNDS,
+    GROUP_CONFIGS,
+    TOPIC_CONFIGS,
+    UNSUPPORTED_GROUP_CONFIGS,
+)
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
@@ -40,6 +47,22 @@ def render() -> str:
     for d in TOPIC_CONFIGS.values():
         lines.append(f"| `{d.name}` | {d.type.name.lower()} | `{d.default}` | "
                      f"{'`' + d.broker_synonym + '`' if d.broker_synonym else ''} | {d.doc} |")
+    lines += ["", "## Group configs", "",
+              "Per-group overrides (Kafka's group configs), set with IncrementalAlterConfigs / "
+              "AlterConfigs on resource type GROUP (`kafka-configs.sh --entity-type groups`) and "
+              "kept in the metadata log. A group without an override uses the broker synonym. "
+              "Integer values must lie within the broker's bounds (`group.share.min.*` / "
+              "`group.share.max.*`); others are rejected with INVALID_CONFIG. Not supported "
+              "(rejected rather than stored without effect): "
+              + ", ".join(f"`{n}`" for n in sorted(UNSUPPORTED_GROUP_CONFIGS)) + ".", "",
+              "| name | type | default | broker synonym | bounds | description |",
+              "|---|---|---|---|---|---|"]
+    for d in GROUP_CONFIGS.values():
+        bounds = GROUP_CONFIG_BOUNDS.get(d.name)
+        lines.append(f"| `{d.name}` | {d.type.name.lower()} | `{d.default}` | "
+                     f"{'`' + d.broker_synonym + '`' if d.broker_synonym else ''} | "
+                     f"{'`' + bounds[0] + '` .. `' + bounds[1] + '`' if bounds else ''} | "
+                     f"{d.doc} |")
     lines += ["", "## Broker configs", "",
               "Dynamic: may be changed at run time with IncrementalAlterConfigs on the BROKER "
               "resource (this node's id, or the empty name for the cluster default); changes are "

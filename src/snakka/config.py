@@ -338,6 +338,50 @@ _BROKER_LIST: list[ConfigDef] = [
        "Maximum members of a KIP-848 consumer group."),
     _d("group.consumer.assignors", _LIST, "uniform,range", _list_of("uniform", "range"),
        "Server-side assignors; the first is the default.", read_only=True),
+    # -- share groups (KIP-932, issue 4): Kafka's GroupCoordinatorConfig / ShareGroupConfig --
+    _d("group.share.session.timeout.ms", _I, "45000", _pos_int,
+       "Share group session timeout: a member that sends no heartbeat for this long is removed "
+       "and its acquired records are released. Overridable per group (share.session.timeout.ms)."),
+    _d("group.share.min.session.timeout.ms", _I, "45000", _pos_int,
+       "Smallest share.session.timeout.ms a group may be given.", read_only=True),
+    _d("group.share.max.session.timeout.ms", _I, "60000", _pos_int,
+       "Largest share.session.timeout.ms a group may be given.", read_only=True),
+    _d("group.share.heartbeat.interval.ms", _I, "5000", _pos_int,
+       "Heartbeat interval given to share group members. Overridable per group "
+       "(share.heartbeat.interval.ms)."),
+    _d("group.share.min.heartbeat.interval.ms", _I, "5000", _pos_int,
+       "Smallest share.heartbeat.interval.ms a group may be given.", read_only=True),
+    _d("group.share.max.heartbeat.interval.ms", _I, "15000", _pos_int,
+       "Largest share.heartbeat.interval.ms a group may be given.", read_only=True),
+    _d("group.share.max.size", _I, "200", _parse_int(1, 1000),
+       "Maximum members of one share group; more get GROUP_MAX_SIZE_REACHED.", read_only=True),
+    _d("group.share.assignors", _LIST, "simple", _list_of("simple"),
+       "Share group assignor (only the built-in 'simple' assignor).", read_only=True),
+    _d("group.share.record.lock.duration.ms", _I, "30000", _parse_int(1000, 3600000),
+       "How long a record acquired by a share consumer stays locked before it becomes available "
+       "again. Overridable per group (share.record.lock.duration.ms)."),
+    _d("group.share.min.record.lock.duration.ms", _I, "15000", _parse_int(1000, 30000),
+       "Smallest share.record.lock.duration.ms a group may be given.", read_only=True),
+    _d("group.share.max.record.lock.duration.ms", _I, "60000", _parse_int(30000, 3600000),
+       "Largest share.record.lock.duration.ms a group may be given.", read_only=True),
+    _d("group.share.delivery.count.limit", _I, "5", _parse_int(2, 10),
+       "Delivery attempts after which a share-group record is archived (never delivered again). "
+       "Overridable per group (share.delivery.count.limit)."),
+    _d("group.share.min.delivery.count.limit", _I, "2", _parse_int(2, 5),
+       "Smallest share.delivery.count.limit a group may be given.", read_only=True),
+    _d("group.share.max.delivery.count.limit", _I, "10", _parse_int(5, 25),
+       "Largest share.delivery.count.limit a group may be given.", read_only=True),
+    _d("group.share.partition.max.record.locks", _I, "2000", _parse_int(100, 10000),
+       "In-flight (acquired or awaiting redelivery) records per share-partition; a share fetch "
+       "acquires nothing more while the limit is reached. Overridable per group "
+       "(share.partition.max.record.locks)."),
+    _d("group.share.min.partition.max.record.locks", _I, "100", _parse_int(100, 10000),
+       "Smallest share.partition.max.record.locks a group may be given.", read_only=True),
+    _d("group.share.max.partition.max.record.locks", _I, "10000", _parse_int(100, 100000),
+       "Largest share.partition.max.record.locks a group may be given.", read_only=True),
+    _d("group.share.max.share.sessions", _I, "2000", _pos_int,
+       "Share sessions (ShareFetch sessions) this broker keeps; a new session beyond it gets "
+       "SHARE_SESSION_LIMIT_REACHED.", read_only=True),
     _d("cluster.id", _S, None, _parse_str,
        "Cluster id; generated on first start and kept in meta.properties.", read_only=True),
 ]
@@ -368,6 +412,139 @@ DYNAMIC_BROKER_CONFIGS = frozenset(
     | {"log.retention.ms", "log.roll.ms", "num.partitions", "auto.create.topics.enable",
        "producer.id.expiration.ms", "fetch.max.bytes"}
 )
+
+
+
+# group config -> (broker config of its smallest allowed value, of its largest)
+GROUP_CONFIG_BOUNDS: dict[str, tuple[str, str]] = {
+    "share.session.timeout.ms": ("group.share.min.session.timeout.ms",
+                                 "group.share.max.session.timeout.ms"),
+    "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms",
+                                    "group.share.max.heartbeat.interval.ms"),
+    "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms",
+                                      "group.share.max.record.lock.duration.ms"),
+    "share.delivery.count.limit": ("group.share.min.delivery.count.limit",
+                                   "group.share.max.delivery.count.limit"),
+    "share.partition.max.record.locks": ("group.share.min.partition.max.record.locks",
+                                         "group.share.max.partition.max.record.locks"),
+}
+
+# Kafka group configs snakka does not apply (yet); rejected with a message saying so instead of
+# being stored without effect.
+UNSUPPORTED_GROUP_CONFIGS = frozenset({
+    "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
+    "consumer.assignment.interval.ms", "consumer.assignor.offload.enable",
+    "share.assignment.interval.ms", "share.assignor.offload.enable",
+    "streams.session.timeout.ms", "streams.heartbeat.interval.ms",
+    "streams.num.standby.replicas", "streams.initial.rebalance.delay.ms",
+    "errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable",
+})
+
+_DURATION_RE = re.compile(
+    r"^P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?"
+    r"(?:(?P<s>\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)
+
+
+def parse_iso_duration_ms(text: str) -> int:
+    """An ISO-8601 duration as Java's ``Duration.parse`` accepts it (PnDTnHnMn.nS, no
+    negative values) in milliseconds; raises ValueError otherwise."""
+    m = _DURATION_RE.match(text.strip())
+    if not m or not any(m.group(k) for k in "dhms") or text.strip().upper().endswith("T"):
+        raise ValueError(f"not an ISO-8601 duration: {text!r}")
+    secs = (float(m["d"] or 0) * 86400 + float(m["h"] or 0) * 3600 + float(m["m"] or 0) * 60
+            + float(m["s"] or 0))
+    return int(round(secs * 1000))
+
+
+def parse_share_auto_offset_reset(name: str, s: str) -> str:
+    """``latest`` | ``earliest`` | ``by_duration:<ISO-8601 duration>`` (Kafka's
+    ShareGroupAutoOffsetResetStrategy: case-insensitive strategy, non-negative duration)."""
+    v = s.strip()
+    low = v.lower()
+    if low in ("latest", "earliest"):
+        return low
+    if low.startswith("by_duration:"):
+        dur = v.split(":", 1)[1].strip()
+        if dur.startswith("-"):
+            raise ConfigError(name, s, "Negative duration is not supported.")
+        try:
+            parse_iso_duration_ms(dur)
+        except ValueError:
+            raise ConfigError(name, s, "Unable to parse duration string. Use the ISO-8601 "
+                              "format (PnDTnHnMn.nS).") from None
+        return "by_duration:" + dur
+    raise ConfigError(name, s, "Invalid value for share.auto.offset.reset: expected latest, "
+                      "earliest or by_duration:<ISO-8601 duration>")
+
+
+# Group-level dynamic configs (Kafka's GroupConfig; DescribeConfigs / IncrementalAlterConfigs
+# on resource type GROUP). Each falls back to its broker synonym; the int ones must also lie
+# within the broker's [min, max] bounds named in GROUP_CONFIG_BOUNDS.
+GROUP_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        _d("share.session.timeout.ms", _I, "45000", _pos_int,
+           "Share group session timeout.", broker_synonym="group.share.session.timeout.ms"),
+        _d("share.heartbeat.interval.ms", _I, "5000", _pos_int,
+           "Share group heartbeat interval.", broker_synonym="group.share.heartbeat.interval.ms"),
+        _d("share.record.lock.duration.ms", _I, "30000", _parse_int(1000, INT_MAX),
+           "Record acquisition lock duration of the share group.",
+           broker_synonym="group.share.record.lock.duration.ms"),
+        _d("share.delivery.count.limit", _I, "5", _parse_int(2, INT_MAX),
+           "Delivery attempts after which a record of the share group is archived.",
+           broker_synonym="group.share.delivery.count.limit"),
+        _d("share.partition.max.record.locks", _I, "2000", _parse_int(100, INT_MAX),
+           "In-flight records per share-partition of the group.",
+           broker_synonym="group.share.partition.max.record.locks"),
+        _d("share.auto.offset.reset", _S, "latest", parse_share_auto_offset_reset,
+           "Where a new share-partition starts: latest, earliest, or by_duration:<ISO-8601 "
+           "duration> (the first record written at or after now minus the duration)."),
+        _d("share.isolation.level", _S, "read_uncommitted",
+           _one_of("read_committed", "read_uncommitted"),
+           "read_committed delivers only committed transactional records."),
+        _d("share.renew.acknowledge.enable", _B, "true", _parse_bool,
+           "Whether share consumers of the group may renew acquisition locks (KIP-1222)."),
+    ]
+}
+
+
+def validate_group_configs(changes: Mapping[str, str | None],
+                           broker_value: Callable[[str], str | None],
+                           current: Mapping[str, str]) -> None:
+    """Raise ConfigError for an unknown, unsupported or out-of-range group config.
+
+    ``broker_value`` supplies the broker's bounds and defaults; ``current`` the group's existing
+    overrides (for the session-timeout > heartbeat-interval rule, checked on the result)."""
+    for k, v in changes.items():
+        d = GROUP_CONFIGS.get(k)
+        if d is None:
+            if k in UNSUPPORTED_GROUP_CONFIGS:
+                raise ConfigError(k, v, "this group config is not supported by snakka "
+                                  "(it would have no effect)")
+            raise ConfigError(k, v, "Unknown group config name")
+        if v is None:
+            continue
+        parsed = d.value(v)
+        bounds = GROUP_CONFIG_BOUNDS.get(k)
+        if bounds is not None:
+            lo, hi = (int(broker_value(b) or BROKER_CONFIGS[b].default or 0) for b in bounds)
+            if not lo <= int(parsed) <= hi:  # type: ignore[call-overload]
+                raise ConfigError(k, v, f"{k} must be in the range {lo} to {hi} inclusive.")
+    merged = dict(current)
+    for k, v in changes.items():
+        if v is None:
+            merged.pop(k, None)
+        else:
+            merged[k] = v
+    if "share.session.timeout.ms" in changes or "share.heartbeat.interval.ms" in changes:
+        session = int(merged.get("share.session.timeout.ms")
+                      or broker_value("group.share.session.timeout.ms") or 45000)
+        heartbeat = int(merged.get("share.heartbeat.interval.ms")
+                        or broker_value("group.share.heartbeat.interval.ms") or 5000)
+        if session <= heartbeat:
+            raise ConfigError("share.session.timeout.ms", session,
+                              "share.session.timeout.ms must be greater than "
+                              "share.heartbeat.interval.ms")
 
 
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>\d+)$")

@@ -1,8 +1,13 @@
 """The group coordinator's I/O shell: cores ↔ event loop ↔ ``__consumer_offsets``.
 
 Owns:
-- the three sans-I/O cores (classic groups, KIP-848 consumer groups, committed offsets) and the
-  routing between them (one group-id namespace shared by both group types);
+- the four sans-I/O cores (classic groups, KIP-848 consumer groups, share groups, committed
+  offsets) and the routing between them (one group-id namespace shared by all group types: a
+  group id held by a group of another type is GROUP_ID_NOT_FOUND for the heartbeat APIs and
+  INCONSISTENT_GROUP_PROTOCOL for JoinGroup, as in Kafka);
+- the share-group listeners (``snakka.share.types.ShareGroupListener``): the share core's
+  events (partitions assigned, member left, group deleted) are delivered to them after every
+  call, in order; a listener registered late is told the partitions already assigned;
 - deferred replies: a core that answers PENDING gets an asyncio future per token, resolved when
   the core reports the completion; a cancelled request (connection closed) cancels its token;
 - one event-loop timer at the earliest deadline any core asked for;
@@ -28,16 +33,20 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from snakka.groups.classic import ClassicGroups
-from snakka.groups.consumer import ConsumerGroups
+from snakka.groups.consumer import ConsumerGroups, HeartbeatResult
 from snakka.groups.offsets import OffsetStore
 from snakka.groups.partitioning import offsets_partition
+from snakka.groups.share import GroupDeleted, MemberLeft, PartitionsAssigned, ShareGroups
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
 from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode
 from snakka.records import Record, build_batch, validate_batches
 
 if TYPE_CHECKING:
+    import uuid
+
     from snakka.broker import Broker
+    from snakka.share.types import ShareGroupListener
 
 log = logging.getLogger("snakka.groups")
 
@@ -71,6 +80,9 @@ def group_config(broker: Broker) -> GroupConfig:
         group_consumer_max_size=int(v("group.consumer.max.size")),
         group_consumer_assignors=tuple(
             x.strip() for x in (v("group.consumer.assignors") or "uniform").split(",") if x.strip()),
+        group_share_session_timeout_ms=int(v("group.share.session.timeout.ms")),
+        group_share_heartbeat_interval_ms=int(v("group.share.heartbeat.interval.ms")),
+        group_share_max_size=int(v("group.share.max.size")),
     )
 
 
@@ -96,7 +108,14 @@ class GroupCoordinator:
         self.classic = ClassicGroups(self.config, clock)
         self.consumer = ConsumerGroups(self.config, clock, self._topic_metadata)
         self.offsets = OffsetStore(self.config, clock)
-        self._cores = (self.classic, self.consumer, self.offsets)
+        resolver = broker.resolver
+        self.share = ShareGroups(
+            self.config, clock, self._topic_metadata,
+            session_timeout_ms=lambda g: int(resolver.group_value(g, "share.session.timeout.ms")),
+            heartbeat_interval_ms=lambda g: int(
+                resolver.group_value(g, "share.heartbeat.interval.ms")))
+        self._share_listeners: list[ShareGroupListener] = []
+        self._cores = (self.classic, self.consumer, self.share, self.offsets)
         self._futures: dict[object, asyncio.Future] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._expiry_task: asyncio.Task | None = None
@@ -123,8 +142,9 @@ class GroupCoordinator:
         self._after()
         self._expiry_task = asyncio.ensure_future(self._expiry_loop())
         log.info("group coordinator loaded %d record(s): %d classic group(s), %d consumer "
-                 "group(s), offsets for %d group(s)", n, len(self.classic.list_groups()),
-                 len(self.consumer.list_groups()), len(self.offsets.groups()))
+                 "group(s), %d share group(s), offsets for %d group(s)", n,
+                 len(self.classic.list_groups()), len(self.consumer.list_groups()),
+                 len(self.share.list_groups()), len(self.offsets.groups()))
 
     async def stop(self) -> None:
         if self._timer is not None:
@@ -176,7 +196,18 @@ class GroupCoordinator:
                 fut = self._futures.pop(token, None)
                 if fut is not None and not fut.done():
                     fut.set_result(result)
+        self._deliver_share_events()
         self._rearm()
+
+    def _deliver_share_events(self) -> None:
+        for event in self.share.drain_events():
+            for listener in list(self._share_listeners):
+                if isinstance(event, PartitionsAssigned):
+                    listener.partitions_assigned(event.group_id, list(event.partitions))
+                elif isinstance(event, MemberLeft):
+                    listener.member_left(event.group_id, event.member_id)
+                elif isinstance(event, GroupDeleted):
+                    listener.group_deleted(event.group_id)
 
     def _persist(self, records: Iterable[GroupRecord]) -> None:
         by_partition: dict[int, list[GroupRecord]] = {}
@@ -282,14 +313,54 @@ class GroupCoordinator:
     def group_type(self, group_id: str) -> str | None:
         if self.consumer.has_group(group_id):
             return "consumer"
+        if self.share.has_group(group_id):
+            return "share"
         if self.classic.has_group(group_id):
             return "classic"
         return None
+
+    # -- share groups (KIP-932) ----------------------------------------------------------
+    def add_share_listener(self, listener: ShareGroupListener) -> None:
+        """Register the share-partition side. It is told at once about every partition
+        already in a share group's assignment (its initialisation is idempotent), so the
+        order in which the broker starts its parts does not matter."""
+        self._share_listeners.append(listener)
+        for gid, _state in self.share.list_groups():
+            parts = sorted(self.share.assigned_partitions(gid), key=lambda tp: (str(tp[0]), tp[1]))
+            if parts:
+                listener.partitions_assigned(gid, parts)
+
+    def share_group_exists(self, group_id: str) -> bool:
+        return self.share.has_group(group_id)
+
+    def share_group_is_empty(self, group_id: str) -> bool:
+        """True if the share group has no members (an unknown group is empty)."""
+        return self.share.is_empty(group_id)
+
+    def share_group_members(self, group_id: str) -> set[str]:
+        return self.share.members(group_id)
+
+    def share_assignment(self, group_id: str, member_id: str) -> set[tuple[uuid.UUID, int]] | None:
+        """The partitions the member was last given by its heartbeat, or ``None`` if it is not
+        a member of the share group."""
+        return self.share.assignment(group_id, member_id)
+
+    def share_heartbeat(self, **kw: Any) -> Any:
+        gid = kw["group_id"]
+        if gid and kw["member_epoch"] != -1 and (
+                self.consumer.has_group(gid) or self.classic.has_group(gid)
+                or self.offsets.has_offsets(gid)):
+            return None  # the handler answers GROUP_ID_NOT_FOUND: not a share group
+        result = self.share.heartbeat(**kw)
+        self._after()
+        return result
 
     # -- classic protocol ----------------------------------------------------------------
     async def join(self, **kw: Any) -> Any:
         if self.consumer.has_group(kw["group_id"]) and not self.consumer.is_empty(kw["group_id"]):
             return None  # the handler answers INCONSISTENT_GROUP_PROTOCOL
+        if self.share.has_group(kw["group_id"]):
+            return None  # share groups are never converted: INCONSISTENT_GROUP_PROTOCOL
         token = object()
         return await self._wait(self.classic, token, self.classic.join(token, **kw))
 
@@ -312,6 +383,9 @@ class GroupCoordinator:
         gid = kw["group_id"]
         if self.classic.has_group(gid) and not self.classic.is_empty(gid):
             return None  # the handler answers GROUP_ID_NOT_FOUND
+        if self.share.has_group(gid):
+            return HeartbeatResult(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                                   error_message=f"Group {gid} is not a consumer group.")
         result = self.consumer.heartbeat(**kw)
         self._after()
         return result
@@ -322,6 +396,8 @@ class GroupCoordinator:
         if self.consumer.has_group(group_id):
             return self.consumer.validate_offset_commit(
                 group_id=group_id, member_id=member_id, member_epoch=generation_or_epoch)
+        if self.share.has_group(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND  # share groups have no committed offsets
         return self.classic.validate_offset_commit(
             group_id=group_id, member_id=member_id, generation_id=generation_or_epoch,
             group_instance_id=group_instance_id)
@@ -368,6 +444,8 @@ class GroupCoordinator:
     def delete_group(self, group_id: str) -> int:
         if self.consumer.has_group(group_id):
             err = self.consumer.delete(group_id)
+        elif self.share.has_group(group_id):
+            err = self.share.delete(group_id)  # the listeners drop its share-partition state
         elif self.classic.has_group(group_id):
             err = self.classic.delete(group_id)
         elif self.offsets.has_offsets(group_id):
@@ -383,8 +461,10 @@ class GroupCoordinator:
     def on_topic_deleted(self, topic: str) -> None:
         self.offsets.delete_topic(topic)
         self.consumer.on_metadata_change()
+        self.share.on_metadata_change()
         self._after()
 
     def on_metadata_change(self) -> None:
         self.consumer.on_metadata_change()
+        self.share.on_metadata_change()
         self._after()

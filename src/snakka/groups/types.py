@@ -72,6 +72,9 @@ class GroupConfig:
     group_consumer_max_heartbeat_interval_ms: int = 15_000
     group_consumer_max_size: int = INT_MAX
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_max_size: int = 200
     extra: dict = field(default_factory=dict)
 
     @property
@@ -84,6 +87,12 @@ class ClassicState:
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class ShareState:
+    EMPTY = "Empty"
     STABLE = "Stable"
     DEAD = "Dead"
 

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 from snakka.config import (
     BROKER_CONFIGS,
+    GROUP_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigSource,
     broker_default_for_topic_config,
 )
-from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata, TopicInfo
+from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_GROUP, ClusterMetadata, TopicInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +120,33 @@ class ConfigResolver:
     def effective_topic_config_map(self, topic: TopicInfo | None) -> dict[str, str]:
         """name -> value string for every topic config (what storage is configured with)."""
         return {rc.name: rc.value for rc in self.topic_configs(topic) if rc.value is not None}
+
+    # -- groups (resource type GROUP, Kafka's GroupConfig) ----------------------------------
+    def group_config(self, group_id: str, name: str) -> ResolvedConfig:
+        """A group config: the group's override (GROUP_CONFIG) else its broker synonym (any
+        broker layer) else the built-in default."""
+        d = GROUP_CONFIGS[name]
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        overrides = self.metadata.dynamic_configs.get((RESOURCE_GROUP, group_id), {})
+        if name in overrides:
+            synonyms.append((name, overrides[name], ConfigSource.GROUP_CONFIG))
+        if d.broker_synonym:
+            for v, s in self._broker_layers(d.broker_synonym):
+                synonyms.append((d.broker_synonym, v, s))
+            default = BROKER_CONFIGS[d.broker_synonym].default
+            synonyms.append((d.broker_synonym, default, ConfigSource.DEFAULT_CONFIG))
+        else:
+            synonyms.append((name, d.default, ConfigSource.DEFAULT_CONFIG))
+        value, source = synonyms[0][1], synonyms[0][2]
+        return ResolvedConfig(name, value, source, tuple(synonyms))
+
+    def group_configs(self, group_id: str) -> list[ResolvedConfig]:
+        return [self.group_config(group_id, n) for n in GROUP_CONFIGS]
+
+    def group_value(self, group_id: str, name: str) -> str:
+        """The effective value of group config ``name`` for ``group_id``: the group's override,
+        else the broker default it falls back to (e.g. ``share.record.lock.duration.ms`` ←
+        ``group.share.record.lock.duration.ms``)."""
+        value = self.group_config(group_id, name).value
+        assert value is not None, name
+        return value

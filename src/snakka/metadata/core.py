@@ -11,7 +11,8 @@ Records are small dicts with a ``type`` key:
     {"type": "topic", "name", "topic_id" (hex), "partitions", "configs": {..}}
     {"type": "partitions", "topic_id", "partitions"}          # CreatePartitions
     {"type": "remove_topic", "topic_id"}
-    {"type": "config", "resource_type": 2|4, "resource_name", "configs": {k: v|None}}
+    {"type": "config", "resource_type": 2|4|32, "resource_name", "configs": {k: v|None}}
+                                                              # 32 = GROUP: group configs
     {"type": "producer_ids", "next": int}                     # producer-id block allocation
     {"type": "cluster", "cluster_id"}
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 import base64
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from snakka.config import (
@@ -29,6 +30,7 @@ from snakka.config import (
     DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigError,
+    validate_group_configs,
     validate_topic_configs,
 )
 from snakka.protocol.errors import ErrorCode, KafkaError
@@ -44,6 +46,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
@@ -225,8 +228,22 @@ class ClusterMetadata:
 
     # -- configs -------------------------------------------------------------------------
     def check_config_change(self, resource_type: int, resource_name: str,
-                            changes: Mapping[str, str | None]) -> None:
-        if resource_type == RESOURCE_TOPIC:
+                            changes: Mapping[str, str | None],
+                            broker_value: Callable[[str], str | None] | None = None,
+                            *, replace: bool = False) -> None:
+        """Validate a config change; ``broker_value`` resolves the broker configs that bound
+        group configs (built-in defaults if omitted). ``replace``: the changes become the whole
+        set of overrides (legacy AlterConfigs)."""
+        if resource_type == RESOURCE_GROUP:
+            if not resource_name:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Group id must not be empty")
+            current = {} if replace else self.current_overrides(resource_type, resource_name)
+            try:
+                validate_group_configs(
+                    changes, broker_value or (lambda k: BROKER_CONFIGS[k].default), current)
+            except ConfigError as e:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        elif resource_type == RESOURCE_TOPIC:
             if resource_name not in self.topics:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"Topic {resource_name} does not exist.")
@@ -252,10 +269,12 @@ class ClusterMetadata:
                              f"Unsupported resource type {resource_type} for config changes")
 
     def alter_configs(self, resource_type: int, resource_name: str,
-                      changes: Mapping[str, str | None], *, replace: bool = False) -> list[dict]:
+                      changes: Mapping[str, str | None], *, replace: bool = False,
+                      broker_value: Callable[[str], str | None] | None = None) -> list[dict]:
         """Apply config changes (None deletes). ``replace`` = legacy AlterConfigs semantics:
         every existing override not named in ``changes`` is removed."""
-        self.check_config_change(resource_type, resource_name, changes)
+        self.check_config_change(resource_type, resource_name, changes, broker_value,
+                                 replace=replace)
         changes = dict(changes)
         if replace:
             for k in self.current_overrides(resource_type, resource_name):
@@ -281,6 +300,6 @@ class ClusterMetadata:
 
 __all__ = [
     "ClusterMetadata", "TopicInfo", "random_topic_id", "uuid_to_base64", "base64_to_uuid",
-    "validate_topic_name", "RESOURCE_TOPIC", "RESOURCE_BROKER", "INTERNAL_TOPICS",
+    "validate_topic_name", "RESOURCE_TOPIC", "RESOURCE_BROKER", "RESOURCE_GROUP", "INTERNAL_TOPICS",
     "TOPIC_CONFIGS", "PRODUCER_ID_BLOCK_SIZE",
 ]
