@@ -398,6 +398,150 @@ def consume(topic, partition, from_beginning, offset, max_messages, timeout_ms, 
     click.echo(f"Processed {n} record(s).", err=True)
 
 
+# -- pipeline (issue 5: the reference Spark streaming pipeline) -----------------------------
+# The verbs only parse options here; pyspark is imported by snakka.spark.pipeline when they run.
+_PIPELINE_EPILOG = ("Needs the spark extra (pip install 'snakka[spark]') and Java 17. On a "
+                    "cluster: --master spark://HOST:7077 -b BROKERS --output-dir SHARED_PATH, "
+                    "with snakka installed for the executors' Python (PYSPARK_PYTHON).")
+
+
+def _pipeline_options(f):
+    """Options shared by the pipeline verbs that run the Spark job or the check."""
+    for opt in reversed([
+        click.option("--master", default="local[*]", show_default=True,
+                     help="Spark master URL, e.g. spark://host:7077."),
+        click.option("--output-dir", default="pipeline-output", show_default=True,
+                     help="Parquet output and checkpoint (shared storage on a cluster)."),
+        click.option("--input-topic", default="clickstream", show_default=True),
+        click.option("--output-topic", default="clickstream-aggregates", show_default=True),
+        click.option("--window-ms", type=click.IntRange(min=1), default=10_000,
+                     show_default=True, help="Tumbling event-time window."),
+        click.option("--watermark-ms", type=click.IntRange(min=0), default=10_000,
+                     show_default=True, help="Watermark delay (how late an event may be)."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_ms,
+                       watermark_ms, **kw):
+    from snakka.spark.pipeline.job import PipelineSettings
+
+    return PipelineSettings(bootstrap_servers=bootstrap, output_dir=output_dir,
+                            input_topic=input_topic, output_topic=output_topic,
+                            window_ms=window_ms, watermark_delay_ms=watermark_ms, **kw)
+
+
+@main.group(epilog=_PIPELINE_EPILOG)
+def pipeline() -> None:
+    """The reference Spark streaming pipeline: clickstream -> windowed aggregates.
+
+    `snakka pipeline demo` runs everything (embedded broker, generator, Structured Streaming
+    job, batch cross-check); generate / stream / check run the pieces separately.
+    """
+
+
+@pipeline.command("demo", epilog=_PIPELINE_EPILOG)
+@click.option("-b", "--bootstrap-server", "bootstrap", default=None,
+              help="Use this broker instead of an embedded snakka broker.")
+@click.option("-n", "--events", type=click.IntRange(min=1), default=200_000, show_default=True)
+@click.option("--rate", type=float, default=20_000, show_default=True,
+              help="Events produced per second of wall time (0 = as fast as possible).")
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None)
+@click.option("--trigger", "trigger_interval", default="1 second", show_default=True)
+@_pipeline_options
+def pipeline_demo(bootstrap, events, rate, seed, partitions, max_offsets_per_trigger,
+                  trigger_interval, master, output_dir, input_topic, output_topic, window_ms,
+                  watermark_ms) -> None:
+    """Generate events, stream-aggregate them, cross-check with a batch job."""
+    from rich.console import Console
+
+    from snakka.spark.pipeline.demo import run_demo
+
+    result = run_demo(console=Console(), master=master, bootstrap=bootstrap, events=events,
+                      rate=rate or None, seed=seed, partitions=partitions, output_dir=output_dir,
+                      input_topic=input_topic, output_topic=output_topic, window_ms=window_ms,
+                      watermark_delay_ms=watermark_ms,
+                      max_offsets_per_trigger=max_offsets_per_trigger,
+                      trigger_interval=trigger_interval)
+    if not result.report.ok:
+        sys.exit(1)
+
+
+@pipeline.command("generate")
+@click.option("--topic", default="clickstream", show_default=True)
+@click.option("-n", "--events", type=click.IntRange(min=1), default=200_000, show_default=True)
+@click.option("--rate", type=float, default=0, show_default=True,
+              help="Events per second of wall time (0 = as fast as possible).")
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Partitions if the topic is created.")
+@_bootstrap
+def pipeline_generate(topic, events, rate, seed, partitions, bootstrap) -> None:
+    """Produce the deterministic clickstream (JSON, keyed by user, some late events)."""
+    from snakka.spark.pipeline.events import generate_events
+    from snakka.spark.pipeline.generator import produce_events
+
+    stats = _run(produce_events(bootstrap, topic, generate_events(events, seed=seed),
+                                partitions=partitions, rate=rate or None))
+    click.echo(f"Produced {stats.events} events to {topic} in {stats.seconds:.1f} s "
+               f"({stats.events_per_second:,.0f}/s).", err=True)
+
+
+@pipeline.command("stream", epilog=_PIPELINE_EPILOG)
+@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None)
+@click.option("--trigger", "trigger_interval", default="1 second", show_default=True)
+@click.option("--available-now", is_flag=True,
+              help="Process what the topic holds now, then stop (Trigger.AvailableNow).")
+@_pipeline_options
+@_bootstrap
+def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, master,
+                    output_dir, input_topic, output_topic, window_ms, watermark_ms,
+                    bootstrap) -> None:
+    """Run the Structured Streaming job (until Ctrl-C, or drained with --available-now)."""
+    from rich.console import Console
+
+    from snakka.spark.pipeline.demo import build_spark
+    from snakka.spark.pipeline.job import LogEndOffsets, ProgressMonitor, start_query
+
+    settings = _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_ms,
+                                  watermark_ms, max_offsets_per_trigger=max_offsets_per_trigger,
+                                  trigger_interval=trigger_interval, available_now=available_now)
+    console = Console()
+    query = start_query(build_spark(master), settings)
+    monitor = ProgressMonitor(console, LogEndOffsets(bootstrap, input_topic))
+    try:
+        while query.isActive:
+            monitor.poll(query)
+            query.awaitTermination(0.5)
+        monitor.poll(query)
+    except KeyboardInterrupt:
+        query.stop()
+    if query.exception() is not None:
+        raise click.ClickException(f"streaming query failed: {query.exception()}")
+
+
+@pipeline.command("check", epilog=_PIPELINE_EPILOG)
+@_pipeline_options
+@_bootstrap
+def pipeline_check(master, output_dir, input_topic, output_topic, window_ms, watermark_ms,
+                   bootstrap) -> None:
+    """Batch job: re-derive the stream's output from the full topic history; exit 1 on a
+    mismatch."""
+    from rich.console import Console
+
+    from snakka.spark.pipeline.check import run_check
+    from snakka.spark.pipeline.demo import build_spark
+
+    settings = _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_ms,
+                                  watermark_ms)
+    report = run_check(build_spark(master), settings, console=Console())
+    if not report.ok:
+        sys.exit(1)
+
+
 def _text(b: bytes | None) -> str:
     if b is None:
         return "null"

@@ -1,0 +1,283 @@
+"""The batch cross-check: re-derive the streaming job's output from the full topic history.
+
+What this module owns
+    :func:`run_check`, a Spark *batch* job that reads every event of the input topic
+    (``format("snakka")``, earliest to latest) and the query's checkpoint, decides for every
+    event what the streaming job must have done with it, recomputes the aggregates the job
+    must have emitted, and compares them with both sinks (the Parquet directory and the output
+    topic). The verdict accounts for every event: ``emitted + dropped + open + unprocessed =
+    events``.
+
+How each event is classified (the rules of :mod:`.reference`, applied with Spark SQL)
+    * The checkpoint's offset log (``<checkpoint>/offsets/<batch id>``: a version line, the
+      batch metadata with ``batchWatermarkMs``, then the source's end offsets) and commit log
+      (``commits/<batch id>``) tell which offsets each committed micro-batch covered and its
+      watermark. They are read with ``spark.read.text``, so any Hadoop file system works.
+    * The event's micro-batch ``b`` is the first committed batch whose end offset for its
+      partition is beyond the event's offset; none = **unprocessed** (arrived after the last
+      committed batch).
+    * **dropped** (late): its window's end ``<= wm(b - 1)``.
+    * **emitted**: otherwise, if its window's end ``<=`` the last committed batch's watermark;
+      such a window must be in the output, emitted by the first batch whose watermark reached
+      its end.
+    * **open**: otherwise (its window still waits in the state store for the watermark).
+
+The comparison is exact: same windows, same counts and revenue, same emitting batch id
+(Parquet), and for the topic, the last record per key (see :mod:`.job` for why duplicates of
+a key can exist and are identical).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .job import (
+    AGGREGATE_COLUMNS,
+    PipelineSettings,
+    aggregate_exprs,
+    aggregate_value_schema,
+    ensure_registered,
+    parse_events,
+    parse_source_offsets,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from rich.console import Console
+
+STATUSES = ("emitted", "dropped", "open", "unprocessed")
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """One entry of a streaming query's offset log."""
+
+    batch_id: int
+    watermark_ms: int
+    end_offsets: dict[tuple[str, int], int]
+    committed: bool
+
+
+def parse_offset_log_entry(text: str) -> tuple[int, dict[tuple[str, int], int]]:
+    """``offsets/<id>`` content -> (batchWatermarkMs, end offsets of the (single) source)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if len(lines) < 3 or not lines[0].startswith("v"):
+        raise ValueError(f"not a Spark offset log entry: {text[:200]!r}")
+    meta = json.loads(lines[1])
+    return int(meta.get("batchWatermarkMs", 0)), parse_source_offsets(lines[2])
+
+
+def read_checkpoint(spark: SparkSession, checkpoint_dir: str) -> list[MicroBatch]:
+    """The committed and planned micro-batches of the query, in batch order."""
+    from pyspark.sql import functions as F
+
+    def entries(sub: str) -> dict[int, str]:
+        path = os.path.join(checkpoint_dir, sub)
+        try:
+            rows = (spark.read.text(path, wholetext=True)
+                    .select(F.input_file_name().alias("f"), "value").collect())
+        except Exception as e:  # AnalysisException: PATH_NOT_FOUND on a fresh checkpoint
+            if "PATH_NOT_FOUND" in str(e) or "does not exist" in str(e):
+                return {}
+            raise
+        out = {}
+        for r in rows:
+            name = r.f.rstrip("/").rsplit("/", 1)[-1]
+            if name.isdigit():
+                out[int(name)] = r.value
+        return out
+
+    offsets, commits = entries("offsets"), entries("commits")
+    out = []
+    for bid in sorted(offsets):
+        wm, ends = parse_offset_log_entry(offsets[bid])
+        out.append(MicroBatch(bid, wm, ends, bid in commits))
+    return out
+
+
+@dataclass
+class CheckReport:
+    records: int = 0  # records in the input topic
+    events: int = 0  # of which parsed as events
+    by_status: dict[str, int] = field(default_factory=dict)
+    committed_batches: int = 0
+    final_watermark_ms: int = 0
+    expected_windows: int = 0
+    parquet_windows: int = 0
+    topic_records: int = 0
+    topic_windows: int = 0
+    mismatches: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def accounted(self) -> bool:
+        return sum(self.by_status.get(s, 0) for s in STATUSES) == self.events
+
+    @property
+    def ok(self) -> bool:
+        return (self.accounted and not any(self.mismatches.values())
+                and self.expected_windows == self.parquet_windows == self.topic_windows)
+
+
+def _classify(spark: SparkSession, events: DataFrame, committed: list[MicroBatch],
+              window_ms: int) -> DataFrame:
+    """Add ``batch_id`` (-1: unprocessed), ``window_*_ms`` and ``status`` to every event."""
+    import numpy as np
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    partitions = sorted({p for b in committed for _, p in b.end_offsets})
+    # ends[p][b]: end offset of partition p after batch b (non-decreasing in b).
+    ends: dict[int, np.ndarray] = {}
+    for p in partitions:
+        running, col = 0, []
+        for b in committed:
+            running = max(running, max((o for (_, pp), o in b.end_offsets.items() if pp == p),
+                                       default=running))
+            col.append(running)
+        ends[p] = np.asarray(col, dtype=np.int64)
+
+    @F.pandas_udf(T.LongType())
+    def batch_of(partition: pd.Series, offset: pd.Series) -> pd.Series:
+        out = np.full(len(offset), -1, dtype=np.int64)
+        parts = partition.to_numpy()
+        offs = offset.to_numpy()
+        for p, e in ends.items():
+            mask = parts == p
+            if mask.any():
+                idx = np.searchsorted(e, offs[mask], side="right")
+                out[mask] = np.where(idx < len(e), idx, -1)
+        return pd.Series(out)
+
+    wm_late = [(b.batch_id, committed[i - 1].watermark_ms if i else 0)
+               for i, b in enumerate(committed)]
+    wm_df = spark.createDataFrame(wm_late, "batch_id long, wm_late_ms long")
+    final_wm = committed[-1].watermark_ms if committed else 0
+    return (events
+            .withColumn("window", F.window("ts", f"{window_ms} milliseconds"))
+            .withColumn("window_start_ms", F.unix_millis(F.col("window.start")))
+            .withColumn("window_end_ms", F.unix_millis(F.col("window.end")))
+            .drop("window")
+            .withColumn("batch_id", batch_of(F.col("partition"), F.col("offset")))
+            .join(F.broadcast(wm_df), "batch_id", "left")
+            .withColumn("status",
+                        F.when(F.col("batch_id") < 0, "unprocessed")
+                        .when(F.col("window_end_ms") <= F.col("wm_late_ms"), "dropped")
+                        .when(F.col("window_end_ms") <= F.lit(final_wm), "emitted")
+                        .otherwise("open")))
+
+
+def _read_topic(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+    return (spark.read.format("snakka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .load())
+
+
+def run_check(spark: SparkSession, settings: PipelineSettings, *,
+              console: Console | None = None) -> CheckReport:
+    """Cross-check the streaming job's sinks against the full input history (module doc)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ensure_registered(spark)
+    report = CheckReport()
+    committed = [b for b in read_checkpoint(spark, settings.checkpoint_dir) if b.committed]
+    report.committed_batches = len(committed)
+    report.final_watermark_ms = committed[-1].watermark_ms if committed else 0
+
+    raw = _read_topic(spark, settings.bootstrap_servers, settings.input_topic).cache()
+    report.records = raw.count()
+    classified = _classify(spark, parse_events(raw), committed, settings.window_ms).cache()
+    report.by_status = {r.status: r["count"] for r in classified.groupBy("status").count()
+                        .collect()}
+    report.events = sum(report.by_status.values())
+
+    # The first committed batch whose watermark reached a window's end emitted it.
+    wms = spark.createDataFrame([(b.batch_id, b.watermark_ms) for b in committed],
+                                "batch_id long, wm long")
+    expected = (classified.where(F.col("status") == "emitted")
+                .groupBy("window_start_ms", "window_end_ms", "country")
+                .agg(*aggregate_exprs()))
+    emitted_by = (expected.select("window_end_ms").distinct()
+                  .join(F.broadcast(wms), F.col("wm") >= F.col("window_end_ms"))
+                  .groupBy("window_end_ms").agg(F.min("batch_id").alias("batch_id")))
+    expected = expected.join(emitted_by, "window_end_ms").select(*AGGREGATE_COLUMNS, "batch_id")
+    expected = expected.cache()
+    report.expected_windows = expected.count()
+
+    parquet = _read_parquet(spark, settings.parquet_dir, expected.schema)
+    if parquet is not None:
+        parquet = parquet.select(*AGGREGATE_COLUMNS, F.col("batch_id").cast("long")).cache()
+        report.parquet_windows = parquet.count()
+        report.mismatches["expected not in parquet"] = expected.exceptAll(parquet).count()
+        report.mismatches["parquet not expected"] = parquet.exceptAll(expected).count()
+    else:
+        report.mismatches["expected not in parquet"] = report.expected_windows
+
+    out = _read_topic(spark, settings.bootstrap_servers, settings.output_topic)
+    report.topic_records = out.count()
+    latest = (out.withColumn("n", F.row_number().over(
+                  Window.partitionBy("key").orderBy(F.col("offset").desc())))
+              .where(F.col("n") == 1)
+              .select(F.from_json(F.col("value").cast("string"), aggregate_value_schema())
+                      .alias("a"))
+              .select("a.*").cache())
+    report.topic_windows = latest.count()
+    exp_rows = expected.drop("batch_id")
+    report.mismatches["expected not in topic"] = exp_rows.exceptAll(latest).count()
+    report.mismatches["topic not expected"] = latest.exceptAll(exp_rows).count()
+    for df in (raw, classified, expected, parquet, latest):
+        if df is not None:
+            df.unpersist()
+    if console is not None:
+        print_report(console, report)
+    return report
+
+
+def _read_parquet(spark: SparkSession, path: str, schema) -> DataFrame | None:
+    try:
+        return spark.read.parquet(path)
+    except Exception as e:  # no batch has closed a window yet: no directory
+        if "PATH_NOT_FOUND" in str(e) or "UNABLE_TO_INFER_SCHEMA" in str(e) \
+                or "does not exist" in str(e):
+            return None
+        raise
+
+
+def print_report(console: Console, r: CheckReport) -> None:
+    from rich.table import Table
+
+    from .events import format_ts
+
+    t = Table(title="Cross-check: full topic history (batch) vs streaming output",
+              show_header=True)
+    t.add_column("what")
+    t.add_column("count", justify="right")
+    t.add_row("records in the input topic", f"{r.records:,}")
+    t.add_row("events (parsed)", f"{r.events:,}")
+    for s, label in (("emitted", "  in windows the stream emitted"),
+                     ("dropped", "  late, dropped by the watermark"),
+                     ("open", "  in windows still open (waiting for the watermark)"),
+                     ("unprocessed", "  not yet processed")):
+        t.add_row(label, f"{r.by_status.get(s, 0):,}")
+    t.add_row("committed micro-batches", f"{r.committed_batches:,}")
+    t.add_row("final watermark", format_ts(r.final_watermark_ms) if r.final_watermark_ms
+              else "-")
+    t.add_row("windows expected (batch recomputation)", f"{r.expected_windows:,}")
+    t.add_row("windows in Parquet", f"{r.parquet_windows:,}")
+    t.add_row("windows in the output topic (records)",
+              f"{r.topic_windows:,} ({r.topic_records:,})")
+    for k, v in r.mismatches.items():
+        t.add_row(f"mismatching rows: {k}", f"{v:,}", style="red" if v else None)
+    console.print(t)
+    if r.ok:
+        console.print("[bold green]VERDICT: OK[/bold green] every event is accounted for and "
+                      "both sinks hold exactly the aggregates the full history implies.")
+    else:
+        console.print("[bold red]VERDICT: MISMATCH[/bold red] see the rows above.")

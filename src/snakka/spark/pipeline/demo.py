@@ -1,0 +1,178 @@
+"""``snakka pipeline demo``: generator -> streaming job -> batch cross-check, in one command.
+
+What this module owns
+    The orchestration behind the CLI's ``pipeline`` verbs: building the SparkSession
+    (:func:`build_spark`), running the generator in a background thread while the streaming job
+    chases it (:func:`run_demo`), and the final verdict. The pieces themselves live in
+    :mod:`.events`, :mod:`.generator`, :mod:`.job` and :mod:`.check`.
+
+The embedded default
+    Without ``--bootstrap-server``, the demo starts a snakka broker in a child process (its own
+    interpreter: the generator, the broker and Spark's driver do not share one GIL) on an
+    ephemeral localhost port with a temporary data directory, and Spark runs ``local[*]``.
+    With ``--bootstrap-server`` and ``--master spark://...`` the same code runs against an
+    existing broker and cluster; the output directory must then be shared storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .events import generate_events
+from .generator import ProduceStats, produce_events
+from .job import (
+    LogEndOffsets,
+    PipelineSettings,
+    ProgressMonitor,
+    StreamSummary,
+    run_until_drained,
+    start_query,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+    from rich.console import Console
+
+    from .check import CheckReport
+
+DEFAULT_MASTER = "local[*]"
+DEFAULT_OUTPUT_DIR = "pipeline-output"
+# Few shuffle partitions: each is a state-store instance per micro-batch; Spark's default of
+# 200 costs seconds per batch on a small machine for no gain at this data size.
+DEFAULT_SHUFFLE_PARTITIONS = 4
+OUR_OUTPUT_ENTRIES = {"checkpoint", "aggregates"}
+
+
+def build_spark(master: str = DEFAULT_MASTER, *, app_name: str = "snakka-pipeline",
+                shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> SparkSession:
+    """A SparkSession for the pipeline: ``master`` is any Spark master URL."""
+    # Python workers (the data source's readers, UDFs) must run this interpreter, where snakka
+    # and pyarrow are installed, unless the user chose one (on a cluster, they must).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(master).appName(app_name)
+             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def prepare_output_dir(path: str) -> None:
+    """Start from an empty output directory; refuse to delete anything we did not write."""
+    if not os.path.exists(path):
+        return
+    entries = set(os.listdir(path))
+    if entries - OUR_OUTPUT_ENTRIES:
+        raise RuntimeError(f"output directory {path!r} holds files the pipeline did not write "
+                           f"({', '.join(sorted(entries - OUR_OUTPUT_ENTRIES))}); choose another "
+                           "--output-dir")
+    shutil.rmtree(path)
+
+
+@dataclass
+class DemoResult:
+    produced: ProduceStats
+    stream: StreamSummary
+    report: CheckReport
+
+
+class _GeneratorThread(threading.Thread):
+    def __init__(self, bootstrap: str, topic: str, *, events: int, seed: int, partitions: int,
+                 rate: float | None) -> None:
+        super().__init__(name="snakka-pipeline-generator", daemon=True)
+        self.args = (bootstrap, topic)
+        self.events, self.seed, self.partitions, self.rate = events, seed, partitions, rate
+        self.produced = 0
+        self.stats: ProduceStats | None = None
+        self.error: BaseException | None = None
+        self.topic_ready = threading.Event()
+
+    def run(self) -> None:
+        def progress(n: int) -> None:
+            self.produced = n
+            self.topic_ready.set()
+
+        try:
+            self.stats = asyncio.run(produce_events(
+                *self.args, generate_events(self.events, seed=self.seed),
+                partitions=self.partitions, rate=self.rate, on_progress=progress))
+        except BaseException as e:  # reported by the main thread
+            self.error = e
+        finally:
+            self.topic_ready.set()
+
+
+def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
+             bootstrap: str | None = None, events: int = 200_000, rate: float | None = 20_000,
+             seed: int = 42, partitions: int = 3, output_dir: str = DEFAULT_OUTPUT_DIR,
+             input_topic: str = "clickstream", output_topic: str = "clickstream-aggregates",
+             window_ms: int = 10_000, watermark_delay_ms: int = 10_000,
+             max_offsets_per_trigger: int | None = None, trigger_interval: str = "1 second",
+             timeout_s: float | None = 1800.0) -> DemoResult:
+    from .check import run_check
+
+    prepare_output_dir(output_dir)
+    with ExitStack() as stack:
+        if bootstrap is None:
+            from snakka.testing import EmbeddedBroker
+
+            console.print("Starting an embedded snakka broker ...")
+            broker = stack.enter_context(EmbeddedBroker(mode="subprocess"))
+            bootstrap = broker.bootstrap_servers
+        console.print(f"Broker [bold]{bootstrap}[/bold], Spark master [bold]{master}[/bold], "
+                      f"output {os.path.abspath(output_dir)}")
+        settings = PipelineSettings(
+            bootstrap_servers=bootstrap, output_dir=output_dir, input_topic=input_topic,
+            output_topic=output_topic, window_ms=window_ms,
+            watermark_delay_ms=watermark_delay_ms, max_offsets_per_trigger=max_offsets_per_trigger,
+            trigger_interval=trigger_interval)
+        gen = _GeneratorThread(bootstrap, input_topic, events=events, seed=seed,
+                               partitions=partitions, rate=rate)
+        console.print(f"Generating {events:,} clickstream events (seed {seed}"
+                      + (f", {rate:,.0f} events/s" if rate else "") + f") into '{input_topic}'")
+        gen.start()
+        gen.topic_ready.wait()
+        if gen.error is not None:
+            raise gen.error
+        spark = build_spark(master)
+        console.print(f"Streaming job: {window_ms / 1000:g} s tumbling windows per country, "
+                      f"watermark {watermark_delay_ms / 1000:g} s, trigger {trigger_interval}; "
+                      f"sinks: topic '{output_topic}' and Parquet")
+        query = start_query(spark, settings)
+        monitor = ProgressMonitor(console, LogEndOffsets(bootstrap, input_topic))
+
+        def input_done() -> bool:
+            if gen.error is not None:
+                query.stop()
+                raise gen.error
+            return not gen.is_alive()
+
+        summary = run_until_drained(query, monitor, input_done=input_done, timeout_s=timeout_s)
+        gen.join()
+        assert gen.stats is not None
+        print_stream_summary(console, gen.stats, summary)
+        console.print("Batch job: reading the full topic history to cross-check ...")
+        report = run_check(spark, settings, console=console)
+        return DemoResult(gen.stats, summary, report)
+
+
+def print_stream_summary(console: Console, produced: ProduceStats, s: StreamSummary) -> None:
+    ms = s.batch_ms or [0]
+    console.print(f"Produced {produced.events:,} events in {produced.seconds:.1f} s "
+                  f"({produced.events_per_second:,.0f}/s). Streaming: {s.batches} micro-batches, "
+                  f"{s.input_rows:,} rows in {s.seconds:.1f} s ({s.rows_per_second:,.0f} rows/s), "
+                  f"batch duration median {statistics.median(ms):,.0f} ms / max {max(ms):,} ms, "
+                  f"max lag {s.max_lag:,}")
