@@ -1,0 +1,378 @@
+"""What a share consumer holds: acquired records, the application's acknowledgements, and the
+fetched-but-not-yet-returned buffer (sans-I/O; no sockets, no awaits).
+
+A share consumer acquires records through ShareFetch (the ``AcquiredRecords`` ranges of a
+response) and must later acknowledge every acquired offset to the broker that acquired it, in a
+ShareFetch (piggy-backed) or a ShareAcknowledge of the same share session. This module keeps, per
+``(topic id, partition, node id)`` -- acknowledgements go to the node that acquired the records,
+so a partition whose leadership moved has one entry per node --:
+
+* ``acquired``: offset -> delivery count, for every acquired offset whose final acknowledgement
+  has not been sent yet;
+* ``pending``: offset -> acknowledge type chosen (by the application, by implicit mode, or GAP
+  for acquired offsets that hold no record), not sent yet;
+* ``unacked``: offsets returned by ``poll`` that the application has not acknowledged (explicit
+  mode forbids the next ``poll`` while any exist).
+
+The records of a ShareFetch response are decoded here (``add_fetched``): only offsets inside the
+acquired ranges are returned; acquired offsets with no data record (control records, compacted
+away) become GAP acknowledgements at once, as Kafka's consumer does.
+
+Thread-safety: the blocking ``ShareConsumer`` calls ``acknowledge`` from the application thread
+while the event-loop thread adds fetched records and drains acknowledgements; every public method
+takes ``self._lock`` (short, never held across I/O).
+
+Bounds: the buffer holds at most what the broker returned for one ShareFetch per node
+(``max.poll.records`` / ``fetch.max.bytes`` bound it); nothing here grows without a fetch.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.records import iter_batches
+from snakka.records.batch import CONTROL_MASK
+from snakka.records.record import batch_records
+from snakka.share.types import AckBatch, AcknowledgeType
+
+TopicIdPartition = tuple[uuid.UUID, int]
+# (topic id, partition, id of the node that acquired the records)
+InFlightKey = tuple[uuid.UUID, int, int]
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class IllegalStateError(RuntimeError):
+    """The share consumer API was used out of order (Kafka's IllegalStateException)."""
+
+
+@dataclass(slots=True, eq=False)
+class ShareRecord:
+    """One acquired record as ``poll`` returns it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    delivery_count: int
+    # Where the acknowledgement must go; not part of the public record.
+    in_flight_key: InFlightKey = field(repr=False, default=(uuid.UUID(int=0), -1, -1))
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    """The outcome of acknowledgements sent for one partition (one commit-callback call)."""
+
+    partition: TopicPartition
+    offsets: frozenset[int]
+    error: KafkaError | None
+
+
+@dataclass(slots=True)
+class DrainedAcks:
+    """Acknowledgements taken out of ``pending`` for one request, per partition."""
+
+    batches: dict[TopicIdPartition, list[AckBatch]]
+    # per partition: (topic name, offset -> type sent), for reporting the result
+    sent: dict[TopicIdPartition, tuple[str, dict[int, int]]]
+
+    def __bool__(self) -> bool:
+        return bool(self.batches)
+
+    @property
+    def has_renew(self) -> bool:
+        return any(AcknowledgeType.RENEW in b.types for bs in self.batches.values() for b in bs)
+
+
+class _Partition:
+    __slots__ = ("topic", "acquired", "pending", "unacked", "renewed")
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.acquired: dict[int, int] = {}
+        self.pending: dict[int, int] = {}
+        self.unacked: set[int] = set()
+        self.renewed: set[int] = set()
+
+    def idle(self) -> bool:
+        return not (self.acquired or self.pending or self.unacked or self.renewed)
+
+
+def ack_batches(pending: dict[int, int]) -> list[AckBatch]:
+    """Coalesce ``offset -> type`` into AcknowledgementBatches: one batch per run of consecutive
+    offsets, with a single type when the whole run shares it (the compact form Kafka's clients
+    send), else one type per offset."""
+    out: list[AckBatch] = []
+    offsets = sorted(pending)
+    i, n = 0, len(offsets)
+    while i < n:
+        j = i
+        while j + 1 < n and offsets[j + 1] == offsets[j] + 1:
+            j += 1
+        types = [pending[o] for o in offsets[i:j + 1]]
+        if all(t == types[0] for t in types):
+            out.append(AckBatch(offsets[i], offsets[j], (types[0],)))
+        else:
+            out.append(AckBatch(offsets[i], offsets[j], tuple(types)))
+        i = j + 1
+    return out
+
+
+def _in_ranges(starts: list[int], ranges: list[tuple[int, int, int]], offset: int) -> int:
+    """Delivery count of ``offset`` if it lies in one of the sorted ``ranges``, else -1."""
+    i = bisect.bisect_right(starts, offset) - 1
+    if i >= 0 and offset <= ranges[i][1]:
+        return ranges[i][2]
+    return -1
+
+
+class InFlightRecords:
+    """Acquired records, buffered records and pending acknowledgements of one share consumer."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._parts: dict[InFlightKey, _Partition] = {}
+        self._buffer: deque[ShareRecord] = deque()
+
+    # -- fetched data ----------------------------------------------------------------------
+    def add_fetched(self, key: InFlightKey, topic: str, acquired: Iterable[tuple[int, int, int]],
+                    records: bytes | memoryview | None, *, release: bool = False) -> int:
+        """Take in one partition of a ShareFetch response: ``acquired`` holds
+        ``(first_offset, last_offset, delivery_count)`` ranges. Returns how many records were
+        buffered. With ``release`` nothing is decoded and every acquired offset is released
+        (records this member cannot use). Raises ``RecordValidationError`` for corrupt record
+        data (the acquired offsets are then released so the broker can hand them to someone
+        else)."""
+        ranges = sorted((int(f), int(last), int(dc)) for f, last, dc in acquired if last >= f)
+        if not ranges:
+            return 0
+        if release:
+            records = None
+        starts = [r[0] for r in ranges]
+        found: list[ShareRecord] = []
+        seen: set[int] = set()
+        tid, part, _node = key
+        try:
+            if records:
+                lo, hi = ranges[0][0], max(r[1] for r in ranges)
+                for h, pos in iter_batches(records):
+                    if h.last_offset < lo or h.base_offset > hi or h.attributes & CONTROL_MASK:
+                        continue
+                    for rec in batch_records(records, pos, h):
+                        dc = _in_ranges(starts, ranges, rec.offset)
+                        if dc < 0 or rec.offset in seen:
+                            continue
+                        seen.add(rec.offset)
+                        found.append(ShareRecord(topic, part, rec.offset, rec.timestamp, rec.key,
+                                                 rec.value, list(rec.headers), dc, key))
+        except Exception:
+            with self._lock:
+                p = self._part(key, topic)
+                for first, last, dc in ranges:
+                    for o in range(first, last + 1):
+                        p.acquired[o] = dc
+                        p.pending[o] = AcknowledgeType.RELEASE
+            raise
+        found.sort(key=lambda r: r.offset)
+        with self._lock:
+            p = self._part(key, topic)
+            for first, last, dc in ranges:
+                for o in range(first, last + 1):
+                    p.acquired[o] = dc
+                    if release:
+                        p.pending[o] = AcknowledgeType.RELEASE
+                    elif o not in seen:
+                        p.pending[o] = AcknowledgeType.GAP
+            self._buffer.extend(found)
+        return len(found)
+
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def take(self, max_records: int) -> list[ShareRecord]:
+        """Up to ``max_records`` buffered records, now owned by the application (unacked)."""
+        out: list[ShareRecord] = []
+        with self._lock:
+            buf = self._buffer
+            while buf and len(out) < max_records:
+                r = buf.popleft()
+                p = self._parts.get(r.in_flight_key)
+                if p is None or r.offset not in p.acquired:
+                    continue  # dropped meanwhile (connection to its node lost)
+                p.unacked.add(r.offset)
+                out.append(r)
+        return out
+
+    # -- acknowledgements by the application -----------------------------------------------
+    def acknowledge(self, record: ShareRecord, ack_type: int) -> None:
+        self.acknowledge_key(record.in_flight_key, record.offset, ack_type)
+
+    def acknowledge_key(self, key: InFlightKey, offset: int, ack_type: int) -> None:
+        if ack_type not in (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE,
+                            AcknowledgeType.REJECT, AcknowledgeType.RENEW):
+            raise ValueError(f"invalid acknowledge type {ack_type!r}")
+        with self._lock:
+            p = self._parts.get(key)
+            if p is not None and offset in p.unacked:
+                p.unacked.discard(offset)
+            elif p is not None and offset in p.renewed and offset not in p.pending:
+                pass  # a renewed record (KIP-1222) still needs its final acknowledgement
+            else:
+                raise IllegalStateError(f"offset {offset} of {key[:2]} is not in flight "
+                                        "(not returned by poll, or already acknowledged)")
+            if ack_type == AcknowledgeType.RENEW:
+                p.renewed.add(offset)
+            else:
+                p.renewed.discard(offset)
+            if offset in p.acquired:
+                p.pending[offset] = ack_type
+            # else: the session through which it was acquired is gone (``forget_node``); the
+            # broker released it already, so the acknowledgement is moot and dropped.
+            if p.idle():
+                del self._parts[key]
+
+    def find_key(self, topic: str, partition: int, offset: int) -> InFlightKey:
+        with self._lock:
+            for key, p in self._parts.items():
+                if p.topic == topic and key[1] == partition and (
+                        offset in p.unacked or offset in p.renewed):
+                    return key
+        raise IllegalStateError(f"offset {offset} of {topic}-{partition} is not in flight")
+
+    def unacked_count(self) -> int:
+        with self._lock:
+            return sum(len(p.unacked) for p in self._parts.values())
+
+    def accept_unacked(self, ack_type: int = AcknowledgeType.ACCEPT, *,
+                       include_renewed: bool = False) -> int:
+        """Implicit mode (and close): every record returned by poll and not acknowledged gets
+        ``ack_type`` (with ``include_renewed``, renewed ones too). Returns how many."""
+        n = 0
+        with self._lock:
+            for key, p in list(self._parts.items()):
+                todo = p.unacked | p.renewed if include_renewed else p.unacked
+                for o in todo:
+                    if o in p.acquired:
+                        p.pending[o] = ack_type
+                n += len(todo)
+                p.unacked.clear()
+                if include_renewed:
+                    p.renewed.clear()
+                if p.idle():
+                    del self._parts[key]
+        return n
+
+    def release_buffered(self, keep: Callable[[InFlightKey], bool] | None = None) -> int:
+        """Buffered (never returned) records whose key ``keep`` rejects (all when ``keep`` is
+        None) are released back to the broker. Returns how many."""
+        n = 0
+        with self._lock:
+            kept: deque[ShareRecord] = deque()
+            for r in self._buffer:
+                if keep is not None and keep(r.in_flight_key):
+                    kept.append(r)
+                    continue
+                p = self._parts.get(r.in_flight_key)
+                if p is not None and r.offset in p.acquired:
+                    p.pending[r.offset] = AcknowledgeType.RELEASE
+                    n += 1
+            self._buffer = kept
+        return n
+
+    # -- sending ---------------------------------------------------------------------------
+    def nodes_with_pending(self) -> set[int]:
+        with self._lock:
+            return {k[2] for k, p in self._parts.items() if p.pending}
+
+    def pending_partitions(self, node: int) -> set[TopicIdPartition]:
+        with self._lock:
+            return {(k[0], k[1]) for k, p in self._parts.items() if k[2] == node and p.pending}
+
+    def has_pending_renew(self, node: int) -> set[TopicIdPartition]:
+        with self._lock:
+            return {(k[0], k[1]) for k, p in self._parts.items()
+                    if k[2] == node and AcknowledgeType.RENEW in p.pending.values()}
+
+    def drain(self, node: int, only: Callable[[TopicIdPartition], bool] | None = None
+              ) -> DrainedAcks:
+        """Take the pending acknowledgements for ``node`` (those partitions ``only`` accepts) to
+        put them in a request. Offsets acknowledged with anything but RENEW stop being in
+        flight now: whatever the broker answers, this consumer no longer holds them."""
+        out = DrainedAcks({}, {})
+        with self._lock:
+            for key, p in list(self._parts.items()):
+                if key[2] != node or not p.pending:
+                    continue
+                tip = (key[0], key[1])
+                if only is not None and not only(tip):
+                    continue
+                sent = {o: t for o, t in p.pending.items() if o in p.acquired}
+                p.pending.clear()
+                if not sent:
+                    continue
+                out.batches[tip] = ack_batches(sent)
+                out.sent[tip] = (p.topic, sent)
+                for o, t in sent.items():
+                    if t != AcknowledgeType.RENEW:
+                        del p.acquired[o]
+                if p.idle():
+                    del self._parts[key]
+        return out
+
+    def completed(self, drained: DrainedAcks, errors: dict[TopicIdPartition, int],
+                  default_error: int = 0, message: str | None = None) -> list[AckResult]:
+        """Results of a request that carried ``drained``: ``errors`` maps partitions to their
+        acknowledge error code (missing = ``default_error``)."""
+        out = []
+        for tip, (topic, sent) in drained.sent.items():
+            code = errors.get(tip, default_error)
+            err = KafkaError(code, message) if code else None
+            out.append(AckResult(TopicPartition(topic, tip[1]), frozenset(sent), err))
+        return out
+
+    def forget_node(self, node: int) -> None:
+        """The connection to ``node`` was lost: its share session and every acquisition made
+        through it are gone on the broker (Kafka releases a closed session's records), so the
+        records it handed us are no longer ours to acknowledge. Records already returned by poll
+        stay acknowledgeable (the explicit-mode check must still pass) but their
+        acknowledgements are dropped."""
+        with self._lock:
+            for key, p in list(self._parts.items()):
+                if key[2] != node:
+                    continue
+                p.acquired.clear()
+                p.pending.clear()
+                if p.idle():
+                    del self._parts[key]
+            self._buffer = deque(r for r in self._buffer if r.in_flight_key[2] != node)
+
+    def in_flight_count(self) -> int:
+        with self._lock:
+            return sum(len(p.acquired) for p in self._parts.values())
+
+    def keys(self) -> set[InFlightKey]:
+        with self._lock:
+            return set(self._parts)
+
+    def _part(self, key: InFlightKey, topic: str) -> _Partition:
+        p = self._parts.get(key)
+        if p is None:
+            p = self._parts[key] = _Partition(topic)
+        return p
+
+
+def ack_error(code: int, message: str | None = None) -> KafkaError:
+    return KafkaError(ErrorCode.from_code(code), message)
