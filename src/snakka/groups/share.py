@@ -206,23 +206,30 @@ def _spread(
     current: dict[str, set[tuple[uuid.UUID, int]]],
     load: dict[str, int],
     out: dict[str, set[tuple[uuid.UUID, int]]],
+    cap: int | None = None,
 ) -> None:
     """Spread ``partitions`` over ``members`` (all subscribed to all of them): each partition
-    gets ``ceil(M / P)`` members and members' counts differ by at most one. ``current``
-    assignments are kept where the balance allows; ``load`` (assignments made elsewhere, for
-    heterogeneous groups) breaks ties towards the least-loaded members and is updated."""
+    gets ``ceil(M / P)`` members. ``current`` assignments are kept where the balance allows.
+
+    Without ``cap`` (a homogeneous group) members' counts differ by at most one. With ``cap``
+    (one topic of a heterogeneous group) ``load`` — what members got for other topics — is
+    balanced instead: a member keeps its current partitions while its total stays within
+    ``cap``, and every other slot goes to the least-loaded subscriber. ``load`` is updated."""
     if not members or not partitions:
         return
     n_members, n_parts = len(members), len(partitions)
     sharing = -(-n_members // n_parts)
-    base, extra = divmod(sharing * n_parts, n_members)
     wanted = set(partitions)
     kept = {m: sorted(current.get(m, set()) & wanted, key=lambda tp: (str(tp[0]), tp[1]))
             for m in members}
-    # The +1 quotas go to the members that already hold the most (stickiness), then to the
-    # least loaded elsewhere, then by member id (determinism).
-    order = sorted(members, key=lambda m: (-len(kept[m]), load.get(m, 0), m))
-    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(order)}
+    if cap is None:
+        base, extra = divmod(sharing * n_parts, n_members)
+        # The +1 quotas go to the members that already hold the most (stickiness), then by
+        # member id (determinism).
+        order = sorted(members, key=lambda m: (-len(kept[m]), m))
+        quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(order)}
+    else:
+        quota = {m: max(0, cap - load.get(m, 0)) for m in members}
     holders: dict[tuple[uuid.UUID, int], set[str]] = {tp: set() for tp in partitions}
     given: dict[str, set[tuple[uuid.UUID, int]]] = {m: set() for m in members}
     for m in sorted(members):
@@ -230,8 +237,10 @@ def _spread(
             if len(given[m]) < quota[m] and len(holders[tp]) < sharing:
                 given[m].add(tp)
                 holders[tp].add(m)
-    # Fill: every partition up to the desired sharing, least-loaded member with room first.
-    heap = [(len(given[m]) + load.get(m, 0), m) for m in members if len(given[m]) < quota[m]]
+    # Fill: every partition up to the desired sharing, least-loaded member with room first
+    # (with a cap, everyone has room: the cap only limits what is kept).
+    heap = [(len(given[m]) + load.get(m, 0), m) for m in members
+            if cap is not None or len(given[m]) < quota[m]]
     heapq.heapify(heap)
     for tp in partitions:
         skipped = []
@@ -242,13 +251,12 @@ def _spread(
                 continue
             given[m].add(tp)
             holders[tp].add(m)
-            if len(given[m]) < quota[m]:
+            if cap is not None or len(given[m]) < quota[m]:
                 heapq.heappush(heap, (count + 1, m))
         for item in skipped:
             heapq.heappush(heap, item)
         if not holders[tp]:
-            # Every member with room already holds it, which cannot happen for a partition
-            # nobody holds; kept as a guard so no partition is ever left without a member.
+            # Guard: no partition is ever left without a member.
             m = min(members, key=lambda x: (len(given[x]) + load.get(x, 0), x))
             given[m].add(tp)
             holders[tp].add(m)
@@ -268,6 +276,8 @@ def simple_assign(
     topic id → partition count; ``current``: the previous target (for stickiness). Every
     partition of a subscribed topic is assigned to at least one of its subscribers."""
     members = sorted(subscriptions)
+    if not members:
+        return {}
     out: dict[str, set[tuple[uuid.UUID, int]]] = {m: set() for m in members}
     cur = {m: _flat(current.get(m, {})) for m in members}
     load: dict[str, int] = {}
@@ -278,11 +288,14 @@ def simple_assign(
         _spread(members, parts, cur, load, out)
     else:
         all_tids = sorted({t for s in subscriptions.values() for t in s}, key=str)
+        subscribers = {t: [m for m in members if t in subscriptions[m]] for t in all_tids}
+        slots = sum(-(-len(subscribers[t]) // n) * n
+                    for t in all_tids if (n := topics.get(t, 0)) > 0)
+        cap = -(-slots // len(members))
         # Larger topics first, so that the small ones even out the members' loads.
         for tid in sorted(all_tids, key=lambda t: (-topics.get(t, 0), str(t))):
-            subs = [m for m in members if tid in subscriptions[m]]
             parts = [(tid, p) for p in range(topics.get(tid, 0))]
-            _spread(subs, parts, cur, load, out)
+            _spread(subscribers[tid], parts, cur, load, out, cap)
     return {m: _group_by_topic(out[m]) for m in members}
 
 

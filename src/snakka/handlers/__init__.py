@@ -28,6 +28,8 @@ HANDLER_MODULES = (
     "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit", "offset_fetch",
     "offset_delete", "describe_groups", "list_groups", "delete_groups",
     "consumer_group_heartbeat", "consumer_group_describe",
+    # share groups (issue 4)
+    "share_group_heartbeat", "share_group_describe",
 )
 
 

@@ -1,7 +1,8 @@
 """Shared core of AlterConfigs and IncrementalAlterConfigs: validate, apply, persist, reconfigure.
 
-Topic and broker changes go to the metadata log (durable before the answer) and the affected
-partition logs are reconfigured at once. Broker-logger changes set Python logger levels and are
+Topic, broker and group changes go to the metadata log (durable before the answer); the affected
+partition logs are reconfigured at once, and group configs are read where they are used (the
+share-group core and the share-partition side ask ConfigResolver.group_value each time). Broker-logger changes set Python logger levels and are
 not persisted (as in Kafka). Only dynamic broker configs may change at run time; others get
 INVALID_CONFIG naming the key.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_TOPIC
+from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from snakka.protocol.errors import ErrorCode, KafkaError
 
 RESOURCE_BROKER_LOGGER = 8
@@ -43,6 +44,13 @@ async def alter_resources(broker, changes, validate_only: bool):
         try:
             if rtype == RESOURCE_BROKER_LOGGER:
                 _alter_loggers(broker, rname, cfg, validate_only)
+            elif rtype == RESOURCE_GROUP:
+                bv = broker.resolver.broker_value
+                if validate_only:
+                    broker.metadata.check_config_change(rtype, rname, cfg, bv, replace=replace)
+                else:
+                    records += broker.metadata.alter_configs(rtype, rname, cfg, replace=replace,
+                                                             broker_value=bv)
             elif rtype in (RESOURCE_TOPIC, RESOURCE_BROKER):
                 if rtype == RESOURCE_BROKER and rname not in ("", str(broker.node_id)):
                     raise KafkaError(ErrorCode.INVALID_REQUEST,

@@ -1,4 +1,5 @@
-"""DeleteGroups (42): delete empty groups and their committed offsets.
+"""DeleteGroups (42): delete empty groups and their committed offsets; deleting an empty share
+group also drops its share-partition state (the share side is told through its listener).
 
 A group with members answers NON_EMPTY_GROUP; an unknown one GROUP_ID_NOT_FOUND.
 """

@@ -5,15 +5,21 @@ cluster default, server.properties, built-in default), type (v3+), documentation
 request) and, with ``include_synonyms``, the chain of places that could supply it — tools like
 ``kafka-configs.sh --describe --all`` and admin UIs rely on real, complete answers.
 Resource types: 2 TOPIC, 4 BROKER (this node's id, or "" for the cluster default entity),
-8 BROKER_LOGGER (snakka's Python loggers and their levels).
+8 BROKER_LOGGER (snakka's Python loggers and their levels), 32 GROUP (Kafka's group configs:
+the group's overrides, else their broker synonyms; a group need not exist to be configured).
 """
 
 from __future__ import annotations
 
 import logging
 
-from snakka.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType
-from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_TOPIC, validate_topic_name
+from snakka.config import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType
+from snakka.metadata.core import (
+    RESOURCE_BROKER,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+    validate_topic_name,
+)
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
@@ -64,6 +70,11 @@ def _describe(broker, res, v: int, include_synonyms: bool, include_docs: bool):
                              f"but received {res.resource_name}")
         rcs = broker.resolver.broker_configs(res.resource_name)
         defs = BROKER_CONFIGS
+    elif rtype == RESOURCE_GROUP:
+        if not res.resource_name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Group id must not be empty")
+        rcs = broker.resolver.group_configs(res.resource_name)
+        defs = GROUP_CONFIGS
     elif rtype == RESOURCE_BROKER_LOGGER:
         if res.resource_name != str(broker.node_id):
             raise KafkaError(ErrorCode.INVALID_REQUEST,

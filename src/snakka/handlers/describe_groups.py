@@ -3,8 +3,8 @@ subscription and assignment bytes.
 
 As in Kafka: an unknown group is answered with state Dead and no error up to v5 and with
 GROUP_ID_NOT_FOUND from v6 (KIP-1043); a group that exists only
-through committed offsets is Empty; a KIP-848 consumer group is GROUP_ID_NOT_FOUND with a message
-(ConsumerGroupDescribe describes those).
+through committed offsets is Empty; a KIP-848 consumer group or a share group is GROUP_ID_NOT_FOUND
+with a message (ConsumerGroupDescribe / ShareGroupDescribe describe those).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _describe(groups, gid: str, v: int) -> DescribedGroup:
 
     if not gid:
         return group(error_code=ErrorCode.INVALID_GROUP_ID)
-    if groups.consumer.has_group(gid):
+    if groups.consumer.has_group(gid) or groups.share.has_group(gid):
         return group(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                      error_message=f"Group {gid} is not a classic group.")
     d = groups.classic.describe(gid)

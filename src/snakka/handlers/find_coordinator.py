@@ -1,9 +1,12 @@
 """FindCoordinator (10): which broker coordinates a group (v0-3 one key, v4+ a batch, KIP-699).
 
-A single snakka node coordinates every consumer group, so a group key (type 0) is answered with
-this broker's advertised endpoint. Transaction (1) and share-group (2) keys are answered with a
-non-retriable INVALID_REQUEST naming the missing feature: a retriable COORDINATOR_NOT_AVAILABLE
-would make a client retry until its timeout.
+A single snakka node coordinates every group (classic, consumer and share: share consumers look
+up their group coordinator with a group key) and is the share coordinator of every
+share-partition, so group keys (type 0) and share keys (type 2, "groupId:topicId:partition",
+v6+ only, as in Kafka; the topic id in Kafka's base64 form) are answered with this broker's
+advertised endpoint. A malformed share key, or a share key below v6, is INVALID_REQUEST.
+Transaction keys (1) are answered with a non-retriable INVALID_REQUEST naming the missing
+feature: a retriable COORDINATOR_NOT_AVAILABLE would make a client retry until its timeout.
 
 Advertising this API also matters beyond groups: librdkafka enables LZ4 only when the broker
 lists FindCoordinator in ApiVersions (its feature probe for brokers >= 0.8.2).
@@ -11,6 +14,7 @@ lists FindCoordinator in ApiVersions (its feature probe for brokers >= 0.8.2).
 
 from __future__ import annotations
 
+from snakka.metadata.core import base64_to_uuid, uuid_to_base64
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
 
@@ -19,13 +23,38 @@ API_KEY = 10
 KEY_GROUP, KEY_TRANSACTION, KEY_SHARE = 0, 1, 2
 _UNAVAILABLE = {
     KEY_TRANSACTION: "Transactions are not supported by this broker yet",
-    KEY_SHARE: "Share groups are not supported by this broker yet",
 }
+#: FindCoordinator versions that may carry share keys (KIP-932).
+MIN_SHARE_VERSION = 6
 
 
-def _lookup(broker, listener, key: str, key_type: int):
+def share_key_error(key: str) -> str | None:
+    """Why ``key`` is not a share coordinator key "groupId:topicId:partition" (Kafka's
+    SharePartitionKey.validate), or None if it is one."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return f"Share coordinator key {key!r} is not of the form groupId:topicId:partition"
+    try:
+        topic_id = base64_to_uuid(parts[1])
+        if uuid_to_base64(topic_id) != parts[1] or topic_id.int == 0:
+            raise ValueError(parts[1])
+        if int(parts[2]) < 0 or not parts[2].isdigit():
+            raise ValueError(parts[2])
+    except (ValueError, TypeError):
+        return f"Share coordinator key {key!r} has an invalid topic id or partition"
+    return None
+
+
+def _lookup(broker, listener, key: str, key_type: int, version: int):
     """(error, message, node, host, port) for one key."""
-    if key_type != KEY_GROUP:
+    if key_type == KEY_SHARE:
+        if version < MIN_SHARE_VERSION:
+            return (ErrorCode.INVALID_REQUEST, "Share coordinator lookups need FindCoordinator "
+                    f"v{MIN_SHARE_VERSION} or later", -1, "", -1)
+        err = share_key_error(key)
+        if err is not None:
+            return ErrorCode.INVALID_REQUEST, err, -1, "", -1
+    elif key_type != KEY_GROUP:
         msg = _UNAVAILABLE.get(key_type, f"Unknown coordinator key type {key_type}")
         return ErrorCode.INVALID_REQUEST, msg, -1, "", -1
     if not key:
@@ -40,10 +69,10 @@ def handle(ctx, req) -> FindCoordinatorResponse:
     if v >= 4:
         out = []
         for key in req.coordinator_keys:
-            err, msg, node, host, port = _lookup(ctx.broker, ctx.listener, key, key_type)
+            err, msg, node, host, port = _lookup(ctx.broker, ctx.listener, key, key_type, v)
             out.append(Coordinator(key=key, node_id=node, host=host, port=port, error_code=err,
                                    error_message=msg))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
-    err, msg, node, host, port = _lookup(ctx.broker, ctx.listener, req.key, key_type)
+    err, msg, node, host, port = _lookup(ctx.broker, ctx.listener, req.key, key_type, v)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=err, error_message=msg,
                                    node_id=node, host=host, port=port)

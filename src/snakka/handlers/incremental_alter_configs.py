@@ -6,9 +6,9 @@ they are INVALID_CONFIG. Shares validation and application with AlterConfigs (ha
 
 from __future__ import annotations
 
-from snakka.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigType
+from snakka.config import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, ConfigType
 from snakka.handlers._alter import RESOURCE_BROKER_LOGGER, alter_resources
-from snakka.metadata.core import RESOURCE_TOPIC
+from snakka.metadata.core import RESOURCE_GROUP, RESOURCE_TOPIC
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse,
@@ -29,7 +29,8 @@ def _changes(broker, res) -> dict[str, str | None]:
                                  f"Operation {c.config_operation} is not valid for loggers")
             out[c.name] = c.value if c.config_operation == SET else None
         return out
-    defs = TOPIC_CONFIGS if res.resource_type == RESOURCE_TOPIC else BROKER_CONFIGS
+    defs = {RESOURCE_TOPIC: TOPIC_CONFIGS, RESOURCE_GROUP: GROUP_CONFIGS}.get(
+        res.resource_type, BROKER_CONFIGS)
     current = broker.metadata.current_overrides(res.resource_type, res.resource_name)
     names = [c.name for c in res.configs]
     if len(set(names)) != len(names):
@@ -50,6 +51,8 @@ def _changes(broker, res) -> dict[str, str | None]:
             elif res.resource_type == RESOURCE_TOPIC:
                 ti = broker.metadata.topics.get(res.resource_name)
                 base = broker.resolver.topic_config(ti, c.name).value or ""
+            elif res.resource_type == RESOURCE_GROUP:
+                base = broker.resolver.group_value(res.resource_name, c.name)
             else:
                 base = broker.resolver.broker_value(c.name) or ""
             items = [x.strip() for x in base.split(",") if x.strip()]

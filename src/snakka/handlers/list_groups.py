@@ -1,4 +1,4 @@
-"""ListGroups (16): classic and KIP-848 groups, with v4 state and v5 type filters.
+"""ListGroups (16): classic, KIP-848 and share groups, with v4 state and v5 type filters.
 
 Groups that exist only through committed offsets (standalone consumers) are listed as Empty
 classic groups with an empty protocol type, as Kafka does.
@@ -6,6 +6,7 @@ classic groups with an empty protocol type, as Kafka does.
 
 from __future__ import annotations
 
+from snakka.groups.share import SHARE_PROTOCOL_TYPE
 from snakka.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 
 API_KEY = 16
@@ -21,6 +22,8 @@ def handle(ctx, req) -> ListGroupsResponse:
         rows[gid] = (ptype, state, "classic")
     for gid, state in groups.consumer.list_groups():
         rows[gid] = ("consumer", state, "consumer")
+    for gid, state in groups.share.list_groups():
+        rows[gid] = (SHARE_PROTOCOL_TYPE, state, "share")
     states = {s.lower() for s in req.states_filter} if v >= 4 and req.states_filter else None
     types = {t.lower() for t in req.types_filter} if v >= 5 and req.types_filter else None
     out = []

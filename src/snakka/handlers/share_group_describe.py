@@ -1,0 +1,59 @@
+"""ShareGroupDescribe (77): share groups' state, epochs, assignor and members with their
+assignments (topic ids resolved to names). An unknown group, or one of another type, answers
+GROUP_ID_NOT_FOUND with state Dead, as Kafka does; an empty id INVALID_GROUP_ID."""
+
+from __future__ import annotations
+
+from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.share_group_describe_response import (
+    Assignment,
+    DescribedGroup,
+    Member,
+    ShareGroupDescribeResponse,
+    TopicPartitions,
+)
+
+API_KEY = 77
+
+def _assignment(md, parts) -> Assignment:
+    out = []
+    for tid, ps in parts:
+        ti = md.topics_by_id.get(tid)
+        if ti is not None:
+            out.append(TopicPartitions(topic_id=tid, topic_name=ti.name, partitions=sorted(ps)))
+    return Assignment(topic_partitions=out)
+
+
+def handle(ctx, req) -> ShareGroupDescribeResponse:
+    md = ctx.broker.metadata
+    groups = ctx.broker.groups
+    # No authorizer: authorized operations are reported as omitted, like the other describe
+    # APIs (IncludeAuthorizedOperations is accepted and ignored).
+    ops = AUTHORIZED_OPERATIONS_OMITTED
+    out = []
+    for gid in req.group_ids:
+        d = groups.share.describe(gid) if gid else None
+        if d is None:
+            if not gid:
+                code, msg = ErrorCode.INVALID_GROUP_ID, "The group id is empty."
+            elif groups.group_type(gid) is not None:
+                code, msg = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group."
+            else:
+                code, msg = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."
+            out.append(DescribedGroup(
+                error_code=code, error_message=msg, group_id=gid, group_state="Dead",
+                group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        out.append(DescribedGroup(
+            error_code=0, error_message=None, group_id=gid, group_state=d.state,
+            group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
+            assignor_name=d.assignor_name, authorized_operations=ops,
+            members=[Member(member_id=m.member_id, rack_id=m.rack_id,
+                            member_epoch=m.member_epoch, client_id=m.client_id,
+                            client_host=m.client_host,
+                            subscribed_topic_names=list(m.subscribed_topic_names),
+                            assignment=_assignment(md, m.assignment))
+                     for m in d.members]))
+    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=out)
