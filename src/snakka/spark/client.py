@@ -1,0 +1,396 @@
+"""A small synchronous Kafka client for the Spark data source (driver and executors).
+
+What this module owns
+    Metadata (topics, partitions, leaders), ListOffsets (earliest / latest / by timestamp),
+    Fetch of one partition, InitProducerId and Produce, each routed to the partition's
+    leader. It speaks only the public Kafka protocol through
+    :class:`snakka.client.connection.KafkaConnection` (version negotiation, correlation ids),
+    so the data source works against any Kafka-compatible cluster.
+
+Why synchronous
+    Spark calls the data source from plain threads (``read()`` is a generator, ``write()``
+    consumes an iterator), so each :class:`SparkKafkaClient` owns a private asyncio event
+    loop and runs one request at a time on it. Nothing is shared between clients; a client
+    is created inside ``read()`` / ``write()`` on the executor and closed there.
+
+Timeouts and errors
+    Every request is bounded by ``request.timeout.ms`` (default 30 s) and every connection
+    attempt by ``socket.connection.setup.timeout.ms`` (default 10 s); a broker that is down
+    fails with :class:`SnakkaSparkError` naming the address, never a hang. Retriable
+    partition errors (leader changes) refresh metadata and retry a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from snakka.client.connection import ConnectionClosed, KafkaConnection
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from snakka.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from snakka.protocol.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from snakka.protocol.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+
+from .options import EARLIEST, LATEST, ClientSettings
+
+FETCH_API_KEY = 1
+# Fetch v13+ addresses topics by id only; v12 carries names and every Kafka >= 2.8 serves it.
+MAX_FETCH_VERSION = 12
+# Bounded retries for retriable partition errors (leader moves, a partition not ready yet).
+MAX_METADATA_RETRIES = 5
+RETRY_BACKOFF_S = 0.1
+
+TopicPartition = tuple[str, int]
+
+
+class SnakkaSparkError(RuntimeError):
+    """A Kafka request made by the Spark data source failed (a clear message, no traceback
+    needed to understand it)."""
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def is_retriable(code: int) -> bool:
+    try:
+        return bool(ErrorCode(code).retriable)
+    except ValueError:
+        return False
+
+
+@dataclass
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int
+    error_code: int
+
+
+@dataclass
+class FetchResult:
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: memoryview | None
+    aborted_transactions: list | None
+
+
+class SparkKafkaClient:
+    """One-request-at-a-time client: ``with SparkKafkaClient(settings) as c: ...``."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self._loop = asyncio.new_event_loop()
+        self._conns: dict[Any, KafkaConnection] = {}  # node id (or "bootstrap") -> connection
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._leaders: dict[TopicPartition, int] = {}
+        self._topic_ids: dict[str, bytes] = {}
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _run(self, coro: Any) -> Any:
+        return self._loop.run_until_complete(coro)
+
+    def _connect(self, host: str, port: int) -> KafkaConnection:
+        s = self.settings
+        conn = KafkaConnection(host, port, client_id=s.client_id,
+                               request_timeout=s.request_timeout_ms / 1000)
+        try:
+            self._run(conn.connect(timeout=s.connect_timeout_ms / 1000))
+        except (TimeoutError, OSError, ConnectionClosed) as e:
+            self._run(conn.close())
+            reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (str(e) or type(e).__name__)
+            raise SnakkaSparkError(
+                f"cannot connect to Kafka broker {host}:{port}: {reason} "
+                f"(kafka.socket.connection.setup.timeout.ms={s.connect_timeout_ms})") from None
+        return conn
+
+    def _bootstrap(self) -> KafkaConnection:
+        conn = self._conns.get("bootstrap")
+        if conn is not None:
+            return conn
+        errors = []
+        for host, port in self.settings.bootstrap_servers:
+            try:
+                conn = self._connect(host, port)
+            except SnakkaSparkError as e:
+                errors.append(str(e))
+                continue
+            self._conns["bootstrap"] = conn
+            return conn
+        raise SnakkaSparkError("no Kafka broker reachable (kafka.bootstrap.servers): "
+                               + "; ".join(errors))
+
+    def _node(self, node_id: int) -> KafkaConnection:
+        conn = self._conns.get(node_id)
+        if conn is not None:
+            return conn
+        if node_id not in self._brokers:
+            raise SnakkaSparkError(f"broker {node_id} is not in the cluster metadata")
+        host, port = self._brokers[node_id]
+        boot = self._conns.get("bootstrap")
+        if boot is not None and (boot.host, boot.port) == (host, port):
+            conn = boot  # the bootstrap broker is this node: one connection is enough
+        else:
+            conn = self._connect(host, port)
+        self._conns[node_id] = conn
+        return conn
+
+    def _send(self, conn: KafkaConnection, request: Any, version: int | None = None) -> Any:
+        try:
+            return self._run(conn.send(request, version))
+        except TimeoutError:
+            self._drop(conn)
+            raise SnakkaSparkError(
+                f"{type(request).__name__} to {conn.host}:{conn.port} got no response within "
+                f"kafka.request.timeout.ms={self.settings.request_timeout_ms}") from None
+        except (ConnectionClosed, OSError) as e:
+            self._drop(conn)
+            raise SnakkaSparkError(
+                f"connection to {conn.host}:{conn.port} failed during "
+                f"{type(request).__name__}: {e}") from None
+
+    def _drop(self, conn: KafkaConnection) -> None:
+        for k, c in list(self._conns.items()):
+            if c is conn:
+                del self._conns[k]
+        self._run(conn.close())
+
+    def close(self) -> None:
+        for conn in set(self._conns.values()):
+            try:
+                self._run(conn.close())
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+        self._conns.clear()
+        self._loop.close()
+
+    def __enter__(self) -> SparkKafkaClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- metadata ---------------------------------------------------------------------------
+    def metadata(self, topics: Iterable[str] | None) -> dict[str, list[PartitionInfo] | int]:
+        """Partitions of ``topics`` (all topics if None). A topic that cannot be described
+        maps to its error code instead of a list."""
+        names = None if topics is None else list(topics)
+        req = MetadataRequest(
+            topics=None if names is None else [MetadataRequestTopic(name=n) for n in names],
+            allow_auto_topic_creation=False)
+        resp = self._send(self._bootstrap(), req)
+        for b in resp.brokers:
+            self._brokers[b.node_id] = (b.host, b.port)
+        out: dict[str, list[PartitionInfo] | int] = {}
+        for t in resp.topics:
+            if t.error_code:
+                out[t.name] = t.error_code
+                continue
+            if t.topic_id is not None:
+                self._topic_ids[t.name] = t.topic_id
+            parts = []
+            for p in t.partitions:
+                parts.append(PartitionInfo(t.name, p.partition_index, p.leader_id, p.error_code))
+                self._leaders[(t.name, p.partition_index)] = p.leader_id
+            out[t.name] = sorted(parts, key=lambda x: x.partition)
+        return out
+
+    def partitions_for(self, *, subscribe: Iterable[str] | None = None,
+                       pattern: str | None = None,
+                       assign: Iterable[TopicPartition] | None = None,
+                       missing_ok: bool = False) -> list[TopicPartition]:
+        """Resolve a subscription to the partitions that exist now."""
+        if pattern is not None:
+            meta = self.metadata(None)
+            rx = re.compile(pattern)
+            return sorted((t, p.partition) for t, parts in meta.items()
+                          if not isinstance(parts, int) and not t.startswith("__")
+                          and rx.fullmatch(t) for p in parts)
+        if subscribe is not None:
+            topics = list(dict.fromkeys(subscribe))
+        else:
+            assert assign is not None
+            topics = sorted({t for t, _ in assign})
+        meta = self.metadata(topics)
+        out: list[TopicPartition] = []
+        for t in topics:
+            parts = meta.get(t, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if isinstance(parts, int):
+                if missing_ok and parts == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    continue
+                raise SnakkaSparkError(
+                    f"topic '{t}' cannot be read: {error_name(parts)}"
+                    + (" (the topic does not exist)"
+                       if parts == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else ""))
+            out.extend((t, p.partition) for p in parts)
+        if assign is not None:
+            have = set(out)
+            missing = [tp for tp in assign if tp not in have]
+            if missing and not missing_ok:
+                raise SnakkaSparkError(
+                    "option 'assign' names partitions that do not exist: "
+                    + ", ".join(f"{t}-{p}" for t, p in missing))
+            return sorted(tp for tp in assign if tp in have)
+        return sorted(out)
+
+    def _leader_conn(self, tp: TopicPartition) -> KafkaConnection:
+        if tp not in self._leaders:
+            self.metadata([tp[0]])
+        leader = self._leaders.get(tp, -1)
+        if leader < 0:
+            raise _Retriable(ErrorCode.LEADER_NOT_AVAILABLE)
+        return self._node(leader)
+
+    def _with_leader_retries(self, tps: list[TopicPartition], fn: Any) -> Any:
+        """Run ``fn(conn, tps_of_that_leader)`` per leader, refreshing metadata on leader
+        errors, a bounded number of times."""
+        for attempt in range(MAX_METADATA_RETRIES + 1):
+            try:
+                by_leader: dict[int, list[TopicPartition]] = {}
+                for tp in tps:
+                    self._leader_conn(tp)
+                    by_leader.setdefault(self._leaders[tp], []).append(tp)
+                result: dict = {}
+                for leader, group in by_leader.items():
+                    result.update(fn(self._node(leader), group))
+                return result
+            except _Retriable as e:
+                if attempt == MAX_METADATA_RETRIES:
+                    raise SnakkaSparkError(
+                        f"partition leaders unavailable after {MAX_METADATA_RETRIES} retries: "
+                        f"{error_name(e.code)}") from None
+                time.sleep(RETRY_BACKOFF_S * (attempt + 1))
+                self.metadata(sorted({t for t, _ in tps}))
+        raise AssertionError("unreachable")
+
+    # -- offsets ----------------------------------------------------------------------------
+    def list_offsets(self, query: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Kafka ListOffsets: ``{tp: timestamp}`` (EARLIEST=-2, LATEST=-1 or a timestamp in
+        ms) to ``{tp: offset}``; -1 where no record has a timestamp >= the one asked."""
+        if not query:
+            return {}
+
+        def one(conn: KafkaConnection, group: list[TopicPartition]) -> dict:
+            topics: dict[str, list] = {}
+            for t, p in group:
+                topics.setdefault(t, []).append(
+                    ListOffsetsPartition(partition_index=p, timestamp=query[(t, p)],
+                                         current_leader_epoch=-1))
+            req = ListOffsetsRequest(
+                replica_id=-1, isolation_level=self.settings.isolation_level,
+                topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            resp = self._send(conn, req)
+            out = {}
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        if is_retriable(p.error_code):
+                            raise _Retriable(p.error_code)
+                        raise SnakkaSparkError(
+                            f"ListOffsets of {t.name}-{p.partition_index} failed: "
+                            f"{error_name(p.error_code)}")
+                    out[(t.name, p.partition_index)] = p.offset
+            return out
+
+        return self._with_leader_retries(sorted(query), one)
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.list_offsets({tp: EARLIEST for tp in tps})
+
+    def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.list_offsets({tp: LATEST for tp in tps})
+
+    # -- fetch ------------------------------------------------------------------------------
+    def fetch(self, tp: TopicPartition, offset: int, *, max_wait_ms: int | None = None) -> FetchResult:
+        """One Fetch of one partition from its leader (retrying leader moves)."""
+        s = self.settings
+
+        def one(conn: KafkaConnection, group: list[TopicPartition]) -> dict:
+            version = min(MAX_FETCH_VERSION, conn.version_for(FETCH_API_KEY))
+            req = FetchRequest(
+                replica_id=-1, max_wait_ms=s.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms,
+                min_bytes=1, max_bytes=s.fetch_max_bytes, isolation_level=s.isolation_level,
+                session_id=0, session_epoch=-1,
+                topics=[FetchTopic(topic=tp[0], topic_id=self._topic_ids.get(tp[0]),
+                                   partitions=[FetchPartition(
+                                       partition=tp[1], current_leader_epoch=-1,
+                                       fetch_offset=offset, last_fetched_epoch=-1,
+                                       log_start_offset=-1,
+                                       partition_max_bytes=s.max_partition_fetch_bytes)])],
+                forgotten_topics_data=[], rack_id="")
+            resp = self._send(conn, req, version)
+            if resp.error_code:
+                raise SnakkaSparkError(f"Fetch of {tp[0]}-{tp[1]} failed: "
+                                       f"{error_name(resp.error_code)}")
+            for t in resp.responses:
+                for p in t.partitions:
+                    if p.partition_index != tp[1]:
+                        continue
+                    if p.error_code and is_retriable(p.error_code) \
+                            and p.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                        raise _Retriable(p.error_code)
+                    return {tp: FetchResult(p.error_code, p.high_watermark, p.last_stable_offset,
+                                            p.log_start_offset, p.records,
+                                            p.aborted_transactions)}
+            raise SnakkaSparkError(f"Fetch response has no data for {tp[0]}-{tp[1]}")
+
+        return self._with_leader_retries([tp], one)[tp]
+
+    # -- produce ----------------------------------------------------------------------------
+    def init_producer_id(self) -> tuple[int, int]:
+        """An idempotent producer id and epoch (InitProducerId without transactional id)."""
+        resp = self._send(self._bootstrap(), InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=-1, producer_id=-1, producer_epoch=-1))
+        if resp.error_code:
+            raise SnakkaSparkError(f"InitProducerId failed: {error_name(resp.error_code)}")
+        return resp.producer_id, resp.producer_epoch
+
+    def produce(self, tp: TopicPartition, batch: bytes, *, acks: int,
+                timeout_ms: int) -> tuple[int, int]:
+        """Send one record batch to the leader of ``tp``; returns (error code, base offset).
+        Leader errors are retried here; other errors are returned to the caller."""
+
+        def one(conn: KafkaConnection, group: list[TopicPartition]) -> dict:
+            req = ProduceRequest(
+                transactional_id=None, acks=acks, timeout_ms=timeout_ms,
+                topic_data=[TopicProduceData(name=tp[0], topic_id=self._topic_ids.get(tp[0]),
+                                             partition_data=[PartitionProduceData(
+                                                 index=tp[1], records=batch)])])
+            if acks == 0:
+                self._run(conn.send_no_response(req))
+                return {tp: (0, -1)}
+            resp = self._send(conn, req)
+            r = resp.responses[0].partition_responses[0]
+            if r.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE):
+                raise _Retriable(r.error_code)
+            return {tp: (r.error_code, r.base_offset)}
+
+        return self._with_leader_retries([tp], one)[tp]
+
+    def topic_id(self, topic: str) -> bytes | None:
+        return self._topic_ids.get(topic)
+
+
+class _Retriable(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(error_name(code))
+        self.code = code
