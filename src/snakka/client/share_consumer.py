@@ -309,6 +309,7 @@ class AsyncShareConsumer:
         if not self._membership.subscription:
             return
         self._ensure_loop_state()
+        self._settle_outstanding()
         await self._finish_work(time.monotonic() + self.config.request_timeout_ms / 1000)
         await self._leave(LEAVE_TIMEOUT_S)
         self._dispatch_results()
@@ -375,16 +376,21 @@ class AsyncShareConsumer:
         deadline = time.monotonic() + max(0.0, timeout)
         try:
             if self._data_event is not None:  # ever used on a loop
-                if self._explicit:
-                    self._records.accept_unacked(AcknowledgeType.RELEASE, include_renewed=True)
-                else:
-                    self._records.accept_unacked(AcknowledgeType.ACCEPT)
+                self._settle_outstanding()
                 await self._finish_work(deadline)
                 await self._leave(min(LEAVE_TIMEOUT_S, max(0.1, deadline - time.monotonic())))
         finally:
             await self._shutdown()
             self._closed = True
             self._dispatch_results()
+
+    def _settle_outstanding(self) -> None:
+        """Before closing sessions: implicit mode accepts the last poll's records; explicit
+        mode releases the ones the application did not acknowledge (and renewed ones)."""
+        if self._explicit:
+            self._records.accept_unacked(AcknowledgeType.RELEASE, include_renewed=True)
+        else:
+            self._records.accept_unacked(AcknowledgeType.ACCEPT)
 
     async def __aenter__(self) -> AsyncShareConsumer:
         return self
