@@ -254,6 +254,7 @@ class AsyncShareConsumer:
         self._coordinator: _Connection | None = None
         self._hb_task: asyncio.Task | None = None
         self._hb_lock: asyncio.Lock | None = None
+        self._bootstrap_lock: asyncio.Lock | None = None
         self._hb_wakeup: asyncio.Event | None = None
         self._data_event: asyncio.Event | None = None
         self._assignment_version = 0
@@ -261,6 +262,7 @@ class AsyncShareConsumer:
         self._callbacks: list[tuple[Callable, tuple]] = []
         self._commit_callback: CommitCallback | None = None
         self._commit_tasks: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task] = set()  # connection closes in progress
         self._fatal: KafkaError | None = None
         self._closing = False
         self._closed = False
@@ -587,7 +589,9 @@ class AsyncShareConsumer:
         node.session.reset()
         if node.conn is not None:
             conn, node.conn = node.conn, None
-            asyncio.ensure_future(conn.close())
+            task = asyncio.ensure_future(conn.close())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         self._records.forget_node(node.node_id)
         node.backoff_until = asyncio.get_running_loop().time() + \
             self.config.retry_backoff_ms / 1000
@@ -867,6 +871,17 @@ class AsyncShareConsumer:
     async def _any_conn(self) -> _Connection:
         if self._bootstrap is not None and self._bootstrap.alive:
             return self._bootstrap
+        assert self._bootstrap_lock is not None
+        async with self._bootstrap_lock:  # the heartbeat loop and poll() may both get here
+            return await self._any_conn_locked()
+
+    async def _any_conn_locked(self) -> _Connection:
+        if self._bootstrap is not None and self._bootstrap.alive:
+            return self._bootstrap
+        if self._bootstrap is not None:
+            with contextlib.suppress(Exception):
+                await self._bootstrap.close()
+            self._bootstrap = None
         candidates = list(self.config.bootstrap_servers) + list(self._brokers.values())
         last: BaseException | None = None
         for host, port in candidates:
@@ -907,8 +922,6 @@ class AsyncShareConsumer:
             self._metadata_at = now
         except (*_TRANSPORT_ERRORS, KafkaError) as e:
             log.info("share consumer %s: metadata refresh failed: %s", self.member_id, e)
-            if self._bootstrap is not None and not self._bootstrap.alive:
-                self._bootstrap = None
             self._metadata_retry_at = now + self.config.retry_backoff_ms / 1000
 
     async def _refresh_metadata(self) -> None:
@@ -943,6 +956,7 @@ class AsyncShareConsumer:
             self._data_event = asyncio.Event()
             self._hb_wakeup = asyncio.Event()
             self._hb_lock = asyncio.Lock()
+            self._bootstrap_lock = asyncio.Lock()
 
 
 # ---------------------------------------------------------------------------------------------
