@@ -595,6 +595,32 @@ class BrokerConfig:
         if self.default_replication_factor != 1:
             raise ConfigError("default.replication.factor", self.default_replication_factor,
                               "a single snakka broker can only hold replication factor 1")
+        self._check_share_group_bounds()
+
+    def _check_share_group_bounds(self) -> None:
+        """Kafka refuses to start when a group.share.* default lies outside its own
+        group.share.min.* / group.share.max.* bounds; so does snakka."""
+        for group_name, (lo_key, hi_key) in GROUP_CONFIG_BOUNDS.items():
+            key = GROUP_CONFIGS[group_name].broker_synonym
+            assert key is not None
+            lo, hi, v = self.int(lo_key), self.int(hi_key), self.int(key)
+            if lo > hi:
+                raise ConfigError(hi_key, hi, f"{hi_key} must be greater than or equal to "
+                                  f"{lo_key}")
+            if not lo <= v <= hi:
+                raise ConfigError(key, v, f"{key} must be in the range {lo_key} ({lo}) to "
+                                  f"{hi_key} ({hi})")
+        if self.int("group.share.heartbeat.interval.ms") >= self.int(
+                "group.share.session.timeout.ms"):
+            raise ConfigError("group.share.heartbeat.interval.ms",
+                              self.int("group.share.heartbeat.interval.ms"),
+                              "group.share.heartbeat.interval.ms must be less than "
+                              "group.share.session.timeout.ms")
+        if self.int("group.share.max.share.sessions") < self.int("group.share.max.size"):
+            raise ConfigError("group.share.max.share.sessions",
+                              self.int("group.share.max.share.sessions"),
+                              "group.share.max.share.sessions must be greater than or equal to "
+                              "group.share.max.size")
 
     @classmethod
     def from_properties(cls, text: str, extra: Mapping[str, str] | None = None) -> BrokerConfig:

@@ -165,3 +165,24 @@ def test_metadata_rejects_bad_group_changes_with_invalid_config():
         md.alter_configs(RESOURCE_GROUP, "", {"share.delivery.count.limit": "3"})
     assert e.value.code == ErrorCode.INVALID_REQUEST
     assert md.current_overrides(RESOURCE_GROUP, "g") == {}
+
+
+@pytest.mark.parametrize("props,match", [
+    ({"group.share.session.timeout.ms": "3000"}, "group.share.min.session.timeout.ms"),
+    ({"group.share.record.lock.duration.ms": "70000"}, "group.share.max.record.lock.duration"),
+    ({"group.share.delivery.count.limit": "3", "group.share.min.delivery.count.limit": "4"},
+     "group.share.delivery.count.limit"),
+    ({"group.share.heartbeat.interval.ms": "15000", "group.share.min.session.timeout.ms": "10000",
+      "group.share.session.timeout.ms": "10000"}, "must be less than"),
+    ({"group.share.max.share.sessions": "100"}, "group.share.max.size"),
+])
+def test_broker_share_bounds_are_checked_at_start(props, match):
+    with pytest.raises(ConfigError, match=match):
+        BrokerConfig(props)
+
+
+def test_broker_share_bounds_allow_consistent_overrides():
+    BrokerConfig({"group.share.min.session.timeout.ms": "2000",
+                  "group.share.session.timeout.ms": "3000",
+                  "group.share.min.heartbeat.interval.ms": "200",
+                  "group.share.heartbeat.interval.ms": "500"})
