@@ -217,7 +217,7 @@ def topics_delete(names, bootstrap) -> None:
 
 @main.group()
 def groups() -> None:
-    """List, describe, delete consumer groups and reset their offsets."""
+    """List, describe, delete consumer and share groups and reset consumer groups' offsets."""
 
 
 @groups.command("list")
@@ -251,15 +251,19 @@ def groups_describe(group_ids, bootstrap) -> None:
     for info in _run(go()):
         members = {m.member_id: m for m in info.members}
         console.print(f"[bold]{info.group_id}[/bold]  type {info.group_type}  state {info.state}"
-                      f"  {'assignor' if info.group_type == 'consumer' else 'protocol'} "
+                      f"  {'protocol' if info.group_type == 'classic' else 'assignor'} "
                       f"{info.protocol or '-'}  members {len(info.members)}")
-        table = Table("topic", "partition", "current-offset", "log-end-offset", "lag",
-                      "consumer-id", "host", "client-id")
+        # A share group's "current offset" is the share-partition start offset, and a
+        # partition may be assigned to several members.
+        table = Table("topic", "partition",
+                      "start-offset" if info.group_type == "share" else "current-offset",
+                      "log-end-offset", "lag", "consumer-id", "host", "client-id")
         for (topic, p), (cur, end, owner) in sorted(info.partitions.items()):
-            m = members.get(owner) if owner else None
+            ms = [members[o] for o in (owner or "").split(",") if o in members]
             table.add_row(topic, str(p), str(cur) if cur >= 0 else "-", str(end),
                           str(end - cur) if cur >= 0 else "-", owner or "-",
-                          m.host if m else "-", m.client_id if m else "-")
+                          ",".join(m.host for m in ms) or "-",
+                          ",".join(m.client_id for m in ms) or "-")
         console.print(table)
 
 

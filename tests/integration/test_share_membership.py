@@ -13,6 +13,7 @@
   ``incremental_alter_configs`` / ``describe_configs``: validated, durable across a restart,
   and ``share.heartbeat.interval.ms`` / ``share.session.timeout.ms`` take effect on heartbeats.
 * FindCoordinator key type 2 (share-partition keys) at v6.
+* ``snakka groups list/describe`` show share groups, their members and partitions.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from snakka.protocol.messages.share_group_describe_request import ShareGroupDesc
 from snakka.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from snakka.testing import EmbeddedBroker
 
-from .helpers import ck_admin, ck_create_topic, raw_connect, run_async, wait_until
+from .helpers import SNAKKA, ck_admin, ck_create_topic, raw_connect, run, run_async, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -303,3 +304,23 @@ def test_find_coordinator_share_keys(broker):
     old = send(bs, FindCoordinatorRequest(key_type=2, coordinator_keys=[f"g:{tid}:0"]),
                version=5)
     assert old.coordinators[0].error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_cli_lists_and_describes_share_groups(broker):
+    bs = broker.bootstrap_servers
+    ck_create_topic(bs, "cli-topic", 2)
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    assert heartbeat(bs, "cli-g", a, 0, ["cli-topic"]).error_code == 0
+    assert heartbeat(bs, "cli-g", b, 0, ["cli-topic"]).error_code == 0
+    assert heartbeat(bs, "cli-g", a, 1).error_code == 0
+    env = {"COLUMNS": "300", "NO_COLOR": "1", "TERM": "dumb"}
+    out = run([SNAKKA, "groups", "list", "-b", bs], env=env, timeout=60).stdout.decode()
+    assert "cli-g\tshare\tStable" in out
+    out = run([SNAKKA, "groups", "describe", "cli-g", "-b", bs], env=env,
+              timeout=60).stdout.decode()
+    assert "type share" in out and "assignor simple" in out and "members 2" in out
+    rows = [ln for ln in out.splitlines() if "cli-topic" in ln]
+    assert len(rows) == 2
+    # One member per partition, each member on its own partition.
+    assert {a in rows[0], a in rows[1]} == {True, False}
+    assert {b in rows[0], b in rows[1]} == {True, False}

@@ -2,7 +2,9 @@
 
 Speaks only the public protocol: ListGroups, DescribeGroups (classic groups: member assignments
 decoded from the consumer protocol's ConsumerProtocolAssignment), ConsumerGroupDescribe (KIP-848
-groups), OffsetFetch, ListOffsets (for lag), OffsetCommit (reset) and DeleteGroups.
+groups), ShareGroupDescribe and DescribeShareGroupOffsets (KIP-932 share groups: a partition may
+have several members; the "committed" offset is the share-partition start offset), OffsetFetch,
+ListOffsets (for lag), OffsetCommit (reset) and DeleteGroups.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from snakka.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from snakka.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from snakka.protocol.messages.describe_share_group_offsets_request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
 from snakka.protocol.messages.list_groups_request import ListGroupsRequest
 from snakka.protocol.messages.offset_commit_request import (
     OffsetCommitRequest,
@@ -22,6 +28,7 @@ from snakka.protocol.messages.offset_commit_request import (
     OffsetCommitRequestTopic,
 )
 from snakka.protocol.messages.offset_fetch_request import OffsetFetchRequest
+from snakka.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 
 
 @dataclass
@@ -36,10 +43,11 @@ class MemberInfo:
 class GroupInfo:
     group_id: str
     state: str
-    group_type: str  # classic | consumer
+    group_type: str  # classic | consumer | share
     protocol: str
     members: list[MemberInfo]
-    # (topic, partition) -> (committed offset, log end offset, owner member id or None)
+    # (topic, partition) -> (committed offset, log end offset, owner member id or None); for a
+    # share group the share-partition start offset and the members' ids joined with ","
     partitions: dict[tuple[str, int], tuple[int, int, str | None]] = field(default_factory=dict)
 
 
@@ -69,6 +77,16 @@ class GroupsAdmin(Admin):
                                       {tp.topic_name: list(tp.partitions)
                                        for tp in m.assignment.topic_partitions})
                            for m in g.members]
+        if group_type == "classic" and 77 in self.conn.versions:
+            resp = await self.conn.send(ShareGroupDescribeRequest(
+                group_ids=[group_id], include_authorized_operations=False))
+            g = resp.groups[0]
+            if g.error_code == 0:
+                group_type, state, protocol = "share", g.group_state, g.assignor_name
+                members = [MemberInfo(m.member_id, m.client_id, m.client_host,
+                                      {tp.topic_name: list(tp.partitions)
+                                       for tp in m.assignment.topic_partitions})
+                           for m in g.members]
         if group_type == "classic":
             resp = await self.conn.send(DescribeGroupsRequest(groups=[group_id]))
             g = resp.groups[0]
@@ -83,9 +101,16 @@ class GroupsAdmin(Admin):
                         assignment = {}
                 members.append(MemberInfo(m.member_id, m.client_id, m.client_host, assignment))
         info = GroupInfo(group_id, state, group_type, protocol, members)
-        committed = await self.committed(group_id)
-        owners = {(t, p): m.member_id for m in members for t, ps in m.assignment.items()
-                  for p in ps}
+        if group_type == "share":
+            committed = await self.share_start_offsets(group_id)
+        else:
+            committed = await self.committed(group_id)
+        holders: dict[tuple[str, int], list[str]] = {}
+        for m in members:
+            for t, ps in m.assignment.items():
+                for p in ps:
+                    holders.setdefault((t, p), []).append(m.member_id)
+        owners = {tp: ",".join(sorted(ms)) for tp, ms in holders.items()}
         topics = {t for t, _ in committed} | {t for t, _ in owners}
         for topic in sorted(topics):
             parts = sorted({p for t, p in committed if t == topic} |
@@ -102,6 +127,23 @@ class GroupsAdmin(Admin):
         _check(resp.error_code, f"fetch offsets of {group_id}")
         return {(t.name, p.partition_index): p.committed_offset
                 for t in resp.topics for p in t.partitions if p.committed_offset >= 0}
+
+    async def share_start_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        """Share-partition start offsets of a share group (empty if the broker lacks
+        DescribeShareGroupOffsets)."""
+        if 90 not in self.conn.versions:
+            return {}
+        resp = await self.conn.send(DescribeShareGroupOffsetsRequest(groups=[
+            DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None)]))
+        out = {}
+        for g in resp.groups:
+            if g.error_code:  # no share-partition state yet: members are still worth showing
+                continue
+            for t in g.topics:
+                for p in t.partitions:
+                    if p.error_code == 0 and p.start_offset >= 0:
+                        out[(t.topic_name, p.partition_index)] = p.start_offset
+        return out
 
     async def delete_groups(self, group_ids: list[str]) -> None:
         resp = await self.conn.send(DeleteGroupsRequest(groups_names=group_ids))
