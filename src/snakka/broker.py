@@ -5,6 +5,8 @@ This is the thin I/O shell around the cores. It owns:
 - the partition logs (storage.LogManager), created and configured from resolved topic configs,
 - producer-id allocation (in blocks recorded in the metadata log),
 - long-poll wake-ups: Fetch waits on per-partition futures that appends resolve,
+- the share-partition manager (``share.manager``, KIP-932): started after the group coordinator
+  and before the listeners, told about closed connections, topic deletions and retention,
 - the group-commit flusher and the retention / checkpoint / idle-connection background tasks,
 - the listeners and the set of open connections.
 
@@ -36,6 +38,7 @@ from snakka.metadata.core import (
 from snakka.metadata.store import MetadataStore
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.server.listener import ListenerServer, idle_sweeper
+from snakka.share.manager import SharePartitionManager
 from snakka.storage import LogConfig, LogManager, PartitionLog
 from snakka.storage.flush import FlushScheduler
 
@@ -62,6 +65,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.flusher: FlushScheduler | None = None
         self.groups: GroupCoordinator | None = None
+        self.shares: SharePartitionManager | None = None
         self.handlers = load_handlers()
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots"), time_ms)
@@ -102,6 +106,11 @@ class Broker:
         self.flusher.start()
         self.groups = GroupCoordinator(self)
         await self.groups.start()
+        # Share-group state is replayed before any client can connect; the coordinator then
+        # tells the manager which share-partitions its groups have assigned.
+        self.shares = SharePartitionManager(self)
+        await self.shares.start()
+        self.groups.add_share_listener(self.shares)
         for listener in self.config.listeners:
             srv = ListenerServer(self, listener)
             await srv.start()
@@ -115,6 +124,7 @@ class Broker:
                  len(self.metadata.topics), self.log_dir)
 
     async def stop(self) -> None:
+        self._started = False  # closing connections below must not touch stopping parts
         for srv in self.listener_servers:
             await srv.stop()
         for conn in list(self.connections):
@@ -127,6 +137,8 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+        if self.shares is not None:
+            await self.shares.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self._store_sync is not None:
@@ -149,6 +161,9 @@ class Broker:
 
     def unregister_connection(self, conn: KafkaConnection) -> None:
         self.connections.discard(conn)
+        if self.shares is not None and self._started:
+            # Kafka releases a member's records when its share session's connection goes.
+            self.shares.on_connection_closed(conn)
 
     def advertised_endpoint(self, listener: Listener) -> tuple[str, int]:
         """host:port clients should use, for the listener they connected through."""
@@ -249,6 +264,8 @@ class Broker:
                 None, lambda: [pl.delete() for pl in doomed])
         if self.groups is not None:
             self.groups.on_topic_deleted(name)
+        if self.shares is not None:
+            self.shares.on_topic_deleted(ti.topic_id)
         log.info("deleted topic %s (id %s)", name, uuid_to_base64(ti.topic_id))
 
     async def create_partitions(self, name: str, count: int) -> None:
@@ -296,6 +313,23 @@ class Broker:
                 if not f.done():
                     f.set_result(None)
 
+    def add_append_waiter(self, keys: Iterable[tuple[str, int]], fut: asyncio.Future) -> None:
+        """Resolve ``fut`` at the next append to any of the partitions (the caller removes it
+        with :meth:`remove_append_waiter` when it stops waiting)."""
+        for k in keys:
+            self._waiters.setdefault(k, []).append(fut)
+
+    def remove_append_waiter(self, keys: Iterable[tuple[str, int]], fut: asyncio.Future) -> None:
+        for k in keys:
+            lst = self._waiters.get(k)
+            if lst is not None:
+                try:
+                    lst.remove(fut)
+                except ValueError:
+                    pass
+                if not lst:
+                    del self._waiters[k]
+
     async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
         """Wait until any of the partitions gets an append, or the timeout. True if woken."""
         fut = asyncio.get_running_loop().create_future()
@@ -334,6 +368,8 @@ class Broker:
         deleted = self.logs.enforce_retention_all(self.time_ms())
         if deleted:
             log.info("retention deleted %d segment(s)", deleted)
+            if self.shares is not None:
+                self.shares.on_log_start_moved()
         return deleted
 
     async def _checkpoint_loop(self) -> None:

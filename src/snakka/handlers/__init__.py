@@ -29,7 +29,7 @@ HANDLER_MODULES = (
     "offset_delete", "describe_groups", "list_groups", "delete_groups",
     "consumer_group_heartbeat", "consumer_group_describe",
     # share groups (issue 4)
-    "share_group_heartbeat", "share_group_describe",
+    "share_group_heartbeat", "share_group_describe", "share_fetch", "share_acknowledge",
 )
 
 

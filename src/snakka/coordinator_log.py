@@ -1,0 +1,162 @@
+"""A coordinator's internal topic of JSON key/value records, kept small by snapshot-and-trim.
+
+Coordinators (the share-group state persister; the group coordinator's ``__consumer_offsets``
+follows the same scheme and can move onto this module) store their facts as records in an
+internal topic: the key is a JSON array, the value a JSON object or null (a tombstone). At
+start-up every partition is replayed in order, before the broker accepts connections.
+
+The topic is an ordinary partition log with ``retention.ms=-1`` and small segments. Instead of
+Kafka's log cleaner it is kept small by snapshot-and-trim: the owner knows its live state per
+partition; once a partition holds more than ``compact_min_records`` records and more than
+``compact_ratio`` times its live records, the live state is appended again (as records that
+restate it) and the log start offset moves past everything before it (DeleteRecords). A crash at
+any point replays to the same state: the rewrite only restates what is already there.
+
+Durability follows the broker's flush policy the way produce does: an append is always followed
+by ``FlushScheduler.on_append`` (Kafka's per-topic ``flush.messages``); with
+``log.flush.strict=true`` a caller that must answer only after its records are on disk awaits
+:meth:`CoordinatorLog.durable` with what :meth:`CoordinatorLog.append` returned.
+
+Ordering: every method runs on the event loop; appends to one partition happen in call order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from snakka.groups.partitioning import offsets_partition
+from snakka.records import Record, build_batch, validate_batches
+
+if TYPE_CHECKING:
+    from snakka.broker import Broker
+    from snakka.storage import PartitionLog
+
+log = logging.getLogger("snakka.coordinator")
+
+_REPLAY_CHUNK = 8 << 20
+
+# One stored fact: (key, value); value None is a tombstone.
+KeyValue = tuple[tuple, dict | None]
+# (partition log, offset after the appended records): what durable() waits for.
+AppendMark = tuple["PartitionLog", int]
+
+
+def encode(key: tuple, value: dict | None, timestamp: int) -> Record:
+    return Record(key=json.dumps(list(key), separators=(",", ":")).encode(),
+                  value=None if value is None else
+                  json.dumps(value, separators=(",", ":")).encode(),
+                  timestamp=timestamp)
+
+
+class CoordinatorLog:
+    """One internal topic: create, replay, append, snapshot-and-trim, durability waits."""
+
+    def __init__(self, broker: Broker, topic: str, partitions: int, *, segment_bytes: int,
+                 compact_min_records: int = 10_000, compact_ratio: int = 4,
+                 snapshot_batch_records: int = 5_000) -> None:
+        self.broker = broker
+        self.topic = topic
+        self.num_partitions = partitions
+        self.segment_bytes = segment_bytes
+        self.compact_min_records = compact_min_records
+        self.compact_ratio = compact_ratio
+        self.snapshot_batch_records = snapshot_batch_records
+        # partition -> records held since its log start offset
+        self._held: dict[int, int] = {}
+
+    async def open(self) -> None:
+        """Create the topic if it does not exist (its partition count is fixed from then on)."""
+        ti = self.broker.metadata.topics.get(self.topic)
+        if ti is None:
+            ti, recs = self.broker.create_topic_now(
+                self.topic, self.num_partitions,
+                {"retention.ms": "-1", "retention.bytes": "-1",
+                 "segment.bytes": str(self.segment_bytes)})
+            await self.broker.commit_metadata(recs)
+        self.num_partitions = ti.partitions
+
+    def partition_for(self, key: str) -> int:
+        """Kafka's Utils.abs(key.hashCode()) % partitions."""
+        return offsets_partition(key, self.num_partitions)
+
+    def held(self, partition: int) -> int:
+        return self._held.get(partition, 0)
+
+    # -- replay --------------------------------------------------------------------------
+    def replay(self) -> Iterator[tuple[int, tuple, dict | None]]:
+        """Every stored (partition, key, value) in log order; undecodable records are skipped
+        with a warning."""
+        for p in range(self.num_partitions):
+            pl = self.broker.partition_log(self.topic, p)
+            if pl is None:
+                continue
+            for rec in pl.iter_records(_REPLAY_CHUNK):
+                self._held[p] = self._held.get(p, 0) + 1
+                if rec.key is None:
+                    continue
+                try:
+                    key = tuple(json.loads(rec.key))
+                    value = None if rec.value is None else json.loads(rec.value)
+                except ValueError:
+                    log.warning("%s-%d offset %d: undecodable record skipped", self.topic, p,
+                                rec.offset)
+                    continue
+                yield p, key, value
+
+    # -- writes --------------------------------------------------------------------------
+    def append(self, partition: int, records: Iterable[KeyValue]) -> AppendMark | None:
+        """Append records to one partition as one batch. Returns what :meth:`durable` needs,
+        or None if the partition is missing (the topic was deleted under us: logged)."""
+        records = list(records)
+        if not records:
+            return None
+        pl = self.broker.partition_log(self.topic, partition)
+        if pl is None:
+            log.error("%s-%d is missing; %d record(s) not stored", self.topic, partition,
+                      len(records))
+            return None
+        now = self.broker.time_ms()
+        buf = bytearray(build_batch([encode(k, v, now) for k, v in records]))
+        pl.append(buf, validate_batches(buf, max_message_bytes=1 << 30, from_client=False))
+        self._held[partition] = self._held.get(partition, 0) + len(records)
+        flusher = self.broker.flusher
+        if flusher is not None:
+            flusher.on_append(pl)
+        return pl, pl.log_end_offset
+
+    def maybe_trim(self, partition: int, live_count: int,
+                   live_records: Callable[[], list[KeyValue]]) -> bool:
+        """Snapshot-and-trim ``partition`` if it holds too many dead records (module doc).
+        ``live_records`` restates the owner's whole live state of that partition."""
+        held = self._held.get(partition, 0)
+        if held <= self.compact_min_records or held <= self.compact_ratio * live_count:
+            return False
+        pl = self.broker.partition_log(self.topic, partition)
+        if pl is None:
+            return False
+        live = live_records()
+        start = pl.log_end_offset
+        for i in range(0, len(live), self.snapshot_batch_records):
+            self.append(partition, live[i:i + self.snapshot_batch_records])
+        pl.delete_records_before(start)
+        self._held[partition] = len(live)
+        log.info("%s-%d: %d live record(s) rewritten, log start offset now %d", self.topic,
+                 partition, len(live), start)
+        return True
+
+    def strict(self) -> bool:
+        """True if answers must wait for fsync (``log.flush.strict``)."""
+        flusher = self.broker.flusher
+        return flusher is not None and flusher.strict
+
+    async def durable(self, marks: Iterable[AppendMark | None]) -> None:
+        """With ``log.flush.strict=true``: return once the marked appends are fsynced."""
+        flusher: Any = self.broker.flusher
+        if flusher is None or not flusher.strict:
+            return
+        for mark in marks:
+            if mark is not None:
+                await flusher.flush_through(mark[0], mark[1])

@@ -1,0 +1,74 @@
+"""ShareAcknowledge (79, v1-v2): acknowledge records acquired through ShareFetch (KIP-932).
+
+The share session must exist and the epoch be its next one (epoch 0 is
+INVALID_SHARE_SESSION_EPOCH: only ShareFetch opens sessions; -1 acknowledges and then closes the
+session, releasing whatever the member still holds on its partitions). Per-partition errors:
+UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION (no such partition, or a share-partition the group
+never had), INVALID_REQUEST (malformed batches), INVALID_RECORD_STATE (records not acquired by
+this member). Renew (type 4) needs v2 with IsRenewAck, as Kafka. The response is sent once the
+acknowledgements are durable under the broker's flush policy (share.manager).
+"""
+
+from __future__ import annotations
+
+from snakka.handlers._common import LEADER_EPOCH
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.share_acknowledge_response import (
+    LeaderIdAndEpoch,
+    PartitionData,
+    ShareAcknowledgeResponse,
+    ShareAcknowledgeTopicResponse,
+)
+from snakka.share.sessions import FINAL_EPOCH
+from snakka.share.types import AckBatch
+
+API_KEY = 79
+MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
+
+
+def _error(code: ErrorCode, message: str | None = None) -> ShareAcknowledgeResponse:
+    return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                    acquisition_lock_timeout_ms=0, responses=[],
+                                    node_endpoints=[])
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    shares = broker.shares
+    v = ctx.api_version
+    group_id, member_id = req.group_id, req.member_id
+    if not group_id or not member_id:
+        return _error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
+    err = shares.sessions.acknowledge_update(group_id, member_id, req.share_session_epoch)
+    if err != ErrorCode.NONE:
+        return _error(err)
+    acks: dict = {}
+    for t in req.topics:
+        for p in t.partitions:
+            acks.setdefault((t.topic_id, p.partition_index), []).extend(
+                AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+                for b in p.acknowledgement_batches)
+    results, marks = shares.acknowledge(group_id, member_id, acks,
+                                        allow_renew=v >= 2 and req.is_renew_ack)
+    if req.share_session_epoch == FINAL_EPOCH:
+        marks += shares.close_session(group_id, member_id)
+    topics: dict = {}
+    for (topic_id, partition), (code, msg) in results.items():
+        topics.setdefault(topic_id, []).append(PartitionData(
+            partition_index=partition, error_code=code, error_message=msg,
+            current_leader=LeaderIdAndEpoch(leader_id=broker.node_id,
+                                            leader_epoch=LEADER_EPOCH)))
+    response = ShareAcknowledgeResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        acquisition_lock_timeout_ms=shares.record_lock_duration_ms(group_id),
+        responses=[ShareAcknowledgeTopicResponse(topic_id=t, partitions=ps)
+                   for t, ps in topics.items()],
+        node_endpoints=[])
+    if marks and shares.persister.strict():
+        return _after_durable(shares, marks, response)
+    return response
+
+
+async def _after_durable(shares, marks, response):
+    await shares.durable(marks)
+    return response

@@ -1,0 +1,125 @@
+"""ShareFetch (78, v1-v2): share-group consumption (KIP-932). The logic is in share.manager
+(acquisition, long polls, persistence) and share.sessions (session epochs).
+
+Order of work, as Kafka's: resolve the share session (errors are top-level: INVALID_REQUEST,
+SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED), apply the
+piggy-backed acknowledgements (per-partition AcknowledgeErrorCode), then either close the
+session (epoch -1: release what the member still holds) or acquire records from every partition
+of the session (per-partition ErrorCode: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION for a
+partition index that does not exist or a share-partition the group was never assigned). With
+IsRenewAck (v2) the request only renews locks: nothing is fetched.
+
+The response lists every partition with acquired records, an error or an acknowledgement
+result; it is sent only once the acknowledgements are durable (share.manager). Membership and
+assignment are not checked here, as in Kafka: the share-partition leader serves any member id
+of the group; acknowledgements are checked against who holds each record.
+
+One node: CurrentLeader is always this broker with leader epoch 0, and NodeEndpoints is empty
+(it only lists leaders of NOT_LEADER_OR_FOLLOWER partitions, which never happen).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from snakka.handlers._common import LEADER_EPOCH
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.share_fetch_response import (
+    AcquiredRecords,
+    LeaderIdAndEpoch,
+    PartitionData,
+    ShareFetchableTopicResponse,
+    ShareFetchResponse,
+)
+from snakka.share.manager import PartitionResult
+from snakka.share.types import AckBatch, AcquireMode
+
+API_KEY = 78
+MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
+
+
+def _error(code: ErrorCode, message: str | None, lock_ms: int = 0) -> ShareFetchResponse:
+    return ShareFetchResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                              acquisition_lock_timeout_ms=lock_ms, responses=[],
+                              node_endpoints=[])
+
+
+def _response(node_id: int, lock_ms: int, results: list[PartitionResult],
+              ack_results: dict) -> ShareFetchResponse:
+    by_tp = {(r.topic_id, r.partition): r for r in results}
+    for tp in ack_results:
+        if tp not in by_tp:
+            by_tp[tp] = PartitionResult(tp[0], tp[1])
+    topics: dict = {}
+    for (topic_id, partition), r in by_tp.items():
+        ack = ack_results.get((topic_id, partition))
+        if r.error == ErrorCode.NONE and not r.acquired and ack is None:
+            continue  # nothing to tell about this partition
+        ack_code, ack_msg = ack if ack is not None else (ErrorCode.NONE, None)
+        topics.setdefault(topic_id, []).append(PartitionData(
+            partition_index=partition, error_code=r.error, error_message=r.error_message,
+            acknowledge_error_code=ack_code, acknowledge_error_message=ack_msg,
+            current_leader=LeaderIdAndEpoch(leader_id=node_id, leader_epoch=LEADER_EPOCH),
+            records=r.records,
+            acquired_records=[AcquiredRecords(first_offset=a.first_offset,
+                                              last_offset=a.last_offset,
+                                              delivery_count=a.delivery_count)
+                              for a in r.acquired]))
+    return ShareFetchResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        acquisition_lock_timeout_ms=lock_ms,
+        responses=[ShareFetchableTopicResponse(topic_id=t, partitions=ps)
+                   for t, ps in topics.items()],
+        node_endpoints=[])
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    shares = broker.shares
+    v = ctx.api_version
+    group_id, member_id = req.group_id, req.member_id
+    if not group_id or not member_id:
+        return _error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
+    lock_ms = shares.record_lock_duration_ms(group_id)
+    fetch = []
+    acks: dict = {}
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.topic_id, p.partition_index)
+            fetch.append(tp)
+            if p.acknowledgement_batches:
+                acks.setdefault(tp, []).extend(
+                    AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+                    for b in p.acknowledgement_batches)
+    forgotten = [(ft.topic_id, p) for ft in req.forgotten_topics_data for p in ft.partitions]
+    sctx = shares.sessions.new_fetch_context(group_id, member_id, req.share_session_epoch,
+                                             fetch, forgotten, has_acks=bool(acks),
+                                             connection=ctx.connection)
+    if sctx.error != ErrorCode.NONE:
+        return _error(sctx.error, sctx.message)
+    renew = v >= 2 and req.is_renew_ack
+    ack_results, marks = shares.acknowledge(group_id, member_id, acks, allow_renew=renew)
+    if sctx.kind == "final":
+        marks += shares.close_session(group_id, member_id)
+        results: list[PartitionResult] = []
+    elif renew:
+        results = []  # KIP-1222: a renew-only request fetches nothing
+    else:
+        mode = AcquireMode.RECORD_LIMIT if v >= 2 and req.share_acquire_mode == 1 \
+            else AcquireMode.BATCH_OPTIMIZED
+        max_bytes = min(req.max_bytes if req.max_bytes > 0 else 2**31 - 1,
+                        int(broker.resolver.broker_value("fetch.max.bytes")))
+        results = shares.fetch(group_id, member_id, sctx.partitions,
+                               max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
+                               max_bytes=max_bytes, max_records=req.max_records,
+                               batch_size=req.batch_size, mode=mode)
+    if not asyncio.iscoroutine(results) and not (marks and shares.persister.strict()):
+        return _response(broker.node_id, lock_ms, results, ack_results)
+    return _finish(broker, lock_ms, results, ack_results, marks)
+
+
+async def _finish(broker, lock_ms, results, ack_results, marks):
+    await broker.shares.durable(marks)
+    if asyncio.iscoroutine(results):
+        results = await results
+    return _response(broker.node_id, lock_ms, results, ack_results)

@@ -1,0 +1,556 @@
+"""The share-partition leader's I/O shell (Kafka's SharePartitionManager), on one node.
+
+What it owns
+- one :class:`SharePartition` core per (group, topic id, partition), built lazily from the
+  durable state the :class:`SharePersister` replayed from ``__share_group_state`` (or
+  initialised from ``share.auto.offset.reset`` when the group coordinator assigns the partition
+  for the first time: latest = log end offset, earliest = log start offset,
+  by_duration:<ISO-8601> = first offset with timestamp >= now - duration);
+- the share-session cache (``share.sessions``);
+- reading the log for ShareFetch: batches are read at the core's ``next_fetch_offset()``, their
+  offsets handed to ``acquire`` and the stored bytes of the batches overlapping what was
+  acquired are returned as they lie on disk, with the AcquiredRecords ranges;
+- one asyncio timer at the earliest ``next_deadline()`` of all loaded share-partitions (lock
+  expiry), never a sweep;
+- long polls: a ShareFetch that acquired fewer than MinBytes waits up to MaxWaitMs, woken by an
+  append to one of its partitions (the broker's append waiters) or by a share-partition that
+  has records to give out again (``take_wakeup()``: released, expired, reset);
+- persistence: after every operation that changed a share-partition its ``drain_delta()`` is
+  written (one record per share-partition per request); acknowledgements are answered only after
+  their records are durable under the broker's flush policy (``log.flush.strict``: fsynced;
+  otherwise written, like produce with acks=1/all in the default mode);
+- reacting to the group coordinator (ShareGroupListener: partitions assigned, member left, group
+  deleted), to closed connections (a share session's connection closing releases the member's
+  records, as Kafka), to topic deletion, and to log-start moves (retention, DeleteRecords:
+  checked lazily whenever a share-partition is used, and after retention runs).
+
+Isolation: ``share.isolation.level`` read_committed reads up to the last stable offset; there
+are no transactional batches yet, so it equals the high watermark and both isolation levels
+return the same records.
+
+Ordering: everything runs on the event loop; a request's acknowledgements are applied before
+its fetch, in request order per connection (handlers run synchronously up to their first await).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import uuid
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from snakka.config import BROKER_CONFIGS, parse_iso_duration_ms
+from snakka.protocol.errors import ErrorCode
+from snakka.share.partition import SharePartition
+from snakka.share.persister import (
+    DEFAULT_PARTITIONS,
+    DEFAULT_UPDATES_PER_SNAPSHOT,
+    SharePersister,
+    StateKey,
+)
+from snakka.share.sessions import ShareSessionCache
+from snakka.share.types import (
+    AckBatch,
+    AcknowledgeType,
+    AcquiredRange,
+    AcquireMode,
+    FetchedBatch,
+    SharePartitionConfig,
+    ShareState,
+)
+from snakka.storage import LogClosedError, OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from snakka.broker import Broker
+    from snakka.coordinator_log import AppendMark
+    from snakka.storage import PartitionLog
+
+log = logging.getLogger("snakka.share")
+
+_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
+_LAST_DELTA = struct.Struct(">i")   # at byte 23 of a v2 batch
+_LOG_OVERHEAD = 12
+_MAX_ACK_TYPE_V1 = int(AcknowledgeType.REJECT)
+_MAX_ACK_TYPE_V2 = int(AcknowledgeType.RENEW)
+
+TopicPartitionKey = tuple[uuid.UUID, int]
+
+
+def _broker_int(broker: Broker, name: str, fallback: int) -> int:
+    if name not in BROKER_CONFIGS:  # a config another part of snakka may not define yet
+        return fallback
+    return int(broker.resolver.broker_value(name) or fallback)
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    """One partition of a ShareFetch response."""
+
+    topic_id: uuid.UUID
+    partition: int
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    records: bytes | memoryview = b""
+    acquired: list[AcquiredRange] = field(default_factory=list)
+    # acknowledgements of this partition in the same request (None: there were none)
+    ack_error: ErrorCode | None = None
+
+
+def split_batches(data: bytes | memoryview) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, start, end) of every whole v2 batch in ``data``."""
+    out = []
+    pos, n = 0, len(data)
+    while pos + 27 <= n:
+        base, length = _BATCH_HEAD.unpack_from(data, pos)
+        end = pos + _LOG_OVERHEAD + length
+        if end > n:
+            break
+        last = base + _LAST_DELTA.unpack_from(data, pos + 23)[0]
+        out.append((base, last, pos, end))
+        pos = end
+    return out
+
+
+def validate_ack_batches(batches: Sequence[AckBatch], *, allow_renew: bool) -> str | None:
+    """Kafka's request checks of AcknowledgementBatches; a reason if they are invalid."""
+    max_type = _MAX_ACK_TYPE_V2 if allow_renew else _MAX_ACK_TYPE_V1
+    prev_last = -1
+    for b in batches:
+        if b.first_offset < 0 or b.last_offset < b.first_offset:
+            return f"invalid acknowledgement batch {b.first_offset}-{b.last_offset}"
+        if b.first_offset <= prev_last:
+            return "acknowledgement batches overlap or are not in offset order"
+        prev_last = b.last_offset
+        n = b.last_offset - b.first_offset + 1
+        if not b.types or (len(b.types) != 1 and len(b.types) != n):
+            return (f"acknowledgement batch {b.first_offset}-{b.last_offset} has "
+                    f"{len(b.types)} acknowledge types")
+        if any(not 0 <= t <= max_type for t in b.types):
+            return f"invalid acknowledge type in {list(b.types)}"
+    return None
+
+
+class SharePartitionManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.sessions = ShareSessionCache(
+            _broker_int(broker, "group.share.max.share.sessions", 2000), broker.time_ms)
+        self.persister = SharePersister(
+            broker,
+            partitions=_broker_int(broker, "share.coordinator.state.topic.num.partitions",
+                                   DEFAULT_PARTITIONS),
+            updates_per_snapshot=_broker_int(
+                broker, "share.coordinator.snapshot.update.records.per.snapshot",
+                DEFAULT_UPDATES_PER_SNAPSHOT))
+        self._partitions: dict[StateKey, SharePartition] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        # share-partition -> futures of parked ShareFetches to wake on take_wakeup()
+        self._waiters: dict[StateKey, list[asyncio.Future]] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.persister.load()
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for futs in self._waiters.values():
+            for f in futs:
+                if not f.done():
+                    f.set_result(None)
+        self._waiters.clear()
+
+    # -- group configs -------------------------------------------------------------------
+    def _group_value(self, group_id: str, name: str) -> str:
+        return self.broker.resolver.group_value(group_id, name)
+
+    def partition_config(self, group_id: str) -> SharePartitionConfig:
+        v = self._group_value
+        return SharePartitionConfig(
+            record_lock_duration_ms=int(v(group_id, "share.record.lock.duration.ms")),
+            delivery_count_limit=int(v(group_id, "share.delivery.count.limit")),
+            max_record_locks=int(v(group_id, "share.partition.max.record.locks")))
+
+    def record_lock_duration_ms(self, group_id: str) -> int:
+        return int(self._group_value(group_id, "share.record.lock.duration.ms"))
+
+    # -- topics --------------------------------------------------------------------------
+    def _log_for(self, topic_id: uuid.UUID, partition: int
+                 ) -> tuple[PartitionLog | None, ErrorCode]:
+        ti = self.broker.metadata.topics_by_id.get(topic_id)
+        if ti is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_ID
+        if not 0 <= partition < ti.partitions:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        pl = self.broker.partition_log(ti.name, partition)
+        if pl is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return pl, ErrorCode.NONE
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        ti = self.broker.metadata.topics_by_id.get(topic_id)
+        return ti.name if ti else None
+
+    # -- share-partitions ----------------------------------------------------------------
+    def initial_start_offset(self, group_id: str, pl: PartitionLog) -> int:
+        """Where a new share-partition starts (``share.auto.offset.reset``)."""
+        reset = self._group_value(group_id, "share.auto.offset.reset")
+        if reset == "earliest":
+            return pl.log_start_offset
+        if reset.startswith("by_duration:"):
+            ts = self.broker.time_ms() - parse_iso_duration_ms(reset.split(":", 1)[1])
+            found = pl.offset_for_timestamp(ts)
+            # No record that recent: start at the end, as Kafka.
+            return found[0] if found is not None else pl.high_watermark
+        return pl.high_watermark
+
+    def get(self, group_id: str, topic_id: uuid.UUID, partition: int, *,
+            initialize: bool = False) -> tuple[SharePartition | None, ErrorCode]:
+        """The loaded share-partition, loading it from its durable state. Without durable
+        state: initialised from ``share.auto.offset.reset`` if ``initialize``, else
+        UNKNOWN_TOPIC_OR_PARTITION (the partition was never assigned in this group, as Kafka's
+        share coordinator answers for an uninitialised share-partition)."""
+        pl, err = self._log_for(topic_id, partition)
+        if pl is None:
+            return None, err
+        key = (group_id, topic_id, partition)
+        sp = self._partitions.get(key)
+        if sp is None:
+            state = self.persister.read(key)
+            if state is None:
+                if not initialize:
+                    return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                state = ShareState(start_offset=self.initial_start_offset(group_id, pl))
+                self.persister.write_snapshot(key, state)
+            sp = SharePartition(group_id, topic_id, partition, self.partition_config(group_id),
+                                self.broker.time_ms, state)
+            self._partitions[key] = sp
+        if pl.log_start_offset > sp.start_offset:  # retention / DeleteRecords moved it
+            sp.on_log_start_offset(pl.log_start_offset)
+        return sp, ErrorCode.NONE
+
+    def _drop(self, key: StateKey) -> AppendMark | None:
+        self._partitions.pop(key, None)
+        self._wake(key)
+        return self.persister.delete(key)
+
+    def _persist(self, keys: Iterable[StateKey]) -> list[AppendMark | None]:
+        """Write the deltas of the given share-partitions, wake long polls they allow, re-arm
+        the lock timer."""
+        marks = []
+        for key in dict.fromkeys(keys):
+            sp = self._partitions.get(key)
+            if sp is None:
+                continue
+            delta = sp.drain_delta()
+            if delta is not None:
+                marks.append(self.persister.write_delta(key, delta))
+            if sp.take_wakeup():
+                self._wake(key)
+        self._rearm()
+        return marks
+
+    # -- lock expiry timer ---------------------------------------------------------------
+    def _rearm(self) -> None:
+        deadline = None
+        for sp in self._partitions.values():
+            d = sp.next_deadline()
+            if d is not None and (deadline is None or d < deadline):
+                deadline = d
+        if deadline == self._timer_at and (self._timer is not None or deadline is None):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on the loop (unit use): the caller drives on_timer
+            return
+        delay = max(0.0, (deadline - self.broker.time_ms()) / 1000)
+        self._timer = loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        now = self.broker.time_ms()
+        due = []
+        for key, sp in self._partitions.items():
+            d = sp.next_deadline()
+            if d is not None and d <= now:
+                sp.on_timer(now)
+                due.append(key)
+        self._persist(due)
+
+    # -- long-poll wake-ups --------------------------------------------------------------
+    def _wake(self, key: StateKey) -> None:
+        for f in self._waiters.pop(key, ()):
+            if not f.done():
+                f.set_result(None)
+
+    async def _wait(self, share_keys: list[StateKey], log_keys: list[tuple[str, int]],
+                    timeout_s: float) -> bool:
+        """Wait for an append to one of ``log_keys`` or a wake-up of one of ``share_keys``."""
+        fut = asyncio.get_running_loop().create_future()
+        for k in share_keys:
+            self._waiters.setdefault(k, []).append(fut)
+        self.broker.add_append_waiter(log_keys, fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self.broker.remove_append_waiter(log_keys, fut)
+            for k in share_keys:
+                lst = self._waiters.get(k)
+                if lst is not None:
+                    try:
+                        lst.remove(fut)
+                    except ValueError:
+                        pass
+                    if not lst:
+                        del self._waiters[k]
+
+    # -- acknowledgements ----------------------------------------------------------------
+    def acknowledge(self, group_id: str, member_id: str,
+                    acks: dict[TopicPartitionKey, list[AckBatch]], *, allow_renew: bool
+                    ) -> tuple[dict[TopicPartitionKey, tuple[ErrorCode, str | None]],
+                               list[AppendMark | None]]:
+        """Apply acknowledgements (each partition atomically); returns the per-partition
+        results and the appends :meth:`durable` must wait for before answering."""
+        results: dict[TopicPartitionKey, tuple[ErrorCode, str | None]] = {}
+        touched = []
+        for (topic_id, partition), batches in acks.items():
+            bad = validate_ack_batches(batches, allow_renew=allow_renew)
+            if bad is not None:
+                results[(topic_id, partition)] = (ErrorCode.INVALID_REQUEST, bad)
+                continue
+            sp, err = self.get(group_id, topic_id, partition)
+            if sp is None:
+                results[(topic_id, partition)] = (err, None)
+                continue
+            err = sp.acknowledge(member_id, batches)
+            results[(topic_id, partition)] = (ErrorCode(err), None)
+            touched.append((group_id, topic_id, partition))
+        return results, self._persist(touched)
+
+    async def durable(self, marks: list[AppendMark | None]) -> None:
+        await self.persister.durable(marks)
+
+    def release_member(self, group_id: str, member_id: str,
+                       partitions: Iterable[TopicPartitionKey] | None = None
+                       ) -> list[AppendMark | None]:
+        """Release the member's acquired records (on ``partitions``, or every loaded
+        share-partition of the group)."""
+        if partitions is None:
+            keys = [k for k in self._partitions if k[0] == group_id]
+        else:
+            keys = [(group_id, t, p) for t, p in partitions]
+        touched = []
+        for key in keys:
+            sp = self._partitions.get(key)
+            if sp is not None and sp.release_member(member_id):
+                touched.append(key)
+        return self._persist(touched)
+
+    def close_session(self, group_id: str, member_id: str) -> list[AppendMark | None]:
+        """A final (epoch -1) request: drop the session, release what the member holds on its
+        partitions."""
+        session = self.sessions.remove(group_id, member_id)
+        if session is None:
+            return []
+        return self.release_member(group_id, member_id, list(session.partitions))
+
+    # -- fetching ------------------------------------------------------------------------
+    def _fetch_once(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey],
+                    *, max_bytes: int, max_records: int, batch_size: int, mode: AcquireMode,
+                    min_bytes: int, force: bool) -> tuple[list[PartitionResult], int]:
+        """One pass over the partitions. Acquires only if at least ``min_bytes`` look
+        acquirable or ``force`` (the long poll's deadline). Returns (results, bytes)."""
+        results: list[PartitionResult] = []
+        reads: list[tuple[PartitionResult, SharePartition, int, bytes | memoryview]] = []
+        budget = max_bytes
+        available = 0
+        config = self.partition_config(group_id)
+        for topic_id, partition in partitions:
+            res = PartitionResult(topic_id, partition)
+            results.append(res)
+            sp, err = self.get(group_id, topic_id, partition)
+            if sp is None:
+                res.error = err
+                continue
+            if sp.config != config:  # group configs changed (IncrementalAlterConfigs)
+                sp.set_config(config)
+            pl, _ = self._log_for(topic_id, partition)
+            assert pl is not None
+            if budget <= 0 or not sp.can_acquire():
+                continue
+            offset = max(sp.next_fetch_offset(), pl.log_start_offset)
+            if offset >= pl.high_watermark:
+                continue
+            try:
+                # read_committed and read_uncommitted alike read up to the high watermark:
+                # with no transactional batches the last stable offset equals it.
+                data = pl.read(offset, budget, max_offset=pl.high_watermark,
+                               min_one_message=not reads)
+            except OffsetOutOfRangeError:
+                continue
+            except LogClosedError:  # deleted while the fetch waited
+                res.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if not data:
+                continue
+            budget -= len(data)
+            available += len(data)
+            reads.append((res, sp, offset, data))
+        if available < min_bytes and not force:
+            return results, 0
+        total = 0
+        records_left = max_records if max_records > 0 else 2**31 - 1
+        touched = []
+        for res, sp, offset, data in reads:
+            if records_left <= 0:
+                break
+            batches = split_batches(data)
+            if not batches:
+                continue
+            acquired = sp.acquire(member_id, [FetchedBatch(b, last) for b, last, _s, _e in batches],
+                                  max_records=records_left, batch_size=batch_size, mode=mode,
+                                  fetch_offset=offset)
+            touched.append((group_id, res.topic_id, res.partition))
+            if not acquired:
+                continue
+            res.acquired = list(acquired)
+            records_left -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+            lo, hi = acquired[0].first_offset, acquired[-1].last_offset
+            sel = [(s, e) for b, last, s, e in batches if last >= lo and b <= hi]
+            start, end = sel[0][0], sel[-1][1]
+            res.records = data if start == 0 and end == len(data) else \
+                memoryview(data)[start:end]
+            total += end - start
+        self._persist(touched)
+        return results, total
+
+    def fetch(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey], *,
+              max_wait_ms: int, min_bytes: int, max_bytes: int, max_records: int,
+              batch_size: int, mode: AcquireMode):
+        """Acquire records for a ShareFetch: the results now, or a coroutine that long-polls."""
+        opts = {"max_bytes": max_bytes, "max_records": max_records, "batch_size": batch_size,
+                "mode": mode}
+        min_bytes = max(1, min_bytes)
+        results, total = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
+                                          force=max_wait_ms <= 0, **opts)
+        if total or max_wait_ms <= 0 or not partitions or \
+                all(r.error != ErrorCode.NONE for r in results):
+            return results
+        return self._long_poll(group_id, member_id, partitions, max_wait_ms, min_bytes, opts)
+
+    async def _long_poll(self, group_id, member_id, partitions, max_wait_ms, min_bytes, opts):
+        deadline = self.broker.time_ms() + max_wait_ms
+        while True:
+            remaining = deadline - self.broker.time_ms()
+            if remaining <= 0:
+                break
+            share_keys = [(group_id, t, p) for t, p in partitions]
+            log_keys = [(n, p) for t, p in partitions if (n := self.topic_name(t)) is not None]
+            if not await self._wait(share_keys, log_keys, remaining / 1000):
+                break
+            results, total = self._fetch_once(group_id, member_id, partitions,
+                                              min_bytes=min_bytes, force=False, **opts)
+            if total:
+                return results
+        results, _ = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
+                                      force=True, **opts)
+        return results
+
+    # -- ShareGroupListener (called by the group coordinator) ----------------------------
+    def partitions_assigned(self, group_id: str, partitions: list[tuple[uuid.UUID, int]]) -> None:
+        for topic_id, partition in partitions:
+            self.get(group_id, topic_id, partition, initialize=True)
+
+    def member_left(self, group_id: str, member_id: str) -> None:
+        self.sessions.remove(group_id, member_id)
+        self.release_member(group_id, member_id)
+
+    def group_deleted(self, group_id: str) -> None:
+        self.sessions.remove_group(group_id)
+        for key in set(self.persister.keys_of_group(group_id)) | \
+                {k for k in self._partitions if k[0] == group_id}:
+            self._drop(key)
+        self._rearm()
+
+    # -- broker events -------------------------------------------------------------------
+    def on_connection_closed(self, connection: Hashable) -> None:
+        for s in self.sessions.remove_connection(connection):
+            self.release_member(s.group_id, s.member_id, list(s.partitions))
+
+    def on_topic_deleted(self, topic_id: uuid.UUID) -> None:
+        self.sessions.forget_topic(topic_id)
+        for key in {k for k in self.persister.keys() if k[1] == topic_id} | \
+                {k for k in self._partitions if k[1] == topic_id}:
+            self._drop(key)
+        self._rearm()
+
+    def on_log_start_moved(self) -> None:
+        """Retention ran: move share-partitions whose records were deleted."""
+        touched = []
+        for key, sp in self._partitions.items():
+            pl, _ = self._log_for(key[1], key[2])
+            if pl is not None and pl.log_start_offset > sp.start_offset:
+                sp.on_log_start_offset(pl.log_start_offset)
+                touched.append(key)
+        self._persist(touched)
+
+    # -- admin (Describe/Alter/DeleteShareGroupOffsets) ----------------------------------
+    def group_state_keys(self, group_id: str) -> list[StateKey]:
+        return sorted(set(self.persister.keys_of_group(group_id))
+                      | {k for k in self._partitions if k[0] == group_id},
+                      key=lambda k: (str(k[1]), k[2]))
+
+    def describe_offset(self, group_id: str, topic_id: uuid.UUID, partition: int
+                        ) -> tuple[int, int, ErrorCode]:
+        """(start offset, lag, error) of one share-partition; -1/-1 if it has no state."""
+        pl, err = self._log_for(topic_id, partition)
+        if pl is None:
+            return -1, -1, err
+        sp, err = self.get(group_id, topic_id, partition)
+        if sp is None:
+            return -1, -1, ErrorCode.NONE
+        return sp.start_offset, sp.lag(pl.high_watermark), ErrorCode.NONE
+
+    def alter_offset(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                     start_offset: int) -> tuple[ErrorCode, AppendMark | None]:
+        """AlterShareGroupOffsets of one partition (the group is empty: nothing is acquired)."""
+        pl, err = self._log_for(topic_id, partition)
+        if pl is None:
+            return err, None
+        if start_offset < 0:
+            return ErrorCode.INVALID_REQUEST, None
+        key = (group_id, topic_id, partition)
+        sp = self._partitions.get(key)
+        if sp is None and self.persister.read(key) is None:
+            # Not initialised yet: altering initialises it at the given offset.
+            return ErrorCode.NONE, self.persister.write_snapshot(
+                key, ShareState(start_offset=start_offset, state_epoch=0))
+        sp, err = self.get(group_id, topic_id, partition)
+        if sp is None:
+            return err, None
+        err = sp.reset_start_offset(start_offset)
+        if err != ErrorCode.NONE:
+            return ErrorCode(err), None
+        marks = self._persist([key])
+        return ErrorCode.NONE, marks[0] if marks else None
+
+    def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> list[AppendMark | None]:
+        """DeleteShareGroupOffsets of one topic: drop the share-partitions' state."""
+        marks = [self._drop(k) for k in self.group_state_keys(group_id) if k[1] == topic_id]
+        self._rearm()
+        return marks

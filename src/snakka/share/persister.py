@@ -1,0 +1,184 @@
+"""Durable share-partition state in ``__share_group_state`` (Kafka's share coordinator, on one node).
+
+What it owns
+    The internal topic ``__share_group_state`` (``share.coordinator.state.topic.num.partitions``
+    partitions, fixed once created) and, in memory, the latest durable :class:`ShareState` of
+    every share-partition (group, topic id, partition) that has one. The share-partition for a
+    key lives in partition ``abs(hash("group:topicId:partition")) % partitions``, as Kafka.
+
+Records (JSON, via :mod:`snakka.coordinator_log`)
+    key ``["ShareState", group, topic id, partition]``; value
+    ``{"type": "ShareSnapshot" | "ShareUpdate", "start_offset", "state_epoch", "batches":
+    [[first, last, delivery state, delivery count], ...]}`` or null (the state was deleted).
+    A ShareSnapshot restates the whole state; a ShareUpdate is a delta applied on top of the
+    state before it (``share.partition.apply_delta``). After
+    ``share.coordinator.snapshot.update.records.per.snapshot`` updates of one key (Kafka's
+    default 500) the next write is a snapshot, so replaying one key never applies more than that
+    many deltas. The topic is kept small by snapshot-and-trim (CoordinatorLog): a trim rewrites
+    one snapshot per live key.
+
+Replay happens once at start-up (:meth:`SharePersister.load`), before the broker accepts
+connections; share-partitions are then built lazily from :meth:`read` on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
+from snakka.metadata.core import uuid_to_base64
+from snakka.share.types import ShareState, StateBatch
+
+if TYPE_CHECKING:
+    from snakka.broker import Broker
+
+log = logging.getLogger("snakka.share")
+
+SHARE_STATE_TOPIC = "__share_group_state"
+DEFAULT_PARTITIONS = 50  # share.coordinator.state.topic.num.partitions
+DEFAULT_UPDATES_PER_SNAPSHOT = 500  # share.coordinator.snapshot.update.records.per.snapshot
+SEGMENT_BYTES = 16 * 1024 * 1024
+
+# (group id, topic id, partition index)
+StateKey = tuple[str, uuid.UUID, int]
+
+_SNAPSHOT = "ShareSnapshot"
+_UPDATE = "ShareUpdate"
+
+
+def encode_state(kind: str, state: ShareState) -> dict:
+    return {"type": kind, "start_offset": state.start_offset, "state_epoch": state.state_epoch,
+            "batches": [[b.first_offset, b.last_offset, int(b.delivery_state), b.delivery_count]
+                        for b in state.batches]}
+
+
+def decode_state(value: dict) -> ShareState:
+    return ShareState(
+        start_offset=int(value["start_offset"]), state_epoch=int(value.get("state_epoch", 0)),
+        batches=tuple(StateBatch(int(f), int(last), int(s), int(c))
+                      for f, last, s, c in value.get("batches", ())))
+
+
+def _record_key(key: StateKey) -> tuple:
+    group, topic_id, partition = key
+    return ("ShareState", group, str(topic_id), partition)
+
+
+class SharePersister:
+    def __init__(self, broker: Broker, *, partitions: int = DEFAULT_PARTITIONS,
+                 updates_per_snapshot: int = DEFAULT_UPDATES_PER_SNAPSHOT) -> None:
+        self.broker = broker
+        self.updates_per_snapshot = max(1, updates_per_snapshot)
+        self.log = CoordinatorLog(broker, SHARE_STATE_TOPIC, partitions,
+                                  segment_bytes=SEGMENT_BYTES)
+        self._states: dict[StateKey, ShareState] = {}
+        self._updates: dict[StateKey, int] = {}  # updates since the key's last snapshot
+        self._by_partition: dict[int, set[StateKey]] = {}
+
+    # -- start-up ------------------------------------------------------------------------
+    async def load(self) -> int:
+        """Create the topic if needed and replay it; returns the number of records read."""
+        from snakka.share.partition import apply_delta
+
+        await self.log.open()
+        n = 0
+        for p, rkey, value in self.log.replay():
+            n += 1
+            if len(rkey) != 4 or rkey[0] != "ShareState":
+                continue
+            try:
+                key: StateKey = (str(rkey[1]), uuid.UUID(rkey[2]), int(rkey[3]))
+                if value is None:
+                    self._forget(key)
+                    continue
+                state = decode_state(value)
+                if value.get("type") == _UPDATE and key in self._states:
+                    self._states[key] = apply_delta(self._states[key], state)
+                    self._updates[key] = self._updates.get(key, 0) + 1
+                else:  # a snapshot (an update without a base restates what it has)
+                    self._states[key] = state
+                    self._updates[key] = 0
+                self._by_partition.setdefault(p, set()).add(key)
+            except (KeyError, TypeError, ValueError) as e:
+                log.warning("%s-%d: bad share-state record %r skipped: %s", SHARE_STATE_TOPIC, p,
+                            rkey, e)
+        log.info("share-group state loaded: %d record(s), %d share-partition(s)", n,
+                 len(self._states))
+        return n
+
+    # -- reads ---------------------------------------------------------------------------
+    def read(self, key: StateKey) -> ShareState | None:
+        return self._states.get(key)
+
+    def keys(self) -> list[StateKey]:
+        return list(self._states)
+
+    def keys_of_group(self, group_id: str) -> list[StateKey]:
+        return [k for k in self._states if k[0] == group_id]
+
+    def groups(self) -> set[str]:
+        return {k[0] for k in self._states}
+
+    # -- writes --------------------------------------------------------------------------
+    def write_snapshot(self, key: StateKey, state: ShareState) -> AppendMark | None:
+        self._updates[key] = 0
+        return self._write(key, state, encode_state(_SNAPSHOT, state))
+
+    def write_delta(self, key: StateKey, delta: ShareState) -> AppendMark | None:
+        from snakka.share.partition import apply_delta
+
+        base = self._states.get(key)
+        if base is None or self._updates.get(key, 0) + 1 >= self.updates_per_snapshot:
+            # No base (first write) or enough deltas: restate the whole state instead.
+            state = delta if base is None else apply_delta(base, delta)
+            return self.write_snapshot(key, state)
+        self._updates[key] = self._updates.get(key, 0) + 1
+        return self._write(key, apply_delta(base, delta), encode_state(_UPDATE, delta))
+
+    def delete(self, key: StateKey) -> AppendMark | None:
+        if key not in self._states:
+            return None
+        p = self._partition(key)
+        self._forget(key)
+        mark = self.log.append(p, [(_record_key(key), None)])
+        self._maybe_trim(p)
+        return mark
+
+    async def durable(self, marks: list[AppendMark | None]) -> None:
+        await self.log.durable(marks)
+
+    def strict(self) -> bool:
+        return self.log.strict()
+
+    # -- internals -----------------------------------------------------------------------
+    def _partition(self, key: StateKey) -> int:
+        group, topic_id, partition = key
+        return self.log.partition_for(f"{group}:{uuid_to_base64(topic_id)}:{partition}")
+
+    def _write(self, key: StateKey, new_state: ShareState, value: dict) -> AppendMark | None:
+        p = self._partition(key)
+        self._states[key] = new_state
+        self._by_partition.setdefault(p, set()).add(key)
+        mark = self.log.append(p, [(_record_key(key), value)])
+        if self._maybe_trim(p):
+            pl = self.broker.partition_log(SHARE_STATE_TOPIC, p)
+            mark = (pl, pl.log_end_offset) if pl is not None else mark
+        return mark
+
+    def _forget(self, key: StateKey) -> None:
+        self._states.pop(key, None)
+        self._updates.pop(key, None)
+        for keys in self._by_partition.values():
+            keys.discard(key)
+
+    def _maybe_trim(self, p: int) -> bool:
+        keys = self._by_partition.get(p, set())
+
+        def live() -> list[KeyValue]:
+            for k in keys:
+                self._updates[k] = 0
+            return [(_record_key(k), encode_state(_SNAPSHOT, self._states[k])) for k in keys]
+
+        return self.log.maybe_trim(p, len(keys), live)
