@@ -1,0 +1,72 @@
+"""AlterShareGroupOffsets (91): set share-partition start offsets of an empty share group
+(``kafka-share-groups.sh --reset-offsets``).
+
+Only an existing share group without members may be altered: GROUP_ID_NOT_FOUND /
+NON_EMPTY_GROUP otherwise (top-level, repeated for every partition, as Kafka's error response).
+Per partition: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition index,
+INVALID_REQUEST for a negative offset. Altering drops the share-partition's in-flight state and
+starts a new state epoch at the given offset (a partition without state is initialised at it).
+Answered once the new state is durable under the broker's flush policy.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.alter_share_group_offsets_response import (
+    AlterShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsResponsePartition,
+    AlterShareGroupOffsetsResponseTopic,
+)
+
+API_KEY = 91
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _group_error(broker, group_id: str) -> tuple[ErrorCode, str] | None:
+    groups = broker.groups
+    if not group_id or not groups.share_group_exists(group_id):
+        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+    if not groups.share_group_is_empty(group_id):
+        return ErrorCode.NON_EMPTY_GROUP, (
+            f"Share group {group_id} is not empty: its offsets can only be altered while it "
+            "has no members.")
+    return None
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    md = broker.metadata
+    group_err = _group_error(broker, req.group_id)
+    marks = []
+    topics = []
+    for t in req.topics:
+        ti = md.topics.get(t.topic_name)
+        parts = []
+        for p in t.partitions:
+            if group_err is not None:
+                err, msg = group_err
+            elif ti is None:
+                err, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+            else:
+                err, mark = broker.shares.alter_offset(req.group_id, ti.topic_id,
+                                                       p.partition_index, p.start_offset)
+                msg = None
+                marks.append(mark)
+            parts.append(AlterShareGroupOffsetsResponsePartition(
+                partition_index=p.partition_index, error_code=err, error_message=msg))
+        topics.append(AlterShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name, topic_id=ti.topic_id if ti else _ZERO_UUID,
+            partitions=parts))
+    code, message = group_err if group_err is not None else (ErrorCode.NONE, None)
+    response = AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=code,
+                                              error_message=message, responses=topics)
+    if marks and broker.shares.persister.strict():
+        return _after_durable(broker, marks, response)
+    return response
+
+
+async def _after_durable(broker, marks, response):
+    await broker.shares.durable(marks)
+    return response

@@ -1,0 +1,55 @@
+"""DeleteShareGroupOffsets (92): forget a share group's state for whole topics
+(``kafka-share-groups.sh --delete-offsets``).
+
+Only an existing share group without members: GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP otherwise
+(top-level, repeated per topic). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION for that topic.
+The share-partitions' state is deleted (tombstones in ``__share_group_state``); when the topic
+is assigned in the group again it starts afresh from ``share.auto.offset.reset``. Answered once
+the deletion is durable under the broker's flush policy.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from snakka.handlers.alter_share_group_offsets import _group_error
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.delete_share_group_offsets_response import (
+    DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponseTopic,
+)
+
+API_KEY = 92
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    md = broker.metadata
+    group_err = _group_error(broker, req.group_id)
+    marks: list = []
+    topics = []
+    for t in req.topics:
+        ti = md.topics.get(t.topic_name)
+        msg = None
+        if group_err is not None:
+            err, msg = group_err
+        elif ti is None:
+            err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            err = ErrorCode.NONE
+            marks += broker.shares.delete_offsets(req.group_id, ti.topic_id)
+        topics.append(DeleteShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name, topic_id=ti.topic_id if ti else _ZERO_UUID,
+            error_code=err, error_message=msg))
+    code, message = group_err if group_err is not None else (ErrorCode.NONE, None)
+    response = DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=code,
+                                               error_message=message, responses=topics)
+    if any(marks) and broker.shares.persister.strict():
+        return _after_durable(broker, marks, response)
+    return response
+
+
+async def _after_durable(broker, marks, response):
+    await broker.shares.durable(marks)
+    return response

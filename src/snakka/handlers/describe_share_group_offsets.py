@@ -1,0 +1,67 @@
+"""DescribeShareGroupOffsets (90, v0-v1): the share-partition start offset (SPSO) of a share
+group's partitions and, from v1 (KIP-1226), their lag: records between the SPSO and the high
+watermark not yet acknowledged or archived.
+
+``Topics`` null describes every share-partition the group has state for. A requested partition
+the group has no state for answers StartOffset -1 (and Lag -1), as Kafka; an unknown topic or
+partition index answers UNKNOWN_TOPIC_OR_PARTITION for that partition; a group id that is not a
+share group answers GROUP_ID_NOT_FOUND for the group. LeaderEpoch is always 0 (one node).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from snakka.handlers._common import LEADER_EPOCH
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.describe_share_group_offsets_response import (
+    DescribeShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsResponseGroup,
+    DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
+)
+
+API_KEY = 90
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _partition(index: int, start: int, lag: int, err: ErrorCode = ErrorCode.NONE):
+    return DescribeShareGroupOffsetsResponsePartition(
+        partition_index=index, start_offset=start, leader_epoch=LEADER_EPOCH, lag=lag,
+        error_code=err, error_message=None)
+
+
+def _describe_group(broker, g) -> DescribeShareGroupOffsetsResponseGroup:
+    shares = broker.shares
+    md = broker.metadata
+    if not g.group_id or not broker.groups.share_group_exists(g.group_id):
+        return DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, topics=[], error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+            error_message=f"Group {g.group_id} is not a share group.")
+    if g.topics is None:
+        wanted: dict = {}
+        for _g, topic_id, partition in shares.group_state_keys(g.group_id):
+            ti = md.topics_by_id.get(topic_id)
+            if ti is not None:
+                wanted.setdefault(ti.name, []).append(partition)
+    else:
+        wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+    topics = []
+    for name, partitions in wanted.items():
+        ti = md.topics.get(name)
+        parts = []
+        for p in partitions:
+            if ti is None:
+                parts.append(_partition(p, -1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            start, lag, err = shares.describe_offset(g.group_id, ti.topic_id, p)
+            parts.append(_partition(p, start, lag, err))
+        topics.append(DescribeShareGroupOffsetsResponseTopic(
+            topic_name=name, topic_id=ti.topic_id if ti else _ZERO_UUID, partitions=parts))
+    return DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=topics,
+                                                  error_code=ErrorCode.NONE, error_message=None)
+
+
+def handle(ctx, req) -> DescribeShareGroupOffsetsResponse:
+    return DescribeShareGroupOffsetsResponse(
+        throttle_time_ms=0, groups=[_describe_group(ctx.broker, g) for g in req.groups])
