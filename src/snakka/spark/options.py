@@ -60,7 +60,8 @@ SOURCE_OPTIONS = {
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
     "groupidprefix",
 }
-SINK_OPTIONS = {"topic", "includeheaders"}
+# Spark hands a streaming sink its query options too.
+SINK_OPTIONS = {"topic", "includeheaders", "checkpointlocation"}
 
 # kafka.* consumer configs that mean something to snakka's fetcher.
 KAFKA_CONSUMER_CONFIGS = {

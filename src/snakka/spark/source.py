@@ -15,13 +15,21 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
 )
 from pyspark.sql.types import StructType
 
 from . import FORMAT_NAME
 from .arrow_decode import kafka_schema
-from .options import SnakkaSparkOptionError, include_headers, parse_read_options
+from .options import (
+    SnakkaSparkOptionError,
+    include_headers,
+    parse_read_options,
+    parse_write_options,
+)
 from .reader import SnakkaBatchReader, SnakkaStreamReader
+from .writer import SnakkaBatchWriter, SnakkaStreamWriter, check_write_schema
 
 
 def _check_schema(schema: StructType, options) -> None:
@@ -52,3 +60,17 @@ class SnakkaDataSource(DataSource):
         settings = parse_read_options(self.options, streaming=True)
         _check_schema(schema, self.options)
         return SnakkaStreamReader(settings)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise SnakkaSparkOptionError(
+                "save mode 'overwrite' is not possible for Kafka topics (records cannot be "
+                "replaced); use mode 'append'")
+        settings = parse_write_options(self.options)
+        check_write_schema(schema, settings)
+        return SnakkaBatchWriter(settings)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        settings = parse_write_options(self.options)
+        check_write_schema(schema, settings)
+        return SnakkaStreamWriter(settings)
