@@ -219,8 +219,10 @@ def _spread(
         return
     n_members, n_parts = len(members), len(partitions)
     sharing = -(-n_members // n_parts)
-    wanted = set(partitions)
-    kept = {m: sorted(current.get(m, set()) & wanted, key=lambda tp: (str(tp[0]), tp[1]))
+    # Partitions are handled as their index in ``partitions`` (hashing ints is much cheaper
+    # than hashing (UUID, int) tuples, which matters with thousands of partitions).
+    index = {tp: i for i, tp in enumerate(partitions)}
+    kept = {m: sorted(i for tp in current.get(m, ()) if (i := index.get(tp)) is not None)
             for m in members}
     if cap is None:
         base, extra = divmod(sharing * n_parts, n_members)
@@ -230,38 +232,39 @@ def _spread(
         quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(order)}
     else:
         quota = {m: max(0, cap - load.get(m, 0)) for m in members}
-    holders: dict[tuple[uuid.UUID, int], set[str]] = {tp: set() for tp in partitions}
-    given: dict[str, set[tuple[uuid.UUID, int]]] = {m: set() for m in members}
+    holders: list[set[str]] = [set() for _ in range(n_parts)]
+    given: dict[str, list[int]] = {m: [] for m in members}
     for m in sorted(members):
-        for tp in kept[m]:
-            if len(given[m]) < quota[m] and len(holders[tp]) < sharing:
-                given[m].add(tp)
-                holders[tp].add(m)
+        for i in kept[m]:
+            if len(given[m]) < quota[m] and len(holders[i]) < sharing:
+                given[m].append(i)
+                holders[i].add(m)
     # Fill: every partition up to the desired sharing, least-loaded member with room first
     # (with a cap, everyone has room: the cap only limits what is kept).
     heap = [(len(given[m]) + load.get(m, 0), m) for m in members
             if cap is not None or len(given[m]) < quota[m]]
     heapq.heapify(heap)
-    for tp in partitions:
+    for i in range(n_parts):
+        held = holders[i]
         skipped = []
-        while len(holders[tp]) < sharing and heap:
+        while len(held) < sharing and heap:
             count, m = heapq.heappop(heap)
-            if m in holders[tp]:
+            if m in held:
                 skipped.append((count, m))
                 continue
-            given[m].add(tp)
-            holders[tp].add(m)
+            given[m].append(i)
+            held.add(m)
             if cap is not None or len(given[m]) < quota[m]:
                 heapq.heappush(heap, (count + 1, m))
         for item in skipped:
             heapq.heappush(heap, item)
-        if not holders[tp]:
+        if not held:
             # Guard: no partition is ever left without a member.
             m = min(members, key=lambda x: (len(given[x]) + load.get(x, 0), x))
-            given[m].add(tp)
-            holders[tp].add(m)
+            given[m].append(i)
+            held.add(m)
     for m in members:
-        out.setdefault(m, set()).update(given[m])
+        out.setdefault(m, set()).update(partitions[i] for i in given[m])
         load[m] = load.get(m, 0) + len(given[m])
 
 
@@ -614,8 +617,9 @@ class ShareGroups:
             group.target.setdefault(member_id, {})
             bump = True
         old_assigned = member.assigned
-        if rack_id is not None:
+        if rack_id is not None and rack_id != member.rack_id:
             member.rack_id = rack_id
+            group.dirty.add(member_id)
         if subscribed_topic_names is not None:
             names = tuple(sorted(set(subscribed_topic_names)))
             if names != member.subscribed_topic_names:
@@ -623,9 +627,10 @@ class ShareGroups:
                          list(names))
                 member.subscribed_topic_names = names
                 bump = True
-        member.client_id = client_id
-        member.client_host = client_host
-        group.dirty.add(member_id)
+        if (client_id, client_host) != (member.client_id, member.client_host):
+            member.client_id = client_id
+            member.client_host = client_host
+            group.dirty.add(member_id)
         if bump:
             self._refresh_subscriptions(group, self._topics())
             self._bump(group)
@@ -722,8 +727,12 @@ class ShareGroups:
             heapq.heappush(self._timers, (deadline, next(self._seq), gid, member.member_id))
 
     def _flush(self, group: _Group) -> None:
-        """Emit records for whatever changed in ``group`` since its last records."""
+        """Emit records for whatever changed in ``group`` since its last records (a steady
+        heartbeat changes nothing and writes nothing)."""
         if group.group_id not in self._groups:
+            return
+        if group.assignment_epoch == (group.persisted or {}).get("assignment_epoch") and \
+                not group.dirty:
             return
         value = {
             "group_epoch": group.group_epoch,
