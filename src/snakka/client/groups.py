@@ -57,6 +57,13 @@ def decode_assignment(data: bytes) -> dict[str, list[int]]:
     return {tp.topic: list(tp.partitions) for tp in a.assigned_partitions}
 
 
+def _described_members(group) -> list[MemberInfo]:
+    """Members of a ConsumerGroupDescribe or ShareGroupDescribe group (same member shape)."""
+    return [MemberInfo(m.member_id, m.client_id, m.client_host,
+                       {tp.topic_name: list(tp.partitions) for tp in m.assignment.topic_partitions})
+            for m in group.members]
+
+
 class GroupsAdmin(Admin):
     async def list_groups(self) -> list[tuple[str, str, str, str]]:
         """(group id, type, state, protocol type)."""
@@ -73,20 +80,14 @@ class GroupsAdmin(Admin):
             g = resp.groups[0]
             if g.error_code == 0:
                 group_type, state, protocol = "consumer", g.group_state, g.assignor_name
-                members = [MemberInfo(m.member_id, m.client_id, m.client_host,
-                                      {tp.topic_name: list(tp.partitions)
-                                       for tp in m.assignment.topic_partitions})
-                           for m in g.members]
+                members = _described_members(g)
         if group_type == "classic" and 77 in self.conn.versions:
             resp = await self.conn.send(ShareGroupDescribeRequest(
                 group_ids=[group_id], include_authorized_operations=False))
             g = resp.groups[0]
             if g.error_code == 0:
                 group_type, state, protocol = "share", g.group_state, g.assignor_name
-                members = [MemberInfo(m.member_id, m.client_id, m.client_host,
-                                      {tp.topic_name: list(tp.partitions)
-                                       for tp in m.assignment.topic_partitions})
-                           for m in g.members]
+                members = _described_members(g)
         if group_type == "classic":
             resp = await self.conn.send(DescribeGroupsRequest(groups=[group_id]))
             g = resp.groups[0]

@@ -57,6 +57,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+# The response shape, wire/record encodings of assignments and the rejection carrier are the
+# KIP-848 core's: the two heartbeat APIs answer alike.
+from snakka.groups.consumer import HeartbeatResult as ShareHeartbeatResult
+from snakka.groups.consumer import TopicPartitions, _dec, _enc, _Partitions, _Reject, _to_wire
 from snakka.groups.types import Clock, GroupConfig, GroupRecord, ShareState
 from snakka.protocol.errors import ErrorCode
 
@@ -77,22 +81,6 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 SHARE_PROTOCOL_TYPE = "share"
 #: The only assignor (Kafka's built-in share assignor name).
 SIMPLE_ASSIGNOR = "simple"
-
-TopicPartitions = list[tuple[uuid.UUID, list[int]]]
-_Partitions = dict[uuid.UUID, frozenset[int]]
-
-
-@dataclass(frozen=True, slots=True)
-class ShareHeartbeatResult:
-    """A ShareGroupHeartbeat response. ``assignment`` is ``None`` when not sent (unchanged)."""
-
-    error_code: int
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: TopicPartitions | None = None
-
 
 @dataclass(frozen=True, slots=True)
 class ShareMemberDescription:
@@ -171,19 +159,6 @@ class _Group:
     @property
     def state(self) -> str:
         return ShareState.STABLE if self.members else ShareState.EMPTY
-
-
-def _to_wire(parts: _Partitions) -> TopicPartitions:
-    return [(tid, sorted(parts[tid])) for tid in sorted(parts, key=str) if parts[tid]]
-
-
-def _enc(parts: _Partitions) -> dict[str, list[int]]:
-    return {str(tid): sorted(ps) for tid, ps in sorted(parts.items(), key=lambda kv: str(kv[0]))
-            if ps}
-
-
-def _dec(value: dict[str, list[int]] | None) -> _Partitions:
-    return {uuid.UUID(t): frozenset(ps) for t, ps in (value or {}).items() if ps}
 
 
 def _flat(parts: _Partitions) -> set[tuple[uuid.UUID, int]]:
@@ -303,13 +278,6 @@ def simple_assign(
 
 
 # -- the core -------------------------------------------------------------------------------
-
-
-class _Reject(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class ShareGroups:
