@@ -154,6 +154,9 @@ def test_group_value_fallback_chain_and_replay():
     assert r2.group_value("g", "share.delivery.count.limit") == "6"
     assert r2.group_value("g", "share.auto.offset.reset") == "latest"
     assert md2.current_overrides(RESOURCE_GROUP, "g") == {"share.delivery.count.limit": "6"}
+    # Deleting the last override forgets the group's entry.
+    md2.alter_configs(RESOURCE_GROUP, "g", {"share.delivery.count.limit": None})
+    assert (RESOURCE_GROUP, "g") not in md2.dynamic_configs
 
 
 def test_metadata_rejects_bad_group_changes_with_invalid_config():

@@ -142,6 +142,10 @@ class ClusterMetadata:
                     target.pop(k, None)
                 else:
                     target[k] = v
+            if not target and key[0] != RESOURCE_TOPIC:
+                # No overrides left (e.g. every config of a group deleted): forget the entity,
+                # so configuring many short-lived groups cannot accumulate state.
+                self.dynamic_configs.pop(key, None)
         elif t == "producer_ids":
             self.next_producer_id_block = max(self.next_producer_id_block, int(rec["next"]))
         elif t == "cluster":
