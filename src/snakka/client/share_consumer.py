@@ -369,9 +369,10 @@ class AsyncShareConsumer:
         self._commit_callback = callback
 
     async def close(self, timeout: float = 30.0) -> None:
-        """Acknowledge what is outstanding (implicit: accept the last poll's records; explicit:
-        release the unacknowledged ones), close the share sessions (epoch -1) and leave the
-        group (epoch -1). Returns within about ``timeout`` seconds."""
+        """Send the pending acknowledgements, release the records returned by poll and not
+        acknowledged (implicit mode too: like Kafka's consumer, close does not accept the last
+        poll's records; ``commit_sync()`` first does), close the share sessions (epoch -1) and
+        leave the group (epoch -1). Returns within about ``timeout`` seconds."""
         if self._closed or self._closing:
             return
         self._closing = True
@@ -387,12 +388,11 @@ class AsyncShareConsumer:
             self._dispatch_results()
 
     def _settle_outstanding(self) -> None:
-        """Before closing sessions: implicit mode accepts the last poll's records; explicit
-        mode releases the ones the application did not acknowledge (and renewed ones)."""
-        if self._explicit:
-            self._records.accept_unacked(AcknowledgeType.RELEASE, include_renewed=True)
-        else:
-            self._records.accept_unacked(AcknowledgeType.ACCEPT)
+        """Before closing sessions (close, unsubscribe): records returned by poll and not
+        acknowledged are released, in both modes. As in Kafka's consumer, implicit mode accepts
+        the last poll's records only on the next poll or commit, not on close: call
+        ``commit_sync()`` first to accept them."""
+        self._records.accept_unacked(AcknowledgeType.RELEASE, include_renewed=True)
 
     async def __aenter__(self) -> AsyncShareConsumer:
         return self
