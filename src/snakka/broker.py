@@ -217,7 +217,9 @@ class Broker:
             self.logs.get_or_create_log(name, p, cfg, ti.topic_id)
         log.info("created topic %s (id %s, %d partitions%s)", name, uuid_to_base64(ti.topic_id),
                  partitions, f", configs {ti.configs}" if ti.configs else "")
-        if self.groups is not None:
+        if self.groups is not None and not ti.is_internal:
+            # Internal topics are never subscribed to; skipping them also keeps a coordinator
+            # that creates its topic lazily (share-group state) from re-entering the groups.
             self.groups.on_metadata_change()
         return ti, recs
 
@@ -231,13 +233,21 @@ class Broker:
         """Metadata-triggered creation with broker defaults (auto.create.topics.enable)."""
         n = int(self.resolver.broker_value("num.partitions") or 1)
         ti, recs = self.create_topic_now(name, n, {})
+        self.commit_metadata_soon(recs)
+        return ti
+
+    def commit_metadata_soon(self, records: list[dict]) -> None:
+        """Append metadata records now and fsync them in the background (one sync in flight at
+        a time, so a burst of creations costs one fsync, not one each); ``sync_metadata``
+        waits for durability when a caller needs it."""
         assert self.store is not None
-        # Answered at once; the record is fsynced in the background (one in flight at a time,
-        # so a burst of auto-creations costs one fsync, not one each).
-        self.store.append(recs, sync=False)
+        self.store.append(records, sync=False)
         if self._store_sync is None or self._store_sync.done():
             self._store_sync = asyncio.ensure_future(self._sync_store())
-        return ti
+
+    async def sync_metadata(self) -> None:
+        """fsync the metadata log (everything appended so far)."""
+        await self._sync_store()
 
     async def _sync_store(self) -> None:
         assert self.store is not None

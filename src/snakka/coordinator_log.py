@@ -5,6 +5,10 @@ follows the same scheme and can move onto this module) store their facts as reco
 internal topic: the key is a JSON array, the value a JSON object or null (a tombstone). At
 start-up every partition is replayed in order, before the broker accepts connections.
 
+The topic is created on the first write (with ``lazy=True``), so a broker that never uses the
+coordinator pays nothing for its partitions at start-up and shutdown; its metadata record is
+fsynced in the background, and :meth:`CoordinatorLog.durable` waits for it in strict mode.
+
 The topic is an ordinary partition log with ``retention.ms=-1`` and small segments. Instead of
 Kafka's log cleaner it is kept small by snapshot-and-trim: the owner knows its live state per
 partition; once a partition holds more than ``compact_min_records`` records and more than
@@ -56,7 +60,7 @@ class CoordinatorLog:
 
     def __init__(self, broker: Broker, topic: str, partitions: int, *, segment_bytes: int,
                  compact_min_records: int = 10_000, compact_ratio: int = 4,
-                 snapshot_batch_records: int = 5_000) -> None:
+                 snapshot_batch_records: int = 5_000, lazy: bool = False) -> None:
         self.broker = broker
         self.topic = topic
         self.num_partitions = partitions
@@ -64,19 +68,36 @@ class CoordinatorLog:
         self.compact_min_records = compact_min_records
         self.compact_ratio = compact_ratio
         self.snapshot_batch_records = snapshot_batch_records
+        self.lazy = lazy
         # partition -> records held since its log start offset
         self._held: dict[int, int] = {}
+        self._metadata_unsynced = False
+
+    def _configs(self) -> dict[str, str | None]:
+        return {"retention.ms": "-1", "retention.bytes": "-1",
+                "segment.bytes": str(self.segment_bytes)}
+
+    @property
+    def exists(self) -> bool:
+        return self.topic in self.broker.metadata.topics
 
     async def open(self) -> None:
-        """Create the topic if it does not exist (its partition count is fixed from then on)."""
+        """Adopt the existing topic's partition count (fixed once created), or create the topic
+        now unless ``lazy``."""
         ti = self.broker.metadata.topics.get(self.topic)
-        if ti is None:
-            ti, recs = self.broker.create_topic_now(
-                self.topic, self.num_partitions,
-                {"retention.ms": "-1", "retention.bytes": "-1",
-                 "segment.bytes": str(self.segment_bytes)})
+        if ti is None and not self.lazy:
+            ti, recs = self.broker.create_topic_now(self.topic, self.num_partitions,
+                                                    self._configs())
             await self.broker.commit_metadata(recs)
-        self.num_partitions = ti.partitions
+        if ti is not None:
+            self.num_partitions = ti.partitions
+
+    def _ensure_topic(self) -> None:
+        if self.exists:
+            return
+        _ti, recs = self.broker.create_topic_now(self.topic, self.num_partitions, self._configs())
+        self.broker.commit_metadata_soon(recs)
+        self._metadata_unsynced = True
 
     def partition_for(self, key: str) -> int:
         """Kafka's Utils.abs(key.hashCode()) % partitions."""
@@ -113,6 +134,7 @@ class CoordinatorLog:
         records = list(records)
         if not records:
             return None
+        self._ensure_topic()
         pl = self.broker.partition_log(self.topic, partition)
         if pl is None:
             log.error("%s-%d is missing; %d record(s) not stored", self.topic, partition,
@@ -157,6 +179,9 @@ class CoordinatorLog:
         flusher: Any = self.broker.flusher
         if flusher is None or not flusher.strict:
             return
+        if self._metadata_unsynced:  # the topic was created lazily: its record must be durable
+            await self.broker.sync_metadata()
+            self._metadata_unsynced = False
         for mark in marks:
             if mark is not None:
                 await flusher.flush_through(mark[0], mark[1])

@@ -71,15 +71,17 @@ class SharePersister:
                  updates_per_snapshot: int = DEFAULT_UPDATES_PER_SNAPSHOT) -> None:
         self.broker = broker
         self.updates_per_snapshot = max(1, updates_per_snapshot)
+        # Created on the first share-group write: brokers without share groups do not pay for
+        # its partitions.
         self.log = CoordinatorLog(broker, SHARE_STATE_TOPIC, partitions,
-                                  segment_bytes=SEGMENT_BYTES)
+                                  segment_bytes=SEGMENT_BYTES, lazy=True)
         self._states: dict[StateKey, ShareState] = {}
         self._updates: dict[StateKey, int] = {}  # updates since the key's last snapshot
         self._by_partition: dict[int, set[StateKey]] = {}
 
     # -- start-up ------------------------------------------------------------------------
     async def load(self) -> int:
-        """Create the topic if needed and replay it; returns the number of records read."""
+        """Replay the topic if it exists; returns the number of records read."""
         from snakka.share.partition import apply_delta
 
         await self.log.open()
