@@ -202,12 +202,17 @@ class GroupCoordinator:
     def _deliver_share_events(self) -> None:
         for event in self.share.drain_events():
             for listener in list(self._share_listeners):
-                if isinstance(event, PartitionsAssigned):
-                    listener.partitions_assigned(event.group_id, list(event.partitions))
-                elif isinstance(event, MemberLeft):
-                    listener.member_left(event.group_id, event.member_id)
-                elif isinstance(event, GroupDeleted):
-                    listener.group_deleted(event.group_id)
+                # A failing listener is a bug on the share side; it must not fail the group
+                # request that caused the event (its records are already written).
+                try:
+                    if isinstance(event, PartitionsAssigned):
+                        listener.partitions_assigned(event.group_id, list(event.partitions))
+                    elif isinstance(event, MemberLeft):
+                        listener.member_left(event.group_id, event.member_id)
+                    elif isinstance(event, GroupDeleted):
+                        listener.group_deleted(event.group_id)
+                except Exception:
+                    log.exception("share-group listener %r failed on %r", listener, event)
 
     def _persist(self, records: Iterable[GroupRecord]) -> None:
         by_partition: dict[int, list[GroupRecord]] = {}
