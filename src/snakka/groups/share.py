@@ -476,14 +476,13 @@ class ShareGroups:
             group.persisted = v
         elif kind == "share_member":
             gid, mid = record.key[1], record.key[2]
-            group = self._groups.get(gid)
             if record.value is None:
-                if group is not None:
-                    group.members.pop(mid, None)
-                    group.target.pop(mid, None)
+                known = self._groups.get(gid)
+                if known is not None:
+                    known.members.pop(mid, None)
+                    known.target.pop(mid, None)
                 return
-            if group is None:
-                group = self._groups[gid] = _Group(gid)
+            group = self._groups.setdefault(gid, _Group(gid))
             v = record.value
             group.members[mid] = _Member(
                 member_id=mid,
