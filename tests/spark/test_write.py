@@ -119,8 +119,8 @@ def test_streaming_write(spark, spark_broker, new_topic, tmp_path):
 
 
 def test_write_schema_errors(spark, spark_broker, new_topic):
-    from pyspark.errors import PySparkException
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
 
     bs = spark_broker.bootstrap_servers
     topic = new_topic(partitions=1)

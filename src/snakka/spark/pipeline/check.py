@@ -140,8 +140,7 @@ def _classify(spark: SparkSession, events: DataFrame, committed: list[MicroBatch
             col.append(running)
         ends[p] = np.asarray(col, dtype=np.int64)
 
-    @F.pandas_udf(T.LongType())
-    def batch_of(partition: pd.Series, offset: pd.Series) -> pd.Series:
+    def batch_of(partition, offset):
         out = np.full(len(offset), -1, dtype=np.int64)
         parts = partition.to_numpy()
         offs = offset.to_numpy()
@@ -152,6 +151,11 @@ def _classify(spark: SparkSession, events: DataFrame, committed: list[MicroBatch
                 out[mask] = np.where(idx < len(e), idx, -1)
         return pd.Series(out)
 
+    # Real classes, not the strings `from __future__ import annotations` would leave: Spark
+    # infers the UDF kind (Series -> Series) from the hints.
+    batch_of.__annotations__ = {"partition": pd.Series, "offset": pd.Series,
+                                "return": pd.Series}
+    batch_of_udf = F.pandas_udf(batch_of, T.LongType())
     wm_late = [(b.batch_id, committed[i - 1].watermark_ms if i else 0)
                for i, b in enumerate(committed)]
     wm_df = spark.createDataFrame(wm_late, "batch_id long, wm_late_ms long")
@@ -161,7 +165,7 @@ def _classify(spark: SparkSession, events: DataFrame, committed: list[MicroBatch
             .withColumn("window_start_ms", F.unix_millis(F.col("window.start")))
             .withColumn("window_end_ms", F.unix_millis(F.col("window.end")))
             .drop("window")
-            .withColumn("batch_id", batch_of(F.col("partition"), F.col("offset")))
+            .withColumn("batch_id", batch_of_udf(F.col("partition"), F.col("offset")))
             .join(F.broadcast(wm_df), "batch_id", "left")
             .withColumn("status",
                         F.when(F.col("batch_id") < 0, "unprocessed")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .events import generate_events
-from .generator import ProduceStats, produce_events
+from .generator import ProduceStats, ensure_topic, produce_events
 from .job import (
     LogEndOffsets,
     PipelineSettings,
@@ -98,12 +98,10 @@ class _GeneratorThread(threading.Thread):
         self.produced = 0
         self.stats: ProduceStats | None = None
         self.error: BaseException | None = None
-        self.topic_ready = threading.Event()
 
     def run(self) -> None:
         def progress(n: int) -> None:
             self.produced = n
-            self.topic_ready.set()
 
         try:
             self.stats = asyncio.run(produce_events(
@@ -111,8 +109,6 @@ class _GeneratorThread(threading.Thread):
                 partitions=self.partitions, rate=self.rate, on_progress=progress))
         except BaseException as e:  # reported by the main thread
             self.error = e
-        finally:
-            self.topic_ready.set()
 
 
 def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
@@ -139,20 +135,20 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
             output_topic=output_topic, window_ms=window_ms,
             watermark_delay_ms=watermark_delay_ms, max_offsets_per_trigger=max_offsets_per_trigger,
             trigger_interval=trigger_interval)
-        gen = _GeneratorThread(bootstrap, input_topic, events=events, seed=seed,
-                               partitions=partitions, rate=rate)
-        console.print(f"Generating {events:,} clickstream events (seed {seed}"
-                      + (f", {rate:,.0f} events/s" if rate else "") + f") into '{input_topic}'")
-        gen.start()
-        gen.topic_ready.wait()
-        if gen.error is not None:
-            raise gen.error
+        # Topics first, then the query (its initial offsets are the topic's beginning), then
+        # the generator: the job chases a live stream from its first event.
+        asyncio.run(_create_topics(bootstrap, input_topic, partitions, output_topic))
         spark = build_spark(master)
         console.print(f"Streaming job: {window_ms / 1000:g} s tumbling windows per country, "
                       f"watermark {watermark_delay_ms / 1000:g} s, trigger {trigger_interval}; "
                       f"sinks: topic '{output_topic}' and Parquet")
         query = start_query(spark, settings)
         monitor = ProgressMonitor(console, LogEndOffsets(bootstrap, input_topic))
+        gen = _GeneratorThread(bootstrap, input_topic, events=events, seed=seed,
+                               partitions=partitions, rate=rate)
+        console.print(f"Generating {events:,} clickstream events (seed {seed}"
+                      + (f", {rate:,.0f} events/s" if rate else "") + f") into '{input_topic}'")
+        gen.start()
 
         def input_done() -> bool:
             if gen.error is not None:
@@ -169,10 +165,20 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
         return DemoResult(gen.stats, summary, report)
 
 
+async def _create_topics(bootstrap: str, input_topic: str, partitions: int,
+                         output_topic: str) -> None:
+    from snakka.client.admin import Admin
+
+    async with Admin(bootstrap, client_id="snakka-pipeline") as admin:
+        await ensure_topic(admin, input_topic, partitions)
+        await ensure_topic(admin, output_topic, 1)
+
+
 def print_stream_summary(console: Console, produced: ProduceStats, s: StreamSummary) -> None:
     ms = s.batch_ms or [0]
     console.print(f"Produced {produced.events:,} events in {produced.seconds:.1f} s "
                   f"({produced.events_per_second:,.0f}/s). Streaming: {s.batches} micro-batches, "
-                  f"{s.input_rows:,} rows in {s.seconds:.1f} s ({s.rows_per_second:,.0f} rows/s), "
+                  f"{s.input_rows:,} rows in {s.seconds:.1f} s ({s.rows_per_second:,.0f} rows/s; "
+                  f"{s.busy_rows_per_second:,.0f} rows/s while busy), "
                   f"batch duration median {statistics.median(ms):,.0f} ms / max {max(ms):,} ms, "
                   f"max lag {s.max_lag:,}")

@@ -190,7 +190,7 @@ class AggregateSinks:
                 return
             (rows.coalesce(1).write.mode("overwrite")
              .parquet(os.path.join(s.parquet_dir, f"batch_id={batch_id}")))
-            (aggregate_records(rows).write.format("snakka")
+            (aggregate_records(rows).write.format("snakka").mode("append")
              .option("kafka.bootstrap.servers", s.bootstrap_servers)
              .option("topic", s.output_topic)
              .save())
@@ -270,7 +270,14 @@ class StreamSummary:
 
     @property
     def rows_per_second(self) -> float:
+        """Rows over the wall time the query ran (bounded by the producer's pace)."""
         return self.input_rows / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def busy_rows_per_second(self) -> float:
+        """Rows over the time spent inside micro-batches: what the job sustains when busy."""
+        busy = sum(self.batch_ms) / 1000
+        return self.input_rows / busy if busy > 0 else 0.0
 
 
 class ProgressMonitor:
@@ -363,7 +370,16 @@ def run_until_drained(query: StreamingQuery, monitor: ProgressMonitor, *,
         if query.isActive:
             query.stop()
     monitor.poll(query)
+    check_query_failed(query)
+    return monitor.summary
+
+
+class StreamingJobError(RuntimeError):
+    """The streaming query stopped with an error (the message is Spark's, without the plan)."""
+
+
+def check_query_failed(query: StreamingQuery) -> None:
     exc = query.exception()
     if exc is not None:
-        raise RuntimeError(f"streaming query failed: {exc}")
-    return monitor.summary
+        text = str(exc).split("=== Streaming Query ===")[0].strip()
+        raise StreamingJobError(f"streaming query failed: {text}")
