@@ -1,7 +1,8 @@
 """Share groups (:mod:`snakka.groups.share`) driven with a fake clock: ShareGroupHeartbeat
 semantics (join, rejoin, leave, fencing, session expiry, max size), assignments sent only when
 they change, reaction to topic changes, the events the share side is told about, and
-persistence (every state survives a replay of the records the core wrote)."""
+persistence (every state survives a replay of the records the core wrote); then a hypothesis
+state machine mixing all of them checks the invariants after every step."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import json
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from snakka.groups.share import (
     GroupDeleted,
@@ -305,3 +309,100 @@ def test_every_partition_always_has_a_member(n_members, n_parts):
         assigned |= w.sg.assignment("g", f"m{i}") or set()
         assigned |= parts(w.hb(f"m{i}", 0, ["a"]).assignment)
     assert assigned == {(A, p) for p in range(n_parts)}
+
+
+# -- stateful: random joins, heartbeats, leaves, expiries, topic changes and restarts ----------
+
+MEMBERS = [f"m{i}" for i in range(5)]
+TOPICS = {"a": A, "b": B}
+
+
+class ShareGroupMachine(RuleBasedStateMachine):
+    """Members behave like real clients (adopt the epoch and assignment they are sent, rejoin
+    with epoch 0 after FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID); the invariants hold after
+    every step, and a replay of the records always rebuilds the same groups."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = World(a=(A, 3))
+        self.epoch: dict[str, int] = {}          # member -> epoch it believes in (absent: out)
+        self.view: dict[str, set] = {}           # member -> assignment it was last sent
+
+    def _apply(self, m: str, r: ShareHeartbeatResult) -> None:
+        if r.error_code in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, E.GROUP_ID_NOT_FOUND):
+            self.epoch.pop(m, None)
+            self.view.pop(m, None)
+            return
+        assert r.error_code == E.NONE, r
+        if r.member_epoch == -1:
+            self.epoch.pop(m, None)
+            self.view.pop(m, None)
+            return
+        self.epoch[m] = r.member_epoch
+        if r.assignment is not None:
+            self.view[m] = parts(r.assignment)
+
+    @rule(m=st.sampled_from(MEMBERS), topics=st.sets(st.sampled_from(["a", "b", "c"]),
+                                                      min_size=1))
+    def join(self, m, topics):
+        self._apply(m, self.w.hb(m, 0, sorted(topics)))
+
+    @rule(m=st.sampled_from(MEMBERS))
+    def heartbeat(self, m):
+        if m in self.epoch:
+            self._apply(m, self.w.hb(m, self.epoch[m]))
+
+    @rule(m=st.sampled_from(MEMBERS))
+    def leave(self, m):
+        if m in self.epoch:
+            self._apply(m, self.w.hb(m, -1))
+
+    @rule(ms=st.integers(1, SESSION))
+    def time_passes(self, ms):
+        self.w.advance(ms)
+        for m in list(self.epoch):
+            if m not in self.w.sg.members("g"):
+                self.epoch.pop(m)
+                self.view.pop(m, None)
+
+    @rule(name=st.sampled_from(["a", "b"]), n=st.integers(0, 4))
+    def topic_changes(self, name, n):
+        if n == 0:
+            self.w.topics.pop(name, None)
+        else:
+            self.w.topics[name] = (TOPICS[name], n)
+        self.w.sg.on_metadata_change()
+        self.w.drain()
+
+    @rule()
+    def restart(self):
+        before = self.w.sg.describe("g")
+        self.w.restart()
+        after = self.w.sg.describe("g")
+        assert after == before
+
+    @invariant()
+    def consistent(self):
+        sg = self.w.sg
+        d = sg.describe("g")
+        if d is None:
+            return
+        assert d.group_epoch == d.assignment_epoch
+        assert {m.member_id for m in d.members} == sg.members("g")
+        existing = {tid: n for tid, n in self.w.topics.values()}
+        wanted = set()
+        for m in d.members:
+            assert m.member_epoch <= d.group_epoch
+            subs = {self.w.topics[t][0] for t in m.subscribed_topic_names if t in self.w.topics}
+            wanted |= {(t, p) for t in subs for p in range(existing[t])}
+            # What a member was told is what the coordinator says it has.
+            if m.member_id in self.view:
+                assert sg.assignment("g", m.member_id) == self.view[m.member_id] or \
+                    self.epoch.get(m.member_id) != m.member_epoch
+        # The target covers every partition of every subscribed topic.
+        assert sg.assigned_partitions("g") == wanted
+
+
+TestShareGroupMachine = ShareGroupMachine.TestCase
+TestShareGroupMachine.settings = settings(max_examples=60, stateful_step_count=40, deadline=None,
+                                          suppress_health_check=[HealthCheck.too_slow])
