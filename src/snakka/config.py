@@ -355,8 +355,10 @@ _BROKER_LIST: list[ConfigDef] = [
        "Largest share.heartbeat.interval.ms a group may be given.", read_only=True),
     _d("group.share.max.size", _I, "200", _parse_int(1, 1000),
        "Maximum members of one share group; more get GROUP_MAX_SIZE_REACHED.", read_only=True),
-    _d("group.share.assignors", _LIST, "simple", _list_of("simple"),
-       "Share group assignor (only the built-in 'simple' assignor).", read_only=True),
+    _d("group.share.assignors", _LIST, "simple",
+       _list_of("simple", "org.apache.kafka.coordinator.group.assignor.SimpleAssignor"),
+       "Share group assignor: only the built-in 'simple' assignor (also accepted by Kafka's "
+       "class name).", read_only=True),
     _d("group.share.record.lock.duration.ms", _I, "30000", _parse_int(1000, 3600000),
        "How long a record acquired by a share consumer stays locked before it becomes available "
        "again. Overridable per group (share.record.lock.duration.ms)."),
