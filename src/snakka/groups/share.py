@@ -45,7 +45,13 @@ and target assignment. Removal writes tombstones. After ``replay``/``loaded`` se
 restart from the load time and topic changes made while the coordinator was away bump the
 epoch.
 
-Out of scope: authorization, rack-aware assignment (the rack id is stored and described only).
+Bounds: ``group.share.max.size`` members per group (GROUP_MAX_SIZE_REACHED beyond it); one
+heap entry per member for session timers.
+
+Out of scope: authorization; rack-aware assignment (the rack id is stored and described only);
+telling the share side when partitions *leave* a group's assignment (Kafka deletes the
+share-partition state of topics no group member subscribes to any more; here that state stays
+until the group is deleted, and a re-subscription continues from it).
 """
 
 from __future__ import annotations
