@@ -384,6 +384,12 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("group.share.max.share.sessions", _I, "2000", _pos_int,
        "Share sessions (ShareFetch sessions) this broker keeps; a new session beyond it gets "
        "SHARE_SESSION_LIMIT_REACHED.", read_only=True),
+    _d("share.coordinator.state.topic.num.partitions", _I, "50", _parse_int(1, 1000),
+       "Partitions of __share_group_state, where share-partition state is persisted (fixed once "
+       "the topic exists; it is created on the first share-group write).", read_only=True),
+    _d("share.coordinator.snapshot.update.records.per.snapshot", _I, "500", _parse_int(0, 500),
+       "Share-partition state updates (deltas) written between two snapshots of one "
+       "share-partition.", read_only=True),
     _d("cluster.id", _S, None, _parse_str,
        "Cluster id; generated on first start and kept in meta.properties.", read_only=True),
 ]

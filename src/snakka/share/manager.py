@@ -42,15 +42,10 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from snakka.config import BROKER_CONFIGS, parse_iso_duration_ms
+from snakka.config import parse_iso_duration_ms
 from snakka.protocol.errors import ErrorCode
 from snakka.share.partition import SharePartition
-from snakka.share.persister import (
-    DEFAULT_PARTITIONS,
-    DEFAULT_UPDATES_PER_SNAPSHOT,
-    SharePersister,
-    StateKey,
-)
+from snakka.share.persister import SharePersister, StateKey
 from snakka.share.sessions import ShareSessionCache
 from snakka.share.types import (
     AckBatch,
@@ -77,12 +72,6 @@ _MAX_ACK_TYPE_V1 = int(AcknowledgeType.REJECT)
 _MAX_ACK_TYPE_V2 = int(AcknowledgeType.RENEW)
 
 TopicPartitionKey = tuple[uuid.UUID, int]
-
-
-def _broker_int(broker: Broker, name: str, fallback: int) -> int:
-    if name not in BROKER_CONFIGS:  # a config another part of snakka may not define yet
-        return fallback
-    return int(broker.resolver.broker_value(name) or fallback)
 
 
 @dataclass(slots=True)
@@ -136,15 +125,13 @@ def validate_ack_batches(batches: Sequence[AckBatch], *, allow_renew: bool) -> s
 class SharePartitionManager:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.sessions = ShareSessionCache(
-            _broker_int(broker, "group.share.max.share.sessions", 2000), broker.time_ms)
+        cfg = broker.config
+        self.sessions = ShareSessionCache(cfg.int("group.share.max.share.sessions"),
+                                          broker.time_ms)
         self.persister = SharePersister(
-            broker,
-            partitions=_broker_int(broker, "share.coordinator.state.topic.num.partitions",
-                                   DEFAULT_PARTITIONS),
-            updates_per_snapshot=_broker_int(
-                broker, "share.coordinator.snapshot.update.records.per.snapshot",
-                DEFAULT_UPDATES_PER_SNAPSHOT))
+            broker, partitions=cfg.int("share.coordinator.state.topic.num.partitions"),
+            updates_per_snapshot=cfg.int(
+                "share.coordinator.snapshot.update.records.per.snapshot"))
         self._partitions: dict[StateKey, SharePartition] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None

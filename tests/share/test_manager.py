@@ -1,0 +1,324 @@
+"""The share-partition shell (share.manager + share.persister) on a real Broker with real storage,
+driven directly on its event loop with a fake clock: durable state round-trips through
+``__share_group_state`` (snapshots + deltas, snapshot-and-trim), lock expiry through the timer,
+log-start moves, topic/group deletion, strict durability, long-poll wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+
+import pytest
+
+from snakka.broker import Broker
+from snakka.config import BrokerConfig
+from snakka.records import Record, build_batch, validate_batches
+from snakka.share.persister import SHARE_STATE_TOPIC
+from snakka.share.types import AckBatch, AcquireMode
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _config(tmp_path, **extra: str) -> BrokerConfig:
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path),
+             "share.coordinator.state.topic.num.partitions": "3", **extra}
+    return BrokerConfig.from_properties("\n".join(f"{k}={v}" for k, v in props.items()))
+
+
+async def _started(tmp_path, clock, *, reset: str = "earliest", **extra) -> Broker:
+    b = Broker(_config(tmp_path, **extra), time_ms=clock)
+    await b.start()
+    await b.commit_metadata(b.metadata.alter_configs(
+        32, "g", {"share.auto.offset.reset": reset}, broker_value=b.resolver.broker_value))
+    return b
+
+
+def _append(b: Broker, topic: str, partition: int, n: int, per_batch: int = 5) -> None:
+    pl = b.partition_log(topic, partition)
+    for i in range(0, n, per_batch):
+        buf = bytearray(build_batch([Record(timestamp=b.time_ms(), value=b"v%d" % j)
+                                     for j in range(i, min(n, i + per_batch))]))
+        pl.append(buf, validate_batches(buf, max_message_bytes=1 << 20, from_client=False))
+        b.notify_append(topic, partition)
+
+
+def _fetch(mgr, member, tp, max_records=500, mode=AcquireMode.BATCH_OPTIMIZED):
+    out = mgr.fetch("g", member, [tp], max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                    max_records=max_records, batch_size=500, mode=mode)
+    assert not asyncio.iscoroutine(out)
+    (res,) = out
+    return res
+
+
+def _offsets(res) -> list[tuple[int, int]]:
+    return [(o, a.delivery_count) for a in res.acquired
+            for o in range(a.first_offset, a.last_offset + 1)]
+
+
+def _ack(mgr, member, tp, first, last, t):
+    results, marks = mgr.acknowledge("g", member, {tp: [AckBatch(first, last, (t,))]},
+                                     allow_renew=True)
+    return results[tp][0], marks
+
+
+def test_state_round_trips_through_restart_with_random_operations(tmp_path):
+    clock = Clock()
+    rnd = random.Random(7)
+
+    async def phase1():
+        b = await _started(tmp_path, clock)
+        try:
+            ti = await b.create_topic("t", 1, {})
+            tid = ti.topic_id
+            await b.sync_metadata()
+            _append(b, "t", 0, 200)
+            mgr = b.shares
+            mgr.persister.updates_per_snapshot = 7  # exercise snapshot records often
+            mgr.partitions_assigned("g", [(tid, 0)])
+            tp = (tid, 0)
+            for _step in range(120):
+                member = rnd.choice(["m1", "m2", "m3"])
+                op = rnd.random()
+                if op < 0.4:
+                    _fetch(mgr, member, tp, max_records=rnd.randint(1, 20),
+                           mode=AcquireMode.RECORD_LIMIT)
+                elif op < 0.8:
+                    sp, _ = mgr.get("g", tid, 0)
+                    held = [r for r in sp._runs if r.member == member]
+                    if held:
+                        r = rnd.choice(held)
+                        _ack(mgr, member, tp, r.first, r.last, rnd.choice([1, 1, 2, 3]))
+                elif op < 0.9:
+                    mgr.release_member("g", member)
+                else:
+                    clock.now += 31_000
+                    mgr._on_timer()
+            sp, _ = mgr.get("g", tid, 0)
+            expected = sp.state()
+            # What the persister replays must equal the core's own snapshot.
+            assert mgr.persister.read(("g", tid, 0)) == expected
+            return tid, expected
+        finally:
+            await b.stop()
+
+    tid, expected = asyncio.run(phase1())
+
+    async def phase2():
+        b = await _started(tmp_path, clock)
+        try:
+            assert b.shares.persister.read(("g", tid, 0)) == expected
+            # Everything handed out after the restart was deliverable before it: never an
+            # acknowledged or archived record, and each with its delivery count kept (+1 now).
+            done = {o for sb in expected.batches if sb.delivery_state in (2, 4)
+                    for o in range(sb.first_offset, sb.last_offset + 1)}
+            counts = {o: sb.delivery_count for sb in expected.batches
+                      for o in range(sb.first_offset, sb.last_offset + 1)}
+            got = _offsets(_fetch(b.shares, "m9", (tid, 0), max_records=1000))
+            assert got, "nothing deliverable after the restart"
+            for o, c in got:
+                assert o >= expected.start_offset and o not in done
+                assert c == counts.get(o, 0) + 1
+        finally:
+            await b.stop()
+
+    asyncio.run(phase2())
+
+
+def test_snapshot_and_trim_keeps_the_state_topic_small(tmp_path):
+    clock = Clock()
+
+    async def go():
+        b = await _started(tmp_path, clock)
+        try:
+            ti = await b.create_topic("t", 1, {})
+            tid, tp = ti.topic_id, (ti.topic_id, 0)
+            _append(b, "t", 0, 400, per_batch=1)
+            mgr = b.shares
+            mgr.persister.log.compact_min_records = 40
+            mgr.partitions_assigned("g", [tp])
+            for o in range(0, 400):
+                res = _fetch(mgr, "m", tp, max_records=1, mode=AcquireMode.RECORD_LIMIT)
+                assert _offsets(res) == [(o, 1)]
+                assert _ack(mgr, "m", tp, o, o, 1)[0] == 0
+            p = mgr.persister._partition(("g", tid, 0))
+            pl = b.partition_log(SHARE_STATE_TOPIC, p)
+            assert pl.log_start_offset > 0, "snapshot-and-trim never ran"
+            assert pl.log_end_offset - pl.log_start_offset <= 45
+            return tid
+        finally:
+            await b.stop()
+
+    tid = asyncio.run(go())
+
+    async def after():
+        b = await _started(tmp_path, clock)
+        try:
+            st = b.shares.persister.read(("g", tid, 0))
+            assert st is not None and st.start_offset == 400 and st.batches == ()
+        finally:
+            await b.stop()
+
+    asyncio.run(after())
+
+
+def test_lock_expiry_timer_wakes_a_long_poll(tmp_path):
+    clock = Clock()
+
+    async def go():
+        b = await _started(tmp_path, clock)
+        try:
+            ti = await b.create_topic("t", 1, {})
+            tp = (ti.topic_id, 0)
+            _append(b, "t", 0, 3)
+            mgr = b.shares
+            mgr.partitions_assigned("g", [tp])
+            assert _offsets(_fetch(mgr, "a", tp)) == [(0, 1), (1, 1), (2, 1)]
+            assert mgr._timer is not None and mgr._timer_at == clock.now + 30_000
+            poll = mgr.fetch("g", "b", [tp], max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20,
+                             max_records=500, batch_size=500, mode=AcquireMode.BATCH_OPTIMIZED)
+            assert asyncio.iscoroutine(poll)
+            task = asyncio.ensure_future(poll)
+            await asyncio.sleep(0.05)
+            assert not task.done()
+            clock.now += 30_000
+            mgr._on_timer()  # what the loop timer does at the deadline
+            (res,) = await asyncio.wait_for(task, 5)
+            assert _offsets(res) == [(0, 2), (1, 2), (2, 2)]
+            # a's acknowledgement now fails: b holds the records
+            assert _ack(mgr, "a", tp, 0, 2, 1)[0] != 0
+            assert _ack(mgr, "b", tp, 0, 2, 1)[0] == 0
+            assert mgr._timer is None
+        finally:
+            await b.stop()
+
+    asyncio.run(go())
+
+
+def test_long_poll_woken_by_append(tmp_path):
+    clock = Clock()
+
+    async def go():
+        b = await _started(tmp_path, clock)
+        try:
+            ti = await b.create_topic("t", 1, {})
+            tp = (ti.topic_id, 0)
+            mgr = b.shares
+            mgr.partitions_assigned("g", [tp])
+            task = asyncio.ensure_future(mgr.fetch(
+                "g", "a", [tp], max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20,
+                max_records=500, batch_size=500, mode=AcquireMode.BATCH_OPTIMIZED))
+            await asyncio.sleep(0.05)
+            assert not task.done() and b._waiters.get(("t", 0))
+            _append(b, "t", 0, 2)
+            (res,) = await asyncio.wait_for(task, 5)
+            assert _offsets(res) == [(0, 1), (1, 1)]
+            assert not b._waiters.get(("t", 0)) and not mgr._waiters
+        finally:
+            await b.stop()
+
+    asyncio.run(go())
+
+
+def test_log_start_moves_topic_and_group_deletion(tmp_path):
+    clock = Clock()
+
+    async def go():
+        b = await _started(tmp_path, clock)
+        try:
+            ti = await b.create_topic("t", 1, {})
+            tid, tp = ti.topic_id, (ti.topic_id, 0)
+            _append(b, "t", 0, 10)
+            mgr = b.shares
+            mgr.partitions_assigned("g", [tp])
+            mgr.partitions_assigned("h", [tp])
+            assert mgr.describe_offset("g", tid, 0) == (0, 10, 0)
+            b.partition_log("t", 0).delete_records_before(6)  # DeleteRecords
+            assert mgr.describe_offset("g", tid, 0) == (6, 4, 0)
+            assert _offsets(_fetch(mgr, "m", tp))[0] == (6, 1)
+            mgr.group_deleted("h")
+            assert mgr.persister.read(("h", tid, 0)) is None
+            assert mgr.describe_offset("h", tid, 0) == (-1, -1, 0)
+            await b.delete_topic("t")
+            assert mgr.persister.keys() == [] and mgr._partitions == {}
+        finally:
+            await b.stop()
+        b = await _started(tmp_path, clock)
+        try:  # tombstones: nothing comes back after a restart
+            assert b.shares.persister.keys() == []
+        finally:
+            await b.stop()
+
+    asyncio.run(go())
+
+
+def test_strict_durability_fsyncs_acknowledgements_before_answering(tmp_path):
+    clock = Clock()
+
+    async def go():
+        b = await _started(tmp_path, clock, **{"log.flush.strict": "true"})
+        try:
+            ti = await b.create_topic("t", 1, {})
+            tp = (ti.topic_id, 0)
+            _append(b, "t", 0, 4)
+            mgr = b.shares
+            mgr.partitions_assigned("g", [tp])
+            _fetch(mgr, "m", tp)
+            err, marks = _ack(mgr, "m", tp, 0, 3, 1)
+            assert err == 0 and marks
+            pl, end = marks[-1]
+            assert pl.recovery_point < end  # written, not yet fsynced
+            await mgr.durable(marks)
+            assert pl.recovery_point >= end
+        finally:
+            await b.stop()
+
+    asyncio.run(go())
+
+
+def test_unassigned_share_partition_is_unknown(tmp_path):
+    clock = Clock()
+
+    async def go():
+        b = await _started(tmp_path, clock)
+        try:
+            ti = await b.create_topic("t", 2, {})
+            mgr = b.shares
+            mgr.partitions_assigned("g", [(ti.topic_id, 0)])
+            res = _fetch(mgr, "m", (ti.topic_id, 1))
+            assert res.error == 3  # UNKNOWN_TOPIC_OR_PARTITION: never assigned in the group
+            res = _fetch(mgr, "m", (uuid.uuid4(), 0))
+            assert res.error == 100  # UNKNOWN_TOPIC_ID
+        finally:
+            await b.stop()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("reset,expected", [("latest", 8), ("earliest", 0),
+                                            ("by_duration:PT1H", 5)])
+def test_share_auto_offset_reset(tmp_path, reset, expected):
+    clock = Clock()
+
+    async def go():
+        b = await _started(tmp_path, clock, reset=reset)
+        try:
+            ti = await b.create_topic("t", 1, {})
+            pl = b.partition_log("t", 0)
+            for i, age_ms in enumerate([7_200_000] * 5 + [60_000] * 3):
+                buf = bytearray(build_batch([Record(timestamp=clock.now - age_ms, value=b"x")]))
+                pl.append(buf, validate_batches(buf, max_message_bytes=1 << 20,
+                                                from_client=False))
+                assert pl.log_end_offset == i + 1
+            b.shares.partitions_assigned("g", [(ti.topic_id, 0)])
+            assert b.shares.describe_offset("g", ti.topic_id, 0)[0] == expected
+        finally:
+            await b.stop()
+
+    asyncio.run(go())
