@@ -189,3 +189,16 @@ def test_broker_share_bounds_allow_consistent_overrides():
                   "group.share.session.timeout.ms": "3000",
                   "group.share.min.heartbeat.interval.ms": "200",
                   "group.share.heartbeat.interval.ms": "500"})
+
+
+def test_group_value_is_canonical():
+    md = ClusterMetadata()
+    r = ConfigResolver(BrokerConfig({}), md)
+    md.alter_configs(RESOURCE_GROUP, "g", {"share.auto.offset.reset": " EARLIEST",
+                                           "share.delivery.count.limit": "3 "})
+    assert r.group_value("g", "share.auto.offset.reset") == "earliest"
+    assert r.group_value("g", "share.delivery.count.limit") == "3"
+    md.alter_configs(RESOURCE_GROUP, "g", {"share.auto.offset.reset": "By_Duration:PT10M"})
+    assert r.group_value("g", "share.auto.offset.reset") == "by_duration:PT10M"
+    # DescribeConfigs reports what was set, as Kafka does.
+    assert r.group_config("g", "share.auto.offset.reset").value == "By_Duration:PT10M"

@@ -17,6 +17,7 @@ from snakka.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigSource,
+    ConfigType,
     broker_default_for_topic_config,
 )
 from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_GROUP, ClusterMetadata, TopicInfo
@@ -149,4 +150,8 @@ class ConfigResolver:
         ``group.share.record.lock.duration.ms``)."""
         value = self.group_config(group_id, name).value
         assert value is not None, name
-        return value
+        d = GROUP_CONFIGS[name]
+        if d.type == ConfigType.STRING:
+            # Canonical form (Kafka parses these case-insensitively): "EARLIEST" -> "earliest".
+            return str(d.value(value))
+        return value.strip()
