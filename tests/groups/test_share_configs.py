@@ -195,9 +195,11 @@ def test_group_value_is_canonical():
     md = ClusterMetadata()
     r = ConfigResolver(BrokerConfig({}), md)
     md.alter_configs(RESOURCE_GROUP, "g", {"share.auto.offset.reset": " EARLIEST",
-                                           "share.delivery.count.limit": "3 "})
+                                           "share.delivery.count.limit": "3 ",
+                                           "share.renew.acknowledge.enable": "FALSE"})
     assert r.group_value("g", "share.auto.offset.reset") == "earliest"
     assert r.group_value("g", "share.delivery.count.limit") == "3"
+    assert r.group_value("g", "share.renew.acknowledge.enable") == "false"
     md.alter_configs(RESOURCE_GROUP, "g", {"share.auto.offset.reset": "By_Duration:PT10M"})
     assert r.group_value("g", "share.auto.offset.reset") == "by_duration:PT10M"
     # DescribeConfigs reports what was set, as Kafka does.

@@ -154,4 +154,6 @@ class ConfigResolver:
         if d.type == ConfigType.STRING:
             # Canonical form (Kafka parses these case-insensitively): "EARLIEST" -> "earliest".
             return str(d.value(value))
+        if d.type == ConfigType.BOOLEAN:
+            return "true" if d.value(value) else "false"
         return value.strip()
