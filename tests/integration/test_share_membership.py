@@ -166,7 +166,8 @@ def test_confluent_share_consumers_join_split_and_are_described(broker):
     admin.delete_consumer_groups(["workers"])["workers"].result(timeout=20)
     assert "workers" not in list_groups(bs)
     gone = describe(bs, "workers")
-    assert (gone.error_code, gone.group_state) == (ErrorCode.GROUP_ID_NOT_FOUND, "Dead")
+    assert (gone.error_code, gone.error_message, gone.group_state) == (
+        ErrorCode.GROUP_ID_NOT_FOUND, "Group workers not found.", "")
 
 
 def test_silent_member_expires_and_its_partitions_move(broker):

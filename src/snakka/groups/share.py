@@ -36,8 +36,8 @@ each partition is fetched by several members. Balance first, then stickiness: a 
 what it had as far as the balance allows. When members subscribe to different topic sets each
 topic is spread over its own subscribers, preferring the least-loaded members.
 
-States (Kafka's ShareGroupState): Empty (no members) and Stable; Dead is what describe reports
-for a group that does not exist.
+States (Kafka's ShareGroupState): Empty (no members) and Stable (a deleted group is gone: it
+is not listed, and describing it answers GROUP_ID_NOT_FOUND).
 
 Records: ``("share", group)`` holds the group and assignment epochs and the subscription
 metadata; ``("share_member", group, member_id)`` one member's subscription, epochs, current

@@ -1,6 +1,7 @@
 """ShareGroupDescribe (77): share groups' state, epochs, assignor and members with their
-assignments (topic ids resolved to names). An unknown group, or one of another type, answers
-GROUP_ID_NOT_FOUND with state Dead, as Kafka does; an empty id INVALID_GROUP_ID."""
+assignments (topic ids resolved to names). An unknown group ("Group X not found.") or one of
+another type ("Group X is not a share group.") answers GROUP_ID_NOT_FOUND with the other fields
+at their defaults, as Kafka does; an empty id INVALID_GROUP_ID."""
 
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ def handle(ctx, req) -> ShareGroupDescribeResponse:
             else:
                 code, msg = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."
             out.append(DescribedGroup(
-                error_code=code, error_message=msg, group_id=gid, group_state="Dead",
-                group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
+                error_code=code, error_message=msg, group_id=gid, group_state="",
+                group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
         out.append(DescribedGroup(
