@@ -105,7 +105,10 @@ def test_renew_keeps_the_record_in_flight_until_its_final_ack():
     d = f.drain(1)
     assert d.has_renew and d.batches == {(TID, 0): [AckBatch(0, 0, (4,))]}
     assert f.in_flight_count() == 1
-    f.acknowledge(r, AcknowledgeType.ACCEPT)  # the final acknowledgement is still allowed
+    f.acknowledge(r, AcknowledgeType.RENEW)
+    f.acknowledge(r, AcknowledgeType.ACCEPT)  # the final acknowledgement replaces the RENEW
+    with pytest.raises(IllegalStateError):
+        f.acknowledge(r, AcknowledgeType.REJECT)
     assert f.drain(1).batches == {(TID, 0): [AckBatch(0, 0, (1,))]}
     assert f.in_flight_count() == 0
 

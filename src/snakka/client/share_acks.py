@@ -228,8 +228,11 @@ class InFlightRecords:
             p = self._parts.get(key)
             if p is not None and offset in p.unacked:
                 p.unacked.discard(offset)
-            elif p is not None and offset in p.renewed and offset not in p.pending:
-                pass  # a renewed record (KIP-1222) still needs its final acknowledgement
+            elif p is not None and offset in p.renewed and \
+                    p.pending.get(offset, AcknowledgeType.RENEW) == AcknowledgeType.RENEW:
+                # A renewed record (KIP-1222) still needs its final acknowledgement, which may
+                # also replace a RENEW not sent yet.
+                pass
             else:
                 raise IllegalStateError(f"offset {offset} of {key[:2]} is not in flight "
                                         "(not returned by poll, or already acknowledged)")
