@@ -449,11 +449,12 @@ def pipeline() -> None:
 @click.option("-b", "--bootstrap-server", "bootstrap", default=None,
               help="Use this broker instead of an embedded snakka broker.")
 @click.option("-n", "--events", type=click.IntRange(min=1), default=200_000, show_default=True)
-@click.option("--rate", type=float, default=20_000, show_default=True,
+@click.option("--rate", type=float, default=10_000, show_default=True,
               help="Events produced per second of wall time (0 = as fast as possible).")
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None)
+@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=20_000,
+              show_default=True, help="Records per micro-batch at most.")
 @click.option("--trigger", "trigger_interval", default="1 second", show_default=True)
 @_pipeline_options
 def pipeline_demo(bootstrap, events, rate, seed, partitions, max_offsets_per_trigger,
@@ -463,13 +464,18 @@ def pipeline_demo(bootstrap, events, rate, seed, partitions, max_offsets_per_tri
     from rich.console import Console
 
     from snakka.spark.pipeline.demo import run_demo
+    from snakka.spark.pipeline.job import StreamingJobError
 
-    result = run_demo(console=Console(), master=master, bootstrap=bootstrap, events=events,
-                      rate=rate or None, seed=seed, partitions=partitions, output_dir=output_dir,
-                      input_topic=input_topic, output_topic=output_topic, window_ms=window_ms,
-                      watermark_delay_ms=watermark_ms,
-                      max_offsets_per_trigger=max_offsets_per_trigger,
-                      trigger_interval=trigger_interval)
+    try:
+        result = run_demo(console=Console(), master=master, bootstrap=bootstrap, events=events,
+                          rate=rate or None, seed=seed, partitions=partitions,
+                          output_dir=output_dir, input_topic=input_topic,
+                          output_topic=output_topic, window_ms=window_ms,
+                          watermark_delay_ms=watermark_ms,
+                          max_offsets_per_trigger=max_offsets_per_trigger,
+                          trigger_interval=trigger_interval)
+    except (StreamingJobError, TimeoutError) as e:
+        raise click.ClickException(str(e)) from None
     if not result.report.ok:
         sys.exit(1)
 
@@ -508,7 +514,13 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
     from rich.console import Console
 
     from snakka.spark.pipeline.demo import build_spark
-    from snakka.spark.pipeline.job import LogEndOffsets, ProgressMonitor, start_query
+    from snakka.spark.pipeline.job import (
+        LogEndOffsets,
+        ProgressMonitor,
+        StreamingJobError,
+        check_query_failed,
+        start_query,
+    )
 
     settings = _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_ms,
                                   watermark_ms, max_offsets_per_trigger=max_offsets_per_trigger,
@@ -523,8 +535,10 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
         monitor.poll(query)
     except KeyboardInterrupt:
         query.stop()
-    if query.exception() is not None:
-        raise click.ClickException(f"streaming query failed: {query.exception()}")
+    try:
+        check_query_failed(query)
+    except StreamingJobError as e:
+        raise click.ClickException(str(e)) from None
 
 
 @pipeline.command("check", epilog=_PIPELINE_EPILOG)

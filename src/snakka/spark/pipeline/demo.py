@@ -112,12 +112,15 @@ class _GeneratorThread(threading.Thread):
 
 
 def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
-             bootstrap: str | None = None, events: int = 200_000, rate: float | None = 20_000,
+             bootstrap: str | None = None, events: int = 200_000, rate: float | None = 10_000,
              seed: int = 42, partitions: int = 3, output_dir: str = DEFAULT_OUTPUT_DIR,
              input_topic: str = "clickstream", output_topic: str = "clickstream-aggregates",
              window_ms: int = 10_000, watermark_delay_ms: int = 10_000,
-             max_offsets_per_trigger: int | None = None, trigger_interval: str = "1 second",
-             timeout_s: float | None = 1800.0) -> DemoResult:
+             max_offsets_per_trigger: int | None = 20_000, trigger_interval: str = "1 second",
+             timeout_s: float | None = 1800.0, spark: SparkSession | None = None
+             ) -> DemoResult:
+    """Run the whole pipeline; ``spark`` reuses a session instead of building one for
+    ``master``."""
     from .check import run_check
 
     prepare_output_dir(output_dir)
@@ -138,7 +141,7 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
         # Topics first, then the query (its initial offsets are the topic's beginning), then
         # the generator: the job chases a live stream from its first event.
         asyncio.run(_create_topics(bootstrap, input_topic, partitions, output_topic))
-        spark = build_spark(master)
+        spark = spark or build_spark(master)
         console.print(f"Streaming job: {window_ms / 1000:g} s tumbling windows per country, "
                       f"watermark {watermark_delay_ms / 1000:g} s, trigger {trigger_interval}; "
                       f"sinks: topic '{output_topic}' and Parquet")

@@ -1,0 +1,149 @@
+"""Acceptance tests of the reference pipeline (issue 5, scope item 2).
+
+The main test runs the real streaming job (``format("snakka")`` source, ``from_json``,
+watermark, event-time windows, ``foreachBatch`` to Parquet and to a topic) over a generated
+clickstream and compares both sinks with a pure-Python computation over the same events
+(:func:`snakka.spark.pipeline.reference.simulate_streaming`), late-event handling included.
+
+Making the late events deterministic
+    Whether Spark drops a late row depends on the micro-batch it arrives in (the late filter
+    uses the previous batch's watermark, see reference.py). The test pins the batch boundaries:
+    one input partition, ``Trigger.AvailableNow`` and ``maxOffsetsPerTrigger=M``, so micro-batch
+    ``k`` is exactly offsets ``[k*M, (k+1)*M)``, whatever the machine's speed. AvailableNow then
+    runs one final no-data batch, because the last data batch moved the watermark (Spark runs
+    one whenever that would evict state); the model gets that empty batch too, and the test
+    checks the checkpoint's offset log (batch ends and watermarks) against the model, so a
+    change in Spark's batching fails loudly instead of silently shifting the oracle.
+    The generator's event rate (50 events/s of event time) and the 5 s window/watermark are
+    chosen so that every kind of event occurs: on time, late but still counted, dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from snakka.spark.pipeline.check import read_checkpoint, run_check
+from snakka.spark.pipeline.events import generate_events
+from snakka.spark.pipeline.generator import produce_events
+from snakka.spark.pipeline.job import (
+    AGGREGATE_COLUMNS,
+    AggregateSinks,
+    PipelineSettings,
+    start_query,
+)
+from snakka.spark.pipeline.reference import simulate_streaming
+
+N_EVENTS = 3000
+PER_TRIGGER = 500
+WINDOW_MS = 5_000
+DELAY_MS = 5_000
+QUERY_TIMEOUT_S = 240
+
+
+def _read_topic_values(spark, bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+    rows = (spark.read.format("snakka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).load().orderBy("partition", "offset")
+            .select("key", "value").collect())
+    return [(bytes(r.key), bytes(r.value)) for r in rows]
+
+
+def _as_record(t: tuple) -> tuple[bytes, bytes]:
+    """A model row -> the exact record the job must write (key, JSON value)."""
+    key = f"{t[0]}|{t[2]}".encode()
+    return key, json.dumps(dict(zip(AGGREGATE_COLUMNS, t, strict=True)),
+                           separators=(",", ":")).encode()
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(spark, spark_broker, tmp_path_factory):
+    """Produce the clickstream to a 1-partition topic and run the job with AvailableNow."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = spark_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for t in ("pipeline-in", "pipeline-out"):
+        admin.create_topics([NewTopic(t, 1, 1)])[t].result(30)
+    events = list(generate_events(N_EVENTS, seed=11, events_per_second=50))
+    stats = asyncio.run(produce_events(bootstrap, "pipeline-in", events, partitions=1))
+    assert stats.events == N_EVENTS
+    settings = PipelineSettings(
+        bootstrap_servers=bootstrap, output_dir=str(tmp_path_factory.mktemp("pipeline")),
+        input_topic="pipeline-in", output_topic="pipeline-out", window_ms=WINDOW_MS,
+        watermark_delay_ms=DELAY_MS, max_offsets_per_trigger=PER_TRIGGER, available_now=True)
+    query = start_query(spark, settings)
+    assert query.awaitTermination(QUERY_TIMEOUT_S), "the AvailableNow query did not finish"
+    assert query.exception() is None, query.exception()
+    batches = [events[i:i + PER_TRIGGER] for i in range(0, N_EVENTS, PER_TRIGGER)]
+    model = simulate_streaming(batches + [[]], window_ms=WINDOW_MS, watermark_delay_ms=DELAY_MS)
+    return settings, events, model
+
+
+def test_batches_and_watermarks_are_the_modelled_ones(spark, pipeline_run):
+    settings, _events, model = pipeline_run
+    log = read_checkpoint(spark, settings.checkpoint_dir)
+    assert all(b.committed for b in log)
+    assert [b.end_offsets for b in log] == [
+        {("pipeline-in", 0): min(N_EVENTS, (k + 1) * PER_TRIGGER)}
+        for k in range(N_EVENTS // PER_TRIGGER + 1)]
+    assert [b.watermark_ms for b in log] == model.watermarks
+
+
+def test_aggregates_equal_pure_python_reference(spark, spark_broker, pipeline_run):
+    settings, events, model = pipeline_run
+    # The run exercises every case: dropped rows, and rows behind the watermark of their
+    # arrival batch that still count (their window was open when the batch started).
+    assert len(model.dropped) > 0 and model.emitted and model.open
+    delays = {e.seq: e.arrival_ms - e.ts_ms for e in events}
+    dropped = {e.seq for e in model.dropped}
+    assert any(d > DELAY_MS and s not in dropped for s, d in delays.items())
+    assert model.emitted_events + len(model.dropped) + model.open_events == N_EVENTS
+
+    want = sorted(a.as_tuple() + (model.emitted_in_batch[k],) for k, a in model.emitted.items())
+    parquet = spark.read.parquet(settings.parquet_dir).select(*AGGREGATE_COLUMNS, "batch_id")
+    assert sorted(tuple(r) for r in parquet.collect()) == want
+
+    # The topic holds exactly one record per emitted window (no replay happened), in the
+    # order of the batches that emitted them, with the job's key and JSON layout.
+    records = _read_topic_values(spark, spark_broker.bootstrap_servers, settings.output_topic)
+    assert sorted(records) == sorted(_as_record(t[:-1]) for t in want)
+    batch_of_key = {_as_record(t[:-1])[0]: t[-1] for t in want}
+    order = [batch_of_key[k] for k, _v in records]
+    assert order == sorted(order)
+
+
+def test_batch_cross_check_accounts_for_every_event(spark, pipeline_run):
+    settings, _events, model = pipeline_run
+    report = run_check(spark, settings)
+    assert report.ok, report
+    assert report.events == report.records == N_EVENTS
+    assert report.by_status == {"emitted": model.emitted_events,
+                                "dropped": len(model.dropped),
+                                "open": model.open_events} | (
+        {"unprocessed": 0} if "unprocessed" in report.by_status else {})
+    assert report.expected_windows == report.parquet_windows == len(model.emitted)
+    assert report.final_watermark_ms == model.watermarks[-1]
+
+
+def test_a_replayed_batch_changes_neither_sink(spark, spark_broker, new_topic, tmp_path):
+    """Spark re-runs foreachBatch with the same batch id after a failure: Parquet must hold
+    the rows once, and the topic at most byte-identical copies (last value per key exact)."""
+    out_topic = new_topic(1)
+    settings = PipelineSettings(bootstrap_servers=spark_broker.bootstrap_servers,
+                                output_dir=str(tmp_path), output_topic=out_topic)
+    rows = [(1_767_225_600_000, 1_767_225_610_000, "DE", 3, 1, 1, 0, 1, 995),
+            (1_767_225_600_000, 1_767_225_610_000, "US", 1, 1, 0, 0, 0, 0)]
+    df = spark.createDataFrame(rows, "window_start_ms long, window_end_ms long, country string, "
+                                     "events long, page_views long, clicks long, "
+                                     "add_to_carts long, purchases long, revenue_cents long")
+    sinks = AggregateSinks(settings)
+    sinks(df, 7)
+    sinks(df, 7)  # the replay
+    sinks(df.limit(0), 8)  # a batch that closes no window writes nothing
+    parquet = spark.read.parquet(settings.parquet_dir)
+    assert sorted(tuple(r) for r in parquet.select(*AGGREGATE_COLUMNS, "batch_id").collect()) \
+        == sorted(r + (7,) for r in rows)
+    records = _read_topic_values(spark, spark_broker.bootstrap_servers, out_topic)
+    assert sorted(records) == sorted([_as_record(r) for r in rows] * 2)
