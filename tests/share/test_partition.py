@@ -137,6 +137,17 @@ def test_acquire_skips_acquired_acknowledged_and_offsets_before_spso():
         AcquiredRange(30, 30, 2)]
 
 
+def test_acquire_from_the_middle_of_an_available_run():
+    # A log read that raced with a release starts inside the now AVAILABLE range.
+    sp, _ = make()
+    fetch(sp, "m1", max_records=32)
+    assert ack(sp, "m1", 0, 31, RELEASE) == ErrorCode.NONE
+    got = sp.acquire("m2", log(16, 31), max_records=500, batch_size=500, mode=BATCH)
+    assert got == [AcquiredRange(16, 31, 2)]
+    assert window(sp) == [(0, 15, AVAILABLE, 1, None), (16, 31, ACQUIRED, 2, "m2")]
+    assert sp.next_fetch_offset() == 0
+
+
 def test_acquired_ranges_split_where_delivery_count_differs():
     sp, clock = make()
     fetch(sp, "m1", max_records=32)                      # 0..31 count 1
