@@ -657,3 +657,17 @@ def test_undrained_dirty_ranges_stay_bounded():
     snap = sp.state()
     sp2, _ = make(snap)
     assert sp2.state() == snap
+
+
+def test_stale_lock_entries_do_not_pile_up_below_a_long_held_lock():
+    sp, clock = make()
+    fetch(sp, "old", max_records=16)          # held until its lock expires
+    first_deadline = sp.next_deadline()
+    for _ in range(500):
+        clock.now += 1
+        got = fetch(sp, "m1", max_records=16, log_end=20_000)
+        assert ack(sp, "m1", got[0].first_offset, got[-1].last_offset, ACCEPT) == ErrorCode.NONE
+        assert sp.next_deadline() == first_deadline
+    assert len(sp._heap) <= 2 * len(sp._locks) + 65
+    sp.on_timer(first_deadline)
+    assert sp.next_deadline() is None and sp.next_fetch_offset() == 0

@@ -438,7 +438,7 @@ class SharePartition:
 
         if acquired:
             self._locks[lock_id] = acquired
-            heapq.heappush(self._heap, (deadline, lock_id, acq_lo, acq_hi))
+            self._push_lock(deadline, lock_id, acq_lo, acq_hi)
         self._advance_start()
         return [AcquiredRange(f, la, c) for f, la, c in out]
 
@@ -512,7 +512,7 @@ class SharePartition:
                 else:
                     self._settle(a, z, t)
         if renew_lock:
-            heapq.heappush(self._heap, (renew_deadline, renew_lock, renew_lo, renew_hi))
+            self._push_lock(renew_deadline, renew_lock, renew_lo, renew_hi)
         self._advance_start()
         if was_full and self.end_offset - self.start_offset < self.config.max_record_locks:
             self._wakeup = True
@@ -735,6 +735,16 @@ class SharePartition:
             # Bound the list for a partition whose deltas are never drained.
             start = self.start_offset
             self._dirty = [(max(x, start), y) for x, y in _merge_intervals(dirty) if y >= start]
+
+    def _push_lock(self, deadline: int, lock: int, first: int, last: int) -> None:
+        heap = self._heap
+        heapq.heappush(heap, (deadline, lock, first, last))
+        if len(heap) > 2 * len(self._locks) + 64:
+            # Entries of locks nobody holds any more (acknowledged early) pile up below a
+            # long-held lock at the top; rebuild without them (amortised O(1) per push).
+            locks = self._locks
+            self._heap = [e for e in heap if e[1] in locks]
+            heapq.heapify(self._heap)
 
     def _became_available(self, offset: int) -> None:
         self._wakeup = True
