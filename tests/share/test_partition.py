@@ -660,7 +660,7 @@ def test_undrained_dirty_ranges_stay_bounded():
 
 
 def test_stale_lock_entries_do_not_pile_up_below_a_long_held_lock():
-    sp, clock = make()
+    sp, clock = make(max_record_locks=100_000)
     fetch(sp, "old", max_records=16)          # held until its lock expires
     first_deadline = sp.next_deadline()
     for _ in range(500):
