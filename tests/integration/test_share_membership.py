@@ -25,6 +25,9 @@ import pytest
 
 from snakka.metadata.core import uuid_to_base64
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.consumer_group_describe_request import (
+    ConsumerGroupDescribeRequest,
+)
 from snakka.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from snakka.protocol.messages.describe_groups_request import DescribeGroupsRequest
 from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
@@ -240,6 +243,11 @@ def test_group_id_namespace_is_shared(broker):
     r = send(bs, DescribeGroupsRequest(groups=["sg"], include_authorized_operations=False),
              version=5)
     assert r.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    r = send(bs, ConsumerGroupDescribeRequest(group_ids=["sg", "nope"],
+                                              include_authorized_operations=False), version=0)
+    assert [g.error_code for g in r.groups] == [ErrorCode.GROUP_ID_NOT_FOUND] * 2
+    assert r.groups[0].error_message == "Group sg is not a consumer group."
+    assert r.groups[1].error_message == "Group nope not found."
     assert describe(bs, "sg").group_state == "Stable"
 
 

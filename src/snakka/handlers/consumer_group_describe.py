@@ -1,6 +1,7 @@
 """ConsumerGroupDescribe (69): KIP-848 groups: epochs, assignor, members with their current and
-target assignments (topic ids resolved to names). Unknown groups and classic groups answer
-GROUP_ID_NOT_FOUND, as Kafka does."""
+target assignments (topic ids resolved to names). Unknown groups answer GROUP_ID_NOT_FOUND
+"Group X not found."; classic and share groups GROUP_ID_NOT_FOUND "Group X is not a consumer
+group.", as Kafka does."""
 
 from __future__ import annotations
 
@@ -32,9 +33,13 @@ def handle(ctx, req) -> ConsumerGroupDescribeResponse:
     for gid in req.group_ids:
         d = ctx.broker.groups.consumer.describe(gid) if gid else None
         if d is None:
+            other = ctx.broker.groups.group_type(gid) if gid else None
+            msg = ("The group id is empty." if not gid else
+                   f"Group {gid} is not a consumer group." if other else
+                   f"Group {gid} not found.")
             out.append(DescribedGroup(
                 error_code=ErrorCode.INVALID_GROUP_ID if not gid else ErrorCode.GROUP_ID_NOT_FOUND,
-                error_message=f"Group {gid} not found." if gid else "The group id is empty.",
+                error_message=msg,
                 group_id=gid, group_state="Dead", group_epoch=-1, assignment_epoch=-1,
                 assignor_name="", members=[],
                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
