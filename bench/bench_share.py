@@ -1,0 +1,217 @@
+"""Share-group throughput: records/s acknowledged by 1, 4 and 16 share consumers.
+
+    .venv/bin/python bench/bench_share.py                        # snakka + confluent, 1/4/16
+    .venv/bin/python bench/bench_share.py --clients snakka --consumers 1,4 --records 50000
+    .venv/bin/python bench/bench_share.py --quick                # smoke run, 10x fewer records
+
+For every (client, consumer count) case:
+
+* a fresh broker subprocess (``python -m snakka serve``, bench/common.py) with
+  ``group.share.heartbeat.interval.ms`` = 500 (bounds lowered) so members spread quickly;
+* a topic with ``--partitions`` partitions (default 4) holding ``--records`` records of
+  ``--value-size`` bytes (produced with confluent-kafka before the clock starts) and
+  ``share.auto.offset.reset=earliest`` on the group;
+* N consumers, each in its own process (spawned and imported before the clock), in implicit
+  acknowledgement mode: ``poll`` in a loop (the previous poll's records are accepted on the
+  next poll; an empty poll commits), ``max.poll.records`` 500;
+* the clock starts when the consumers are told to subscribe and stops when the broker reports
+  every record acknowledged (DescribeShareGroupOffsets: each partition's start offset at the log
+  end, asked every 20 ms). Joining the group is inside the measurement, as it is for a real
+  fleet that starts up.
+
+Reported per case: records/s acknowledged (all records / elapsed), the steady rate (records
+acknowledged after the first acknowledgement was seen / time since then: joining and the first
+fetch excluded), elapsed seconds, broker CPU seconds (from /proc),
+records the consumers saw more than once (redeliveries after releases) and records delivered
+with a delivery count above 1. Output: one JSON object per line, then a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import BrokerProcess, machine_info  # noqa: E402
+
+TOPIC, GROUP = "bench-share", "bench-share-group"
+BROKER_CONFIG = {
+    "group.share.min.heartbeat.interval.ms": "100",
+    "group.share.heartbeat.interval.ms": "500",
+}
+
+
+def emit(obj: dict) -> None:
+    print(json.dumps(obj), flush=True)
+
+
+# -- consumer processes ------------------------------------------------------------------------
+def _worker(kind: str, bootstrap: str, go, stop, out) -> None:
+    """One share consumer: wait for ``go``, consume until ``stop``; report counts."""
+    if kind == "snakka":
+        from snakka.client.share_consumer import ShareConsumer
+
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+                           "client.id": "bench"})
+
+        def poll():
+            return [(r.partition, r.offset, r.delivery_count) for r in c.poll(0.1)]
+    else:
+        from confluent_kafka import ShareConsumer as CkShareConsumer
+
+        c = CkShareConsumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+                             "client.id": "bench"})
+
+        def poll():
+            return [(m.partition(), m.offset(), m.delivery_count()) for m in c.poll(0.1)
+                    if m.error() is None]
+    go.wait()
+    c.subscribe([TOPIC])
+    seen: list[tuple[int, int]] = []
+    redelivered = 0
+    while not stop.is_set():
+        batch = poll()
+        if not batch:
+            c.commit_sync(5)  # accept the last batch now (implicit mode)
+            continue
+        seen.extend((p, o) for p, o, _dc in batch)
+        redelivered += sum(1 for _p, _o, dc in batch if dc and dc > 1)
+    c.close()
+    out.put({"seen": seen, "redelivered": redelivered})
+
+
+# -- broker-side helpers -----------------------------------------------------------------------
+async def _setup(bootstrap: str, partitions: int) -> None:
+    from snakka.client.share_admin import ShareAdmin
+
+    async with ShareAdmin(bootstrap) as a:
+        await a.create_topic(TOPIC, partitions, 1)
+        await a.alter_group_configs(GROUP, {"share.auto.offset.reset": "earliest"})
+
+
+def _produce(bootstrap: str, records: int, value_size: int, partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                  "queue.buffering.max.messages": records + 1})
+    value = b"x" * value_size
+    for i in range(records):
+        p.produce(TOPIC, value=value, partition=i % partitions)
+    assert p.flush(120) == 0
+
+
+async def _wait_acknowledged(bootstrap: str, records: int, partitions: int,
+                             timeout: float) -> tuple[float, int, float]:
+    """Watch the share-partition start offsets until each is at its log end. Returns
+    ``(t_first, acked_first, t_end)``: ``perf_counter()`` when acknowledgements were first seen
+    and how many records they covered, and ``perf_counter()`` when all were acknowledged."""
+    from snakka.client.admin import AdminError
+    from snakka.client.share_admin import ShareAdmin
+
+    target = {p: records // partitions + (1 if p < records % partitions else 0)
+              for p in range(partitions)}
+    t_first, acked_first = 0.0, 0
+    async with ShareAdmin(bootstrap) as a:
+        t0 = time.perf_counter()
+        while True:
+            try:
+                offs = await a.describe_share_group_offsets(
+                    GROUP, {TOPIC: list(range(partitions))})
+            except AdminError as e:  # the group exists once its first member joined
+                if "GROUP_ID_NOT_FOUND" not in str(e):
+                    raise
+                offs = {}
+            now = time.perf_counter()
+            acked = sum(max(0, o.start_offset) for o in offs.values())
+            if acked and not t_first:
+                t_first, acked_first = now, acked
+            if all(offs.get((TOPIC, p)) is not None and offs[(TOPIC, p)].start_offset >= end
+                   for p, end in target.items()):
+                return t_first, acked_first, now
+            if now - t0 > timeout:
+                raise RuntimeError(f"not all records acknowledged after {timeout}s: {offs}")
+            await asyncio.sleep(0.02)
+
+
+def run_case(kind: str, consumers: int, args) -> dict:
+    ctx = mp.get_context("spawn")
+    with BrokerProcess(BROKER_CONFIG) as broker:
+        asyncio.run(_setup(broker.bootstrap, args.partitions))
+        _produce(broker.bootstrap, args.records, args.value_size, args.partitions)
+        go, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=_worker, args=(kind, broker.bootstrap, go, stop, out),
+                             daemon=True) for _ in range(consumers)]
+        for p in procs:
+            p.start()
+        time.sleep(2.0 + 0.15 * consumers)  # let every process import and connect
+        cpu0 = broker.cpu_seconds()
+        t_go = time.perf_counter()
+        go.set()
+        t_first, acked_first, t_end = asyncio.run(_wait_acknowledged(
+            broker.bootstrap, args.records, args.partitions, args.timeout))
+        elapsed = t_end - t_go
+        cpu = broker.cpu_seconds() - cpu0
+        stop.set()
+        reports = [out.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    return {"type": "run", "client": kind, "consumers": consumers,
+            "partitions": args.partitions, "records": args.records,
+            "value_size": args.value_size, "elapsed_s": round(elapsed, 3),
+            "records_per_s": round(args.records / elapsed),
+            # after the first acknowledgement: joining and the first fetch excluded
+            "steady_records_per_s": round((args.records - acked_first)
+                                          / max(1e-6, t_end - t_first)),
+            "first_ack_s": round(t_first - t_go, 3),
+            "broker_cpu_s": round(cpu, 2),
+            "delivered": sum(len(r["seen"]) for r in reports),
+            # records processed more than once across the group (after a release/redelivery)
+            "duplicates": sum(len(r["seen"]) for r in reports)
+            - len({x for r in reports for x in r["seen"]}),
+            "redelivered": sum(r["redelivered"] for r in reports)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clients", default="snakka,confluent")
+    ap.add_argument("--consumers", default="1,4,16")
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--value-size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--quick", action="store_true", help="10x fewer records")
+    args = ap.parse_args()
+    if args.quick:
+        args.records //= 10
+    emit({"type": "machine", **machine_info()})
+    rows = []
+    for kind in args.clients.split(","):
+        for n in (int(x) for x in args.consumers.split(",")):
+            runs = [run_case(kind, n, args) for _ in range(args.repeat)]
+            for r in runs:
+                emit(r)
+            rows.append((kind, n, statistics.median(r["records_per_s"] for r in runs),
+                         statistics.median(r["steady_records_per_s"] for r in runs),
+                         statistics.median(r["elapsed_s"] for r in runs),
+                         statistics.median(r["broker_cpu_s"] for r in runs),
+                         max(r["redelivered"] for r in runs),
+                         max(r["duplicates"] for r in runs)))
+    print(f"\n{'client':<10} {'consumers':>9} {'records/s':>10} {'steady/s':>10} "
+          f"{'elapsed s':>9} {'broker CPU s':>12} {'redelivered':>11} {'duplicates':>10}")
+    for kind, n, rps, steady, el, cpu, red, dup in rows:
+        print(f"{kind:<10} {n:>9} {rps:>10,.0f} {steady:>10,.0f} {el:>9.2f} {cpu:>12.2f} "
+              f"{red:>11} {dup:>10}")
+
+
+if __name__ == "__main__":
+    main()
