@@ -41,6 +41,7 @@ from snakka.server.listener import ListenerServer, idle_sweeper
 from snakka.share.manager import SharePartitionManager
 from snakka.storage import LogConfig, LogManager, PartitionLog
 from snakka.storage.flush import FlushScheduler
+from snakka.util.waiters import WaitList, wait_any, wake
 
 if TYPE_CHECKING:
     from snakka.config import Listener
@@ -71,7 +72,7 @@ class Broker:
             config.int("max.incremental.fetch.session.cache.slots"), time_ms)
         self.connections: set[KafkaConnection] = set()
         self.listener_servers: list[ListenerServer] = []
-        self._waiters: dict[tuple[str, int], list[asyncio.Future]] = {}
+        self._waiters: WaitList = {}
         self._tasks: list[asyncio.Task] = []
         self._store_sync: asyncio.Future | None = None
         self._pid_next = 0
@@ -317,50 +318,16 @@ class Broker:
         self._wake((topic, partition))
 
     def _wake(self, key: tuple[str, int]) -> None:
-        waiters = self._waiters.pop(key, None)
-        if waiters:
-            for f in waiters:
-                if not f.done():
-                    f.set_result(None)
+        wake(self._waiters, key)
 
-    def add_append_waiter(self, keys: Iterable[tuple[str, int]], fut: asyncio.Future) -> None:
-        """Resolve ``fut`` at the next append to any of the partitions (the caller removes it
-        with :meth:`remove_append_waiter` when it stops waiting)."""
-        for k in keys:
-            self._waiters.setdefault(k, []).append(fut)
-
-    def remove_append_waiter(self, keys: Iterable[tuple[str, int]], fut: asyncio.Future) -> None:
-        for k in keys:
-            lst = self._waiters.get(k)
-            if lst is not None:
-                try:
-                    lst.remove(fut)
-                except ValueError:
-                    pass
-                if not lst:
-                    del self._waiters[k]
+    @property
+    def append_waiters(self) -> WaitList:
+        """The wait list appends wake: (topic, partition) -> parked futures (util.waiters)."""
+        return self._waiters
 
     async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
         """Wait until any of the partitions gets an append, or the timeout. True if woken."""
-        fut = asyncio.get_running_loop().create_future()
-        keys = list(keys)
-        for k in keys:
-            self._waiters.setdefault(k, []).append(fut)
-        try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-            return True
-        except TimeoutError:
-            return False
-        finally:
-            for k in keys:
-                lst = self._waiters.get(k)
-                if lst is not None:
-                    try:
-                        lst.remove(fut)
-                    except ValueError:
-                        pass
-                    if not lst:
-                        del self._waiters[k]
+        return await wait_any([(self._waiters, keys)], timeout_s)
 
     # -- background tasks ----------------------------------------------------------------
     async def _retention_loop(self) -> None:

@@ -6,6 +6,7 @@ log-start moves, topic/group deletion, strict durability, long-poll wake-ups."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import uuid
 
@@ -32,12 +33,17 @@ def _config(tmp_path, **extra: str) -> BrokerConfig:
     return BrokerConfig.from_properties("\n".join(f"{k}={v}" for k, v in props.items()))
 
 
-async def _started(tmp_path, clock, *, reset: str = "earliest", **extra) -> Broker:
+@contextlib.asynccontextmanager
+async def _running(tmp_path, clock, *, reset: str = "earliest", **extra):
+    """A started broker (group "g" with ``share.auto.offset.reset``), stopped afterwards."""
     b = Broker(_config(tmp_path, **extra), time_ms=clock)
     await b.start()
-    await b.commit_metadata(b.metadata.alter_configs(
-        32, "g", {"share.auto.offset.reset": reset}, broker_value=b.resolver.broker_value))
-    return b
+    try:
+        await b.commit_metadata(b.metadata.alter_configs(
+            32, "g", {"share.auto.offset.reset": reset}, broker_value=b.resolver.broker_value))
+        yield b
+    finally:
+        await b.stop()
 
 
 def _append(b: Broker, topic: str, partition: int, n: int, per_batch: int = 5) -> None:
@@ -73,8 +79,7 @@ def test_state_round_trips_through_restart_with_random_operations(tmp_path):
     rnd = random.Random(7)
 
     async def phase1():
-        b = await _started(tmp_path, clock)
-        try:
+        async with _running(tmp_path, clock) as b:
             ti = await b.create_topic("t", 1, {})
             tid = ti.topic_id
             await b.sync_metadata()
@@ -105,14 +110,11 @@ def test_state_round_trips_through_restart_with_random_operations(tmp_path):
             # What the persister replays must equal the core's own snapshot.
             assert mgr.persister.read(("g", tid, 0)) == expected
             return tid, expected
-        finally:
-            await b.stop()
 
     tid, expected = asyncio.run(phase1())
 
     async def phase2():
-        b = await _started(tmp_path, clock)
-        try:
+        async with _running(tmp_path, clock) as b:
             assert b.shares.persister.read(("g", tid, 0)) == expected
             # Everything handed out after the restart was deliverable before it: never an
             # acknowledged or archived record, and each with its delivery count kept (+1 now).
@@ -125,8 +127,6 @@ def test_state_round_trips_through_restart_with_random_operations(tmp_path):
             for o, c in got:
                 assert o >= expected.start_offset and o not in done
                 assert c == counts.get(o, 0) + 1
-        finally:
-            await b.stop()
 
     asyncio.run(phase2())
 
@@ -135,8 +135,7 @@ def test_snapshot_and_trim_keeps_the_state_topic_small(tmp_path):
     clock = Clock()
 
     async def go():
-        b = await _started(tmp_path, clock)
-        try:
+        async with _running(tmp_path, clock) as b:
             ti = await b.create_topic("t", 1, {})
             tid, tp = ti.topic_id, (ti.topic_id, 0)
             _append(b, "t", 0, 400, per_batch=1)
@@ -152,18 +151,13 @@ def test_snapshot_and_trim_keeps_the_state_topic_small(tmp_path):
             assert pl.log_start_offset > 0, "snapshot-and-trim never ran"
             assert pl.log_end_offset - pl.log_start_offset <= 45
             return tid
-        finally:
-            await b.stop()
 
     tid = asyncio.run(go())
 
     async def after():
-        b = await _started(tmp_path, clock)
-        try:
+        async with _running(tmp_path, clock) as b:
             st = b.shares.persister.read(("g", tid, 0))
             assert st is not None and st.start_offset == 400 and st.batches == ()
-        finally:
-            await b.stop()
 
     asyncio.run(after())
 
@@ -172,8 +166,7 @@ def test_lock_expiry_timer_wakes_a_long_poll(tmp_path):
     clock = Clock()
 
     async def go():
-        b = await _started(tmp_path, clock)
-        try:
+        async with _running(tmp_path, clock) as b:
             ti = await b.create_topic("t", 1, {})
             tp = (ti.topic_id, 0)
             _append(b, "t", 0, 3)
@@ -195,8 +188,6 @@ def test_lock_expiry_timer_wakes_a_long_poll(tmp_path):
             assert _ack(mgr, "a", tp, 0, 2, 1)[0] != 0
             assert _ack(mgr, "b", tp, 0, 2, 1)[0] == 0
             assert mgr._timer is None
-        finally:
-            await b.stop()
 
     asyncio.run(go())
 
@@ -205,8 +196,7 @@ def test_long_poll_woken_by_append(tmp_path):
     clock = Clock()
 
     async def go():
-        b = await _started(tmp_path, clock)
-        try:
+        async with _running(tmp_path, clock) as b:
             ti = await b.create_topic("t", 1, {})
             tp = (ti.topic_id, 0)
             mgr = b.shares
@@ -220,8 +210,6 @@ def test_long_poll_woken_by_append(tmp_path):
             (res,) = await asyncio.wait_for(task, 5)
             assert _offsets(res) == [(0, 1), (1, 1)]
             assert not b._waiters.get(("t", 0)) and not mgr._waiters
-        finally:
-            await b.stop()
 
     asyncio.run(go())
 
@@ -230,8 +218,7 @@ def test_log_start_moves_topic_and_group_deletion(tmp_path):
     clock = Clock()
 
     async def go():
-        b = await _started(tmp_path, clock)
-        try:
+        async with _running(tmp_path, clock) as b:
             ti = await b.create_topic("t", 1, {})
             tid, tp = ti.topic_id, (ti.topic_id, 0)
             _append(b, "t", 0, 10)
@@ -247,13 +234,8 @@ def test_log_start_moves_topic_and_group_deletion(tmp_path):
             assert mgr.describe_offset("h", tid, 0) == (-1, -1, 0)
             await b.delete_topic("t")
             assert mgr.persister.keys() == [] and mgr._partitions == {}
-        finally:
-            await b.stop()
-        b = await _started(tmp_path, clock)
-        try:  # tombstones: nothing comes back after a restart
+        async with _running(tmp_path, clock) as b:  # tombstones: nothing comes back after a restart
             assert b.shares.persister.keys() == []
-        finally:
-            await b.stop()
 
     asyncio.run(go())
 
@@ -262,8 +244,7 @@ def test_strict_durability_fsyncs_acknowledgements_before_answering(tmp_path):
     clock = Clock()
 
     async def go():
-        b = await _started(tmp_path, clock, **{"log.flush.strict": "true"})
-        try:
+        async with _running(tmp_path, clock, **{"log.flush.strict": "true"}) as b:
             ti = await b.create_topic("t", 1, {})
             tp = (ti.topic_id, 0)
             _append(b, "t", 0, 4)
@@ -276,8 +257,6 @@ def test_strict_durability_fsyncs_acknowledgements_before_answering(tmp_path):
             assert pl.recovery_point < end  # written, not yet fsynced
             await mgr.durable(marks)
             assert pl.recovery_point >= end
-        finally:
-            await b.stop()
 
     asyncio.run(go())
 
@@ -286,8 +265,7 @@ def test_unassigned_share_partition_is_unknown(tmp_path):
     clock = Clock()
 
     async def go():
-        b = await _started(tmp_path, clock)
-        try:
+        async with _running(tmp_path, clock) as b:
             ti = await b.create_topic("t", 2, {})
             mgr = b.shares
             mgr.partitions_assigned("g", [(ti.topic_id, 0)])
@@ -295,8 +273,6 @@ def test_unassigned_share_partition_is_unknown(tmp_path):
             assert res.error == 3  # UNKNOWN_TOPIC_OR_PARTITION: never assigned in the group
             res = _fetch(mgr, "m", (uuid.uuid4(), 0))
             assert res.error == 100  # UNKNOWN_TOPIC_ID
-        finally:
-            await b.stop()
 
     asyncio.run(go())
 
@@ -307,8 +283,7 @@ def test_share_auto_offset_reset(tmp_path, reset, expected):
     clock = Clock()
 
     async def go():
-        b = await _started(tmp_path, clock, reset=reset)
-        try:
+        async with _running(tmp_path, clock, reset=reset) as b:
             ti = await b.create_topic("t", 1, {})
             pl = b.partition_log("t", 0)
             for i, age_ms in enumerate([7_200_000] * 5 + [60_000] * 3):
@@ -318,7 +293,5 @@ def test_share_auto_offset_reset(tmp_path, reset, expected):
                 assert pl.log_end_offset == i + 1
             b.shares.partitions_assigned("g", [(ti.topic_id, 0)])
             assert b.shares.describe_offset("g", ti.topic_id, 0)[0] == expected
-        finally:
-            await b.stop()
 
     asyncio.run(go())

@@ -57,6 +57,7 @@ from snakka.share.types import (
     ShareState,
 )
 from snakka.storage import LogClosedError, OffsetOutOfRangeError
+from snakka.util.waiters import WaitList, wait_any, wake
 
 if TYPE_CHECKING:
     from snakka.broker import Broker
@@ -136,7 +137,7 @@ class SharePartitionManager:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         # share-partition -> futures of parked ShareFetches to wake on take_wakeup()
-        self._waiters: dict[StateKey, list[asyncio.Future]] = {}
+        self._waiters: WaitList = {}
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -278,33 +279,13 @@ class SharePartitionManager:
 
     # -- long-poll wake-ups --------------------------------------------------------------
     def _wake(self, key: StateKey) -> None:
-        for f in self._waiters.pop(key, ()):
-            if not f.done():
-                f.set_result(None)
+        wake(self._waiters, key)
 
     async def _wait(self, share_keys: list[StateKey], log_keys: list[tuple[str, int]],
                     timeout_s: float) -> bool:
         """Wait for an append to one of ``log_keys`` or a wake-up of one of ``share_keys``."""
-        fut = asyncio.get_running_loop().create_future()
-        for k in share_keys:
-            self._waiters.setdefault(k, []).append(fut)
-        self.broker.add_append_waiter(log_keys, fut)
-        try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-            return True
-        except TimeoutError:
-            return False
-        finally:
-            self.broker.remove_append_waiter(log_keys, fut)
-            for k in share_keys:
-                lst = self._waiters.get(k)
-                if lst is not None:
-                    try:
-                        lst.remove(fut)
-                    except ValueError:
-                        pass
-                    if not lst:
-                        del self._waiters[k]
+        return await wait_any([(self._waiters, share_keys),
+                               (self.broker.append_waiters, log_keys)], timeout_s)
 
     # -- acknowledgements ----------------------------------------------------------------
     def acknowledge(self, group_id: str, member_id: str,
