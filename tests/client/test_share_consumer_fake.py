@@ -462,3 +462,26 @@ def test_blocking_consumer_runs_callbacks_on_the_calling_thread():
 
 
 
+
+
+@run_async
+async def test_acks_wait_for_a_reopened_session_instead_of_failing():
+    cluster, tid, broker, group, leader, c = await setup(
+        **{"share.acknowledgement.mode": "explicit"})
+    results = []
+    c.set_acknowledgement_commit_callback(lambda offsets, exc: results.append(exc))
+    await c.subscribe(["t"])
+    recs = await poll_until(c, 1)
+    for r in recs:
+        c.acknowledge(r)
+    c._nodes[1].session.reset()  # white-box: as after a session error the broker reported
+    recs = await poll_until(c, 1)  # opens a new session: no acknowledgements on it
+    assert broker.of(78)[-1].share_session_epoch == 0
+    assert leader.acked_offsets((tid, 0)) == set()
+    for r in recs:
+        c.acknowledge(r)
+    await poll_until(c, 1)  # the next fetch carries all six
+    assert leader.acked_offsets((tid, 0)) == set(range(6))
+    assert results == [None]
+    await c.close()
+    await broker.stop()

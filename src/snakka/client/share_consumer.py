@@ -476,8 +476,12 @@ class AsyncShareConsumer:
             session = node.session
             wanted = self._wanted(node.node_id)
             if not session.established:
+                # Acknowledgements cannot ride on a session-opening fetch. Those for partitions
+                # fetched here wait for the next one (the records are still this member's);
+                # the others have no session to go through.
                 self._fail_pending(node.node_id, ErrorCode.SHARE_SESSION_NOT_FOUND,
-                                   "the share session was reset before the acknowledgement")
+                                   "no share session with the node that acquired the records",
+                                   only=lambda tip: tip not in wanted)
             else:
                 renew = self._records.has_pending_renew(node.node_id)
                 separate = (self._records.pending_partitions(node.node_id) - wanted) | renew
@@ -577,8 +581,9 @@ class AsyncShareConsumer:
             self._fetch_error(node, resp.error_code, resp.error_message)
         return True
 
-    def _fail_pending(self, node_id: int, code: int, message: str) -> None:
-        drained = self._records.drain(node_id)
+    def _fail_pending(self, node_id: int, code: int, message: str,
+                      only: Callable[[TopicIdPartition], bool] | None = None) -> None:
+        drained = self._records.drain(node_id, only=only)
         if drained:
             self._ack_results += self._records.completed(drained, {}, code, message)
 
