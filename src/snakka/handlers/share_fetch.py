@@ -119,7 +119,12 @@ def handle(ctx, req):
 
 
 async def _finish(broker, lock_ms, results, ack_results, marks):
-    await broker.shares.durable(marks)
+    try:
+        await broker.shares.durable(marks)
+    except BaseException:
+        if asyncio.iscoroutine(results):
+            results.close()  # never started: nothing was acquired for it
+        raise
     if asyncio.iscoroutine(results):
         results = await results
     return _response(broker.node_id, lock_ms, results, ack_results)
