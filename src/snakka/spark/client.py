@@ -117,10 +117,13 @@ class SparkKafkaClient:
             self._run(conn.connect(timeout=s.connect_timeout_ms / 1000))
         except (TimeoutError, OSError, ConnectionClosed) as e:
             self._run(conn.close())
-            reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (str(e) or type(e).__name__)
-            raise SnakkaSparkError(
-                f"cannot connect to Kafka broker {host}:{port}: {reason} "
-                f"(kafka.socket.connection.setup.timeout.ms={s.connect_timeout_ms})") from None
+            if isinstance(e, TimeoutError):
+                reason = (f"timed out (kafka.socket.connection.setup.timeout.ms="
+                          f"{s.connect_timeout_ms}, kafka.request.timeout.ms="
+                          f"{s.request_timeout_ms})")
+            else:
+                reason = str(e) or type(e).__name__
+            raise SnakkaSparkError(f"cannot connect to Kafka broker {host}:{port}: {reason}") from None
         return conn
 
     def _bootstrap(self) -> KafkaConnection:
