@@ -445,8 +445,15 @@ class SharePartitionManager:
             self.get(group_id, topic_id, partition, initialize=True)
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        self.sessions.remove(group_id, member_id)
-        self.release_member(group_id, member_id)
+        """The member left the group (heartbeat epoch -1) or was fenced. If it still has a share
+        session its records stay with it: clients leave the group *before* their final
+        acknowledgements (librdkafka's close sends the leaving heartbeat, then the final
+        ShareAcknowledge), which must still find the session and the records; the session's
+        final request or its connection closing releases what is left, else the locks expire
+        (as Kafka, whose group coordinator never touches acquired records). A member without a
+        session gets its records released at once."""
+        if self.sessions.get(group_id, member_id) is None:
+            self.release_member(group_id, member_id)
 
     def group_deleted(self, group_id: str) -> None:
         self.sessions.remove_group(group_id)
