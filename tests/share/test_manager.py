@@ -295,3 +295,21 @@ def test_share_auto_offset_reset(tmp_path, reset, expected):
             assert b.shares.describe_offset("g", ti.topic_id, 0)[0] == expected
 
     asyncio.run(go())
+
+
+def test_partitions_added_to_a_known_topic_start_at_the_log_start(tmp_path):
+    clock = Clock()
+
+    async def go():
+        async with _running(tmp_path, clock, reset="latest") as b:
+            ti = await b.create_topic("t", 1, {})
+            _append(b, "t", 0, 3)
+            b.shares.partitions_assigned("g", [(ti.topic_id, 0)])
+            assert b.shares.describe_offset("g", ti.topic_id, 0)[0] == 3  # latest
+            await b.create_partitions("t", 2)
+            _append(b, "t", 1, 4)  # produced before the group got the new partition
+            b.shares.partitions_assigned("g", [(ti.topic_id, 0), (ti.topic_id, 1)])
+            assert b.shares.describe_offset("g", ti.topic_id, 1) == (0, 4, 0)
+            assert b.shares.describe_offset("g", ti.topic_id, 0)[0] == 3
+
+    asyncio.run(go())

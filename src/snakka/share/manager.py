@@ -198,7 +198,8 @@ class SharePartitionManager:
         return pl.high_watermark
 
     def get(self, group_id: str, topic_id: uuid.UUID, partition: int, *,
-            initialize: bool = False) -> tuple[SharePartition | None, ErrorCode]:
+            initialize: bool = False, from_log_start: bool = False
+            ) -> tuple[SharePartition | None, ErrorCode]:
         """The loaded share-partition, loading it from its durable state. Without durable
         state: initialised from ``share.auto.offset.reset`` if ``initialize``, else
         UNKNOWN_TOPIC_OR_PARTITION (the partition was never assigned in this group, as Kafka's
@@ -213,7 +214,9 @@ class SharePartitionManager:
             if state is None:
                 if not initialize:
                     return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                state = ShareState(start_offset=self.initial_start_offset(group_id, pl))
+                start = pl.log_start_offset if from_log_start else \
+                    self.initial_start_offset(group_id, pl)
+                state = ShareState(start_offset=start)
                 self.persister.write_snapshot(key, state)
             sp = SharePartition(group_id, topic_id, partition, self.partition_config(group_id),
                                 self.broker.time_ms, state)
@@ -441,8 +444,14 @@ class SharePartitionManager:
 
     # -- ShareGroupListener (called by the group coordinator) ----------------------------
     def partitions_assigned(self, group_id: str, partitions: list[tuple[uuid.UUID, int]]) -> None:
+        """Initialise the share-partitions that have no state yet. A new partition of a topic
+        the group already consumes (the topic grew) starts at the log start offset whatever
+        ``share.auto.offset.reset`` says, so records produced to it before its assignment are
+        not skipped (Kafka's KAFKA-20742); a topic new to the group follows the config."""
+        known = {k[1] for k in self.group_state_keys(group_id)}
         for topic_id, partition in partitions:
-            self.get(group_id, topic_id, partition, initialize=True)
+            self.get(group_id, topic_id, partition, initialize=True,
+                     from_log_start=topic_id in known)
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """The member left the group (heartbeat epoch -1) or was fenced. If it still has a share
