@@ -164,12 +164,23 @@ class InFlightRecords:
         starts = [r[0] for r in ranges]
         found: list[ShareRecord] = []
         seen: set[int] = set()
-        tid, part, _node = key
+        _tid, part, _node = key
         try:
             if records:
                 lo, hi = ranges[0][0], max(r[1] for r in ranges)
                 for h, pos in iter_batches(records):
                     if h.last_offset < lo or h.base_offset > hi or h.attributes & CONTROL_MASK:
+                        continue
+                    i = bisect.bisect_right(starts, h.base_offset) - 1
+                    if i >= 0 and h.last_offset <= ranges[i][1]:
+                        # The common case: the whole batch lies in one acquired range.
+                        dc = ranges[i][2]
+                        batch = [ShareRecord(topic, part, rec.offset, rec.timestamp, rec.key,
+                                             rec.value, rec.headers, dc, key)
+                                 for rec in batch_records(records, pos, h)]
+                        fresh = [r for r in batch if r.offset not in seen]
+                        seen.update(r.offset for r in fresh)
+                        found += fresh
                         continue
                     for rec in batch_records(records, pos, h):
                         dc = _in_ranges(starts, ranges, rec.offset)
@@ -177,25 +188,25 @@ class InFlightRecords:
                             continue
                         seen.add(rec.offset)
                         found.append(ShareRecord(topic, part, rec.offset, rec.timestamp, rec.key,
-                                                 rec.value, list(rec.headers), dc, key))
+                                                 rec.value, rec.headers, dc, key))
         except Exception:
             with self._lock:
                 p = self._part(key, topic)
                 for first, last, dc in ranges:
-                    for o in range(first, last + 1):
-                        p.acquired[o] = dc
-                        p.pending[o] = AcknowledgeType.RELEASE
+                    p.acquired.update(dict.fromkeys(range(first, last + 1), dc))
+                    p.pending.update(dict.fromkeys(range(first, last + 1),
+                                                   AcknowledgeType.RELEASE))
             raise
         found.sort(key=lambda r: r.offset)
         with self._lock:
             p = self._part(key, topic)
             for first, last, dc in ranges:
-                for o in range(first, last + 1):
-                    p.acquired[o] = dc
-                    if release:
-                        p.pending[o] = AcknowledgeType.RELEASE
-                    elif o not in seen:
-                        p.pending[o] = AcknowledgeType.GAP
+                offsets = range(first, last + 1)
+                p.acquired.update(dict.fromkeys(offsets, dc))
+                if release:
+                    p.pending.update(dict.fromkeys(offsets, AcknowledgeType.RELEASE))
+                elif len(seen) < len(offsets) or not seen.issuperset(offsets):
+                    p.pending.update(dict.fromkeys(set(offsets) - seen, AcknowledgeType.GAP))
             self._buffer.extend(found)
         return len(found)
 
@@ -207,9 +218,13 @@ class InFlightRecords:
         out: list[ShareRecord] = []
         with self._lock:
             buf = self._buffer
+            last_key: InFlightKey | None = None
+            p: _Partition | None = None
             while buf and len(out) < max_records:
                 r = buf.popleft()
-                p = self._parts.get(r.in_flight_key)
+                if r.in_flight_key is not last_key:  # runs of one partition: one lookup
+                    last_key = r.in_flight_key
+                    p = self._parts.get(last_key)
                 if p is None or r.offset not in p.acquired:
                     continue  # dropped meanwhile (connection to its node lost)
                 p.unacked.add(r.offset)
