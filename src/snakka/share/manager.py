@@ -233,18 +233,18 @@ class SharePartitionManager:
     def _persist(self, keys: Iterable[StateKey]) -> list[AppendMark | None]:
         """Write the deltas of the given share-partitions, wake long polls they allow, re-arm
         the lock timer."""
-        marks = []
+        deltas = []
         for key in dict.fromkeys(keys):
             sp = self._partitions.get(key)
             if sp is None:
                 continue
             delta = sp.drain_delta()
             if delta is not None:
-                marks.append(self.persister.write_delta(key, delta))
+                deltas.append((key, delta))
             if sp.take_wakeup():
                 self._wake(key)
         self._rearm()
-        return marks
+        return self.persister.write_deltas(deltas) if deltas else []
 
     # -- lock expiry timer ---------------------------------------------------------------
     def _rearm(self) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
@@ -78,6 +79,7 @@ class SharePersister:
         self._states: dict[StateKey, ShareState] = {}
         self._updates: dict[StateKey, int] = {}  # updates since the key's last snapshot
         self._by_partition: dict[int, set[StateKey]] = {}
+        self._partition_of: dict[StateKey, int] = {}  # cache of _partition()
 
     # -- start-up ------------------------------------------------------------------------
     async def load(self) -> int:
@@ -103,6 +105,7 @@ class SharePersister:
                     self._states[key] = state
                     self._updates[key] = 0
                 self._by_partition.setdefault(p, set()).add(key)
+                self._partition_of[key] = p
             except (KeyError, TypeError, ValueError) as e:
                 log.warning("%s-%d: bad share-state record %r skipped: %s", SHARE_STATE_TOPIC, p,
                             rkey, e)
@@ -125,19 +128,36 @@ class SharePersister:
 
     # -- writes --------------------------------------------------------------------------
     def write_snapshot(self, key: StateKey, state: ShareState) -> AppendMark | None:
-        self._updates[key] = 0
-        return self._write(key, state, encode_state(_SNAPSHOT, state))
+        p = self._partition(key)
+        return self._append(p, [self._stage_snapshot(key, state)])
 
     def write_delta(self, key: StateKey, delta: ShareState) -> AppendMark | None:
+        return self.write_deltas([(key, delta)])[0]
+
+    def write_deltas(self, items: Iterable[tuple[StateKey, ShareState]]
+                     ) -> list[AppendMark | None]:
+        """Write the deltas of one request: one append per ``__share_group_state`` partition."""
+        by_partition: dict[int, list[KeyValue]] = {}
+        for key, delta in items:
+            by_partition.setdefault(self._partition(key), []).append(
+                self._stage_delta(key, delta))
+        return [self._append(p, recs) for p, recs in by_partition.items()]
+
+    def _stage_snapshot(self, key: StateKey, state: ShareState) -> KeyValue:
+        self._updates[key] = 0
+        self._set(key, state)
+        return _record_key(key), encode_state(_SNAPSHOT, state)
+
+    def _stage_delta(self, key: StateKey, delta: ShareState) -> KeyValue:
         from snakka.share.partition import apply_delta
 
         base = self._states.get(key)
         if base is None or self._updates.get(key, 0) + 1 >= self.updates_per_snapshot:
             # No base (first write) or enough deltas: restate the whole state instead.
-            state = delta if base is None else apply_delta(base, delta)
-            return self.write_snapshot(key, state)
+            return self._stage_snapshot(key, delta if base is None else apply_delta(base, delta))
         self._updates[key] = self._updates.get(key, 0) + 1
-        return self._write(key, apply_delta(base, delta), encode_state(_UPDATE, delta))
+        self._set(key, apply_delta(base, delta))
+        return _record_key(key), encode_state(_UPDATE, delta)
 
     def delete(self, key: StateKey) -> AppendMark | None:
         if key not in self._states:
@@ -156,14 +176,19 @@ class SharePersister:
 
     # -- internals -----------------------------------------------------------------------
     def _partition(self, key: StateKey) -> int:
-        group, topic_id, partition = key
-        return self.log.partition_for(f"{group}:{uuid_to_base64(topic_id)}:{partition}")
+        p = self._partition_of.get(key)
+        if p is None:
+            group, topic_id, partition = key
+            p = self.log.partition_for(f"{group}:{uuid_to_base64(topic_id)}:{partition}")
+            self._partition_of[key] = p
+        return p
 
-    def _write(self, key: StateKey, new_state: ShareState, value: dict) -> AppendMark | None:
-        p = self._partition(key)
-        self._states[key] = new_state
-        self._by_partition.setdefault(p, set()).add(key)
-        mark = self.log.append(p, [(_record_key(key), value)])
+    def _set(self, key: StateKey, state: ShareState) -> None:
+        self._states[key] = state
+        self._by_partition.setdefault(self._partition(key), set()).add(key)
+
+    def _append(self, p: int, records: list[KeyValue]) -> AppendMark | None:
+        mark = self.log.append(p, records)
         if self._maybe_trim(p):
             pl = self.broker.partition_log(SHARE_STATE_TOPIC, p)
             mark = (pl, pl.log_end_offset) if pl is not None else mark
@@ -172,8 +197,8 @@ class SharePersister:
     def _forget(self, key: StateKey) -> None:
         self._states.pop(key, None)
         self._updates.pop(key, None)
-        for keys in self._by_partition.values():
-            keys.discard(key)
+        self._by_partition.get(self._partition(key), set()).discard(key)
+        self._partition_of.pop(key, None)
 
     def _maybe_trim(self, p: int) -> bool:
         keys = self._by_partition.get(p, set())
