@@ -336,3 +336,29 @@ def test_both_versions_serve_records(snakka_broker, version):
         await admin.close()
 
     run_async(go())
+
+
+def test_renew_only_share_fetch_and_renewals_disabled(snakka_broker):
+    bs = snakka_broker.bootstrap_servers
+
+    async def go():
+        admin, tid = await _setup(bs, "sf-renew", values=[b"a", b"b", b"c"])
+        m = await _member(bs, "g", "sf-renew")
+        tp = (tid, 0)
+        assert len((await m.fetch([tp])).records(*tp)) == 3
+        # a renew-only ShareFetch must not ask for records
+        await m.fetch(ack={tp: acks((0, 0, RENEW))}, renew=True, max_wait_ms=100,
+                      expect_error=ErrorCode.INVALID_REQUEST)
+        # done right: the lock is renewed, another type in the same request applies, and
+        # nothing is fetched (2 is still acquired by us and would not be anyway)
+        f = await m.fetch(ack={tp: acks((0, 1, [RENEW, ACCEPT]))}, renew=True, max_bytes=0,
+                          min_bytes=0, max_records=0, max_wait_ms=0)
+        assert ack_errors(f) == {tp: 0} and f.records(*tp) == []
+        await set_group_configs(admin, "g", {"share.renew.acknowledge.enable": "false"})
+        assert await m.acknowledge({tp: acks((2, 2, RENEW))}, renew=True) == \
+            {tp: ErrorCode.INVALID_RECORD_STATE}
+        assert await m.acknowledge({tp: acks((0, 0, ACCEPT), (2, 2, ACCEPT))}) == {tp: 0}
+        await m.close()
+        await admin.close()
+
+    run_async(go())

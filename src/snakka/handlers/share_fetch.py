@@ -7,7 +7,9 @@ piggy-backed acknowledgements (per-partition AcknowledgeErrorCode), then either 
 session (epoch -1: release what the member still holds) or acquire records from every partition
 of the session (per-partition ErrorCode: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION for a
 partition index that does not exist or a share-partition the group was never assigned). With
-IsRenewAck (v2) the request only renews locks: nothing is fetched.
+IsRenewAck (v2) the request only renews locks: nothing is fetched, and MaxBytes, MinBytes,
+MaxRecords and MaxWaitMs must be 0 (else INVALID_REQUEST, as Kafka). Renewals of a group with
+``share.renew.acknowledge.enable=false`` are refused with INVALID_RECORD_STATE.
 
 The response lists every partition with acquired records, an error or an acknowledgement
 result; it is sent only once the acknowledgements are durable (share.manager). Membership and
@@ -80,6 +82,12 @@ def handle(ctx, req):
     group_id, member_id = req.group_id, req.member_id
     if not group_id or not member_id:
         return _error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
+    renew = v >= 2 and req.is_renew_ack
+    if renew and (req.max_bytes or req.min_bytes or req.max_records or req.max_wait_ms):
+        # KIP-1222: a renew-only request must not ask for records (as Kafka's KafkaApis).
+        return _error(ErrorCode.INVALID_REQUEST,
+                      "a ShareFetch with IsRenewAck must have MaxBytes, MinBytes, MaxRecords "
+                      "and MaxWaitMs 0")
     lock_ms = shares.record_lock_duration_ms(group_id)
     fetch = []
     acks: dict = {}
@@ -97,7 +105,6 @@ def handle(ctx, req):
                                              connection=ctx.connection)
     if sctx.error != ErrorCode.NONE:
         return _error(sctx.error, sctx.message)
-    renew = v >= 2 and req.is_renew_ack
     ack_results, marks = shares.acknowledge(group_id, member_id, acks, allow_renew=renew)
     if sctx.kind == "final":
         marks += shares.close_session(group_id, member_id)

@@ -71,6 +71,7 @@ _LAST_DELTA = struct.Struct(">i")   # at byte 23 of a v2 batch
 _LOG_OVERHEAD = 12
 _MAX_ACK_TYPE_V1 = int(AcknowledgeType.REJECT)
 _MAX_ACK_TYPE_V2 = int(AcknowledgeType.RENEW)
+_RENEW = int(AcknowledgeType.RENEW)
 
 TopicPartitionKey = tuple[uuid.UUID, int]
 
@@ -299,11 +300,21 @@ class SharePartitionManager:
         results and the appends :meth:`durable` must wait for before answering."""
         results: dict[TopicPartitionKey, tuple[ErrorCode, str | None]] = {}
         touched = []
+        renew_enabled = None
         for (topic_id, partition), batches in acks.items():
             bad = validate_ack_batches(batches, allow_renew=allow_renew)
             if bad is not None:
                 results[(topic_id, partition)] = (ErrorCode.INVALID_REQUEST, bad)
                 continue
+            if allow_renew and any(_RENEW in b.types for b in batches):
+                if renew_enabled is None:
+                    renew_enabled = self._group_value(
+                        group_id, "share.renew.acknowledge.enable") == "true"
+                if not renew_enabled:  # as Kafka: the renewal is refused
+                    results[(topic_id, partition)] = (
+                        ErrorCode.INVALID_RECORD_STATE,
+                        "share.renew.acknowledge.enable is false for this group")
+                    continue
             sp, err = self.get(group_id, topic_id, partition)
             if sp is None:
                 results[(topic_id, partition)] = (err, None)
