@@ -452,12 +452,14 @@ def pipeline() -> None:
 @click.option("--rate", type=float, default=10_000, show_default=True,
               help="Events produced per second of wall time (0 = as fast as possible).")
 @click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--event-rate", type=click.FloatRange(min=0, min_open=True), default=1000,
+              show_default=True, help="Events per second of event time in the stream.")
 @click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=20_000,
               show_default=True, help="Records per micro-batch at most.")
 @click.option("--trigger", "trigger_interval", default="1 second", show_default=True)
 @_pipeline_options
-def pipeline_demo(bootstrap, events, rate, seed, partitions, max_offsets_per_trigger,
+def pipeline_demo(bootstrap, events, rate, seed, event_rate, partitions, max_offsets_per_trigger,
                   trigger_interval, master, output_dir, input_topic, output_topic, window_ms,
                   watermark_ms) -> None:
     """Generate events, stream-aggregate them, cross-check with a batch job."""
@@ -468,7 +470,8 @@ def pipeline_demo(bootstrap, events, rate, seed, partitions, max_offsets_per_tri
 
     try:
         result = run_demo(console=Console(), master=master, bootstrap=bootstrap, events=events,
-                          rate=rate or None, seed=seed, partitions=partitions,
+                          rate=rate or None, seed=seed, events_per_second=event_rate,
+                          partitions=partitions,
                           output_dir=output_dir, input_topic=input_topic,
                           output_topic=output_topic, window_ms=window_ms,
                           watermark_delay_ms=watermark_ms,
@@ -486,15 +489,18 @@ def pipeline_demo(bootstrap, events, rate, seed, partitions, max_offsets_per_tri
 @click.option("--rate", type=float, default=0, show_default=True,
               help="Events per second of wall time (0 = as fast as possible).")
 @click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--event-rate", type=click.FloatRange(min=0, min_open=True), default=1000,
+              show_default=True, help="Events per second of event time in the stream.")
 @click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True,
               help="Partitions if the topic is created.")
 @_bootstrap
-def pipeline_generate(topic, events, rate, seed, partitions, bootstrap) -> None:
+def pipeline_generate(topic, events, rate, seed, event_rate, partitions, bootstrap) -> None:
     """Produce the deterministic clickstream (JSON, keyed by user, some late events)."""
     from snakka.spark.pipeline.events import generate_events
     from snakka.spark.pipeline.generator import produce_events
 
-    stats = _run(produce_events(bootstrap, topic, generate_events(events, seed=seed),
+    stats = _run(produce_events(bootstrap, topic,
+                                generate_events(events, seed=seed, events_per_second=event_rate),
                                 partitions=partitions, rate=rate or None))
     click.echo(f"Produced {stats.events} events to {topic} in {stats.seconds:.1f} s "
                f"({stats.events_per_second:,.0f}/s).", err=True)

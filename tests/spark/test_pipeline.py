@@ -36,7 +36,7 @@ from snakka.spark.pipeline.job import (
 )
 from snakka.spark.pipeline.reference import simulate_streaming
 
-N_EVENTS = 3000
+N_EVENTS = 2000
 PER_TRIGGER = 500
 WINDOW_MS = 5_000
 DELAY_MS = 5_000

@@ -26,7 +26,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .events import generate_events
+from .events import DEFAULT_EVENTS_PER_SECOND, generate_events
 from .generator import ProduceStats, ensure_topic, produce_events
 from .job import (
     LogEndOffsets,
@@ -91,10 +91,11 @@ class DemoResult:
 
 class _GeneratorThread(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, *, events: int, seed: int, partitions: int,
-                 rate: float | None) -> None:
+                 rate: float | None, events_per_second: float) -> None:
         super().__init__(name="snakka-pipeline-generator", daemon=True)
         self.args = (bootstrap, topic)
         self.events, self.seed, self.partitions, self.rate = events, seed, partitions, rate
+        self.events_per_second = events_per_second
         self.produced = 0
         self.stats: ProduceStats | None = None
         self.error: BaseException | None = None
@@ -105,7 +106,8 @@ class _GeneratorThread(threading.Thread):
 
         try:
             self.stats = asyncio.run(produce_events(
-                *self.args, generate_events(self.events, seed=self.seed),
+                *self.args, generate_events(self.events, seed=self.seed,
+                                            events_per_second=self.events_per_second),
                 partitions=self.partitions, rate=self.rate, on_progress=progress))
         except BaseException as e:  # reported by the main thread
             self.error = e
@@ -114,13 +116,15 @@ class _GeneratorThread(threading.Thread):
 def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
              bootstrap: str | None = None, events: int = 200_000, rate: float | None = 10_000,
              seed: int = 42, partitions: int = 3, output_dir: str = DEFAULT_OUTPUT_DIR,
+             events_per_second: float = DEFAULT_EVENTS_PER_SECOND,
              input_topic: str = "clickstream", output_topic: str = "clickstream-aggregates",
              window_ms: int = 10_000, watermark_delay_ms: int = 10_000,
              max_offsets_per_trigger: int | None = 20_000, trigger_interval: str = "1 second",
              timeout_s: float | None = 1800.0, spark: SparkSession | None = None
              ) -> DemoResult:
     """Run the whole pipeline; ``spark`` reuses a session instead of building one for
-    ``master``."""
+    ``master``. ``rate`` paces the producer in wall time; ``events_per_second`` is the
+    stream's own pace in event time (the demo replays event time faster than real time)."""
     from .check import run_check
 
     prepare_output_dir(output_dir)
@@ -148,7 +152,8 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
         query = start_query(spark, settings)
         monitor = ProgressMonitor(console, LogEndOffsets(bootstrap, input_topic))
         gen = _GeneratorThread(bootstrap, input_topic, events=events, seed=seed,
-                               partitions=partitions, rate=rate)
+                               partitions=partitions, rate=rate,
+                               events_per_second=events_per_second)
         console.print(f"Generating {events:,} clickstream events (seed {seed}"
                       + (f", {rate:,.0f} events/s" if rate else "") + f") into '{input_topic}'")
         gen.start()
