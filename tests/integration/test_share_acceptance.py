@@ -155,6 +155,21 @@ def produce(bs: str, topic: str, n: int, partitions: int, *, start: int = 0,
     assert p.flush(30) == 0
 
 
+def topic_with_records(bs: str, topic: str, group: str, n: int, partitions: int = 1,
+                       **configs: str) -> None:
+    """A topic with ``n`` records and a group that starts at the earliest offset."""
+    ck_create_topic(bs, topic, partitions)
+    group_configs(bs, group, share_auto_offset_reset="earliest", **configs)
+    produce(bs, topic, n, partitions)
+
+
+def member(kind: str, bs: str, group: str, topic: str, **cfg: Any):
+    """An explicit-mode share consumer of ``kind`` subscribed to ``topic``."""
+    c = KINDS[kind](bs, group, explicit=True, **cfg)
+    c.subscribe([topic])
+    return c
+
+
 def poll_until(c, pred, timeout: float, what: str, step: float = 0.2) -> list[Got]:
     got: list[Got] = []
     deadline = time.monotonic() + timeout
@@ -229,9 +244,7 @@ def consume_with_group(bs: str, group: str, topic: str, kinds: list[str]) -> lis
 def test_five_consumers_share_100k_records_exactly_once(snakka_broker_factory, kinds):
     b = snakka_broker_factory(config=CONFIG)
     bs = b.bootstrap_servers
-    ck_create_topic(bs, "work", 2)
-    group_configs(bs, "workers", share_auto_offset_reset="earliest")
-    produce(bs, "work", N_RECORDS, 2)
+    topic_with_records(bs, "work", "workers", N_RECORDS, 2)
     seen = consume_with_group(bs, "workers", "work", kinds)
     counts = Counter((g.partition, g.offset) for g in seen)
     expected = {(i % 2, i // 2) for i in range(N_RECORDS)}
@@ -253,11 +266,8 @@ def test_five_consumers_share_100k_records_exactly_once(snakka_broker_factory, k
 @pytest.mark.parametrize("kind", ["snakka", "confluent"])
 def test_release_redelivers_with_a_higher_count_and_reject_archives(snakka_broker, kind):
     bs = snakka_broker.bootstrap_servers
-    ck_create_topic(bs, "acks", 1)
-    group_configs(bs, "g-acks", share_auto_offset_reset="earliest")
-    produce(bs, "acks", 10, 1)
-    a = KINDS[kind](bs, "g-acks", explicit=True)
-    a.subscribe(["acks"])
+    topic_with_records(bs, "acks", "g-acks", 10)
+    a = member(kind, bs, "g-acks", "acks")
     got = poll_until(a, lambda g: len(g) >= 10, 20, "10 records")
     assert [(g.offset, g.delivery_count) for g in got] == [(i, 1) for i in range(10)]
     for g in got:
@@ -265,8 +275,7 @@ def test_release_redelivers_with_a_higher_count_and_reject_archives(snakka_broke
               AcknowledgeType.REJECT if g.offset == 4 else AcknowledgeType.ACCEPT)
     assert a.commit() == {("acks", 0): 0}
     # A second member joins; the released record goes to someone, delivery count 2.
-    b = KINDS[kind](bs, "g-acks", explicit=True)
-    b.subscribe(["acks"])
+    b = member(kind, bs, "g-acks", "acks")
     redelivered: list[Got] = []
     deadline = time.monotonic() + 20
     while not redelivered:
@@ -288,18 +297,13 @@ def test_release_redelivers_with_a_higher_count_and_reject_archives(snakka_broke
 def test_unacknowledged_records_come_back_after_the_lock(snakka_broker_factory, kind):
     b = snakka_broker_factory(config=CONFIG)
     bs = b.bootstrap_servers
-    ck_create_topic(bs, "locks", 1)
-    group_configs(bs, "g-locks", share_auto_offset_reset="earliest",
-                  share_record_lock_duration_ms=str(LOCK_MS))
-    produce(bs, "locks", 5, 1)
-    stuck = KINDS[kind](bs, "g-locks", explicit=True)
-    stuck.subscribe(["locks"])
+    topic_with_records(bs, "locks", "g-locks", 5, share_record_lock_duration_ms=str(LOCK_MS))
+    stuck = member(kind, bs, "g-locks", "locks")
     held = poll_until(stuck, lambda g: len(g) >= 5, 20, "5 records")
     if kind == "snakka":
         assert stuck.c.acquisition_lock_timeout_ms == LOCK_MS
     t0 = time.monotonic()
-    other = KINDS[kind](bs, "g-locks", explicit=True)
-    other.subscribe(["locks"])
+    other = member(kind, bs, "g-locks", "locks")
     back = poll_until(other, lambda g: len(g) >= 5, 20, "the records after the lock")
     assert time.monotonic() - t0 >= LOCK_MS / 1000 * 0.8
     assert [(g.offset, g.delivery_count) for g in back] == [(i, 2) for i in range(5)]
@@ -318,11 +322,8 @@ def test_unacknowledged_records_come_back_after_the_lock(snakka_broker_factory, 
 @pytest.mark.parametrize("kind", ["snakka", "confluent"])
 def test_poison_record_is_archived_after_the_delivery_count_limit(snakka_broker, kind):
     bs = snakka_broker.bootstrap_servers
-    ck_create_topic(bs, "poison", 1)
-    group_configs(bs, "g-poison", share_auto_offset_reset="earliest")
-    produce(bs, "poison", 1, 1)
-    c = KINDS[kind](bs, "g-poison", explicit=True)
-    c.subscribe(["poison"])
+    topic_with_records(bs, "poison", "g-poison", 1)
+    c = member(kind, bs, "g-poison", "poison")
     counts = []
     deadline = time.monotonic() + 30
     while len(counts) < 5:
@@ -342,12 +343,9 @@ def test_poison_record_is_archived_after_the_delivery_count_limit(snakka_broker,
 def test_broker_restart_keeps_acknowledged_and_returns_in_flight(snakka_broker_factory, kind):
     b = snakka_broker_factory(config=CONFIG)
     bs = b.bootstrap_servers
-    ck_create_topic(bs, "restart", 1)
-    group_configs(bs, "g-restart", share_auto_offset_reset="earliest")
-    produce(bs, "restart", 40, 1)
-    c = KINDS[kind](bs, "g-restart", explicit=True, **(
-        {"max.poll.records": 10} if kind == "snakka" else {}))
-    c.subscribe(["restart"])
+    topic_with_records(bs, "restart", "g-restart", 40)
+    c = member(kind, bs, "g-restart", "restart",
+               **({"max.poll.records": 10} if kind == "snakka" else {}))
     got = poll_until(c, lambda g: len(g) >= 10, 20, "records")
     acked = {g.offset for g in got[:len(got) // 2]}
     for g in got:
@@ -357,8 +355,7 @@ def test_broker_restart_keeps_acknowledged_and_returns_in_flight(snakka_broker_f
     in_flight = {g.offset for g in got} - acked  # returned by poll, held, not acknowledged
     b.restart()  # while the member holds them
     c.close()  # its session died with the connection; it cannot give anything back
-    d = KINDS[kind](bs, "g-restart", explicit=True)
-    d.subscribe(["restart"])
+    d = member(kind, bs, "g-restart", "restart")
     rest: list[Got] = []
 
     def all_back(gs: list[Got]) -> bool:
