@@ -485,3 +485,55 @@ async def test_acks_wait_for_a_reopened_session_instead_of_failing():
     assert results == [None]
     await c.close()
     await broker.stop()
+
+
+@run_async
+async def test_a_consumer_that_stops_polling_leaves_and_rejoins_on_its_next_poll():
+    cluster, tid, broker, group, leader, c = await setup(
+        interval_ms=100, **{"max.poll.interval.ms": 400})
+    await c.subscribe(["t"])
+    await poll_until(c, 1)
+    member = c.member_id
+    await asyncio.sleep(0.8)  # the application is busy: no poll
+    leaves = [h for h in broker.of(76) if h.member_epoch == -1]
+    assert len(leaves) == 1 and leaves[0].member_id == member
+    assert c.assignment() == set()
+    n = len(broker.of(76))
+    await asyncio.sleep(0.3)
+    assert len(broker.of(76)) == n  # out of the group: no heartbeats until the next poll
+    recs = await poll_until(c, 1)  # rejoins (epoch 0, same member id) and fetches again
+    joins = [h for h in broker.of(76) if h.member_epoch == 0]
+    assert len(joins) == 2 and joins[-1].member_id == member
+    assert recs
+    await c.close()
+    await broker.stop()
+
+
+@run_async
+async def test_renew_needs_share_acknowledge_v2():
+    from . import fake_broker
+    old = fake_broker.VERSIONS[79]
+    fake_broker.VERSIONS[79] = (1, 1)
+    try:
+        cluster, tid, broker, group, leader, c = await setup(
+            **{"share.acknowledgement.mode": "explicit"})
+        await c.subscribe(["t"])
+        recs = await poll_until(c, 1)
+        c.acknowledge(recs[0], AcknowledgeType.RENEW)
+        for r in recs[1:]:
+            c.acknowledge(r)
+        results = []
+        c.set_acknowledgement_commit_callback(lambda o, e: results.append((o, e)))
+        out = await c.commit_sync(5)
+        assert [(o, e.code if e else 0) for o, e in results] == [
+            ({TopicPartition("t", 0): {0}}, ErrorCode.UNSUPPORTED_VERSION),
+            ({TopicPartition("t", 0): {1, 2}}, 0)]
+        assert TopicPartition("t", 0) in out
+        assert leader.acked_offsets((tid, 0)) == {1, 2}  # no RENEW reached the broker
+        c.acknowledge(recs[0])  # still in flight: its final acknowledgement goes through
+        assert await c.commit_sync(5) == {TopicPartition("t", 0): None}
+        assert leader.acked_offsets((tid, 0)) == {0, 1, 2}
+        await c.close()
+        await broker.stop()
+    finally:
+        fake_broker.VERSIONS[79] = old

@@ -350,6 +350,24 @@ class InFlightRecords:
                     del self._parts[key]
         return out
 
+    def drain_renews(self, node: int) -> DrainedAcks:
+        """Take only the pending RENEW acknowledgements for ``node`` (to report them as failed
+        when the broker cannot take them); the records stay acquired and renewable."""
+        out = DrainedAcks({}, {})
+        with self._lock:
+            for key, p in self._parts.items():
+                if key[2] != node:
+                    continue
+                renews = {o: t for o, t in p.pending.items() if t == AcknowledgeType.RENEW}
+                if not renews:
+                    continue
+                for o in renews:
+                    del p.pending[o]
+                tip = (key[0], key[1])
+                out.batches[tip] = ack_batches(renews)
+                out.sent[tip] = (p.topic, renews)
+        return out
+
     def completed(self, drained: DrainedAcks, errors: dict[TopicIdPartition, int],
                   default_error: int = 0, message: str | None = None) -> list[AckResult]:
         """Results of a request that carried ``drained``: ``errors`` maps partitions to their

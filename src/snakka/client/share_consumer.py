@@ -135,6 +135,7 @@ class ShareConsumerConfig:
     connect_timeout_ms: int = 10_000     # socket.connection.setup.timeout.ms
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1_000
+    max_poll_interval_ms: int = 300_000
     metadata_max_age_ms: int = 300_000
     client_rack: str | None = None
     acquire_mode: str = "batch_optimized"  # share.acquire.mode (ShareFetch v2)
@@ -154,6 +155,7 @@ class ShareConsumerConfig:
             "socket.connection.setup.timeout.ms": ("connect_timeout_ms", int),
             "retry.backoff.ms": ("retry_backoff_ms", int),
             "retry.backoff.max.ms": ("retry_backoff_max_ms", int),
+            "max.poll.interval.ms": ("max_poll_interval_ms", int),
             "metadata.max.age.ms": ("metadata_max_age_ms", int),
             "client.rack": ("client_rack", str),
             "share.acquire.mode": ("acquire_mode", str),
@@ -269,6 +271,7 @@ class AsyncShareConsumer:
         # The blocking wrapper dispatches callbacks on the application's thread itself.
         self._dispatch_inline = True
         self.acquisition_lock_timeout_ms: int | None = None
+        self._last_poll = time.monotonic()
 
     # -- public API ------------------------------------------------------------------------
     @property
@@ -406,6 +409,11 @@ class AsyncShareConsumer:
         if not self._membership.subscription:
             raise IllegalStateError("poll() before subscribe()")
         self._ensure_loop_state()
+        self._last_poll = time.monotonic()
+        if self._membership.resume():
+            log.info("share consumer %s: polling again, rejoining the group", self.member_id)
+            assert self._hb_wakeup is not None
+            self._hb_wakeup.set()
         if self._explicit:
             n = self._records.unacked_count()
             if n:
@@ -553,6 +561,14 @@ class AsyncShareConsumer:
                            final: bool = False) -> bool:
         """ShareAcknowledge on ``node``'s session (the caller holds ``node.lock``). Returns
         False if the connection failed."""
+        if conn.version_for(79) < 2:
+            # RENEW (KIP-1222) needs ShareAcknowledge v2; an older broker would reject the
+            # request. Those acknowledgements fail here; the records stay renewable.
+            renews = self._records.drain_renews(node.node_id)
+            if renews:
+                self._ack_results += self._records.completed(
+                    renews, {}, ErrorCode.UNSUPPORTED_VERSION,
+                    "RENEW acknowledgements need ShareAcknowledge v2")
         drained = self._records.drain(node.node_id, only=only)
         if not drained and not final:
             return True
@@ -778,12 +794,17 @@ class AsyncShareConsumer:
     async def _heartbeat_loop(self) -> None:
         m = self._membership
         assert self._hb_wakeup is not None and self._hb_lock is not None
+        poll_interval = self.config.max_poll_interval_ms / 1000
         while not self._closing:
             if not m.active:
                 self._hb_wakeup.clear()
                 await self._hb_wakeup.wait()
                 continue
-            delay = (m.next_heartbeat_ms - _now_ms()) / 1000
+            idle = time.monotonic() - self._last_poll
+            if idle > poll_interval:
+                await self._poll_timer_expired(idle)
+                continue
+            delay = min((m.next_heartbeat_ms - _now_ms()) / 1000, poll_interval - idle + 0.001)
             if delay > 0:
                 self._hb_wakeup.clear()
                 with contextlib.suppress(TimeoutError):
@@ -796,6 +817,24 @@ class AsyncShareConsumer:
             if outcome == HeartbeatOutcome.FATAL and self._data_event is not None:
                 self._data_event.set()
             self._on_assignment_maybe_changed()
+
+    async def _poll_timer_expired(self, idle: float) -> None:
+        """``max.poll.interval.ms`` passed without a poll: leave the group (the coordinator
+        hands this member's partitions to the others; the broker releases its records) and
+        stay out until the next poll, as Kafka's consumer does."""
+        m = self._membership
+        assert self._hb_lock is not None
+        async with self._hb_lock:
+            log.warning("share consumer %s: no poll() for %.1f s (max.poll.interval.ms %d): "
+                        "leaving the group until the next poll", m.member_id, idle,
+                        self.config.max_poll_interval_ms)
+            if (m.joined or m.member_epoch > 0) and self._coordinator is not None \
+                    and self._coordinator.alive:
+                with contextlib.suppress(*_TRANSPORT_ERRORS):
+                    await asyncio.wait_for(self._coordinator.send(m.leave_request()),
+                                           LEAVE_TIMEOUT_S)
+            m.pause()
+        self._on_assignment_maybe_changed()
 
     async def _heartbeat_once(self) -> HeartbeatOutcome:
         m = self._membership

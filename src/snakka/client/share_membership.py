@@ -20,6 +20,10 @@ Outcomes of a heartbeat (``on_response``):
 * anything else (authorization, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED, a group of another
   type...): fatal; the consumer reports it from its next call.
 
+An application that stops polling for longer than ``max.poll.interval.ms`` is taken out of the
+group (``pause``: the shell sends the leave heartbeat, so its partitions' records are released to
+the others at once) and rejoins when it polls again (``resume``), as Kafka's consumer does.
+
 Backoff is exponential from ``retry.backoff.ms`` to ``retry.backoff.max.ms`` (Kafka's defaults
 100 ms and 1 s), reset by a success.
 """
@@ -76,6 +80,8 @@ class ShareMembership:
         self.assignment_version = 0
         self.fatal_error: tuple[int, str | None] | None = None
         self.joined = False  # the coordinator answered this incarnation at least once
+        # max.poll.interval.ms expired: out of the group until the application polls again.
+        self.paused = False
         self._send_subscription = True
         self._send_rack = True
         self._backoff_ms = retry_backoff_ms
@@ -87,7 +93,7 @@ class ShareMembership:
     @property
     def active(self) -> bool:
         """Whether the member should be in the group (it has a subscription)."""
-        return bool(self.subscription) and self.fatal_error is None
+        return bool(self.subscription) and self.fatal_error is None and not self.paused
 
     def subscribe(self, topics: list[str]) -> bool:
         """Replace the subscription; True if it changed (the next heartbeat carries it now)."""
@@ -102,11 +108,26 @@ class ShareMembership:
     def left(self) -> None:
         """The member left (or is about to): back to a fresh join with the same member id."""
         self.subscription = ()
+        self.paused = False
         self.member_epoch = JOIN_EPOCH
         self.joined = False
         self._send_subscription = True
         self._send_rack = True
         self._set_assignment(frozenset())
+
+    def pause(self) -> None:
+        """The application stopped polling for longer than ``max.poll.interval.ms``: the member
+        has left (the shell sent the leave heartbeat) and stays out until ``resume``."""
+        self.paused = True
+        self._rejoin()
+
+    def resume(self) -> bool:
+        """The application polls again: rejoin (same member id). True if it was paused."""
+        if not self.paused:
+            return False
+        self.paused = False
+        self.next_heartbeat_ms = 0
+        return True
 
     # -- requests --------------------------------------------------------------------------
     def heartbeat_request(self) -> ShareGroupHeartbeatRequest:
