@@ -36,7 +36,13 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import BrokerProcess, PySpy, machine_info, summarize_collapsed  # noqa: E402
+from common import (  # noqa: E402
+    BrokerProcess,
+    PySpy,
+    machine_info,
+    proc_cpu_seconds,
+    summarize_collapsed,
+)
 
 BATCH_RECORDS = 5_000
 
@@ -122,6 +128,7 @@ def main() -> None:
                                 "max(offset) as max_offset").collect()[0])
 
         read("warmup")
+        jvm_pid = spark.sparkContext._gateway.proc.pid
         times = []
         for run in range(args.runs):
             prof = nullcontext()
@@ -129,17 +136,22 @@ def main() -> None:
                 args.py_spy.mkdir(parents=True, exist_ok=True)
                 prof = _SpyWorkers(args.py_spy)
             with prof:
+                cpu0 = (broker.cpu_seconds(), proc_cpu_seconds(jvm_pid), _workers_cpu(jvm_pid))
                 t0 = time.perf_counter()
                 row = read("bench")
                 dt = time.perf_counter() - t0
+                cpu1 = (broker.cpu_seconds(), proc_cpu_seconds(jvm_pid), _workers_cpu(jvm_pid))
             assert row.n == args.records, row
             assert row.bytes == args.records * args.value_size, row
             times.append(dt)
             print(json.dumps({"type": "run", "run": run, "records": args.records,
                               "seconds": round(dt, 3), "rows_per_s": round(args.records / dt),
                               "master": args.master, "partitions": args.partitions,
-                              "compression": args.compression, "profiled": run == 0
-                              and args.py_spy is not None}), flush=True)
+                              "compression": args.compression,
+                              "cpu_s": {"broker": round(cpu1[0] - cpu0[0], 2),
+                                        "spark_jvm": round(cpu1[1] - cpu0[1], 2),
+                                        "python_workers": round(cpu1[2] - cpu0[2], 2)},
+                              "profiled": run == 0 and args.py_spy is not None}), flush=True)
         spark.stop()
     best = min(times)
     print(json.dumps({"type": "summary", "records": args.records,
@@ -184,6 +196,32 @@ class _SpyWorkers:
             spy.__exit__(None, None, None)
             print(json.dumps({"type": "profile", "file": str(spy.out),
                               **summarize_collapsed(spy.out, top=15)}), flush=True)
+
+
+def _workers_cpu(jvm_pid: int) -> float:
+    """CPU seconds of every process below the Spark JVM (pyspark daemons and workers,
+    including finished workers their daemon has reaped)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    total = 0.0
+    todo = list(children.get(jvm_pid, []))
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _worker_pids() -> list[int]:

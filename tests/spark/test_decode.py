@@ -111,3 +111,33 @@ def test_corrupt_records_are_reported(fn):
     bad[-2] ^= 0xFF
     with pytest.raises(CorruptRecordError, match="CRC"):
         b.add_fetched(bytes(bad), 0, 100)
+
+
+def test_read_committed_skips_aborted_transactions():
+    """Batch-level filtering with the Fetch response's aborted-transaction list (snakka has
+    no transactions yet, so this is checked on hand-built batches)."""
+    from types import SimpleNamespace
+
+    abort = Record(key=b"\x00\x00\x00\x00", value=b"\x00\x00\x00\x00\x00\x00")
+    commit = Record(key=b"\x00\x00\x00\x01", value=b"\x00\x00\x00\x00\x00\x00")
+    data = b"".join([
+        build_batch([Record(value=b"a0"), Record(value=b"a1")], base_offset=0, producer_id=7,
+                    producer_epoch=0, base_sequence=0, is_transactional=True),
+        build_batch([Record(value=b"plain")], base_offset=2),
+        build_batch([abort], base_offset=3, producer_id=7, producer_epoch=0,
+                    is_transactional=True, is_control=True),
+        build_batch([Record(value=b"c0")], base_offset=4, producer_id=7, producer_epoch=0,
+                    base_sequence=2, is_transactional=True),
+        build_batch([commit], base_offset=5, producer_id=7, producer_epoch=0,
+                    is_transactional=True, is_control=True),
+    ])
+    aborted = [SimpleNamespace(producer_id=7, first_offset=0)]
+    for committed, want in [(True, [b"plain", b"c0"]),
+                            (False, [b"a0", b"a1", b"plain", b"c0"])]:
+        b = ArrowBatchBuilder("t", 0, False, read_committed=committed)
+        assert b.add_fetched(data, 0, 100, aborted)[0] == 6
+        assert [r["value"] for r in b.flush().to_pylist()] == want
+    # Starting after the abort marker: the producer's next transaction is committed data.
+    b = ArrowBatchBuilder("t", 0, False, read_committed=True)
+    b.add_fetched(data, 4, 100, aborted)
+    assert [r["value"] for r in b.flush().to_pylist()] == [b"c0"]

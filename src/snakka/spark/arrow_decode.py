@@ -274,14 +274,17 @@ class ArrowBatchBuilder:
                 if self.read_committed:
                     while pending and pending[-1][0] <= h.base_offset + h.last_offset_delta:
                         aborted_pids.add(pending.pop()[1])
-                if h.base_offset + h.last_offset_delta < lo:
+                attrs = h.attributes
+                below = h.base_offset + h.last_offset_delta < lo
+                if below and not (attrs & CONTROL_MASK and self.read_committed):
                     continue
                 if self.check_crcs and crc32c(mv[start + ATTRIBUTES_OFFSET:start + size]) != h.crc:
                     raise CorruptRecordError(
                         f"{self.topic}-{self.partition}: record batch at offset {h.base_offset} "
                         "fails its CRC32C check")
-                attrs = h.attributes
                 if attrs & CONTROL_MASK:
+                    # An ABORT marker ends the aborted transaction of its producer (even below
+                    # lo: later batches of that producer belong to a new transaction).
                     if self.read_committed and h.producer_id in aborted_pids:
                         for rec in batch_records(mv, start, h):
                             if rec.key and len(rec.key) >= 4 \
