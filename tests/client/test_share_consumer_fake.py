@@ -537,3 +537,21 @@ async def test_renew_needs_share_acknowledge_v2():
         await broker.stop()
     finally:
         fake_broker.VERSIONS[79] = old
+
+
+@run_async
+async def test_a_broker_without_share_groups_is_a_fatal_error():
+    from . import fake_broker
+    old = dict(fake_broker.VERSIONS)
+    del fake_broker.VERSIONS[76], fake_broker.VERSIONS[78], fake_broker.VERSIONS[79]
+    try:
+        cluster, tid, broker, group, leader, c = await setup()
+        await c.subscribe(["t"])
+        with pytest.raises(KafkaError) as e:
+            await poll_until(c, 1)
+        assert e.value.code == ErrorCode.UNSUPPORTED_VERSION
+        await c.close()
+        await broker.stop()
+    finally:
+        fake_broker.VERSIONS.clear()
+        fake_broker.VERSIONS.update(old)

@@ -842,6 +842,10 @@ class AsyncShareConsumer:
             conn = await self._coordinator_conn()
             req = m.heartbeat_request()
             resp = await conn.send(req)
+        except UnsupportedApi as e:  # e.g. Kafka without share groups enabled (share.version)
+            m.fatal_error = (int(ErrorCode.UNSUPPORTED_VERSION),
+                             f"the group coordinator does not support share groups: {e}")
+            return HeartbeatOutcome.FATAL
         except (*_TRANSPORT_ERRORS, KafkaError) as e:
             if isinstance(e, KafkaError) and not e.retriable:
                 m.fatal_error = (int(e.code), e.message)
