@@ -66,7 +66,8 @@ class ShareRecord:
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes | None]]
+    # (key, value) pairs as decoded (a list; treat as read-only)
+    headers: list[tuple[str, bytes | None]] | tuple[tuple[str, bytes | None], ...]
     delivery_count: int
     # Where the acknowledgement must go; not part of the public record.
     in_flight_key: InFlightKey = field(repr=False, default=(uuid.UUID(int=0), -1, -1))
