@@ -16,31 +16,31 @@ Owns:
   JSON key/value records; tombstones have a null value. At start-up every partition is replayed
   into the cores (latest record per key wins) before the broker accepts connections.
 
-``__consumer_offsets`` is an ordinary partition log with ``retention.ms=-1``. Instead of Kafka's
-log cleaner it is kept small by snapshot-and-trim: the shell mirrors the latest record of every
-key per partition; once a partition holds more than COMPACT_MIN_RECORDS records and more than
-COMPACT_RATIO times its live keys, the live records are appended again as a snapshot and the log
-start offset is moved past everything before it (DeleteRecords). A crash at any point replays to
-the same state: the snapshot only restates the latest values.
+``__consumer_offsets`` is an ordinary partition log with ``retention.ms=-1``, created on the
+first group write, and written through :class:`snakka.coordinator_log.CoordinatorLog` (shared
+with the share-group state persister). Instead of Kafka's log cleaner it is kept small by
+snapshot-and-trim: the shell mirrors the latest record of every key per partition; once a
+partition holds more than COMPACT_MIN_RECORDS records and more than COMPACT_RATIO times its live
+keys, the live records are appended again as a snapshot and the log start offset is moved past
+everything before it (DeleteRecords). A crash at any point replays to the same state: the
+snapshot only restates the latest values.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from snakka.coordinator_log import CoordinatorLog
 from snakka.groups.classic import ClassicGroups
 from snakka.groups.consumer import ConsumerGroups, HeartbeatResult
 from snakka.groups.offsets import OffsetStore
-from snakka.groups.partitioning import offsets_partition
 from snakka.groups.share import GroupDeleted, MemberLeft, PartitionsAssigned, ShareGroups
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
 from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode
-from snakka.records import Record, build_batch, validate_batches
 
 if TYPE_CHECKING:
     import uuid
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("snakka.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_REPLAY_CHUNK = 8 << 20
 # Snapshot-and-trim thresholds (see the module docstring) and the topic's segment size, small so
 # that trimmed records are actually deleted from disk.
 COMPACT_MIN_RECORDS = 10_000
@@ -94,12 +93,6 @@ def subscription_topics(metadata: bytes) -> list[str]:
         return []
 
 
-def _encode(rec: GroupRecord) -> Record:
-    return Record(key=json.dumps(list(rec.key), separators=(",", ":")).encode(),
-                  value=None if rec.value is None else
-                  json.dumps(rec.value, separators=(",", ":")).encode())
-
-
 class GroupCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -120,22 +113,20 @@ class GroupCoordinator:
         self._timer: asyncio.TimerHandle | None = None
         self._expiry_task: asyncio.Task | None = None
         self.num_partitions = broker.config.int("offsets.topic.num.partitions")
-        # partition -> {key: record} of the latest non-tombstone record per key, and the number
-        # of records the partition holds since its log start offset.
+        # Created on the first group write, as Kafka creates __consumer_offsets on first use: a
+        # broker nobody runs groups on does not pay for its partitions at start-up and shutdown.
+        self.log = CoordinatorLog(
+            broker, OFFSETS_TOPIC, self.num_partitions, segment_bytes=OFFSETS_SEGMENT_BYTES,
+            compact_min_records=COMPACT_MIN_RECORDS, compact_ratio=COMPACT_RATIO,
+            snapshot_batch_records=SNAPSHOT_BATCH_RECORDS, lazy=True)
+        # partition -> {key: record}: the latest non-tombstone record per key (what a snapshot
+        # restates).
         self._live: dict[int, dict[tuple, GroupRecord]] = {}
-        self._held: dict[int, int] = {}
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
-        md = self.broker.metadata
-        ti = md.topics.get(OFFSETS_TOPIC)
-        if ti is None:
-            ti, recs = self.broker.create_topic_now(
-                OFFSETS_TOPIC, self.num_partitions,
-                {"retention.ms": "-1", "retention.bytes": "-1",
-                 "segment.bytes": str(OFFSETS_SEGMENT_BYTES)})
-            await self.broker.commit_metadata(recs)
-        self.num_partitions = ti.partitions
+        await self.log.open()
+        self.num_partitions = self.log.num_partitions
         n = self._replay()
         for core in self._cores:
             core.loaded()
@@ -158,25 +149,12 @@ class GroupCoordinator:
 
     def _replay(self) -> int:
         n = 0
-        for p in range(self.num_partitions):
-            pl = self.broker.partition_log(OFFSETS_TOPIC, p)
-            if pl is None:
-                continue
-            for rec in pl.iter_records(_REPLAY_CHUNK):
-                if rec.key is None:
-                    continue
-                try:
-                    key = tuple(json.loads(rec.key))
-                    value = None if rec.value is None else json.loads(rec.value)
-                except ValueError:
-                    log.warning("__consumer_offsets-%d offset %d: undecodable record skipped",
-                                p, rec.offset)
-                    continue
-                gr = GroupRecord(key, value)
-                for core in self._cores:
-                    core.replay(gr)
-                self._track(p, gr)
-                n += 1
+        for p, key, value in self.log.replay():
+            gr = GroupRecord(key, value)
+            for core in self._cores:
+                core.replay(gr)
+            self._track(p, gr)
+            n += 1
         return n
 
     # -- plumbing ------------------------------------------------------------------------
@@ -217,29 +195,15 @@ class GroupCoordinator:
     def _persist(self, records: Iterable[GroupRecord]) -> None:
         by_partition: dict[int, list[GroupRecord]] = {}
         for rec in records:
-            by_partition.setdefault(offsets_partition(rec.key[1], self.num_partitions),
-                                    []).append(rec)
+            by_partition.setdefault(self.log.partition_for(rec.key[1]), []).append(rec)
         for p, group_records in by_partition.items():
-            pl = self.broker.partition_log(OFFSETS_TOPIC, p)
-            if pl is None:  # the topic was deleted under us; nothing sane to do but say so
-                log.error("__consumer_offsets-%d is missing; %d group record(s) not stored", p,
-                          len(group_records))
-                continue
-            self._append(pl, group_records)
+            if self.log.append(p, [(gr.key, gr.value) for gr in group_records]) is None:
+                continue  # the topic was deleted under us (logged by CoordinatorLog)
             for gr in group_records:
                 self._track(p, gr)
-            held, live = self._held.get(p, 0), len(self._live.get(p, ()))
-            if held > COMPACT_MIN_RECORDS and held > COMPACT_RATIO * live:
-                self._snapshot_and_trim(p, pl)
-
-    def _append(self, pl, group_records: list[GroupRecord]) -> int:
-        """Append records as one batch; returns the offset of the first."""
-        now = self.broker.time_ms()
-        buf = bytearray(build_batch([_encode(r)._replace(timestamp=now) for r in group_records]))
-        result = pl.append(buf, validate_batches(buf, max_message_bytes=1 << 30,
-                                                 from_client=False))
-        self.broker.flusher.on_append(pl)
-        return result.base_offset
+            live = self._live.get(p, {})
+            self.log.maybe_trim(p, len(live),
+                                lambda live=live: [(gr.key, gr.value) for gr in live.values()])
 
     def _track(self, p: int, gr: GroupRecord) -> None:
         live = self._live.setdefault(p, {})
@@ -247,17 +211,6 @@ class GroupCoordinator:
             live.pop(gr.key, None)
         else:
             live[gr.key] = gr
-        self._held[p] = self._held.get(p, 0) + 1
-
-    def _snapshot_and_trim(self, p: int, pl) -> None:
-        live = list(self._live.get(p, {}).values())
-        start = pl.log_end_offset
-        for i in range(0, len(live), SNAPSHOT_BATCH_RECORDS):
-            self._append(pl, live[i:i + SNAPSHOT_BATCH_RECORDS])
-        pl.delete_records_before(start)
-        self._held[p] = len(live)
-        log.info("__consumer_offsets-%d: %d live record(s) rewritten, log start offset now %d",
-                 p, len(live), start)
 
     def _rearm(self) -> None:
         deadlines = [d for d in (c.next_deadline() for c in self._cores) if d is not None]
