@@ -115,8 +115,11 @@ class ShareGroupListener(Protocol):
         is applied now, not at the first fetch, as Kafka 4.1+ does)."""
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        """The member left or was fenced/expired: release its acquired records and drop its share
-        session."""
+        """The member left or was fenced/expired. Its acquired records are released only if it
+        has no open share session: librdkafka sends its leaving heartbeat *before* its final
+        ShareAcknowledge, so the session's final request (epoch -1), the connection closing or
+        the acquisition locks expiring release them instead (Kafka's group coordinator never
+        releases records itself)."""
 
     def group_deleted(self, group_id: str) -> None:
         """The share group was deleted: drop all its share-partition state (durably)."""
