@@ -117,3 +117,27 @@ def test_plan_ranges_splits_big_ranges():
     parts = plan_ranges(r, None, 250)
     assert [(x.partition, x.start, x.end) for [x] in parts] == [
         (0, 0, 225), (0, 225, 450), (0, 450, 675), (0, 675, 900), (1, 0, 100)]
+
+
+def test_readers_and_partitions_pickle_without_connections(spark_broker):
+    import pickle
+
+    from snakka.spark.reader import (
+        KafkaInputPartition,
+        SnakkaBatchReader,
+        SnakkaStreamReader,
+    )
+
+    s = parse_read_options({"kafka.bootstrap.servers": spark_broker.bootstrap_servers,
+                            "subscribe": "x", "startingOffsets": "earliest"}, streaming=True)
+    stream = SnakkaStreamReader(s)
+    stream._c()  # an open driver-side client must not travel with the reader
+    try:
+        copy = pickle.loads(pickle.dumps(stream))
+        assert copy._client is None and copy.settings == s
+    finally:
+        stream.stop()
+    assert pickle.loads(pickle.dumps(SnakkaBatchReader(s))).settings == s
+    part = KafkaInputPartition(3, [OffsetRange("x", 0, 5, 9)], s.client, True, False, 1000)
+    back = pickle.loads(pickle.dumps(part))
+    assert (back.value, back.ranges, back.client) == (3, part.ranges, s.client)
