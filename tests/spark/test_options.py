@@ -131,7 +131,7 @@ def test_readers_and_partitions_pickle_without_connections(spark_broker):
     s = parse_read_options({"kafka.bootstrap.servers": spark_broker.bootstrap_servers,
                             "subscribe": "x", "startingOffsets": "earliest"}, streaming=True)
     stream = SnakkaStreamReader(s)
-    stream._c()  # an open driver-side client must not travel with the reader
+    stream._c().metadata(None)  # an open driver-side connection must not travel along
     try:
         copy = pickle.loads(pickle.dumps(stream))
         assert copy._client is None and copy.settings == s
