@@ -149,8 +149,9 @@ class _PartitionProducer:
         batch = self.pending.setdefault(tp, [])
         batch.append(Record(timestamp=now_ms, key=key, value=value, headers=headers))
         size = self.pending_bytes.get(tp, 0) + _BYTES_OVERHEAD_PER_RECORD \
-            + len(key or b"") + len(value or b"") \
-            + sum(len(k) + len(v or b"") for k, v in headers)
+            + len(key or b"") + len(value or b"")
+        if headers:
+            size += sum(len(k) + len(v or b"") for k, v in headers)
         self.pending_bytes[tp] = size
         if size >= self.s.batch_size or len(batch) >= MAX_RECORDS_PER_BATCH:
             self.flush_partition(tp)
