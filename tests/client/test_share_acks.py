@@ -163,3 +163,12 @@ def test_release_flag_releases_without_decoding():
     f = InFlightRecords()
     assert f.add_fetched(KEY, "t", [(0, 2, 1)], b"garbage", release=True) == 0
     assert f.drain(1).batches == {(TID, 0): [AckBatch(0, 2, (AcknowledgeType.RELEASE,))]}
+
+
+def test_buffered_records_whose_lock_ended_are_not_returned():
+    f = InFlightRecords()
+    f.add_fetched(KEY, "t", [(0, 3, 1)], batch(0, 4), lock_deadline=100.0)
+    assert [r.offset for r in f.take(2, now=99.0)] == [0, 1]
+    assert f.take(10, now=100.0) == []  # 2 and 3 waited too long: the broker took them back
+    assert f.in_flight_count() == 2 and f.unacked_count() == 2  # only what poll returned
+    assert f.drain(1).batches == {}  # nothing is acknowledged for the expired ones

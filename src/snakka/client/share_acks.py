@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -146,17 +147,21 @@ class InFlightRecords:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._parts: dict[InFlightKey, _Partition] = {}
-        self._buffer: deque[ShareRecord] = deque()
+        # fetched records not returned yet, each with the monotonic time its lock ends
+        self._buffer: deque[tuple[ShareRecord, float]] = deque()
 
     # -- fetched data ----------------------------------------------------------------------
     def add_fetched(self, key: InFlightKey, topic: str, acquired: Iterable[tuple[int, int, int]],
-                    records: bytes | memoryview | None, *, release: bool = False) -> int:
+                    records: bytes | memoryview | None, *, release: bool = False,
+                    lock_deadline: float = float("inf")) -> int:
         """Take in one partition of a ShareFetch response: ``acquired`` holds
         ``(first_offset, last_offset, delivery_count)`` ranges. Returns how many records were
         buffered. With ``release`` nothing is decoded and every acquired offset is released
         (records this member cannot use). Raises ``RecordValidationError`` for corrupt record
         data (the acquired offsets are then released so the broker can hand them to someone
-        else)."""
+        else). ``lock_deadline`` (``time.monotonic()`` scale) is when the acquisition lock ends:
+        records still buffered then are dropped by ``take`` (the broker has given them to
+        someone else)."""
         ranges = sorted((int(f), int(last), int(dc)) for f, last, dc in acquired if last >= f)
         if not ranges:
             return 0
@@ -208,26 +213,37 @@ class InFlightRecords:
                     p.pending.update(dict.fromkeys(offsets, AcknowledgeType.RELEASE))
                 elif len(seen) < len(offsets) or not seen.issuperset(offsets):
                     p.pending.update(dict.fromkeys(set(offsets) - seen, AcknowledgeType.GAP))
-            self._buffer.extend(found)
+            self._buffer.extend((r, lock_deadline) for r in found)
         return len(found)
 
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def take(self, max_records: int) -> list[ShareRecord]:
-        """Up to ``max_records`` buffered records, now owned by the application (unacked)."""
+    def take(self, max_records: int, now: float | None = None) -> list[ShareRecord]:
+        """Up to ``max_records`` buffered records, now owned by the application (unacked).
+        Records whose acquisition lock ended while they waited in the buffer (``now`` past
+        their deadline) are dropped: they are not this consumer's any more."""
+        if now is None:
+            now = time.monotonic()
         out: list[ShareRecord] = []
         with self._lock:
             buf = self._buffer
             last_key: InFlightKey | None = None
             p: _Partition | None = None
             while buf and len(out) < max_records:
-                r = buf.popleft()
+                r, deadline = buf.popleft()
                 if r.in_flight_key is not last_key:  # runs of one partition: one lookup
                     last_key = r.in_flight_key
                     p = self._parts.get(last_key)
                 if p is None or r.offset not in p.acquired:
                     continue  # dropped meanwhile (connection to its node lost)
+                if now >= deadline:
+                    del p.acquired[r.offset]
+                    p.pending.pop(r.offset, None)
+                    if p.idle():
+                        del self._parts[last_key]
+                        last_key = None
+                    continue
                 p.unacked.add(r.offset)
                 out.append(r)
         return out
@@ -299,10 +315,11 @@ class InFlightRecords:
         None) are released back to the broker. Returns how many."""
         n = 0
         with self._lock:
-            kept: deque[ShareRecord] = deque()
-            for r in self._buffer:
+            kept: deque[tuple[ShareRecord, float]] = deque()
+            for item in self._buffer:
+                r = item[0]
                 if keep is not None and keep(r.in_flight_key):
-                    kept.append(r)
+                    kept.append(item)
                     continue
                 p = self._parts.get(r.in_flight_key)
                 if p is not None and r.offset in p.acquired:
@@ -394,7 +411,7 @@ class InFlightRecords:
                 p.pending.clear()
                 if p.idle():
                     del self._parts[key]
-            self._buffer = deque(r for r in self._buffer if r.in_flight_key[2] != node)
+            self._buffer = deque(x for x in self._buffer if x[0].in_flight_key[2] != node)
 
     def in_flight_count(self) -> int:
         with self._lock:

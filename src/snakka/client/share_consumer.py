@@ -513,6 +513,7 @@ class AsyncShareConsumer:
                 version = conn.version_for(78)
                 req = session.fetch_request(self.config.group_id, self.member_id, wanted,
                                             drained.batches, params, version)
+                sent_at = time.monotonic()  # the broker acquires after this: a safe lock start
                 resp = await conn.send(req, version)
             except _TRANSPORT_ERRORS as e:
                 self._ack_results += self._records.completed(
@@ -538,10 +539,10 @@ class AsyncShareConsumer:
                         self._partition_error(tip, pd.error_code, pd.current_leader)
                         continue
                     if pd.acquired_records:
-                        self._take_records(node.node_id, tip, pd)
+                        self._take_records(node.node_id, tip, pd, sent_at)
             self._ack_results += self._records.completed(drained, ack_errors)
 
-    def _take_records(self, node_id: int, tip: TopicIdPartition, pd) -> None:
+    def _take_records(self, node_id: int, tip: TopicIdPartition, pd, sent_at: float) -> None:
         topic = self._topic_names.get(tip[0])
         key: InFlightKey = (tip[0], tip[1], node_id)
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in pd.acquired_records]
@@ -550,8 +551,10 @@ class AsyncShareConsumer:
             # records back at once rather than sitting on their locks.
             self._records.add_fetched(key, topic or str(tip[0]), ranges, None, release=True)
             return
+        lock_ms = self.acquisition_lock_timeout_ms
+        deadline = sent_at + lock_ms / 1000 if lock_ms else float("inf")
         try:
-            self._records.add_fetched(key, topic, ranges, pd.records)
+            self._records.add_fetched(key, topic, ranges, pd.records, lock_deadline=deadline)
         except RecordValidationError as e:
             log.warning("share fetch of %s-%d returned corrupt records (%s); releasing them",
                         topic, tip[1], e)
