@@ -169,3 +169,35 @@ def test_new_partitions_are_read_from_the_start(spark, spark_broker, new_topic, 
     admin.create_partitions([NewPartitions(topic, 2)])[topic].result(30)
     produce_values(bs, topic, {0: ["c"], 1: ["d", "e", "f"]})
     assert run() == 4
+
+
+def test_deleted_topic_is_data_loss(spark, spark_broker, new_topic, tmp_path):
+    """A topic deleted under a running read: failOnDataLoss decides (as a batch read of a
+    range planned before the deletion)."""
+    from confluent_kafka.admin import AdminClient
+
+    from snakka.spark.options import parse_read_options
+    from snakka.spark.reader import SnakkaDataLossError, SnakkaStreamReader, read_partition
+
+    bs = spark_broker.bootstrap_servers
+    topic = new_topic(partitions=1)
+    produce_values(bs, topic, {0: [f"v{i}" for i in range(10)]})
+    opts = {"kafka.bootstrap.servers": bs, "subscribe": topic, "startingOffsets": "earliest"}
+    planner = SnakkaStreamReader(parse_read_options(opts, streaming=True))
+    start = planner.initialOffset()
+    end = planner.latestOffset(start, planner.getDefaultReadLimit())
+    parts = planner.partitions(start, end)
+    planner.stop()
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.delete_topics([topic])[topic].result(30)
+
+    with pytest.raises(SnakkaDataLossError, match=f"{topic}-0 no longer exists"):
+        list(read_partition(parts[0]))
+    lenient = SnakkaStreamReader(parse_read_options({**opts, "failOnDataLoss": "false"},
+                                                    streaming=True))
+    parts = lenient.partitions(start, end)
+    assert list(read_partition(parts[0])) == []
+    # Planning after the deletion: the partition disappeared.
+    with pytest.raises(SnakkaDataLossError, match="disappeared"):
+        planner.partitions(end, planner.latestOffset(end, planner.getDefaultReadLimit()))
+    planner.stop()

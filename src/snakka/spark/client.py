@@ -56,6 +56,15 @@ RETRY_BACKOFF_S = 0.1
 
 TopicPartition = tuple[str, int]
 
+# Partition errors that mean "ask the new leader": refresh metadata and retry. Other
+# errors go back to the caller, which knows what they mean for it (e.g. a deleted topic is
+# data loss for a reader).
+LEADER_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+})
+
 
 class SnakkaSparkError(RuntimeError):
     """A Kafka request made by the Spark data source failed (a clear message, no traceback
@@ -207,6 +216,8 @@ class SparkKafkaClient:
         for t in resp.topics:
             if t.error_code:
                 out[t.name] = t.error_code
+                for tp in [tp for tp in self._leaders if tp[0] == t.name]:
+                    del self._leaders[tp]  # deleted (or not yet visible): no stale leader
                 continue
             if t.topic_id is not None:
                 self._topic_ids[t.name] = t.topic_id
@@ -257,7 +268,10 @@ class SparkKafkaClient:
 
     def _leader_conn(self, tp: TopicPartition) -> KafkaConnection:
         if tp not in self._leaders:
-            self.metadata([tp[0]])
+            meta = self.metadata([tp[0]]).get(tp[0], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if meta == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION \
+                    or (not isinstance(meta, int) and tp not in self._leaders):
+                raise _Missing(tp)
         leader = self._leaders.get(tp, -1)
         if leader < 0:
             raise _Retriable(ErrorCode.LEADER_NOT_AVAILABLE)
@@ -306,7 +320,7 @@ class SparkKafkaClient:
             for t in resp.topics:
                 for p in t.partitions:
                     if p.error_code:
-                        if is_retriable(p.error_code):
+                        if p.error_code in LEADER_ERRORS or is_retriable(p.error_code):
                             raise _Retriable(p.error_code)
                         raise SnakkaSparkError(
                             f"ListOffsets of {t.name}-{p.partition_index} failed: "
@@ -314,7 +328,10 @@ class SparkKafkaClient:
                     out[(t.name, p.partition_index)] = p.offset
             return out
 
-        return self._with_leader_retries(sorted(query), one)
+        try:
+            return self._with_leader_retries(sorted(query), one)
+        except _Missing as e:
+            raise SnakkaSparkError(f"ListOffsets: {e.tp[0]}-{e.tp[1]} does not exist") from None
 
     def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self.list_offsets({tp: EARLIEST for tp in tps})
@@ -348,15 +365,17 @@ class SparkKafkaClient:
                 for p in t.partitions:
                     if p.partition_index != tp[1]:
                         continue
-                    if p.error_code and is_retriable(p.error_code) \
-                            and p.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                    if p.error_code in LEADER_ERRORS:
                         raise _Retriable(p.error_code)
                     return {tp: FetchResult(p.error_code, p.high_watermark, p.last_stable_offset,
                                             p.log_start_offset, p.records,
                                             p.aborted_transactions)}
             raise SnakkaSparkError(f"Fetch response has no data for {tp[0]}-{tp[1]}")
 
-        return self._with_leader_retries([tp], one)[tp]
+        try:
+            return self._with_leader_retries([tp], one)[tp]
+        except _Missing:
+            return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None, None)
 
     # -- produce ----------------------------------------------------------------------------
     def init_producer_id(self) -> tuple[int, int]:
@@ -383,11 +402,14 @@ class SparkKafkaClient:
                 return {tp: (0, -1)}
             resp = self._send(conn, req)
             r = resp.responses[0].partition_responses[0]
-            if r.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE):
+            if r.error_code in LEADER_ERRORS:
                 raise _Retriable(r.error_code)
             return {tp: (r.error_code, r.base_offset)}
 
-        return self._with_leader_retries([tp], one)[tp]
+        try:
+            return self._with_leader_retries([tp], one)[tp]
+        except _Missing:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
 
     def topic_id(self, topic: str) -> bytes | None:
         return self._topic_ids.get(topic)
@@ -397,3 +419,11 @@ class _Retriable(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(error_name(code))
         self.code = code
+
+
+class _Missing(Exception):
+    """The cluster's metadata has no such topic-partition (deleted, or never existed)."""
+
+    def __init__(self, tp: TopicPartition) -> None:
+        super().__init__(f"{tp[0]}-{tp[1]}")
+        self.tp = tp

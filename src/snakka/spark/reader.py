@@ -274,9 +274,16 @@ def _read_range(client: SparkKafkaClient, part: KafkaInputPartition,
                              "topic deleted and re-created?)")
             break
         if f.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            _data_loss(part, f"{r.topic}-{r.partition} no longer exists; offsets "
-                             f"{pos}..{r.end - 1} cannot be read")
-            break
+            meta = client.metadata([r.topic]).get(r.topic)
+            if isinstance(meta, int) or r.partition not in {p.partition for p in meta or ()}:
+                _data_loss(part, f"{r.topic}-{r.partition} no longer exists; offsets "
+                                 f"{pos}..{r.end - 1} cannot be read")
+                break
+            if time.monotonic() > deadline:  # the partition exists but its leader says not
+                raise SnakkaSparkError(f"Fetch of {r.topic}-{r.partition} keeps failing with "
+                                       "UNKNOWN_TOPIC_OR_PARTITION")
+            time.sleep(0.1)
+            continue
         if f.error_code:
             raise SnakkaSparkError(f"Fetch of {r.topic}-{r.partition} at offset {pos} failed: "
                                    f"{error_name(f.error_code)}")
