@@ -208,3 +208,27 @@ def test_checkpoint_file_format(tmp_path):
         with open(path, "w") as f:
             f.write(bad)
         assert read_offset_checkpoint(path) == {}
+
+
+def test_partition_metadata_lost_in_a_crash_is_rewritten_from_the_topic_id(tmp_path, caplog):
+    """partition.metadata is written without fsync (the metadata log is the authority): a crash
+    can leave it empty or missing, and the next start-up, which passes every topic's id from
+    the metadata log to get_or_create_log, writes it again."""
+    lm = manager(tmp_path)
+    tid = uuid.uuid4()
+    lm.get_or_create_log("t", 0, topic_id=tid)
+    lm.get_or_create_log("t", 1, topic_id=tid)
+    lm.close()
+    data = tmp_path / "data"
+    (data / "t-0" / "partition.metadata").write_bytes(b"")  # torn by a power loss
+    os.remove(data / "t-1" / "partition.metadata")
+
+    lm2 = manager(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="snakka"):
+        lm2.load_all()
+    assert lm2.get_log("t", 0).topic_id is None and lm2.get_log("t", 1).topic_id is None
+    for p in (0, 1):
+        assert topic_id_from_str(lm2.get_or_create_log("t", p, topic_id=tid).topic_id) == tid
+        text = (data / f"t-{p}" / "partition.metadata").read_text()
+        assert text == f"version: 0\ntopic_id: {topic_id_to_str(tid)}\n"
+    lm2.close()

@@ -36,17 +36,20 @@ log = logging.getLogger("snakka.storage")
 CHECKPOINT_VERSION = 0
 
 
-def _atomic_write(path: str, data: bytes) -> None:
+def _atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if not sync:
+        return
     dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
         os.fsync(dfd)
@@ -109,9 +112,14 @@ def topic_id_from_str(text: str) -> uuid.UUID:
 PARTITION_METADATA_FILE = "partition.metadata"
 
 
-def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID | bytes | str) -> None:
+def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID | bytes | str, *,
+                             sync: bool = True) -> None:
+    """Write ``partition.metadata``. ``sync=False`` skips the two fsyncs: the broker does so
+    because the metadata log, not this file, is the authority on topic ids, and start-up
+    rewrites a partition.metadata that a crash left missing or empty."""
     text = f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n"
-    _atomic_write(os.path.join(partition_dir, PARTITION_METADATA_FILE), text.encode())
+    _atomic_write(os.path.join(partition_dir, PARTITION_METADATA_FILE), text.encode(),
+                  sync=sync)
 
 
 def read_partition_metadata(partition_dir: str) -> str | None:
