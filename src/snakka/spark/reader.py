@@ -424,7 +424,18 @@ class SnakkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         stop = from_spark_offset(end)
         new = [tp for tp in stop if tp not in begin]
         if new:
-            begin.update(self._call(lambda c: c.earliest(new)))
+            earliest = self._call(lambda c: c.earliest(new))
+            begin.update(earliest)
+            # A partition created after the query started should still hold its first
+            # record; if it does not, records were deleted before the query saw them.
+            for tp in new:
+                if earliest[tp] > 0:
+                    msg = (f"{tp[0]}-{tp[1]} was added after the query started but its log "
+                           f"starts at offset {earliest[tp]}: offsets 0..{earliest[tp] - 1} "
+                           "were never read")
+                    if s.fail_on_data_loss:
+                        raise SnakkaDataLossError(f"{msg}. {DATA_LOSS_HINT}")
+                    log.warning("%s; continuing because failOnDataLoss=false", msg)
         ranges = []
         for tp, e in sorted(stop.items()):
             b = begin[tp]
