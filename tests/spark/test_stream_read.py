@@ -63,20 +63,20 @@ def test_restart_from_checkpoint_exactly_once(spark, spark_broker, new_topic, tm
     sink, ck = str(tmp_path / "sink"), str(tmp_path / "ck")
 
     def start(trigger: dict):
-        df = stream(spark, bs, topic, startingOffsets="earliest", maxOffsetsPerTrigger="400")
+        df = stream(spark, bs, topic, startingOffsets="earliest", maxOffsetsPerTrigger="200")
         return (df.selectExpr("cast(value as string) as v", "partition", "offset")
                 .writeStream.format("parquet").option("path", sink)
                 .option("checkpointLocation", ck).trigger(**trigger).start())
 
     q = start({"processingTime": "0 seconds"})
     deadline = time.monotonic() + 120
-    while len(batch_sizes(q)) < 2:  # stop mid-way: after two of the eight batches
+    while len(batch_sizes(q)) < 2:  # stop mid-way: after two of the fifteen batches
         assert time.monotonic() < deadline, "the query made no progress"
         assert q.exception() is None
-        time.sleep(0.2)
+        time.sleep(0.05)
     q.stop()
     done_first = sum(batch_sizes(q))
-    assert 800 <= done_first < 3000
+    assert 400 <= done_first < 3000
 
     produce_values(bs, topic, {0: [f"x{i}" for i in range(1500, 2000)],
                                1: [f"y{i}" for i in range(1500, 2000)]})
