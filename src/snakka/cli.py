@@ -537,7 +537,10 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
     try:
         while query.isActive:
             monitor.poll(query)
-            query.awaitTermination(0.5)
+            try:
+                query.awaitTermination(0.5)
+            except Exception:  # the query failed: reported below
+                break
         monitor.poll(query)
     except KeyboardInterrupt:
         query.stop()

@@ -243,6 +243,11 @@ def run_check(spark: SparkSession, settings: PipelineSettings, *,
         report.mismatches["expected not in parquet"] = report.expected_windows
         report.mismatches["parquet not expected"] = 0
 
+    if not _topic_exists(settings.bootstrap_servers, settings.output_topic):
+        report.mismatches["expected not in topic"] = report.expected_windows
+        report.mismatches["topic not expected"] = 0
+        _finish(report, console, raw, classified, expected, parquet)
+        return report
     out = _read_topic(spark, settings.bootstrap_servers, settings.output_topic)
     report.topic_records = out.count()
     latest = (out.withColumn("n", F.row_number().over(
@@ -255,12 +260,29 @@ def run_check(spark: SparkSession, settings: PipelineSettings, *,
     exp_rows = expected.drop("batch_id")
     report.mismatches["expected not in topic"] = exp_rows.exceptAll(latest).count()
     report.mismatches["topic not expected"] = latest.exceptAll(exp_rows).count()
-    for df in (raw, classified, expected, parquet, latest):
+    _finish(report, console, raw, classified, expected, parquet, latest)
+    return report
+
+
+def _finish(report: CheckReport, console: Console | None, *cached: DataFrame | None) -> None:
+    for df in cached:
         if df is not None:
             df.unpersist()
     if console is not None:
         print_report(console, report)
-    return report
+
+
+def _topic_exists(bootstrap: str, topic: str) -> bool:
+    import asyncio
+
+    from snakka.client.admin import Admin
+
+    async def go() -> bool:
+        async with Admin(bootstrap, client_id="snakka-pipeline-check") as admin:
+            (meta,) = await admin.list_topics([topic])
+            return meta.error_code == 0
+
+    return asyncio.run(go())
 
 
 def _read_parquet(spark: SparkSession, path: str, schema) -> DataFrame | None:

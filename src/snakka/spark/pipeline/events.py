@@ -14,8 +14,8 @@ How the stream looks
     network jitter for all, a few seconds for a fraction (``late_fraction``: out of order but
     normally within the watermark), and one to two minutes for a small fraction
     (``very_late_fraction``: normally beyond the watermark, so a streaming job drops them).
-    The topic order is the arrival order, and the Kafka record timestamp is the arrival time
-    (CreateTime set by the "collector"); the event time is the JSON field ``ts``.
+    The topic order is the arrival order; the event time is the JSON field ``ts`` (the
+    record timestamp is the produce time, see :mod:`.generator`).
 
     Arrival order is produced incrementally with a heap whose horizon is the largest delay,
     so generating millions of events needs memory for only a couple of minutes of stream.
@@ -61,7 +61,7 @@ CONTENT_TYPE_HEADER = ("content-type", b"application/json")
 @dataclass(frozen=True, slots=True)
 class ClickEvent:
     """One clickstream event. ``seq`` is the generation (event-time) order; ``arrival_ms`` is
-    when it reached the collector (the Kafka record timestamp)."""
+    when it reached the collector, which decides its place in the topic."""
 
     seq: int
     ts_ms: int

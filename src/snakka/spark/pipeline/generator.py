@@ -3,8 +3,15 @@
 What this module owns
     :func:`produce_events`: creates the input topic if needed and writes
     :class:`~.events.ClickEvent` records to it, keyed by user (Kafka's murmur2 partitioner, as
-    a Java or kafka-python producer would place them), with the arrival time as the record
-    timestamp and a ``content-type`` header, optionally paced to a target rate.
+    a Java or kafka-python producer would place them), with a ``content-type`` header,
+    optionally paced to a target rate.
+
+Record timestamps
+    The record timestamp (CreateTime) is the wall clock at produce time, as a collector's
+    producer would set it; the event time is the JSON field ``ts``. Not the generated
+    ``arrival_ms``: the stream's event time is a fixed replayed day (deterministic, see
+    :mod:`.events`), and record timestamps that old would make the broker's time-based
+    retention (``retention.ms``, 7 days by default) delete the topic under the job.
 
 Why its own small producer
     The pipeline depends only on snakka's runtime dependencies plus the ``spark`` extra
@@ -104,10 +111,11 @@ async def produce_events(bootstrap: str, topic: str, events: Iterable[ClickEvent
 
         def request(chunk: list[ClickEvent]) -> ProduceRequest:
             by_partition: dict[int, list[Record]] = {}
+            now_ms = int(time.time() * 1000)
             for ev in chunk:
                 key = ev.key()
                 by_partition.setdefault(murmur2_partition(key, n_parts), []).append(
-                    Record(timestamp=ev.arrival_ms, key=key, value=ev.value(),
+                    Record(timestamp=now_ms, key=key, value=ev.value(),
                            headers=(CONTENT_TYPE_HEADER,)))
             return ProduceRequest(
                 transactional_id=None, acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS,

@@ -202,9 +202,24 @@ class AggregateSinks:
             rows.unpersist()
 
 
+def ensure_output_topic(settings: PipelineSettings) -> None:
+    """Create the output topic (one partition) unless it exists: the sink writes to an
+    existing topic only, as Kafka's producer does without auto-creation."""
+    from .generator import ensure_topic
+
+    async def go() -> None:
+        from snakka.client.admin import Admin
+
+        async with Admin(settings.bootstrap_servers, client_id="snakka-pipeline") as admin:
+            await ensure_topic(admin, settings.output_topic, 1)
+
+    asyncio.run(go())
+
+
 def start_query(spark: SparkSession, settings: PipelineSettings) -> StreamingQuery:
-    """Start the streaming job (does not wait)."""
+    """Start the streaming job (does not wait). Creates the output topic if needed."""
     ensure_registered(spark)
+    ensure_output_topic(settings)
     raw = spark.readStream.format("snakka").options(**settings.source_options()).load()
     agg = windowed_aggregates(parse_events(raw), settings.window_ms, settings.watermark_delay_ms)
     writer = (agg.writeStream.queryName(QUERY_NAME).outputMode("append")
@@ -369,7 +384,10 @@ def run_until_drained(query: StreamingQuery, monitor: ProgressMonitor, *,
                         break
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError("the streaming query did not drain the topic in time")
-            query.awaitTermination(poll_seconds)
+            try:
+                query.awaitTermination(poll_seconds)
+            except Exception:  # the query failed: reported by check_query_failed below
+                break
     finally:
         if query.isActive:
             query.stop()
