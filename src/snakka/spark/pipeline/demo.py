@@ -128,6 +128,7 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
     from .check import run_check
 
     prepare_output_dir(output_dir)
+    embedded = bootstrap is None
     with ExitStack() as stack:
         if bootstrap is None:
             from snakka.testing import EmbeddedBroker
@@ -170,6 +171,9 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
         print_stream_summary(console, gen.stats, summary)
         console.print("Batch job: reading the full topic history to cross-check ...")
         report = run_check(spark, settings, console=console)
+        console.print(f"Aggregates: Parquet in {os.path.abspath(settings.parquet_dir)}"
+                      + (f", topic '{output_topic}' on {bootstrap}" if not embedded else
+                         " (the embedded broker and its topics are gone when the demo ends)"))
         return DemoResult(gen.stats, summary, report)
 
 
