@@ -532,22 +532,26 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
                                   watermark_ms, max_offsets_per_trigger=max_offsets_per_trigger,
                                   trigger_interval=trigger_interval, available_now=available_now)
     console = Console()
-    query = start_query(build_spark(master), settings)
-    monitor = ProgressMonitor(console, LogEndOffsets(bootstrap, input_topic))
+    spark = build_spark(master)
     try:
-        while query.isActive:
+        query = start_query(spark, settings)
+        monitor = ProgressMonitor(console, LogEndOffsets(bootstrap, input_topic))
+        try:
+            while query.isActive:
+                monitor.poll(query)
+                try:
+                    query.awaitTermination(0.5)
+                except Exception:  # the query failed: reported below
+                    break
             monitor.poll(query)
-            try:
-                query.awaitTermination(0.5)
-            except Exception:  # the query failed: reported below
-                break
-        monitor.poll(query)
-    except KeyboardInterrupt:
-        query.stop()
-    try:
-        check_query_failed(query)
-    except StreamingJobError as e:
-        raise click.ClickException(str(e)) from None
+        except KeyboardInterrupt:
+            query.stop()
+        try:
+            check_query_failed(query)
+        except StreamingJobError as e:
+            raise click.ClickException(str(e)) from None
+    finally:
+        spark.stop()
 
 
 @pipeline.command("check", epilog=_PIPELINE_EPILOG)
@@ -564,7 +568,11 @@ def pipeline_check(master, output_dir, input_topic, output_topic, window_ms, wat
 
     settings = _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_ms,
                                   watermark_ms)
-    report = run_check(build_spark(master), settings, console=Console())
+    spark = build_spark(master)
+    try:
+        report = run_check(spark, settings, console=Console())
+    finally:
+        spark.stop()
     if not report.ok:
         sys.exit(1)
 

@@ -146,7 +146,11 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
         # Topics first, then the query (its initial offsets are the topic's beginning), then
         # the generator: the job chases a live stream from its first event.
         asyncio.run(_create_topics(bootstrap, input_topic, partitions, output_topic))
-        spark = spark or build_spark(master)
+        if spark is None:
+            spark = build_spark(master)
+            # Stopped before the broker (LIFO): on a cluster master a JVM exiting with a live
+            # session makes the workers relaunch executors during shutdown.
+            stack.callback(spark.stop)
         console.print(f"Streaming job: {window_ms / 1000:g} s tumbling windows per country, "
                       f"watermark {watermark_delay_ms / 1000:g} s, trigger {trigger_interval}; "
                       f"sinks: topic '{output_topic}' and Parquet")
