@@ -34,7 +34,7 @@ from snakka.spark.pipeline.job import (
     PipelineSettings,
     start_query,
 )
-from snakka.spark.pipeline.reference import simulate_streaming
+from snakka.spark.pipeline.reference import simulate_streaming, window_start
 
 N_EVENTS = 2000
 PER_TRIGGER = 500
@@ -147,3 +147,41 @@ def test_a_replayed_batch_changes_neither_sink(spark, spark_broker, new_topic, t
         == sorted(r + (7,) for r in rows)
     records = _read_topic_values(spark, spark_broker.bootstrap_servers, out_topic)
     assert sorted(records) == sorted([_as_record(r) for r in rows] * 2)
+
+
+def test_restarted_query_continues_exactly(spark, spark_broker, new_topic, tmp_path):
+    """Stop after the first part of the stream, produce more, restart from the checkpoint: the
+    state (open windows) and the watermark survive, and the output of both runs together is
+    what one uninterrupted run of the model gives (each run ends with its no-data batch)."""
+    bootstrap = spark_broker.bootstrap_servers
+    in_topic, out_topic = new_topic(1), new_topic(1)
+    first = list(generate_events(1000, seed=21, events_per_second=50))
+    # The second part continues in event time where the first one stopped.
+    second = list(generate_events(1000, seed=22, events_per_second=50,
+                                  start_ms=max(e.ts_ms for e in first)))
+    settings = PipelineSettings(
+        bootstrap_servers=bootstrap, output_dir=str(tmp_path), input_topic=in_topic,
+        output_topic=out_topic, window_ms=WINDOW_MS, watermark_delay_ms=DELAY_MS,
+        max_offsets_per_trigger=PER_TRIGGER, available_now=True)
+    for part in (first, second):
+        asyncio.run(produce_events(bootstrap, in_topic, part, partitions=1))
+        query = start_query(spark, settings)
+        assert query.awaitTermination(QUERY_TIMEOUT_S), "the AvailableNow query did not finish"
+        assert query.exception() is None, query.exception()
+
+    def chunks(evs):
+        return [evs[i:i + PER_TRIGGER] for i in range(0, len(evs), PER_TRIGGER)] + [[]]
+
+    model = simulate_streaming(chunks(first) + chunks(second), window_ms=WINDOW_MS,
+                               watermark_delay_ms=DELAY_MS)
+    log = read_checkpoint(spark, settings.checkpoint_dir)
+    assert [b.watermark_ms for b in log] == model.watermarks
+    # The first run left windows open (in the state store) that the second run emitted.
+    first_windows = {(window_start(e.ts_ms, WINDOW_MS), e.country) for e in first}
+    assert any(model.emitted_in_batch[k] >= len(chunks(first)) for k in first_windows
+               if k in model.emitted)
+    want = sorted(a.as_tuple() + (model.emitted_in_batch[k],) for k, a in model.emitted.items())
+    parquet = spark.read.parquet(settings.parquet_dir).select(*AGGREGATE_COLUMNS, "batch_id")
+    assert sorted(tuple(r) for r in parquet.collect()) == want
+    records = _read_topic_values(spark, bootstrap, out_topic)
+    assert sorted(records) == sorted(_as_record(t[:-1]) for t in want)
