@@ -409,9 +409,15 @@ _PIPELINE_EPILOG = ("Needs the spark extra (pip install 'snakka[spark]') and Jav
                     "with snakka installed for the executors' Python (PYSPARK_PYTHON).")
 
 
+def _with_options(f, options):
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
 def _pipeline_options(f):
     """Options shared by the pipeline verbs that run the Spark job or the check."""
-    for opt in reversed([
+    return _with_options(f, [
         click.option("--master", default="local[*]", show_default=True,
                      help="Spark master URL, e.g. spark://host:7077."),
         click.option("--output-dir", default="pipeline-output", show_default=True,
@@ -422,9 +428,26 @@ def _pipeline_options(f):
                      show_default=True, help="Tumbling event-time window."),
         click.option("--watermark-ms", type=click.IntRange(min=0), default=10_000,
                      show_default=True, help="Watermark delay (how late an event may be)."),
-    ]):
-        f = opt(f)
-    return f
+    ])
+
+
+def _generator_options(rate: float):
+    """The generator's options (demo and generate); ``rate`` is the default pace."""
+    def wrap(f):
+        return _with_options(f, [
+            click.option("-n", "--events", type=click.IntRange(min=1), default=200_000,
+                         show_default=True),
+            click.option("--rate", type=float, default=rate, show_default=True,
+                         help="Events produced per second of wall time (0 = as fast as "
+                              "possible)."),
+            click.option("--seed", type=int, default=42, show_default=True),
+            click.option("--event-rate", type=click.FloatRange(min=0, min_open=True),
+                         default=1000, show_default=True,
+                         help="Events per second of event time in the stream."),
+            click.option("--partitions", type=click.IntRange(min=1), default=3,
+                         show_default=True, help="Partitions of the input topic if created."),
+        ])
+    return wrap
 
 
 def _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_ms,
@@ -448,13 +471,7 @@ def pipeline() -> None:
 @pipeline.command("demo", epilog=_PIPELINE_EPILOG)
 @click.option("-b", "--bootstrap-server", "bootstrap", default=None,
               help="Use this broker instead of an embedded snakka broker.")
-@click.option("-n", "--events", type=click.IntRange(min=1), default=200_000, show_default=True)
-@click.option("--rate", type=float, default=10_000, show_default=True,
-              help="Events produced per second of wall time (0 = as fast as possible).")
-@click.option("--seed", type=int, default=42, show_default=True)
-@click.option("--event-rate", type=click.FloatRange(min=0, min_open=True), default=1000,
-              show_default=True, help="Events per second of event time in the stream.")
-@click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True)
+@_generator_options(rate=10_000)
 @click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=20_000,
               show_default=True, help="Records per micro-batch at most.")
 @click.option("--trigger", "trigger_interval", default="1 second", show_default=True)
@@ -485,14 +502,7 @@ def pipeline_demo(bootstrap, events, rate, seed, event_rate, partitions, max_off
 
 @pipeline.command("generate")
 @click.option("--topic", default="clickstream", show_default=True)
-@click.option("-n", "--events", type=click.IntRange(min=1), default=200_000, show_default=True)
-@click.option("--rate", type=float, default=0, show_default=True,
-              help="Events per second of wall time (0 = as fast as possible).")
-@click.option("--seed", type=int, default=42, show_default=True)
-@click.option("--event-rate", type=click.FloatRange(min=0, min_open=True), default=1000,
-              show_default=True, help="Events per second of event time in the stream.")
-@click.option("--partitions", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Partitions if the topic is created.")
+@_generator_options(rate=0)
 @_bootstrap
 def pipeline_generate(topic, events, rate, seed, event_rate, partitions, bootstrap) -> None:
     """Produce the deterministic clickstream (JSON, keyed by user, some late events)."""
