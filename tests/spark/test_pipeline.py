@@ -118,7 +118,7 @@ def test_batch_cross_check_accounts_for_every_event(spark, pipeline_run):
     settings, _events, model = pipeline_run
     report = run_check(spark, settings)
     assert report.ok, report
-    assert report.events == report.records == N_EVENTS
+    assert report.events == report.records == report.log_records == N_EVENTS
     assert report.by_status == {"emitted": model.emitted_events,
                                 "dropped": len(model.dropped),
                                 "open": model.open_events} | (

@@ -1,12 +1,14 @@
 """The batch cross-check: re-derive the streaming job's output from the full topic history.
 
 What this module owns
-    :func:`run_check`, a Spark *batch* job that reads every event of the input topic
-    (``format("snakka")``, earliest to latest) and the query's checkpoint, decides for every
-    event what the streaming job must have done with it, recomputes the aggregates the job
-    must have emitted, and compares them with both sinks (the Parquet directory and the output
-    topic). The verdict accounts for every event: ``emitted + dropped + open + unprocessed =
-    events``.
+    :func:`run_check`, a Spark *batch* job that reads every record of the input topic
+    (``format("snakka")``, from the log start to the log end offsets listed when the check
+    starts) and the query's checkpoint, decides for every event what the streaming job must
+    have done with it, recomputes the aggregates the job must have emitted, and compares them
+    with both sinks (the Parquet directory and the output topic). The verdict accounts for
+    every record: the read returned ``log end - log start`` records per partition, and
+    ``emitted + dropped + open + unprocessed = events`` (records that are not events are
+    counted as **malformed**: the job filters them out before the watermark).
 
 How each event is classified (the rules of :mod:`.reference`, applied with Spark SQL)
     * The checkpoint's offset log (``<checkpoint>/offsets/<batch id>``: a version line, the
@@ -116,10 +118,15 @@ def _local_path(path: str) -> str | None:
     return path
 
 
+class CheckError(RuntimeError):
+    """The check cannot run (e.g. the input topic does not exist)."""
+
+
 @dataclass
 class CheckReport:
-    records: int = 0  # records in the input topic
-    events: int = 0  # of which parsed as events
+    log_records: int = 0  # sum of (log end - log start) offsets of the input topic
+    records: int = 0  # records the batch read returned
+    events: int = 0  # of which well-formed events (the rest: by_status["malformed"])
     by_status: dict[str, int] = field(default_factory=dict)
     committed_batches: int = 0
     final_watermark_ms: int = 0
@@ -131,7 +138,10 @@ class CheckReport:
 
     @property
     def accounted(self) -> bool:
-        return sum(self.by_status.get(s, 0) for s in STATUSES) == self.events
+        """The read returned every record the log offsets promise, and every event has
+        exactly one fate."""
+        return (self.records == self.log_records
+                and sum(self.by_status.get(s, 0) for s in STATUSES) == self.events)
 
     @property
     def ok(self) -> bool:
@@ -141,7 +151,8 @@ class CheckReport:
 
 def _classify(spark: SparkSession, events: DataFrame, committed: list[MicroBatch],
               window_ms: int) -> DataFrame:
-    """Add ``batch_id`` (-1: unprocessed), ``window_*_ms`` and ``status`` to every event."""
+    """Add ``batch_id`` (-1: unprocessed), ``window_*_ms`` and ``status`` to every record,
+    keeping only the columns the check needs."""
     import numpy as np
     import pandas as pd
     from pyspark.sql import functions as F
@@ -179,26 +190,48 @@ def _classify(spark: SparkSession, events: DataFrame, committed: list[MicroBatch
     wm_df = spark.createDataFrame(wm_late, "batch_id long, wm_late_ms long")
     final_wm = committed[-1].watermark_ms if committed else 0
     return (events
-            .withColumn("window", F.window("ts", f"{window_ms} milliseconds"))
-            .withColumn("window_start_ms", F.unix_millis(F.col("window.start")))
-            .withColumn("window_end_ms", F.unix_millis(F.col("window.end")))
-            .drop("window")
+            .select("partition", "offset", "ts", "country", "event_type", "amount_cents",
+                    "malformed")
+            # Tumbling windows aligned to the epoch, as Spark's window() places them; not
+            # window() itself, which filters out rows without a time (the malformed ones).
+            .withColumn("window_start_ms", F.unix_millis("ts")
+                        - F.pmod(F.unix_millis("ts"), F.lit(window_ms)))
+            .withColumn("window_end_ms", F.col("window_start_ms") + F.lit(window_ms))
             .withColumn("batch_id", batch_of_udf(F.col("partition"), F.col("offset")))
             .join(F.broadcast(wm_df), "batch_id", "left")
             .withColumn("status",
-                        F.when(F.col("batch_id") < 0, "unprocessed")
+                        F.when(F.col("malformed"), "malformed")
+                        .when(F.col("batch_id") < 0, "unprocessed")
                         .when(F.col("window_end_ms") <= F.col("wm_late_ms"), "dropped")
                         .when(F.col("window_end_ms") <= F.lit(final_wm), "emitted")
                         .otherwise("open")))
 
 
-def _read_topic(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+def _read_topic(spark: SparkSession, bootstrap: str, topic: str,
+                ending: dict[int, int] | None = None) -> DataFrame:
     return (spark.read.format("snakka")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest")
+            .option("endingOffsets", "latest" if ending is None else
+                    json.dumps({topic: {str(p): o for p, o in ending.items()}}))
             .load())
+
+
+def _log_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]] | None:
+    """{partition: (log start, log end)} through the Kafka protocol; None: no such topic."""
+    import asyncio
+
+    from snakka.client.admin import Admin
+
+    async def go() -> dict[int, tuple[int, int]] | None:
+        async with Admin(bootstrap, client_id="snakka-pipeline-check") as admin:
+            (meta,) = await admin.list_topics([topic])
+            if meta.error_code:
+                return None
+            return await admin.partition_offsets(topic, len(meta.partitions))
+
+    return asyncio.run(go())
 
 
 def run_check(spark: SparkSession, settings: PipelineSettings, *,
@@ -213,12 +246,21 @@ def run_check(spark: SparkSession, settings: PipelineSettings, *,
     report.committed_batches = len(committed)
     report.final_watermark_ms = committed[-1].watermark_ms if committed else 0
 
-    raw = _read_topic(spark, settings.bootstrap_servers, settings.input_topic).cache()
-    report.records = raw.count()
-    classified = _classify(spark, parse_events(raw), committed, settings.window_ms).cache()
+    # The read ends at the log end offsets listed here, so that the record count can be
+    # checked against the offsets even while a producer is still writing.
+    offsets = _log_offsets(settings.bootstrap_servers, settings.input_topic)
+    if offsets is None:
+        raise CheckError(f"input topic '{settings.input_topic}' does not exist")
+    report.log_records = sum(end - start for start, end in offsets.values())
+    # Only the narrow classified rows are cached, not the records' values.
+    raw = _read_topic(spark, settings.bootstrap_servers, settings.input_topic,
+                      {p: end for p, (_start, end) in offsets.items()})
+    classified = _classify(spark, parse_events(raw, keep_malformed=True), committed,
+                           settings.window_ms).cache()
     report.by_status = {r.status: r["count"] for r in classified.groupBy("status").count()
                         .collect()}
-    report.events = sum(report.by_status.values())
+    report.records = sum(report.by_status.values())
+    report.events = report.records - report.by_status.get("malformed", 0)
 
     # The first committed batch whose watermark reached a window's end emitted it.
     wms = spark.createDataFrame([(b.batch_id, b.watermark_ms) for b in committed],
@@ -233,7 +275,7 @@ def run_check(spark: SparkSession, settings: PipelineSettings, *,
     expected = expected.cache()
     report.expected_windows = expected.count()
 
-    parquet = _read_parquet(spark, settings.parquet_dir, expected.schema)
+    parquet = _read_parquet(spark, settings.parquet_dir)
     if parquet is not None:
         parquet = parquet.select(*AGGREGATE_COLUMNS, F.col("batch_id").cast("long")).cache()
         report.parquet_windows = parquet.count()
@@ -243,10 +285,10 @@ def run_check(spark: SparkSession, settings: PipelineSettings, *,
         report.mismatches["expected not in parquet"] = report.expected_windows
         report.mismatches["parquet not expected"] = 0
 
-    if not _topic_exists(settings.bootstrap_servers, settings.output_topic):
+    if _log_offsets(settings.bootstrap_servers, settings.output_topic) is None:
         report.mismatches["expected not in topic"] = report.expected_windows
         report.mismatches["topic not expected"] = 0
-        _finish(report, console, raw, classified, expected, parquet)
+        _finish(report, console, classified, expected, parquet)
         return report
     out = _read_topic(spark, settings.bootstrap_servers, settings.output_topic)
     report.topic_records = out.count()
@@ -260,7 +302,7 @@ def run_check(spark: SparkSession, settings: PipelineSettings, *,
     exp_rows = expected.drop("batch_id")
     report.mismatches["expected not in topic"] = exp_rows.exceptAll(latest).count()
     report.mismatches["topic not expected"] = latest.exceptAll(exp_rows).count()
-    _finish(report, console, raw, classified, expected, parquet, latest)
+    _finish(report, console, classified, expected, parquet, latest)
     return report
 
 
@@ -272,20 +314,7 @@ def _finish(report: CheckReport, console: Console | None, *cached: DataFrame | N
         print_report(console, report)
 
 
-def _topic_exists(bootstrap: str, topic: str) -> bool:
-    import asyncio
-
-    from snakka.client.admin import Admin
-
-    async def go() -> bool:
-        async with Admin(bootstrap, client_id="snakka-pipeline-check") as admin:
-            (meta,) = await admin.list_topics([topic])
-            return meta.error_code == 0
-
-    return asyncio.run(go())
-
-
-def _read_parquet(spark: SparkSession, path: str, schema) -> DataFrame | None:
+def _read_parquet(spark: SparkSession, path: str) -> DataFrame | None:
     try:
         return spark.read.parquet(path)
     except Exception as e:  # no batch has closed a window yet: no directory
@@ -304,8 +333,13 @@ def print_report(console: Console, r: CheckReport) -> None:
               show_header=True)
     t.add_column("what")
     t.add_column("count", justify="right")
-    t.add_row("records in the input topic", f"{r.records:,}")
-    t.add_row("events (parsed)", f"{r.events:,}")
+    t.add_row("records in the input topic (log offsets / read)",
+              f"{r.log_records:,} / {r.records:,}", style=None if r.records == r.log_records
+              else "red")
+    if r.by_status.get("malformed"):
+        t.add_row("  not an event (malformed JSON, no ts/country)",
+                  f"{r.by_status['malformed']:,}")
+    t.add_row("events", f"{r.events:,}")
     for s, label in (("emitted", "  in windows the stream emitted"),
                      ("dropped", "  late, dropped by the watermark"),
                      ("open", "  in windows still open (waiting for the watermark)"),

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from snakka.client.admin import Admin, AdminError
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.metadata_response import MetadataResponseTopic
 from snakka.protocol.messages.produce_request import (
     PartitionProduceData,
     ProduceRequest,
@@ -64,7 +65,7 @@ class ProduceStats:
 
 
 async def ensure_topic(admin: Admin, topic: str, partitions: int,
-                       configs: dict[str, str] | None = None):
+                       configs: dict[str, str] | None = None) -> MetadataResponseTopic:
     """Create ``topic`` with ``partitions`` unless it exists; return its Metadata entry."""
     try:
         await admin.create_topic(topic, partitions, -1, configs)

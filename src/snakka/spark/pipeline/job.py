@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.types import StructType
     from rich.console import Console
 
 DEFAULT_INPUT_TOPIC = "clickstream"
@@ -52,7 +53,7 @@ AGGREGATE_COLUMNS = ("window_start_ms", "window_end_ms", "country", "events", "p
                      "clicks", "add_to_carts", "purchases", "revenue_cents")
 
 
-def _event_schema():
+def _event_schema() -> StructType:
     from pyspark.sql import types as T
 
     return T.StructType([
@@ -106,24 +107,30 @@ def ensure_registered(spark: SparkSession) -> None:
     snakka.spark.register(spark)
 
 
-def parse_events(raw: DataFrame) -> DataFrame:
+def parse_events(raw: DataFrame, *, keep_malformed: bool = False) -> DataFrame:
     """Kafka rows -> one row per well-formed event (plus its partition and offset).
 
-    Values that are not JSON or lack an event time are left out: they cannot be placed in a
-    window, and letting them through would make the watermark depend on garbage."""
+    Values that are not JSON or lack an event time or country are left out: they cannot be
+    placed in a window, and letting them through would make the watermark depend on garbage.
+    ``keep_malformed`` keeps them, flagged by the boolean column ``malformed`` (the check
+    counts them)."""
     from pyspark.sql import functions as F
 
-    return (raw
-            .select("partition", "offset",
-                    F.from_json(F.col("value").cast("string"), _event_schema()).alias("e"))
-            .select("partition", "offset", "e.*")
-            .where(F.col("ts").isNotNull() & F.col("country").isNotNull()))
+    events = (raw
+              .select("partition", "offset",
+                      F.from_json(F.col("value").cast("string"), _event_schema()).alias("e"))
+              .select("partition", "offset", "e.*"))
+    well_formed = F.col("ts").isNotNull() & F.col("country").isNotNull()
+    if keep_malformed:
+        return events.withColumn("malformed", ~well_formed)
+    return events.where(well_formed)
 
 
-def aggregate_exprs():
+def aggregate_exprs() -> list[Column]:
+    """The aggregate columns of a window (shared by the stream and the batch check)."""
     from pyspark.sql import functions as F
 
-    def count_of(kind: str):
+    def count_of(kind: str) -> Column:
         return F.sum(F.when(F.col("event_type") == kind, 1).otherwise(0)).cast("long")
 
     return [F.count(F.lit(1)).alias("events"),
@@ -135,7 +142,7 @@ def aggregate_exprs():
                   .otherwise(0)).cast("long").alias("revenue_cents")]
 
 
-def _window_columns(window_col: str = "window"):
+def _window_columns(window_col: str = "window") -> list[Column]:
     from pyspark.sql import functions as F
 
     return [F.unix_millis(F.col(f"{window_col}.start")).alias("window_start_ms"),
@@ -169,7 +176,7 @@ def aggregate_records(aggregates: DataFrame) -> DataFrame:
         F.to_json(F.struct(*AGGREGATE_COLUMNS)).cast("binary").alias("value"))
 
 
-def aggregate_value_schema():
+def aggregate_value_schema() -> StructType:
     from pyspark.sql import types as T
 
     return T.StructType([T.StructField(c, T.StringType() if c == "country" else T.LongType())
