@@ -13,6 +13,7 @@ Heavy imports (rich, the client) happen inside the verbs so ``serve`` starts fas
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -431,6 +432,23 @@ def _pipeline_options(f):
     ])
 
 
+@contextlib.contextmanager
+def _pipeline_errors():
+    """A failed query, an unreachable broker, a refused request or a failed check: one clean
+    line instead of a traceback."""
+    from snakka.client.admin import AdminError
+    from snakka.spark.pipeline.check import CheckError
+    from snakka.spark.pipeline.generator import ProduceError
+    from snakka.spark.pipeline.job import StreamingJobError
+
+    try:
+        yield
+    except (StreamingJobError, CheckError, AdminError, ProduceError, TimeoutError) as e:
+        raise click.ClickException(str(e)) from None
+    except (ConnectionError, OSError) as e:
+        raise click.ClickException(f"cannot reach the broker: {e or type(e).__name__}") from None
+
+
 def _generator_options(rate: float):
     """The generator's options (demo and generate); ``rate`` is the default pace."""
     def wrap(f):
@@ -483,9 +501,8 @@ def pipeline_demo(bootstrap, events, rate, seed, event_rate, partitions, max_off
     from rich.console import Console
 
     from snakka.spark.pipeline.demo import run_demo
-    from snakka.spark.pipeline.job import StreamingJobError
 
-    try:
+    with _pipeline_errors():
         result = run_demo(console=Console(), master=master, bootstrap=bootstrap, events=events,
                           rate=rate or None, seed=seed, events_per_second=event_rate,
                           partitions=partitions,
@@ -494,8 +511,6 @@ def pipeline_demo(bootstrap, events, rate, seed, event_rate, partitions, max_off
                           watermark_delay_ms=watermark_ms,
                           max_offsets_per_trigger=max_offsets_per_trigger,
                           trigger_interval=trigger_interval)
-    except (StreamingJobError, TimeoutError) as e:
-        raise click.ClickException(str(e)) from None
     if not result.report.ok:
         sys.exit(1)
 
@@ -509,9 +524,10 @@ def pipeline_generate(topic, events, rate, seed, event_rate, partitions, bootstr
     from snakka.spark.pipeline.events import generate_events
     from snakka.spark.pipeline.generator import produce_events
 
-    stats = _run(produce_events(bootstrap, topic,
-                                generate_events(events, seed=seed, events_per_second=event_rate),
-                                partitions=partitions, rate=rate or None))
+    with _pipeline_errors():
+        stats = asyncio.run(produce_events(
+            bootstrap, topic, generate_events(events, seed=seed, events_per_second=event_rate),
+            partitions=partitions, rate=rate or None))
     click.echo(f"Produced {stats.events} events to {topic} in {stats.seconds:.1f} s "
                f"({stats.events_per_second:,.0f}/s).", err=True)
 
@@ -533,7 +549,6 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
     from snakka.spark.pipeline.job import (
         LogEndOffsets,
         ProgressMonitor,
-        StreamingJobError,
         check_query_failed,
         start_query,
     )
@@ -544,22 +559,20 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
     console = Console()
     spark = build_spark(master)
     try:
-        query = start_query(spark, settings)
-        monitor = ProgressMonitor(console, LogEndOffsets(bootstrap, input_topic))
-        try:
-            while query.isActive:
+        with _pipeline_errors():
+            query = start_query(spark, settings)
+            monitor = ProgressMonitor(console, LogEndOffsets(bootstrap, input_topic))
+            try:
+                while query.isActive:
+                    monitor.poll(query)
+                    try:
+                        query.awaitTermination(0.5)
+                    except Exception:  # the query failed: reported below
+                        break
                 monitor.poll(query)
-                try:
-                    query.awaitTermination(0.5)
-                except Exception:  # the query failed: reported below
-                    break
-            monitor.poll(query)
-        except KeyboardInterrupt:
-            query.stop()
-        try:
+            except KeyboardInterrupt:
+                query.stop()
             check_query_failed(query)
-        except StreamingJobError as e:
-            raise click.ClickException(str(e)) from None
     finally:
         spark.stop()
 
@@ -580,7 +593,8 @@ def pipeline_check(master, output_dir, input_topic, output_topic, window_ms, wat
                                   watermark_ms)
     spark = build_spark(master)
     try:
-        report = run_check(spark, settings, console=Console())
+        with _pipeline_errors():
+            report = run_check(spark, settings, console=Console())
     finally:
         spark.stop()
     if not report.ok:
