@@ -93,3 +93,13 @@ def test_model_without_late_rows_equals_batch_aggregate():
     for key, agg in out.emitted.items():
         assert agg.as_tuple() == full[key].as_tuple()
     assert window_start(1_767_225_601_999, 1000) == 1_767_225_601_000
+
+
+def test_trigger_interval_parsing():
+    from snakka.spark.pipeline.demo import interval_seconds
+
+    assert interval_seconds("1 second") == 1.0
+    assert interval_seconds("500 milliseconds") == 0.5
+    assert interval_seconds("2 minutes") == 120.0
+    assert interval_seconds("250") == 0.25
+    assert interval_seconds("soon") == 1.0

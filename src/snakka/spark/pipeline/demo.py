@@ -169,7 +169,10 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
                 raise gen.error
             return not gen.is_alive()
 
-        summary = run_until_drained(query, monitor, input_done=input_done, timeout_s=timeout_s)
+        # Idle for longer than two trigger intervals: the no-data batch that emits the
+        # windows the last watermark closed has had its chance to run.
+        summary = run_until_drained(query, monitor, input_done=input_done, timeout_s=timeout_s,
+                                    idle_seconds=max(3.0, 2 * interval_seconds(trigger_interval)))
         gen.join()
         assert gen.stats is not None
         print_stream_summary(console, gen.stats, summary)
@@ -179,6 +182,23 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
                       + (f", topic '{output_topic}' on {bootstrap}" if not embedded else
                          " (the embedded broker and its topics are gone when the demo ends)"))
         return DemoResult(gen.stats, summary, report)
+
+
+def interval_seconds(interval: str) -> float:
+    """A Spark interval string as the processing-time trigger takes it ("1 second",
+    "500 milliseconds", "2 minutes") -> seconds; unknown forms count as 1 s."""
+    units = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0, "sec": 1.0,
+             "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
+             "minutes": 60.0}
+    parts = interval.strip().lower().removeprefix("interval ").split()
+    try:
+        if len(parts) == 2 and parts[1] in units:
+            return float(parts[0]) * units[parts[1]]
+        if len(parts) == 1:
+            return float(parts[0]) / 1000  # Spark reads a bare number as milliseconds
+    except ValueError:
+        pass
+    return 1.0
 
 
 async def _create_topics(bootstrap: str, input_topic: str, partitions: int,
