@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test lint bench-produce gen-protocol system-deps clean
+.PHONY: setup run serve test lint bench-produce gen-protocol system-deps java clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,19 @@ system-deps:
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) apt-get install -y -qq kcat $$(command -v java >/dev/null 2>&1 || echo openjdk-17-jre-headless); }
 
+# A Java 17 runtime for PySpark, from Debian when the machine has none.
+java:
+	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
+
+# The main demo: the reference Spark pipeline on an embedded snakka broker and Spark local[*]
+# (clickstream generator -> Structured Streaming windowed aggregates -> topic + Parquet ->
+# batch cross-check). Output in ./pipeline-output.
+run: setup java
+	$(VENV)/bin/snakka pipeline demo
+
 # Start a broker on localhost:9092 (IPv4 and IPv6), data in ./snakka-data. Ctrl-C stops it.
-run: setup
+serve: setup
 	$(VENV)/bin/snakka serve
 
 lint: setup
@@ -40,4 +51,4 @@ bench-produce: setup
 	$(PY) bench/bench_produce_consume.py
 
 clean:
-	rm -rf $(VENV) snakka-data .pytest_cache .hypothesis
+	rm -rf $(VENV) snakka-data pipeline-output .pytest_cache .hypothesis

@@ -16,6 +16,7 @@ from snakka.protocol.messages.share_group_describe_response import (
 )
 
 API_KEY = 77
+MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
 
 def _assignment(md, parts) -> Assignment:
     out = []

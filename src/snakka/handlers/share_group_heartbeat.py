@@ -15,6 +15,7 @@ from snakka.protocol.messages.share_group_heartbeat_response import (
 )
 
 API_KEY = 76
+MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
 
 
 def handle(ctx, req) -> ShareGroupHeartbeatResponse:
