@@ -29,7 +29,7 @@ from snakka.protocol.messages.metadata_response import (
     MetadataResponseTopic,
 )
 
-VERSIONS = {18: (0, 3), 3: (0, 12), 10: (0, 6), 76: (1, 1), 78: (1, 2), 79: (1, 2)}
+VERSIONS = {18: (0, 3), 3: (0, 12), 10: (0, 6), 2: (1, 9), 76: (1, 1), 78: (1, 2), 79: (1, 2)}
 
 
 @dataclass

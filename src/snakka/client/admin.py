@@ -61,13 +61,28 @@ class Admin:
     def __init__(self, bootstrap: str, *, client_id: str = "snakka-cli") -> None:
         host, port = parse_bootstrap(bootstrap)
         self.conn = KafkaConnection(host, port, client_id=client_id)
+        # Connections to other brokers (partition leaders, group coordinators), opened on demand.
+        self._extra: dict[tuple[str, int], KafkaConnection] = {}
 
     async def __aenter__(self) -> Admin:
         await self.conn.connect()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for c in self._extra.values():
+            await c.close()
+        self._extra.clear()
         await self.conn.close()
+
+    async def _conn_to(self, host: str, port: int) -> KafkaConnection:
+        """The bootstrap connection if it is that broker, else a pooled connection to it."""
+        if (host, port) == (self.conn.host, self.conn.port):
+            return self.conn
+        c = self._extra.get((host, port))
+        if c is None:
+            c = await KafkaConnection(host, port, client_id=self.conn.client_id).connect()
+            self._extra[(host, port)] = c
+        return c
 
     # -- topics --------------------------------------------------------------------------
     async def list_topics(self, names: list[str] | None = None):
@@ -110,14 +125,33 @@ class Admin:
         return {p: (lo[p], hi[p]) for p in range(n)}
 
     async def list_offsets(self, topic: str, partitions, timestamp: int) -> dict[int, int]:
-        req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsTopic(
-            name=topic, partitions=[ListOffsetsPartition(partition_index=p, timestamp=timestamp)
-                                    for p in partitions])])
-        resp = await self.conn.send(req)
+        """ListOffsets for ``partitions`` of ``topic``, each asked of its leader (Metadata), as
+        a Kafka cluster requires: any broker but the leader answers NOT_LEADER_OR_FOLLOWER."""
+        partitions = list(partitions)
+        resp = await self.conn.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                                    allow_auto_topic_creation=False))
+        t = resp.topics[0]
+        _check(t.error_code, f"metadata of {topic}")
+        brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        leaders = {p.partition_index: p.leader_id for p in t.partitions}
+        by_leader: dict[tuple[str, int], list[int]] = {}
+        for p in partitions:
+            if p not in leaders:
+                _check(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"list offsets of {topic}-{p}")
+            addr = brokers.get(leaders[p])
+            if addr is None:
+                _check(ErrorCode.LEADER_NOT_AVAILABLE, f"list offsets of {topic}-{p}")
+            by_leader.setdefault(addr, []).append(p)
         out = {}
-        for p in resp.topics[0].partitions:
-            _check(p.error_code, f"list offsets of {topic}-{p.partition_index}")
-            out[p.partition_index] = p.offset
+        for (host, port), parts in by_leader.items():
+            req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsTopic(
+                name=topic, partitions=[ListOffsetsPartition(partition_index=p,
+                                                             timestamp=timestamp)
+                                        for p in parts])])
+            lresp = await (await self._conn_to(host, port)).send(req)
+            for lp in lresp.topics[0].partitions:
+                _check(lp.error_code, f"list offsets of {topic}-{lp.partition_index}")
+                out[lp.partition_index] = lp.offset
         return out
 
     async def _topic_metadata(self, topic: str):

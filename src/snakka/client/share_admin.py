@@ -11,8 +11,8 @@ Speaks only the public protocol, so it works against Apache Kafka 4.1+ as well a
   ListOffsets (log end offset - start offset, an upper bound since acknowledged records past the
   start offset are not subtracted);
 * ``alter_share_group_offsets``: AlterShareGroupOffsets (91); ``reset_share_group_offsets``
-  resolves earliest / latest / a timestamp / explicit offsets through ListOffsets first (the
-  group must have no members, as Kafka requires);
+  resolves earliest / latest / a timestamp / explicit offsets through ListOffsets first, asked
+  of each partition's leader (the group must have no members, as Kafka requires);
 * ``delete_share_group_offsets``: DeleteShareGroupOffsets (92); ``delete_share_groups``:
   DeleteGroups;
 * ``alter_group_configs`` / ``describe_group_configs``: IncrementalAlterConfigs /
@@ -103,22 +103,6 @@ class ShareAdmin(Admin):
 
     def __init__(self, bootstrap: str, *, client_id: str = "snakka-share-admin") -> None:
         super().__init__(bootstrap, client_id=client_id)
-        self._extra: dict[tuple[str, int], KafkaConnection] = {}
-
-    async def __aexit__(self, *exc: object) -> None:
-        for c in self._extra.values():
-            await c.close()
-        self._extra.clear()
-        await super().__aexit__(*exc)
-
-    async def _conn_to(self, host: str, port: int) -> KafkaConnection:
-        if (host, port) == (self.conn.host, self.conn.port):
-            return self.conn
-        c = self._extra.get((host, port))
-        if c is None:
-            c = await KafkaConnection(host, port, client_id=self.conn.client_id).connect()
-            self._extra[(host, port)] = c
-        return c
 
     async def coordinator(self, group_id: str) -> KafkaConnection:
         """A connection to ``group_id``'s group coordinator (FindCoordinator key type GROUP)."""
