@@ -524,15 +524,9 @@ class SharePartition:
         i = self._split_at(a)
         j = self._split_at(z + 1)
         limit = self.config.delivery_count_limit
-        locks = self._locks
         for k in range(i, j):
             r = runs[k]
-            n = r.last - r.first + 1
-            left = locks[r.lock] - n
-            if left:
-                locks[r.lock] = left
-            else:
-                del locks[r.lock]
+            self._unlock(r)
             if ack_type == _ACCEPT:
                 r.state = _ACKNOWLEDGED
             elif ack_type == _RELEASE and r.count < limit:
@@ -554,12 +548,7 @@ class SharePartition:
         locks = self._locks
         for k in range(i, j):
             r = runs[k]
-            n = r.last - r.first + 1
-            left = locks[r.lock] - n
-            if left:
-                locks[r.lock] = left
-            else:
-                del locks[r.lock]
+            n = self._unlock(r)
             locks[lock] += n
             r.lock = lock
             r.deadline = deadline
@@ -574,18 +563,11 @@ class SharePartition:
         poison record). Returns the number of offsets released."""
         runs = self._runs
         limit = self.config.delivery_count_limit
-        locks = self._locks
         released = 0
         for r in runs:
             if r.state != _ACQUIRED or r.member != member_id:
                 continue
-            n = r.last - r.first + 1
-            released += n
-            left = locks[r.lock] - n
-            if left:
-                locks[r.lock] = left
-            else:
-                del locks[r.lock]
+            released += self._unlock(r)
             self._expire_run(r, limit)
         if released:
             self._coalesce(0, len(runs) - 1)
@@ -661,15 +643,9 @@ class SharePartition:
         runs = self._runs
         if runs:
             j = self._split_at(log_start_offset)
-            locks = self._locks
             for k in range(j):
-                r = runs[k]
-                if r.state == _ACQUIRED:
-                    left = locks[r.lock] - (r.last - r.first + 1)
-                    if left:
-                        locks[r.lock] = left
-                    else:
-                        del locks[r.lock]
+                if runs[k].state == _ACQUIRED:
+                    self._unlock(runs[k])
             del runs[:j]
         self.start_offset = log_start_offset
         if self.end_offset < log_start_offset:
@@ -721,6 +697,18 @@ class SharePartition:
         return ShareState(start, self.state_epoch, tuple(out))
 
     # ------------------------------------------------------------------ internals
+
+    def _unlock(self, r: _Run) -> int:
+        """Take the ACQUIRED run ``r``'s offsets off its lock's count (the lock is forgotten when
+        none are left, so its heap entry goes stale); returns how many offsets ``r`` holds."""
+        n = r.last - r.first + 1
+        locks = self._locks
+        left = locks[r.lock] - n
+        if left:
+            locks[r.lock] = left
+        else:
+            del locks[r.lock]
+        return n
 
     def _mark(self, a: int, z: int) -> None:
         """Record that the persisted form of ``a..z`` may have changed."""
