@@ -10,6 +10,18 @@ LEADER_EPOCH = 0
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
+def named_assignment(metadata, parts) -> list[tuple]:
+    """A group member's assignment ``[(topic_id, partitions), ...]`` as
+    ``[(topic_id, topic_name, sorted partitions), ...]`` for the describe APIs; topics deleted
+    since the assignment was computed are left out."""
+    out = []
+    for tid, ps in parts:
+        ti = metadata.topics_by_id.get(tid)
+        if ti is not None:
+            out.append((tid, ti.name, sorted(ps)))
+    return out
+
+
 def check_leader_epoch(current_leader_epoch: int) -> ErrorCode:
     """KIP-320 fencing: -1 means 'no check'; a newer epoch than ours is UNKNOWN_LEADER_EPOCH,
     an older one FENCED_LEADER_EPOCH."""

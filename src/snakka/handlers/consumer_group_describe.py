@@ -5,7 +5,7 @@ group.", as Kafka does."""
 
 from __future__ import annotations
 
-from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, named_assignment
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.consumer_group_describe_response import (
     Assignment,
@@ -19,12 +19,9 @@ API_KEY = 69
 
 
 def _assignment(md, parts) -> Assignment:
-    out = []
-    for tid, ps in parts:
-        ti = md.topics_by_id.get(tid)
-        if ti is not None:
-            out.append(TopicPartitions(topic_id=tid, topic_name=ti.name, partitions=sorted(ps)))
-    return Assignment(topic_partitions=out)
+    return Assignment(topic_partitions=[
+        TopicPartitions(topic_id=tid, topic_name=name, partitions=ps)
+        for tid, name, ps in named_assignment(md, parts)])
 
 
 def handle(ctx, req) -> ConsumerGroupDescribeResponse:

@@ -5,7 +5,7 @@ at their defaults, as Kafka does; an empty id INVALID_GROUP_ID."""
 
 from __future__ import annotations
 
-from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, named_assignment
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_group_describe_response import (
     Assignment,
@@ -19,12 +19,9 @@ API_KEY = 77
 MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
 
 def _assignment(md, parts) -> Assignment:
-    out = []
-    for tid, ps in parts:
-        ti = md.topics_by_id.get(tid)
-        if ti is not None:
-            out.append(TopicPartitions(topic_id=tid, topic_name=ti.name, partitions=sorted(ps)))
-    return Assignment(topic_partitions=out)
+    return Assignment(topic_partitions=[
+        TopicPartitions(topic_id=tid, topic_name=name, partitions=ps)
+        for tid, name, ps in named_assignment(md, parts)])
 
 
 def handle(ctx, req) -> ShareGroupDescribeResponse:
