@@ -104,9 +104,13 @@ def test_batch_optimized_acquires_whole_log_batches():
 def test_record_limit_never_exceeds_max_records():
     sp, _ = make()
     assert fetch(sp, "m1", max_records=20, mode=LIMIT) == [AcquiredRange(0, 19, 1)]
-    # The rest of the log batch was never acquired: it is fetched next.
-    assert sp.end_offset == 20 and sp.next_fetch_offset() == 20
+    # The rest of the log batch joins the window AVAILABLE, never delivered (Kafka caches the
+    # whole batch): it is fetched next.
+    assert sp.end_offset == 32 and sp.next_fetch_offset() == 20
+    assert window(sp) == [(0, 19, ACQUIRED, 1, "m1"), (20, 31, AVAILABLE, 0, None)]
     assert fetch(sp, "m2", max_records=5, mode=LIMIT) == [AcquiredRange(20, 24, 1)]
+    # Never-delivered records are not persisted.
+    assert all(b.delivery_count > 0 for b in sp.state().batches)
 
 
 def test_batch_size_splits_new_records_on_log_batch_bases():
@@ -368,7 +372,8 @@ def test_poison_record_is_archived_after_the_delivery_count_limit():
         clock.now = sp.next_deadline()
         sp.on_timer(clock.now)
     assert counts == [1, 2, 3, 4, 5]
-    assert sp.start_offset == 1 and sp._runs == []
+    # (the rest of the fetched 16-record batch is in the window, never delivered)
+    assert sp.start_offset == 1 and window(sp) == [(1, 15, AVAILABLE, 0, None)]
 
 
 def test_delivery_throttling_isolates_records_on_late_attempts():
@@ -397,8 +402,8 @@ def test_delivery_throttling_isolates_records_on_late_attempts():
 
 
 def test_max_record_locks_bounds_the_window():
-    sp, _ = make(max_record_locks=40)
-    assert total(fetch(sp, "m1", max_records=100, mode=LIMIT)) == 40
+    sp, _ = make(max_record_locks=48)
+    assert total(fetch(sp, "m1", max_records=100, mode=LIMIT)) == 48
     assert not sp.can_acquire()
     assert fetch(sp, "m2") == []
     # Releasing a record inside the full window lets it be acquired again.
@@ -418,6 +423,45 @@ def test_max_record_locks_batch_mode_rounds_up_to_the_log_batch():
     got = fetch(sp, "m1", max_records=100)
     assert got == [AcquiredRange(0, 47, 1)]  # 40 ends inside 32..47: whole batch, as Kafka
     assert not sp.can_acquire()
+    assert fetch(sp, "m2") == []
+
+
+def test_max_record_locks_record_limit_is_strict_and_the_rest_of_the_batch_stays_available():
+    # issue 9 item 2 with ShareAcquireMode record_limit: cap 40, 16-record log batches.
+    sp, _ = make(max_record_locks=40)
+    assert fetch(sp, "m1", max_records=100, mode=LIMIT) == [AcquiredRange(0, 39, 1)]
+    assert window(sp) == [(0, 39, ACQUIRED, 1, "m1"), (40, 47, AVAILABLE, 0, None)]
+    # The window (48) is over the cap, but it holds AVAILABLE records: those may be acquired,
+    # nothing past SPEO.
+    assert sp.can_acquire()
+    assert fetch(sp, "m2", max_records=100, mode=LIMIT) == [AcquiredRange(40, 47, 1)]
+    assert not sp.can_acquire()
+    assert fetch(sp, "m2", mode=LIMIT) == []
+
+
+def test_max_record_locks_caps_reacquisition_too():
+    # Kafka takes min(MaxRecords, cap - in-flight) for re-acquired and new records together.
+    sp, _ = make(max_record_locks=100)
+    assert fetch(sp, "m1", max_records=32) == [AcquiredRange(0, 31, 1)]
+    assert ack(sp, "m1", 0, 31, RELEASE) == ErrorCode.NONE
+    # in flight 32, room 68: 0..31 again, then 36 new records rounded up to their batch's end.
+    assert fetch(sp, "m2", max_records=500) == [AcquiredRange(0, 31, 2), AcquiredRange(32, 79, 1)]
+    # in flight 80, room 20: 80..99, rounded up to 111.
+    assert sp.can_acquire()
+    assert fetch(sp, "m2", max_records=500) == [AcquiredRange(80, 111, 1)]
+    assert not sp.can_acquire()
+
+
+def test_max_record_locks_gate_counts_the_whole_window():
+    # Acknowledged records inside the window still count (SPSO has not passed them).
+    sp, _ = make(max_record_locks=100)
+    assert fetch(sp, "m1", max_records=96) == [AcquiredRange(0, 95, 1)]
+    assert ack(sp, "m1", 16, 95, ACCEPT) == ErrorCode.NONE   # 0..15 still held
+    assert sp.can_acquire()                                  # 96 in flight < 100
+    assert fetch(sp, "m2", max_records=500) == [AcquiredRange(96, 111, 1)]  # 4 -> whole batch
+    assert not sp.can_acquire() and fetch(sp, "m2") == []
+    assert ack(sp, "m1", 0, 15, ACCEPT) == ErrorCode.NONE    # SPSO moves to 96
+    assert sp.can_acquire()
 
 
 def test_delivery_count_limit_lowered_at_run_time_archives_instead_of_delivering():

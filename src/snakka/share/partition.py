@@ -31,16 +31,22 @@ Where this follows Kafka (``kafka.server.share.SharePartition``, 4.2) and where 
 -----------------------------------------------------------------------------------------
 * Acquire: new records are acquired in whole log batches in BATCH_OPTIMIZED mode (MaxRecords is a
   soft limit: acquisition stops at the end of the log batch holding the MaxRecords-th record) and
-  exactly MaxRecords at most in RECORD_LIMIT mode. Kafka keeps the rest of a cut log batch in its
-  cache as AVAILABLE; here those offsets simply stay at/after SPEO (same observable behaviour).
-  New records are returned in ranges of about ``batch_size`` records split on log-batch bases
+  exactly MaxRecords at most in RECORD_LIMIT mode. In RECORD_LIMIT mode the rest of a cut log
+  batch joins the window as AVAILABLE with delivery count 0 (Kafka caches the whole batch), so it
+  is fetched next and counts against the record-lock cap; it is not persisted (a restart finds
+  those offsets past SPEO again, which is the same thing). New records are returned in ranges of about ``batch_size`` records split on log-batch bases
   (Kafka's ``createBatches``), only in BATCH_OPTIMIZED mode. Offsets between fetched log batches
   (compaction) are acquired too, as Kafka does; clients acknowledge them as GAP.
-* ``group.share.partition.max.record.locks`` bounds the window span SPEO - SPSO, as Kafka's
-  ``numInFlightRecords``; in BATCH_OPTIMIZED mode the last log batch may overshoot it, as in Kafka.
-  The capacity limits only *new* records; re-acquiring AVAILABLE records inside the window is
-  always allowed (Kafka additionally caps re-acquisition by the remaining capacity while there is
-  some, which only makes fetches smaller).
+* ``group.share.partition.max.record.locks`` (the cap) bounds the in-flight window SPEO - SPSO,
+  Kafka's ``numInFlightRecords`` (ACKNOWLEDGED/ARCHIVED records inside the window count until SPSO
+  passes them). As Kafka 4.2's ``lastOffsetAndMaxRecordsToAcquire``: one ``acquire`` takes at
+  most ``min(MaxRecords, cap - in-flight)`` records, re-acquired and new together, rounded up to
+  the end of the log batch in BATCH_OPTIMIZED mode (so the window may overshoot the cap by part of
+  one batch: acquiring 200 with a cap of 100 and 200-record producer batches is Kafka's
+  behaviour) and exact in RECORD_LIMIT mode. A window at or over the cap acquires nothing new;
+  a fetch starting inside it may still take the AVAILABLE records between its fetch offset and
+  SPEO (at most ``min(MaxRecords, SPEO - fetch offset)``), and ``can_acquire`` (the shell's gate,
+  Kafka's ``canAcquireRecords``) is true only then.
 * Delivery throttling (Kafka 4.2): once a record's delivery count reaches
   ``max(2, ceil(limit / 2))`` it is no longer delivered together with records acquired before it
   in the same fetch, and the number delivered with it halves with every further attempt; on its
@@ -302,13 +308,30 @@ class SharePartition:
         if hi < lo:
             self._advance_start()
             return []
+        # The record-lock cap (Kafka's lastOffsetAndMaxRecordsToAcquire): at most
+        # min(MaxRecords, cap - in-flight) records, re-acquired and new together. A window at
+        # or over the cap may still hand out what it holds: a fetch starting inside it takes
+        # at most the offsets from there to SPEO, and nothing past SPEO.
+        end = self.end_offset
+        in_flight = end - start if self._runs else 0
+        quota = min(max_records, cfg.max_record_locks - in_flight)
+        if quota <= 0:
+            at = lo if fetch_offset is None else max(fetch_offset, start)
+            if at >= end:
+                self._advance_start()
+                return []
+            quota = min(max_records, end - at)
+            if hi >= end:
+                hi = end - 1
+                if hi < lo:
+                    self._advance_start()
+                    return []
         record_limit = mode == AcquireMode.RECORD_LIMIT
         throttle_from = max(_MIN_THROTTLE_DELIVERY_COUNT, -(-limit // 2))
         runs = self._runs
         lock_id = next(self._lock_ids)
         out: list[list[int]] = []  # [first, last, delivery_count]
         acquired = 0
-        quota = max_records
         stop = False
         throttled = False
         acq_lo = -1
@@ -394,14 +417,18 @@ class SharePartition:
         if not stop and not throttled and hi >= end:
             first_new = lo if lo > end else end
             window_empty = not runs
-            span = 0 if window_empty else first_new - self.start_offset
-            room = min(quota - acquired, self.config.max_record_locks - span)
+            room = quota - acquired
             if room > 0:
                 x = first_new + room - 1
+                # RECORD_LIMIT acquires exactly up to x; the rest of x's log batch joins the
+                # window as AVAILABLE (never delivered), as Kafka caches the whole batch and
+                # counts it against the cap. BATCH_OPTIMIZED acquires the whole batch.
+                residue = -1
                 if x >= hi:
                     last_new = hi
                 elif record_limit:
                     last_new = x
+                    residue = min(hi, _batch_end(batches, x))
                 else:
                     last_new = min(hi, _batch_end(batches, x))
                 if first_new > end:
@@ -415,6 +442,11 @@ class SharePartition:
                         self._mark(end, first_new - 1)
                 runs.append(_Run(first_new, last_new, _ACQUIRED, 1, member_id, deadline, lock_id))
                 self.end_offset = last_new + 1
+                if residue > last_new:
+                    # Not persisted: never-delivered records need no state (a restart simply
+                    # finds them past SPEO again).
+                    runs.append(_Run(last_new + 1, residue, _AVAILABLE, 0))
+                    self.end_offset = residue + 1
                 n_new = last_new - first_new + 1
                 acquired += n_new
                 if acq_lo < 0:
