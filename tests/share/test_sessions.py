@@ -148,3 +148,19 @@ def test_epochs_wrap_to_one():
     assert next_epoch(41) == 42
     assert next_epoch(2**31 - 1) == 1
     assert next_epoch(-1) == -1
+
+
+def test_rotate_partitions_round_robin_by_session_epoch():
+    """Kafka's PartitionRotateStrategy.rotateRoundRobin: left by epoch % n; none for the
+    initial (0) and final (-1) epochs or a single partition."""
+    from snakka.share.sessions import rotate_partitions
+
+    ps = [("t", 0), ("t", 1), ("t", 2)]
+    assert rotate_partitions(ps, 0) == ps
+    assert rotate_partitions(ps, -1) == ps
+    assert rotate_partitions(ps, 1) == [("t", 1), ("t", 2), ("t", 0)]
+    assert rotate_partitions(ps, 2) == [("t", 2), ("t", 0), ("t", 1)]
+    assert rotate_partitions(ps, 3) == ps
+    assert rotate_partitions(ps, 2**31 - 1) == rotate_partitions(ps, (2**31 - 1) % 3)
+    assert rotate_partitions(ps[:1], 5) == ps[:1]
+    assert rotate_partitions([], 5) == []

@@ -11,6 +11,14 @@ IsRenewAck (v2) the request only renews locks: nothing is fetched, and MaxBytes,
 MaxRecords and MaxWaitMs must be 0 (else INVALID_REQUEST, as Kafka). Renewals of a group with
 ``share.renew.acknowledge.enable=false`` are refused with INVALID_RECORD_STATE.
 
+Limits (Kafka 4.2; 0 never means "unlimited"): MaxBytes is capped by ``fetch.max.bytes`` and
+split evenly over the share-partitions that may acquire, soft like Fetch (KIP-74: the first
+partition with data returns at least one whole batch); MaxBytes <= 0 answers UNKNOWN_SERVER_ERROR
+for each of those partitions ("Request max bytes must be greater than 0", Kafka's
+PartitionMaxBytesStrategy). MaxRecords <= 0 acquires nothing. MinBytes <= 0 answers at once;
+MaxWaitMs <= 0 does not wait. BatchSize <= 0 splits AcquiredRecords at every log batch. The
+session's partitions are rotated by ShareSessionEpoch % n before they are filled (share.manager).
+
 The response lists every partition with acquired records, an error or an acknowledgement
 result; it is sent only once the acknowledgements are durable (share.manager). Membership and
 assignment are not checked here, as in Kafka: the share-partition leader serves any member id
@@ -114,12 +122,14 @@ def handle(ctx, req):
     else:
         mode = AcquireMode.RECORD_LIMIT if v >= 2 and req.share_acquire_mode == 1 \
             else AcquireMode.BATCH_OPTIMIZED
-        max_bytes = min(req.max_bytes if req.max_bytes > 0 else 2**31 - 1,
-                        int(broker.resolver.broker_value("fetch.max.bytes")))
+        # As Kafka's KafkaApis: MaxBytes capped by fetch.max.bytes (0 or less stays an error,
+        # never "unlimited"), MinBytes by that.
+        max_bytes = min(req.max_bytes, int(broker.resolver.broker_value("fetch.max.bytes")))
         results = shares.fetch(group_id, member_id, sctx.partitions,
-                               max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
-                               max_bytes=max_bytes, max_records=req.max_records,
-                               batch_size=req.batch_size, mode=mode)
+                               max_wait_ms=req.max_wait_ms,
+                               min_bytes=min(req.min_bytes, max_bytes), max_bytes=max_bytes,
+                               max_records=req.max_records, batch_size=req.batch_size,
+                               mode=mode, session_epoch=req.share_session_epoch)
     if not asyncio.iscoroutine(results) and not (marks and shares.persister.strict()):
         return _response(broker.node_id, lock_ms, results, ack_results)
     return _finish(broker, lock_ms, results, ack_results, marks)

@@ -46,7 +46,7 @@ from snakka.config import parse_iso_duration_ms
 from snakka.protocol.errors import ErrorCode
 from snakka.share.partition import SharePartition
 from snakka.share.persister import SharePersister, StateKey
-from snakka.share.sessions import ShareSessionCache
+from snakka.share.sessions import ShareSessionCache, rotate_partitions
 from snakka.share.types import (
     AckBatch,
     AcknowledgeType,
@@ -354,14 +354,23 @@ class SharePartitionManager:
     # -- fetching ------------------------------------------------------------------------
     def _fetch_once(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey],
                     *, max_bytes: int, max_records: int, batch_size: int, mode: AcquireMode,
-                    min_bytes: int, force: bool) -> tuple[list[PartitionResult], int]:
-        """One pass over the partitions. Acquires only if at least ``min_bytes`` look
-        acquirable or ``force`` (the long poll's deadline). Returns (results, bytes)."""
+                    min_bytes: int, force: bool) -> tuple[list[PartitionResult], bool]:
+        """One pass over the partitions (already rotated), as Kafka 4.2's DelayedShareFetch +
+        ShareFetchUtils: take every share-partition that may acquire (``can_acquire``: under
+        the record-lock cap, or holding AVAILABLE records); read each from its next fetch
+        offset with ``max_bytes / n`` bytes (n = those partitions; soft like Fetch: the first
+        partition with data returns at least one whole batch, and the response total stays
+        within ``max_bytes`` after it); then acquire in order, each partition getting
+        ``max_records`` minus what the ones before it acquired. Acquires only if at least
+        ``min_bytes`` were read or ``force`` (the long poll's deadline).
+
+        Returns (results, done): ``done`` when the response should be sent now, as Kafka
+        completes a delayed share fetch: MinBytes was satisfied by what was read (always when
+        MinBytes <= 0 and some partition may acquire), whether or not anything was acquired
+        (MaxRecords <= 0 acquires nothing), or MaxBytes <= 0 gave per-partition errors."""
         results: list[PartitionResult] = []
-        reads: list[tuple[PartitionResult, SharePartition, int, bytes | memoryview]] = []
-        budget = max_bytes
-        available = 0
         config = self.partition_config(group_id)
+        acquirable: list[tuple[PartitionResult, SharePartition, PartitionLog]] = []
         for topic_id, partition in partitions:
             res = PartitionResult(topic_id, partition)
             results.append(res)
@@ -373,16 +382,31 @@ class SharePartitionManager:
                 sp.set_config(config)
             pl, _ = self._log_for(topic_id, partition)
             assert pl is not None
-            if budget <= 0 or not sp.can_acquire():
-                continue
+            if sp.can_acquire():
+                acquirable.append((res, sp, pl))
+        if not acquirable:
+            return results, False
+        if max_bytes <= 0:
+            # Kafka 4.1+ (PartitionMaxBytesStrategy): "Request max bytes must be greater than
+            # 0", an IllegalArgumentException, answered per partition as UNKNOWN_SERVER_ERROR.
+            for res, _sp, _pl in acquirable:
+                res.error = ErrorCode.UNKNOWN_SERVER_ERROR
+                res.error_message = "Request max bytes must be greater than 0"
+            return results, True
+        partition_max_bytes = max_bytes // len(acquirable)
+        limit = max_bytes
+        min_one = True
+        available = 0
+        reads: list[tuple[PartitionResult, SharePartition, int, bytes | memoryview]] = []
+        for res, sp, pl in acquirable:
             offset = max(sp.next_fetch_offset(), pl.log_start_offset)
             if offset >= pl.high_watermark:
                 continue
             try:
                 # read_committed and read_uncommitted alike read up to the high watermark:
                 # with no transactional batches the last stable offset equals it.
-                data = pl.read(offset, budget, max_offset=pl.high_watermark,
-                               min_one_message=not reads)
+                data = pl.read(offset, min(partition_max_bytes, limit),
+                               max_offset=pl.high_watermark, min_one_message=min_one)
             except OffsetOutOfRangeError:
                 continue
             except LogClosedError:  # deleted while the fetch waited
@@ -390,13 +414,13 @@ class SharePartitionManager:
                 continue
             if not data:
                 continue
-            budget -= len(data)
+            min_one = False
+            limit = max(0, limit - len(data))
             available += len(data)
             reads.append((res, sp, offset, data))
         if available < min_bytes and not force:
-            return results, 0
-        total = 0
-        records_left = max_records if max_records > 0 else 2**31 - 1
+            return results, False
+        records_left = max_records  # <= 0: nothing is acquired (never "unlimited")
         touched = []
         for res, sp, offset, data in reads:
             if records_left <= 0:
@@ -417,20 +441,23 @@ class SharePartitionManager:
             start, end = sel[0][0], sel[-1][1]
             res.records = data if start == 0 and end == len(data) else \
                 memoryview(data)[start:end]
-            total += end - start
         self._persist(touched)
-        return results, total
+        return results, True
 
     def fetch(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey], *,
               max_wait_ms: int, min_bytes: int, max_bytes: int, max_records: int,
-              batch_size: int, mode: AcquireMode):
-        """Acquire records for a ShareFetch: the results now, or a coroutine that long-polls."""
+              batch_size: int, mode: AcquireMode, session_epoch: int = 0):
+        """Acquire records for a ShareFetch: the results now, or a coroutine that long-polls.
+        ``partitions`` (the share session's, in session order) are rotated left by
+        ``session_epoch % n`` first (``rotate_partitions``), so every partition gets to be
+        first, with the whole MaxRecords budget, in turn. ``max_bytes`` is the request's
+        MaxBytes already capped by ``fetch.max.bytes``; MinBytes <= 0 answers at once."""
+        partitions = rotate_partitions(partitions, session_epoch)
         opts = {"max_bytes": max_bytes, "max_records": max_records, "batch_size": batch_size,
                 "mode": mode}
-        min_bytes = max(1, min_bytes)
-        results, total = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
-                                          force=max_wait_ms <= 0, **opts)
-        if total or max_wait_ms <= 0 or not partitions or \
+        results, done = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
+                                         force=max_wait_ms <= 0, **opts)
+        if done or max_wait_ms <= 0 or not partitions or \
                 all(r.error != ErrorCode.NONE for r in results):
             return results
         return self._long_poll(group_id, member_id, partitions, max_wait_ms, min_bytes, opts)
@@ -445,9 +472,9 @@ class SharePartitionManager:
             log_keys = [(n, p) for t, p in partitions if (n := self.topic_name(t)) is not None]
             if not await self._wait(share_keys, log_keys, remaining / 1000):
                 break
-            results, total = self._fetch_once(group_id, member_id, partitions,
-                                              min_bytes=min_bytes, force=False, **opts)
-            if total:
+            results, done = self._fetch_once(group_id, member_id, partitions,
+                                             min_bytes=min_bytes, force=False, **opts)
+            if done:
                 return results
         results, _ = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
                                       force=True, **opts)

@@ -453,7 +453,11 @@ class SharePartition:
                     acq_lo = first_new
                 acq_hi = last_new
                 self._mark(first_new, last_new)
-                if not record_limit and 0 < batch_size < n_new:
+                # BatchSize <= 0 splits at every log batch (Kafka's createBatches does the
+                # same, after a bogus empty first range we do not copy).
+                if batch_size <= 0:
+                    batch_size = 1
+                if not record_limit and batch_size < n_new:
                     cur = first_new
                     k = bisect_right(batches, first_new, key=_base)
                     while k < len(batches):

@@ -53,6 +53,17 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == _INT32_MAX else epoch + 1
 
 
+def rotate_partitions(partitions: list[SharePartitionKey], epoch: int) -> list[SharePartitionKey]:
+    """Kafka's PartitionRotateStrategy (round robin): the session's partitions rotated left by
+    ``epoch % n`` (none for the initial/final epoch or n <= 1), so that over consecutive fetches
+    every partition is first (gets the whole MaxRecords budget and the first read) in turn."""
+    n = len(partitions)
+    if n <= 1 or epoch < 1:
+        return partitions
+    k = epoch % n
+    return partitions[k:] + partitions[:k] if k else partitions
+
+
 @dataclass(slots=True)
 class ShareSession:
     group_id: str
