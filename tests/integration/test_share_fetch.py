@@ -362,3 +362,101 @@ def test_renew_only_share_fetch_and_renewals_disabled(snakka_broker):
         await admin.close()
 
     run_async(go())
+
+
+# ------------------------------------------ limits (issue 9 items 2, 2b, 2c; Kafka 4.2 rules)
+
+
+def test_record_lock_cap_gates_and_record_limit_is_strict(snakka_broker_factory):
+    """group.share.partition.max.record.locks=100 with 200-record producer batches:
+    batch_optimized acquires the whole first batch (200, Kafka's behaviour, issue 9 item 2's
+    "200 with a cap of 100"), and the full window is a gate: nothing more until the SPSO moves.
+    record_limit (ShareAcquireMode 1) acquires exactly 100; the rest of the batch stays
+    AVAILABLE inside the window and goes to the next fetch."""
+    broker = snakka_broker_factory(config={"group.share.partition.max.record.locks": "100"})
+    bs = broker.bootstrap_servers
+
+    async def go():
+        admin, tid = await _setup(bs, "sf-cap", values=[b"a%d" % i for i in range(200)])
+        await produce(admin, "sf-cap", 0, [b"b%d" % i for i in range(200)])
+        tp = (tid, 0)
+        a = await _member(bs, "g", "sf-cap")
+        b = await _member(bs, "g", "sf-cap")
+        f = await a.fetch([tp], max_records=500)
+        assert [o for o, _v, _c in f.records(*tp)] == list(range(200))
+        f = await b.fetch([tp], max_records=500)
+        assert f.records(*tp) == []  # at the cap: 200..399 are not handed out
+        f = await a.fetch(ack={tp: acks((0, 199, ACCEPT))}, max_records=500)
+        assert [o for o, _v, _c in f.records(*tp)] == list(range(200, 400))
+
+        await set_group_configs(admin, "h", {"share.auto.offset.reset": "earliest"})
+        c = await _member(bs, "h", "sf-cap")
+        d = await _member(bs, "h", "sf-cap")
+        f = await c.fetch([tp], max_records=500, mode=1)
+        assert [o for o, _v, _c in f.records(*tp)] == list(range(100))
+        # The window is over the cap but holds AVAILABLE records (100..199): d gets those,
+        # nothing past them.
+        f = await d.fetch([tp], max_records=500, mode=1)
+        assert [o for o, _v, _c in f.records(*tp)] == list(range(100, 200))
+        f = await d.fetch(max_records=500, mode=1)
+        assert f.records(*tp) == []
+        for m in (a, b, c, d):
+            await m.close()
+        await admin.close()
+
+    run_async(go())
+
+
+@pytest.mark.parametrize("max_bytes", [0, -1])
+def test_max_bytes_zero_is_an_error_not_unlimited(snakka_broker, max_bytes):
+    """Issue 9 item 2b: a ShareFetch with MaxBytes 0 got 10 records. Kafka 4.1+ answers the
+    partition with UNKNOWN_SERVER_ERROR, at once, and acquires nothing."""
+    bs = snakka_broker.bootstrap_servers
+    topic = f"sf-maxbytes{-max_bytes}"
+
+    async def go():
+        admin, tid = await _setup(bs, topic, values=[b"v%d" % i for i in range(10)])
+        tp = (tid, 0)
+        m = await _member(bs, "g", topic)
+        t0 = time.monotonic()
+        f = await m.fetch([tp], max_bytes=max_bytes, max_wait_ms=5000)
+        assert time.monotonic() - t0 < 4
+        pd = f.partitions[tp]
+        assert (pd.error_code, pd.error_message) == (
+            ErrorCode.UNKNOWN_SERVER_ERROR, "Request max bytes must be greater than 0")
+        assert f.records(*tp) == [] and not pd.acquired_records
+        # MaxBytes 1 is soft: one whole batch.
+        f = await m.fetch(max_bytes=1)
+        assert [o for o, _v, _c in f.records(*tp)] == list(range(10))
+        await m.close()
+        await admin.close()
+
+    run_async(go())
+
+
+def test_partitions_rotate_between_fetches(snakka_broker):
+    """Issue 9 item 2c, as Kafka 4.2 does it: the session's partitions rotate by
+    ShareSessionEpoch % n, and MaxRecords is shared in that order, so with MaxRecords of one
+    batch consecutive fetches serve the partitions in turn."""
+    bs = snakka_broker.bootstrap_servers
+
+    async def go():
+        admin, tid = await _setup(bs, "sf-rotate", 2)
+        for p in (0, 1):
+            for k in range(3):
+                await produce(admin, "sf-rotate", p, [b"p%d-%d-%d" % (p, k, i)
+                                                         for i in range(10)])
+        m = await _member(bs, "g", "sf-rotate")
+        tps = [(tid, 0), (tid, 1)]
+        served = []
+        f = await m.fetch(tps, max_records=10)          # epoch 0: session order
+        for _ in range(4):
+            got = {p for p, *_ in f.all_records()}
+            assert len(got) == 1
+            served.append(got.pop())
+            f = await m.fetch(max_records=10)           # epochs 1, 2, ...
+        assert served == [0, 1, 0, 1]
+        await m.close()
+        await admin.close()
+
+    run_async(go())
