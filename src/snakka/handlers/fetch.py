@@ -2,9 +2,15 @@
 
 - Partitions are named (v < 13) or identified by topic id (v13+; unknown ids get UNKNOWN_TOPIC_ID).
 - Data is returned as the stored bytes of whole batches starting at the batch that contains the
-  fetch offset (clients skip records before their position). Bounds: the request's ``max_bytes``
-  (capped by the broker's ``fetch.max.bytes``) and each partition's ``partition_max_bytes``; the
-  first partition with data returns at least one whole batch even if it is larger (as Kafka).
+  fetch offset (clients skip records before their position). Bounds (KIP-74, as Kafka's
+  ReplicaManager.readFromLog): the request's ``max_bytes`` (capped by the broker's
+  ``fetch.max.bytes``) shrinks by what each partition returned, each partition reads at most
+  ``min(partition_max_bytes, what is left)``, and the first partition with data returns at least
+  one whole batch even if it is larger (so MaxBytes or PartitionMaxBytes 0 or 1 give the first
+  whole batch). A negative size where there is data to read is UNKNOWN_SERVER_ERROR for that
+  partition (Kafka's segment read refuses it); a negative request MaxBytes leaves 0 for the
+  partitions after it. Kafka also returns the truncated bytes of the batch the limit ends in,
+  which clients drop; snakka's log read stops at the last whole batch (same records).
 - Long poll: if fewer than ``min_bytes`` are available, the handler waits up to ``max_wait_ms``
   and is woken by the first append to any fetched partition, then reads again.
 - read_committed (isolation_level 1) reads only up to the last stable offset; with no
@@ -49,6 +55,7 @@ def _read_partitions(broker, entries, by_id: bool, max_bytes: int, read_committe
     """
     rows = []
     total = 0
+    remaining = max_bytes  # Kafka's limitBytes: what the response may still hold
     any_error = False
     first_data = True
     for (tkey, partition), cp in entries:
@@ -73,22 +80,30 @@ def _read_partitions(broker, entries, by_id: bool, max_bytes: int, read_committe
             lso = hw  # no transactions yet: last stable offset == high watermark
             log_start = pl.log_start_offset
             if err == ErrorCode.NONE:
-                limit = min(cp.max_bytes, max_bytes - total)
-                if limit > 0 or first_data:
+                limit = min(cp.max_bytes, remaining)
+                if limit != 0 or first_data:
                     try:
+                        # (a negative limit reads one batch only to learn whether there is
+                        # data, which decides between an error and an empty answer)
                         records = pl.read(cp.fetch_offset, max(limit, 0),
                                           max_offset=lso if read_committed else None,
-                                          min_one_message=first_data)
+                                          min_one_message=first_data or limit < 0)
                     except OffsetOutOfRangeError:
                         err = ErrorCode.OFFSET_OUT_OF_RANGE
                         records = _EMPTY
                     except LogClosedError:  # deleted while this fetch waited
                         err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                         records = _EMPTY
+                    if records and limit < 0:
+                        # Kafka's LogSegment.read refuses a negative size ("Invalid max size")
+                        # when there is something to read: UNKNOWN_SERVER_ERROR, no records.
+                        err = ErrorCode.UNKNOWN_SERVER_ERROR
+                        records = _EMPTY
                     n = len(records)
                     if n:
                         total += n
                         first_data = False
+                    remaining = max(0, remaining - n)
         if err != ErrorCode.NONE:
             any_error = True
         elif incremental and not records and not cp.needs_response(hw, lso, log_start):
