@@ -374,13 +374,11 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("group.share.max.delivery.count.limit", _I, "10", _parse_int(5, 25),
        "Largest share.delivery.count.limit a group may be given.", read_only=True),
     _d("group.share.partition.max.record.locks", _I, "2000", _parse_int(100, 10000),
-       "In-flight (acquired or awaiting redelivery) records per share-partition; a share fetch "
-       "acquires nothing more while the limit is reached. Overridable per group "
-       "(share.partition.max.record.locks)."),
-    _d("group.share.min.partition.max.record.locks", _I, "100", _parse_int(100, 10000),
-       "Smallest share.partition.max.record.locks a group may be given.", read_only=True),
-    _d("group.share.max.partition.max.record.locks", _I, "10000", _parse_int(100, 100000),
-       "Largest share.partition.max.record.locks a group may be given.", read_only=True),
+       "Record-lock cap: in-flight records (the window from the share-partition start offset "
+       "to its end offset) per share-partition. A share-partition at the cap is not fetched; "
+       "below it a ShareFetch acquires at most min(MaxRecords, cap - in-flight) records, "
+       "rounded up to the end of the log batch in batch_optimized mode (exact in "
+       "record_limit mode). Broker-wide, as in Kafka 4.2 (no group-level override)."),
     _d("group.share.max.share.sessions", _I, "2000", _pos_int,
        "Share sessions (ShareFetch sessions) this broker keeps; a new session beyond it gets "
        "SHARE_SESSION_LIMIT_REACHED.", read_only=True),
@@ -433,8 +431,6 @@ GROUP_CONFIG_BOUNDS: dict[str, tuple[str, str]] = {
                                       "group.share.max.record.lock.duration.ms"),
     "share.delivery.count.limit": ("group.share.min.delivery.count.limit",
                                    "group.share.max.delivery.count.limit"),
-    "share.partition.max.record.locks": ("group.share.min.partition.max.record.locks",
-                                         "group.share.max.partition.max.record.locks"),
 }
 
 # Kafka group configs snakka does not apply (yet); rejected with a message saying so instead of
@@ -501,9 +497,6 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
         _d("share.delivery.count.limit", _I, "5", _parse_int(2, INT_MAX),
            "Delivery attempts after which a record of the share group is archived.",
            broker_synonym="group.share.delivery.count.limit"),
-        _d("share.partition.max.record.locks", _I, "2000", _parse_int(100, INT_MAX),
-           "In-flight records per share-partition of the group.",
-           broker_synonym="group.share.partition.max.record.locks"),
         _d("share.auto.offset.reset", _S, "latest", parse_share_auto_offset_reset,
            "Where a new share-partition starts: latest, earliest, or by_duration:<ISO-8601 "
            "duration> (the first record written at or after now minus the duration)."),

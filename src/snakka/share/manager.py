@@ -163,7 +163,9 @@ class SharePartitionManager:
         return SharePartitionConfig(
             record_lock_duration_ms=int(v(group_id, "share.record.lock.duration.ms")),
             delivery_count_limit=int(v(group_id, "share.delivery.count.limit")),
-            max_record_locks=int(v(group_id, "share.partition.max.record.locks")))
+            # Broker-wide in Kafka 4.2 (a group-level override arrives only in 4.3).
+            max_record_locks=int(self.broker.resolver.broker_value(
+                "group.share.partition.max.record.locks") or 2000))
 
     def record_lock_duration_ms(self, group_id: str) -> int:
         return int(self._group_value(group_id, "share.record.lock.duration.ms"))
