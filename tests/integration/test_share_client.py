@@ -281,3 +281,51 @@ def test_share_admin_groups_configs_and_deletes(snakka_broker):
         if v == "3"}
     admin(bs, lambda a: a.delete_share_groups(["g-adm2"]))
     assert "g-adm2" not in {g for g, _s in admin(bs, lambda a: a.list_share_groups())}
+
+
+def test_record_limit_acquire_mode_with_the_record_lock_cap(snakka_broker_factory):
+    """share.acquire.mode=record_limit (ShareFetch v2 ShareAcquireMode 1) under a record-lock cap
+    of 100 with one 300-record producer batch: each consumer's fetch acquires exactly
+    max.poll.records, and the rest of the batch stays AVAILABLE for the other consumer (in
+    batch_optimized mode the first fetch would hold all 300)."""
+    from snakka.records import Record, build_batch
+
+    from .helpers import raw_connect
+    from .share_protocol import create_topic
+
+    b = snakka_broker_factory(config={"group.share.partition.max.record.locks": "100"})
+    bs = b.bootstrap_servers
+
+    async def setup():
+        conn = await raw_connect(bs)
+        await create_topic(conn, "sc-rl", 1)
+        from snakka.protocol.messages.produce_request import (
+            PartitionProduceData,
+            ProduceRequest,
+            TopicProduceData,
+        )
+        batch = build_batch([Record(timestamp=int(time.time() * 1000), key=None,
+                                    value=b"r%d" % i) for i in range(300)])
+        r = await conn.send(ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000,
+                                           topic_data=[TopicProduceData(name="sc-rl", partition_data=[
+                                               PartitionProduceData(index=0, records=batch)])]),
+                            version=9)
+        assert r.responses[0].partition_responses[0].error_code == 0
+        await conn.close()
+
+    asyncio.run(asyncio.wait_for(setup(), 30))
+    earliest(bs, "rl")
+    cfg = {"share.acquire.mode": "record_limit", "max.poll.records": 100,
+           "share.acknowledgement.mode": "explicit"}
+    a = consumer(bs, "rl", **cfg)
+    c = consumer(bs, "rl", **cfg)
+    try:
+        a.subscribe(["sc-rl"])
+        got_a = poll_n(a, 1)
+        assert [r.offset for r in got_a] == list(range(100))
+        c.subscribe(["sc-rl"])
+        got_c = poll_n(c, 1)
+        assert [r.offset for r in got_c] == list(range(100, 200))
+    finally:
+        a.close()
+        c.close()
