@@ -253,3 +253,22 @@ def test_non_reader_is_aborted_when_idle_and_its_memory_released():
         wait_for(lambda: registered(b, "127.0.0.2") == 0, "the non-reader to be closed")
         assert b.broker.response_memory.used == 0
         s.close()
+
+
+def test_closing_for_a_bad_frame_does_not_wait_for_a_non_reader():
+    """A protocol error closes at once even when unread responses are queued (a graceful close
+    would wait for the client to read them: the slot and the memory would be held forever)."""
+    cfg = {"connections.max.idle.ms": "600000",
+           "queued.max.response.bytes.per.connection": str(256 << 20)}  # keep reading it
+    with EmbeddedBroker(config=cfg) as b:
+        with connect_from(b, "127.0.0.1") as s:
+            _produce(s, "t", 40)
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.bind(("127.0.0.2", 0))
+        s.connect(("127.0.0.1", b.port))
+        s.sendall(b"".join(encode_request(c, "h", 11, _fetch("t", 64 << 20)) for c in range(20))
+                  + struct.pack(">i", -1))  # then an invalid frame size: the broker closes
+        wait_for(lambda: registered(b, "127.0.0.2") == 0, "the connection to be closed")
+        assert b.broker.response_memory.used == 0
+        s.close()

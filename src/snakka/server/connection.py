@@ -97,9 +97,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer_ip = "?"
         self._buf = bytearray()
         self._pending: deque[_Pending] = deque()
-        self._max_frame = broker.config.int("socket.request.max.bytes")
-        self._max_inflight = broker.config.int("queued.max.requests")
-        self._max_buffered = broker.config.int("queued.max.response.bytes.per.connection")
+        self._max_frame = self._max_inflight = self._max_buffered = 0  # set once admitted
         self._memory = broker.response_memory
         # Bytes this connection counts in the response-memory budget: reservations of responses
         # not yet written plus _in_transport (written, not yet drained to the socket).
@@ -128,6 +126,10 @@ class KafkaConnection(asyncio.Protocol):
             self._closed = True
             transport.abort()
             return
+        config = self.broker.config
+        self._max_frame = config.int("socket.request.max.bytes")
+        self._max_inflight = config.int("queued.max.requests")
+        self._max_buffered = config.int("queued.max.response.bytes.per.connection")
         # high=0/low=0: pause_writing whenever anything is buffered, resume_writing once all of
         # it is written; the per-connection bound is checked in _update_reading.
         transport.set_write_buffer_limits(high=0, low=0)
@@ -373,15 +375,20 @@ class KafkaConnection(asyncio.Protocol):
         self.close()
 
     def close(self) -> None:
+        """Close the connection. Unsent response bytes are dropped (as Kafka drops a closing
+        channel's sends): a graceful close would wait for a client that may never read them,
+        holding their memory and this connection's slot forever."""
         if self._closed:
+            return
+        if self.write_buffer_size():
+            self.abort()
             return
         self._closed = True
         if self.transport is not None:
             self.transport.close()
 
     def abort(self) -> None:
-        """Close now, dropping unsent responses (close() would wait for a client that does not
-        read to take them, holding their memory forever)."""
+        """Close now (RST), dropping unsent responses."""
         self._closed = True
         if self.transport is not None:
             self.transport.abort()

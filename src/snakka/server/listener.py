@@ -172,10 +172,7 @@ def reap_connections(broker: Broker, idle_ms: int, arrival_ms: int) -> int:
             conn.note_write_progress()
             if conn.last_active < idle_cutoff and not conn.has_pending():
                 idle.append(conn)
-                if conn.write_buffer_size():
-                    conn.abort()
-                else:
-                    conn.close()
+                conn.close()  # aborts when unsent bytes wait for a client that stopped reading
     if slow:
         log.warning("closed %d connection(s) whose request did not arrive completely within "
                     "socket.request.arrival.timeout.ms=%d: %s", len(slow), arrival_ms,
