@@ -222,10 +222,16 @@ def test_unread_fetch_responses_are_bounded_and_readers_still_served():
                                for c in range(20)))
             hostile.append(s)
         wait_for(lambda: registered(b, "127.0.0.2") == 10, "hostile connections")
-        wait_for(lambda: pool.used >= budget, "the budget to fill")
-        time.sleep(0.5)  # give the broker time to (wrongly) read and answer more
+        # The kernel's socket buffers absorb a few MB per connection first; then the budget
+        # holds what is left. Sample it while the broker answers the pipelined fetches.
+        wait_for(lambda: pool.used >= budget // 2, "response bytes to be held")
+        peak = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.0:
+            peak = max(peak, pool.used)
+            time.sleep(0.005)
         # Bound: the budget plus at most one "first batch only" response per connection.
-        assert pool.used <= budget + 10 * batch_size, pool.used
+        assert peak <= budget + 10 * batch_size, peak
         # A client that reads is served, batch by batch, while the budget is spent.
         with connect_from(b, "127.0.0.1") as s:
             for corr in range(3):
