@@ -278,3 +278,33 @@ def test_closing_for_a_bad_frame_does_not_wait_for_a_non_reader():
         wait_for(lambda: registered(b, "127.0.0.2") == 0, "the connection to be closed")
         assert b.broker.response_memory.used == 0
         s.close()
+
+
+def test_fetch_without_response_memory_answers_by_max_wait_without_records():
+    """A long-poll woken while the budget is spent and its connection holds bytes (here: the
+    response queued behind it) cannot reserve: it answers at its max_wait_ms without records
+    instead of waiting for bytes that can only be written after it."""
+    cfg = {"queued.max.response.bytes": str(50 * 1024)}  # less than one batch
+    with EmbeddedBroker(config=cfg) as b:
+        with connect_from(b, "127.0.0.1") as s:
+            _produce(s, "big", 4)
+            _produce(s, "lp", 0)  # creates the empty topic
+        with connect_from(b, "127.0.0.1") as s:
+            long_poll = FetchRequest(
+                replica_id=-1, max_wait_ms=1500, min_bytes=1, max_bytes=1 << 20,
+                isolation_level=0, session_id=0, session_epoch=-1,
+                topics=[FetchTopic(topic="lp", partitions=[FetchPartition(
+                    partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+                forgotten_topics_data=[], rack_id="")
+            s.sendall(encode_request(1, "c", 11, long_poll)
+                      + encode_request(2, "c", 11, _fetch("big", 64 << 20)))
+            # The second fetch took (more than) the whole budget; wake the long poll.
+            wait_for(lambda: b.broker.response_memory.exhausted, "the budget to be spent")
+            with connect_from(b, "127.0.0.1") as p:
+                _produce(p, "lp", 1)
+            first = FetchResponse.decode(recv_frame(s)[4:], 11)
+            part = first.responses[0].partitions[0]
+            assert struct.unpack_from(">i", recv_frame(s), 0)[0] == 2
+        assert part.error_code == 0 and part.high_watermark == BATCH_RECORDS
+        assert not part.records  # no memory for them: the client fetches again
+        wait_for(lambda: b.broker.response_memory.used == 0, "memory released")
