@@ -318,7 +318,7 @@ class KafkaConnection(asyncio.Protocol):
             self._process()
 
     def _respond(self, correlation_id: int, api_key: int, api_version: int, response: Any,
-                 reserved: int) -> None:
+                 reserved: int = 0) -> None:
         """Write one response; ``reserved`` is what its handler reserved in the response budget
         (its records), converted here into a charge for the whole frame."""
         if self._closed or self.transport is None:
