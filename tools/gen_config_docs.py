@@ -73,6 +73,24 @@ def render() -> str:
         lines.append(f"| `{name}` | {d.type.name.lower()} | "
                      f"{'`' + d.default + '`' if d.default is not None else '(unset)'} | "
                      f"{'yes' if name in DYNAMIC_BROKER_CONFIGS else ''} | {d.doc} |")
+    lines += ["", "## Bounds for hostile clients", "",
+              "- Connections: `max.connections` (broker-wide) and `max.connections.per.ip` "
+              "(+ `max.connections.per.ip.overrides`); a connection beyond either is reset at "
+              "once and refusals are logged at most once per address every 10 s. Kafka's "
+              "acceptor waits for a free slot at `max.connections` instead; a single node has "
+              "no inter-broker listener to protect, so snakka refuses.",
+              "- Time: a request must arrive completely within "
+              "`socket.request.arrival.timeout.ms` (slowloris); a connection with nothing read "
+              "and nothing drained for `connections.max.idle.ms` is closed, and aborted (its "
+              "unsent responses dropped) when its client stopped reading.",
+              "- Memory for slow readers: response bytes are counted from the moment they exist "
+              "until the socket took them. A Fetch reserves from `queued.max.response.bytes` "
+              "before reading from disk (less when little is left, never less than the first "
+              "whole batch), and waits up to its `max_wait_ms` (then answers without records) "
+              "when the budget is spent and its connection still holds unsent bytes; such "
+              "connections are not read from until they take their bytes. Response memory is "
+              "therefore at most `queued.max.response.bytes` plus one response (a batch, or a "
+              "small non-Fetch response) per connection."]
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,9 @@ This is the thin I/O shell around the cores. It owns:
 - the share-partition manager (``share.manager``, KIP-932): started after the group coordinator
   and before the listeners, told about closed connections, topic deletions and retention,
 - the group-commit flusher and the retention / checkpoint / idle-connection background tasks,
-- the listeners and the set of open connections.
+- the listeners and the set of open connections, admitted by ``server.quotas.ConnectionQuotas``
+  (max.connections, max.connections.per.ip), and the broker-wide budget for response bytes
+  waiting for slow readers (``server.memory.ResponseMemoryPool``, queued.max.response.bytes).
 
 Everything runs on one asyncio event loop (uvloop when available). fsync and directory removal
 run in a single worker thread so they never block the loop.
@@ -38,6 +40,8 @@ from snakka.metadata.core import (
 from snakka.metadata.store import MetadataStore
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.server.listener import ListenerServer, idle_sweeper
+from snakka.server.memory import ResponseMemoryPool
+from snakka.server.quotas import ConnectionQuotas
 from snakka.share.manager import SharePartitionManager
 from snakka.storage import LogConfig, LogManager, PartitionLog
 from snakka.storage.flush import FlushScheduler
@@ -71,6 +75,8 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots"), time_ms)
         self.connections: set[KafkaConnection] = set()
+        self.connection_quotas = ConnectionQuotas(config)
+        self.response_memory = ResponseMemoryPool(config.int("queued.max.response.bytes"))
         self.listener_servers: list[ListenerServer] = []
         self._waiters: WaitList = {}
         self._tasks: list[asyncio.Task] = []
@@ -155,13 +161,17 @@ class Broker:
 
     # -- connections ---------------------------------------------------------------------
     def register_connection(self, conn: KafkaConnection) -> bool:
-        if len(self.connections) >= self.config.int("max.connections"):
+        """Admit a new connection (counted per IP) or refuse it (the caller aborts it)."""
+        if not self.connection_quotas.inc(conn.peer_ip):
             return False
         self.connections.add(conn)
         return True
 
     def unregister_connection(self, conn: KafkaConnection) -> None:
+        if conn not in self.connections:
+            return  # refused at registration: never counted
         self.connections.discard(conn)
+        self.connection_quotas.dec(conn.peer_ip)
         if self.shares is not None and self._started:
             # Kafka releases a member's records when its share session's connection goes.
             self.shares.on_connection_closed(conn)

@@ -105,6 +105,33 @@ def _parse_list(name: str, s: str) -> list[str]:
     return [p.strip() for p in s.split(",") if p.strip()]
 
 
+def _parse_connections_per_ip_overrides(name: str, s: str) -> str:
+    """Kafka's 'host:count,host:count' (split at the last ':', so IPv6 addresses work)."""
+    for item in (x.strip() for x in s.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip():
+            raise ConfigError(name, s, f"'{item}' is not host:count")
+        try:
+            n = int(count.strip())
+        except ValueError:
+            raise ConfigError(name, s, f"'{count.strip()}' in '{item}' is not an integer") from None
+        if n < 0:
+            raise ConfigError(name, s, f"the count in '{item}' is negative")
+    return s
+
+
+def parse_connections_per_ip_overrides(s: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides as {host: count} (validated by the config parser)."""
+    out: dict[str, int] = {}
+    for item in (x.strip() for x in s.split(",")):
+        if item:
+            host, _, count = item.rpartition(":")
+            out[host.strip().strip("[]")] = int(count.strip())
+    return out
+
+
 def _one_of(*choices: str, case_insensitive: bool = False) -> Callable[[str, str], str]:
     def parse(name: str, s: str) -> str:
         v = s.strip()
@@ -279,12 +306,37 @@ _BROKER_LIST: list[ConfigDef] = [
        "Largest request frame accepted; larger frames close the connection.", read_only=True),
     _d("max.connections", _I, "10000", _pos_int,
        "Maximum open client connections; new ones beyond it are closed at once (Kafka's default "
-       "is unbounded; snakka bounds it).", read_only=True),
+       "is unbounded and Kafka stops accepting at the bound; snakka bounds it and refuses).",
+       read_only=True),
+    _d("max.connections.per.ip", _I, str(INT_MAX), _nonneg_int,
+       "Maximum open connections from one IP address; a new connection beyond it is closed at "
+       "once (Kafka's default: unbounded). 0 is allowed only with "
+       "max.connections.per.ip.overrides.", read_only=True),
+    _d("max.connections.per.ip.overrides", _S, "", _parse_connections_per_ip_overrides,
+       "Per-IP or per-hostname exceptions to max.connections.per.ip, e.g. "
+       "'hostName:100,127.0.0.1:200' (a hostname applies to every address it resolves to at "
+       "start-up).", read_only=True),
     _d("connections.max.idle.ms", _L, "600000", _nonneg_long,
-       "Close connections idle longer than this.", read_only=True),
+       "Close connections idle longer than this (nothing read and no response bytes drained); "
+       "a connection whose client stopped reading is aborted, its unsent responses dropped.",
+       read_only=True),
+    _d("socket.request.arrival.timeout.ms", _L, "60000", _pos_long,
+       "Longest a started request may take to arrive completely (from the moment its first "
+       "bytes are read until its last); a connection whose request is still incomplete after "
+       "this is closed. Partial requests never count as activity for connections.max.idle.ms. "
+       "snakka-specific.", read_only=True),
     _d("queued.max.requests", _I, "500", _pos_int,
        "Requests one connection may have in flight; reading from it pauses at this bound.",
        read_only=True),
+    _d("queued.max.response.bytes", _L, "268435456", _pos_long,
+       "Broker-wide bound on response bytes held in memory until the client reads them (the "
+       "response-side counterpart of Kafka's queued.max.request.bytes). A Fetch reserves from "
+       "it before reading from disk and gets less (at least the first whole batch) or waits "
+       "when it is spent; a connection holding unread bytes while it is spent is not read "
+       "from. snakka-specific.", read_only=True),
+    _d("queued.max.response.bytes.per.connection", _L, "4194304", _pos_long,
+       "Reading from a connection pauses while more than this many response bytes wait in its "
+       "write buffer. snakka-specific.", read_only=True),
     _d("log.retention.hours", _I, "168", _parse_int(-1, INT_MAX), "Retention in hours."),
     _d("log.retention.minutes", _I, None, _parse_int(-1, INT_MAX), "Retention in minutes."),
     _d("log.roll.hours", _I, "168", _pos_int, "Segment roll time in hours."),
@@ -597,6 +649,10 @@ class BrokerConfig:
             raise ConfigError("default.replication.factor", self.default_replication_factor,
                               "a single snakka broker can only hold replication factor 1")
         self._check_share_group_bounds()
+        if self.int("max.connections.per.ip") == 0 and not self.raw(
+                "max.connections.per.ip.overrides"):
+            raise ConfigError("max.connections.per.ip", 0, "max.connections.per.ip can be set to "
+                              "zero only if max.connections.per.ip.overrides is set")
 
     def _check_share_group_bounds(self) -> None:
         """Kafka refuses to start when a group.share.* default lies outside its own

@@ -17,6 +17,11 @@
   transactions yet the LSO equals the high watermark, and ``aborted_transactions`` is empty.
 - Sessions (KIP-227) are resolved by fetch_sessions.FetchSessionCache; an incremental response
   lists only partitions with news.
+- Memory: records are read from disk into memory, so every read first reserves its bytes in the
+  broker-wide ``queued.max.response.bytes`` budget (server/memory.py) and reads at most what it
+  got (still the first whole batch). When the budget is spent and this connection has not yet
+  taken its earlier bytes, the fetch waits for room up to ``max_wait_ms`` and then answers
+  without records, as when nothing is available.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ def _resolve_topic(broker, key, by_id: bool):
 
 
 def _read_partitions(broker, entries, by_id: bool, max_bytes: int, read_committed: bool,
-                     incremental: bool):
+                     incremental: bool, min_one_batch: bool = True):
     """Read every partition once, without touching session state.
 
     Returns (rows, total bytes, any error) where rows are (topic key, PartitionData, cached
@@ -57,7 +62,7 @@ def _read_partitions(broker, entries, by_id: bool, max_bytes: int, read_committe
     total = 0
     remaining = max_bytes  # Kafka's limitBytes: what the response may still hold
     any_error = False
-    first_data = True
+    first_data = min_one_batch
     for (tkey, partition), cp in entries:
         name = _resolve_topic(broker, tkey, by_id)
         err = ErrorCode.NONE
@@ -158,15 +163,72 @@ def handle(ctx, req):
     max_bytes = min(req.max_bytes if v >= 3 else 2**31 - 1,
                     int(broker.resolver.broker_value("fetch.max.bytes")))
     read_committed = v >= 4 and req.isolation_level == 1
-    rows, total, any_error = _read_partitions(broker, fctx.partitions, by_id, max_bytes,
-                                              read_committed, fctx.incremental)
+    deadline = broker.time_ms() + max(req.max_wait_ms, 0)
+    got = _read_reserved(ctx, fctx, by_id, max_bytes, read_committed)
+    if got is None:  # the response budget is spent and this connection holds unsent bytes
+        if req.max_wait_ms <= 0:
+            return _build(fctx.session_id, _read_nothing(broker, fctx, by_id, read_committed),
+                          by_id)
+        return _fetch_later(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
+    rows, total, any_error = got
     if total >= req.min_bytes or any_error or req.max_wait_ms <= 0 or not fctx.partitions:
         return _build(fctx.session_id, rows, by_id)
-    return _long_poll(broker, req, fctx, by_id, max_bytes, read_committed)
+    _give_back(ctx)
+    return _long_poll(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
 
 
-async def _long_poll(broker, req, fctx, by_id, max_bytes, read_committed):
-    deadline = broker.time_ms() + req.max_wait_ms
+def _read_reserved(ctx, fctx, by_id, max_bytes, read_committed):
+    """Reserve response memory, then read at most that much; None when none can be had now.
+
+    The reservation (settled to the bytes read) is left in ``ctx.response_bytes``; the
+    connection turns it into the response's charge when it writes it."""
+    conn = ctx.connection
+    grant = conn.reserve_response_bytes(max_bytes)
+    if grant is None:
+        return None
+    rows, total, any_error = _read_partitions(ctx.broker, fctx.partitions, by_id, grant,
+                                              read_committed, fctx.incremental)
+    conn.settle_response_bytes(grant, total)
+    ctx.response_bytes = total
+    return rows, total, any_error
+
+
+def _give_back(ctx) -> None:
+    """Drop a read that will not be sent (long poll: fewer than min_bytes)."""
+    ctx.connection.settle_response_bytes(ctx.response_bytes, 0)
+    ctx.response_bytes = 0
+
+
+def _read_nothing(broker, fctx, by_id, read_committed):
+    """Partition states without records (for a fetch that got no response memory)."""
+    return _read_partitions(broker, fctx.partitions, by_id, 0, read_committed, fctx.incremental,
+                            min_one_batch=False)[0]
+
+
+async def _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed, deadline):
+    """_read_reserved, waiting for response memory until the deadline, then without records."""
+    broker = ctx.broker
+    while True:
+        got = _read_reserved(ctx, fctx, by_id, max_bytes, read_committed)
+        if got is not None:
+            return got
+        remaining = deadline - broker.time_ms()
+        if remaining <= 0 or not await broker.response_memory.wait_for_release(remaining / 1000):
+            return _read_nothing(broker, fctx, by_id, read_committed), 0, False
+
+
+async def _fetch_later(ctx, req, fctx, by_id, max_bytes, read_committed, deadline):
+    broker = ctx.broker
+    rows, total, any_error = await _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed,
+                                                     deadline)
+    if total >= req.min_bytes or any_error or broker.time_ms() >= deadline:
+        return _build(fctx.session_id, rows, by_id)
+    _give_back(ctx)
+    return await _long_poll(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
+
+
+async def _long_poll(ctx, req, fctx, by_id, max_bytes, read_committed, deadline):
+    broker = ctx.broker
     keys = []
     for (tkey, partition), _cp in fctx.partitions:
         name = _resolve_topic(broker, tkey, by_id)
@@ -178,10 +240,10 @@ async def _long_poll(broker, req, fctx, by_id, max_bytes, read_committed):
             break
         if not await broker.wait_for_append(keys, remaining / 1000):
             break
-        rows, total, any_error = _read_partitions(broker, fctx.partitions, by_id, max_bytes,
-                                                  read_committed, fctx.incremental)
+        rows, total, any_error = await _read_when_memory(ctx, fctx, by_id, max_bytes,
+                                                         read_committed, deadline)
         if total >= req.min_bytes or any_error:
             return _build(fctx.session_id, rows, by_id)
-    rows, _, _ = _read_partitions(broker, fctx.partitions, by_id, max_bytes, read_committed,
-                                  fctx.incremental)
+        _give_back(ctx)
+    rows, _, _ = await _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed, deadline)
     return _build(fctx.session_id, rows, by_id)

@@ -11,10 +11,19 @@ long-poll Fetch, an acks=all produce waiting for fsync) return a coroutine; the 
 keeps a queue of pending responses and writes each one only when every earlier one is written.
 
 Bounds: at most ``queued.max.requests`` requests in flight per connection (reading pauses at the
-bound), reading also pauses while the transport's write buffer is above its high-water mark (a
-slow reader cannot make the broker buffer without limit), and frames above
-``socket.request.max.bytes`` close the connection. Anything undecodable closes this connection with
-a log line; nothing here can take the broker down.
+bound); frames above ``socket.request.max.bytes`` close the connection; a request must arrive
+completely within ``socket.request.arrival.timeout.ms`` (``request_started``, enforced by the
+listener's connection reaper). Anything undecodable closes this connection with a log line;
+nothing here can take the broker down.
+
+Response memory (server/memory.py): every response is counted in the broker-wide
+``queued.max.response.bytes`` budget from the moment it exists (a Fetch reserves before it reads
+from disk: ``reserve_response_bytes``) until the transport has written it to the socket. The
+transport's write-buffer limits are high=0/low=0, so ``pause_writing`` means "something is
+buffered" and ``resume_writing`` means "everything written": that is when this connection's
+charge is released. Reading pauses while more than ``queued.max.response.bytes.per.connection``
+bytes are buffered, or while the budget is spent and this connection holds unsent bytes, so a
+client that does not read cannot make the broker queue more responses for it.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from snakka.protocol import ScatterBuffer, decode_request_header, write_response
 from snakka.protocol.errors import DecodeError
+from snakka.server.quotas import normalize_ip
 
 if TYPE_CHECKING:
     from snakka.broker import Broker
@@ -45,7 +55,7 @@ class RequestContext:
     """What a handler may know about the request beyond its body."""
 
     __slots__ = ("broker", "connection", "api_key", "api_version", "correlation_id", "client_id",
-                 "header")
+                 "header", "response_bytes")
 
     def __init__(self, broker: Broker, connection: KafkaConnection, header: Any, api_key: int,
                  api_version: int) -> None:
@@ -56,6 +66,8 @@ class RequestContext:
         self.api_version = api_version
         self.correlation_id = header.correlation_id
         self.client_id = header.client_id
+        # Bytes reserved in the response-memory budget for this request's response (Fetch).
+        self.response_bytes = 0
 
     @property
     def listener(self) -> Listener:
@@ -63,15 +75,17 @@ class RequestContext:
 
 
 class _Pending:
-    __slots__ = ("correlation_id", "api_key", "api_version", "task", "result")
+    __slots__ = ("correlation_id", "api_key", "api_version", "task", "result", "ctx")
 
     def __init__(self, correlation_id: int, api_key: int, api_version: int,
-                 task: asyncio.Future | None, result: Any) -> None:
+                 task: asyncio.Future | None, result: Any,
+                 ctx: RequestContext | None = None) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.api_version = api_version
         self.task = task
         self.result = result
+        self.ctx = ctx
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -80,10 +94,18 @@ class KafkaConnection(asyncio.Protocol):
         self.listener = listener
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.peer_ip = "?"
         self._buf = bytearray()
         self._pending: deque[_Pending] = deque()
-        self._max_frame = broker.config.int("socket.request.max.bytes")
-        self._max_inflight = broker.config.int("queued.max.requests")
+        self._max_frame = self._max_inflight = self._max_buffered = 0  # set once admitted
+        self._memory = broker.response_memory
+        # Bytes this connection counts in the response-memory budget: reservations of responses
+        # not yet written plus _in_transport (written, not yet drained to the socket).
+        self._held = 0
+        self._in_transport = 0
+        # When the incomplete request now in _buf started to arrive (None: no partial request).
+        self.request_started: float | None = None
+        self._last_buffered = 0  # write-buffer size the reaper saw last (drain progress)
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
@@ -96,18 +118,28 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if peer:
+            self.peer_ip = normalize_ip(peer[0])
+            self.peer = f"{peer[0]}:{peer[1]}"
         if not self.broker.register_connection(self):
-            log.warning("closing connection from %s: max.connections=%d reached", self.peer,
-                        self.broker.config.int("max.connections"))
+            # Refused (max.connections, max.connections.per.ip): the quotas log it, rate-limited.
             self._closed = True
             transport.abort()
             return
-        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        config = self.broker.config
+        self._max_frame = config.int("socket.request.max.bytes")
+        self._max_inflight = config.int("queued.max.requests")
+        self._max_buffered = config.int("queued.max.response.bytes.per.connection")
+        # high=0/low=0: pause_writing whenever anything is buffered, resume_writing once all of
+        # it is written; the per-connection bound is checked in _update_reading.
+        transport.set_write_buffer_limits(high=0, low=0)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.broker.unregister_connection(self)
+        self._memory.notify_on_release(self, None)
+        held, self._held, self._in_transport = self._held, 0, 0
+        self._memory.release(held)
         for p in self._pending:
             if p.task is not None and not p.task.done():
                 p.task.cancel()
@@ -115,14 +147,54 @@ class KafkaConnection(asyncio.Protocol):
         self._buf = bytearray()
 
     def pause_writing(self) -> None:
-        self._writing_paused = True
+        self._writing_paused = True  # something is buffered (high-water mark 0)
         self._update_reading()
 
     def resume_writing(self) -> None:
-        self._writing_paused = False
+        self._writing_paused = False  # everything written (low-water mark 0)
+        self.last_active = time.monotonic()
+        self._drained()
         self._update_reading()
         if not self._reading_paused and self._buf:
             self._process()
+
+    def _drained(self) -> None:
+        n, self._in_transport = self._in_transport, 0
+        if n:
+            self._held -= n
+            self._memory.release(n)
+
+    # -- response memory (server/memory.py) ------------------------------------------------
+    def reserve_response_bytes(self, wanted: int) -> int | None:
+        """Reserve up to ``wanted`` bytes of the response budget before reading from disk.
+
+        Returns what the response may hold: ``wanted`` when the budget has room, what is left
+        when it has less, 0 when it is spent but this connection holds nothing (the caller still
+        returns the first whole batch, KIP-74); None when it is spent and this connection holds
+        unsent bytes (wait for ``ResponseMemoryPool.wait_for_release``, or answer without data).
+        The reservation is settled with ``settle_response_bytes`` once the size is known.
+        """
+        if self._closed:
+            return wanted  # nothing will be written; nothing is counted
+        avail = self._memory.available
+        if avail >= wanted:
+            grant = wanted
+        elif avail > 0:
+            grant = avail
+        elif self._held == 0:
+            grant = 0
+        else:
+            return None
+        self._memory.charge(grant)
+        self._held += grant
+        return grant
+
+    def settle_response_bytes(self, reserved: int, actual: int) -> None:
+        """Turn a reservation into the bytes really read (0 gives it back)."""
+        if self._closed:
+            return
+        self._held += actual - reserved
+        self._memory.charge(actual - reserved)
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
@@ -141,7 +213,7 @@ class KafkaConnection(asyncio.Protocol):
         while not self._closed and not self._reading_paused:
             n = len(buf)
             if n < 4:
-                return
+                break
             size = _SIZE.unpack_from(buf, 0)[0]
             if size < 8 or size > self._max_frame:
                 self.close_with_error(
@@ -149,7 +221,7 @@ class KafkaConnection(asyncio.Protocol):
                 return
             end = 4 + size
             if n < end:
-                return
+                break
             if n == end:
                 frame = buf
                 frame[:4] = b""  # drop the size prefix in place
@@ -157,7 +229,16 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 frame = buf[4:end]
                 del buf[:end]
+            self.request_started = None
             self._handle_frame(frame)
+        else:
+            # Paused (by us) or closed: whatever waits in _buf is not the client's delay.
+            self.request_started = None
+            return
+        if not self._buf:
+            self.request_started = None
+        elif self.request_started is None:
+            self.request_started = time.monotonic()
 
     def _handle_frame(self, frame: bytearray) -> None:
         broker = self.broker
@@ -174,7 +255,7 @@ class KafkaConnection(asyncio.Protocol):
                 if self._pending:  # keep request order behind earlier pipelined requests
                     self._pending.append(_Pending(corr, api_key, 0, None, response))
                 else:
-                    self._respond(corr, api_key, 0, response)
+                    self._respond(corr, api_key, 0, response, 0)
                 return
             self.close_with_error(
                 f"unsupported version {api_version} of API key {api_key} "
@@ -197,14 +278,14 @@ class KafkaConnection(asyncio.Protocol):
         corr = header.correlation_id
         if asyncio.iscoroutine(result):
             task = asyncio.ensure_future(result)
-            self._pending.append(_Pending(corr, api_key, api_version, task, None))
+            self._pending.append(_Pending(corr, api_key, api_version, task, None, ctx))
             task.add_done_callback(self._on_task_done)
             self._update_reading()
         elif self._pending:
             self._pending.append(_Pending(corr, api_key, api_version, None,
-                                          _NO_RESPONSE if result is None else result))
+                                          _NO_RESPONSE if result is None else result, ctx))
         elif result is not None:
-            self._respond(corr, api_key, api_version, result)
+            self._respond(corr, api_key, api_version, result, ctx.response_bytes)
 
     # -- responses -----------------------------------------------------------------------
     def _on_task_done(self, _task: asyncio.Future) -> None:
@@ -227,13 +308,19 @@ class KafkaConnection(asyncio.Protocol):
                 if p.result is None:
                     p.result = _NO_RESPONSE
             pending.popleft()
+            reserved = p.ctx.response_bytes if p.ctx is not None else 0
             if p.result is not _NO_RESPONSE:
-                self._respond(p.correlation_id, p.api_key, p.api_version, p.result)
+                self._respond(p.correlation_id, p.api_key, p.api_version, p.result, reserved)
+            elif reserved:
+                self.settle_response_bytes(reserved, 0)
         self._update_reading()
         if not self._reading_paused and self._buf and not self._closed:
             self._process()
 
-    def _respond(self, correlation_id: int, api_key: int, api_version: int, response: Any) -> None:
+    def _respond(self, correlation_id: int, api_key: int, api_version: int, response: Any,
+                 reserved: int = 0) -> None:
+        """Write one response; ``reserved`` is what its handler reserved in the response budget
+        (its records), converted here into a charge for the whole frame."""
         if self._closed or self.transport is None:
             return
         # One buffer per response. Large record sets (Fetch) are not copied into it: they go
@@ -246,17 +333,31 @@ class KafkaConnection(asyncio.Protocol):
                           api_key, api_version, self.peer)
             self.close()
             return
+        size = data.total_length()
+        self._held += size - reserved
+        self._memory.charge(size - reserved)
+        self._in_transport += size
         if data.chunks:
             self.transport.writelines(data.pieces())
         else:
             self.transport.write(data)
         self.last_active = time.monotonic()
+        if not self._writing_paused:  # the socket took it all at once
+            self._drained()
+        self._update_reading()
 
     # -- flow control & closing ----------------------------------------------------------
     def _update_reading(self) -> None:
         if self.transport is None or self._closed:
             return
-        want_pause = self._writing_paused or len(self._pending) >= self._max_inflight
+        want_pause = len(self._pending) >= self._max_inflight
+        if self._writing_paused and not want_pause:
+            want_pause = self.transport.get_write_buffer_size() > self._max_buffered
+        if not want_pause and self._held > 0 and self._memory.exhausted:
+            # The budget is spent and this client has not taken what it holds: read nothing
+            # more from it until it does (resume_writing) or the budget frees up.
+            want_pause = True
+            self._memory.notify_on_release(self, self._on_memory_released)
         if want_pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -264,16 +365,44 @@ class KafkaConnection(asyncio.Protocol):
             self._reading_paused = False
             self.transport.resume_reading()
 
+    def _on_memory_released(self) -> None:
+        self._update_reading()
+        if not self._reading_paused and self._buf and not self._closed:
+            self._process()
+
     def close_with_error(self, reason: str) -> None:
         log.warning("closing connection from %s: %s", self.peer, reason)
         self.close()
 
     def close(self) -> None:
+        """Close the connection. Unsent response bytes are dropped (as Kafka drops a closing
+        channel's sends): a graceful close would wait for a client that may never read them,
+        holding their memory and this connection's slot forever."""
         if self._closed:
+            return
+        if self.write_buffer_size():
+            self.abort()
             return
         self._closed = True
         if self.transport is not None:
             self.transport.close()
+
+    def abort(self) -> None:
+        """Close now (RST), dropping unsent responses."""
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def write_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() if self.transport is not None else 0
+
+    def note_write_progress(self) -> None:
+        """Count bytes drained to a slow reader since the last call as activity (the reaper
+        calls this: a partially drained buffer gives no callback)."""
+        size = self.write_buffer_size()
+        if size < self._last_buffered:
+            self.last_active = time.monotonic()
+        self._last_buffered = size
 
     def has_pending(self) -> bool:
         return bool(self._pending)

@@ -6,7 +6,8 @@ A listener ``PLAINTEXT://localhost:9092`` binds *every* address ``localhost`` re
 and the other addresses bind that same port, so one advertised ``host:port`` serves both
 families. An empty host binds all interfaces (0.0.0.0 and ::).
 
-Also owns the idle-connection sweeper (``connections.max.idle.ms``).
+Also owns the connection reaper (``idle_sweeper``): idle connections (``connections.max.idle.ms``)
+and requests that do not arrive in time (``socket.request.arrival.timeout.ms``).
 """
 
 from __future__ import annotations
@@ -129,17 +130,59 @@ class ListenerServer:
         self.servers.clear()
 
 
+def _reap_period_s(idle_ms: int, arrival_ms: int) -> float:
+    bounds = [arrival_ms] + ([idle_ms] if idle_ms > 0 else [])
+    return max(0.05, min(min(bounds) / 1000 / 2, 30.0))
+
+
 async def idle_sweeper(broker: Broker) -> None:
-    """Close connections idle longer than connections.max.idle.ms."""
+    """Close connections that hold resources without progress, one log line per kind and sweep:
+
+    - a request started but not complete after ``socket.request.arrival.timeout.ms``
+      (slowloris: a length prefix, then a byte now and then; partial bytes never count as
+      activity, so ``connections.max.idle.ms`` alone would never close them);
+    - nothing read and nothing drained to the client for ``connections.max.idle.ms`` (a
+      client that stopped reading its responses is aborted: a graceful close would wait for it
+      forever, holding the responses' memory).
+    """
     idle_ms = broker.config.int("connections.max.idle.ms")
-    if idle_ms <= 0:
-        return
-    period = min(idle_ms / 1000 / 2, 30.0)
+    arrival_ms = broker.config.int("socket.request.arrival.timeout.ms")
+    period = _reap_period_s(idle_ms, arrival_ms)
     while True:
         await asyncio.sleep(period)
-        cutoff = time.monotonic() - idle_ms / 1000
-        for conn in list(broker.connections):
-            if conn.last_active < cutoff and not conn.has_pending():
-                log.info("closing idle connection from %s (connections.max.idle.ms=%d)",
-                         conn.peer, idle_ms)
-                conn.close()
+        reap_connections(broker, idle_ms, arrival_ms)
+
+
+def reap_connections(broker: Broker, idle_ms: int, arrival_ms: int) -> int:
+    """One sweep of idle_sweeper; returns how many connections it closed."""
+    now = time.monotonic()
+    idle_cutoff = now - idle_ms / 1000
+    arrival_cutoff = now - arrival_ms / 1000
+    slow: list[KafkaConnection] = []
+    idle: list[KafkaConnection] = []
+    for conn in list(broker.connections):
+        if conn.closed:
+            continue
+        started = conn.request_started
+        if started is not None and started < arrival_cutoff:
+            slow.append(conn)
+            conn.abort()
+            continue
+        if idle_ms > 0:
+            conn.note_write_progress()
+            if conn.last_active < idle_cutoff and not conn.has_pending():
+                idle.append(conn)
+                conn.close()  # aborts when unsent bytes wait for a client that stopped reading
+    if slow:
+        log.warning("closed %d connection(s) whose request did not arrive completely within "
+                    "socket.request.arrival.timeout.ms=%d: %s", len(slow), arrival_ms,
+                    _some_peers(slow))
+    if idle:
+        log.info("closed %d idle connection(s) (connections.max.idle.ms=%d): %s", len(idle),
+                 idle_ms, _some_peers(idle))
+    return len(slow) + len(idle)
+
+
+def _some_peers(conns: list[KafkaConnection], n: int = 5) -> str:
+    peers = ", ".join(c.peer for c in conns[:n])
+    return peers + (f" and {len(conns) - n} more" if len(conns) > n else "")
