@@ -266,6 +266,16 @@ class ShareAdmin(Admin):
         _check(r.error_code, f"describe configs of group {group_id}", r.error_message)
         return {c.name: c.value for c in r.configs}
 
+    async def group_config_entries(self, group_id: str) -> list[tuple[str, str | None, int]]:
+        """(name, value, config source) of every config of ``group_id``, as
+        ``kafka-configs.sh --entity-type groups --describe --all`` shows them; the source is
+        Kafka's ConfigSource (8 GROUP_CONFIG for the group's own overrides)."""
+        resp = await self.conn.send(DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=RESOURCE_TYPE_GROUP, resource_name=group_id, configuration_keys=None)]))
+        r = resp.results[0]
+        _check(r.error_code, f"describe configs of group {group_id}", r.error_message)
+        return sorted((c.name, c.value, c.config_source) for c in r.configs)
+
 
 __all__ = ["ErrorCode", "ShareAdmin", "ShareGroupInfo", "ShareMemberInfo",
            "SharePartitionOffset"]
