@@ -48,13 +48,17 @@ FETCH_MAX_BYTES = 8 * 1024 * 1024
 
 
 class AdminError(RuntimeError):
-    pass
+    """A request was refused; ``code`` is the Kafka error code (0 when not from the broker)."""
+
+    def __init__(self, message: str, code: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _check(code: int, what: str, message: str | None = None) -> None:
     if code:
         name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
-        raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""))
+        raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""), code)
 
 
 class Admin:

@@ -4,7 +4,8 @@ Speaks only the public protocol: ListGroups, DescribeGroups (classic groups: mem
 decoded from the consumer protocol's ConsumerProtocolAssignment), ConsumerGroupDescribe (KIP-848
 groups), ShareGroupDescribe and DescribeShareGroupOffsets (KIP-932 share groups: a partition may
 have several members; the "committed" offset is the share-partition start offset), OffsetFetch,
-ListOffsets (for lag), OffsetCommit (reset, and the CLI consumer's commits), DeleteGroups, and
+Group requests go to the group's coordinator (FindCoordinator, retried while Kafka creates
+``__consumer_offsets``), as Kafka requires. ListOffsets (for lag), OffsetCommit (reset, and the CLI consumer's commits), DeleteGroups, and
 for share groups AlterShareGroupOffsets (reset: the share-partition start offset moves, as
 ``kafka-share-groups.sh --reset-offsets`` in Kafka 4.1+) through :class:`ShareAdmin`.
 """
@@ -83,21 +84,22 @@ class GroupsAdmin(ShareAdmin):
     async def describe(self, group_id: str) -> GroupInfo:
         members: list[MemberInfo] = []
         group_type, state, protocol = "classic", "Dead", ""
-        if 69 in self.conn.versions:
-            resp = await self.conn.send(ConsumerGroupDescribeRequest(group_ids=[group_id]))
+        conn = await self.coordinator(group_id)
+        if 69 in conn.versions:
+            resp = await conn.send(ConsumerGroupDescribeRequest(group_ids=[group_id]))
             g = resp.groups[0]
             if g.error_code == 0:
                 group_type, state, protocol = "consumer", g.group_state, g.assignor_name
                 members = _described_members(g)
-        if group_type == "classic" and 77 in self.conn.versions:
-            resp = await self.conn.send(ShareGroupDescribeRequest(
+        if group_type == "classic" and 77 in conn.versions:
+            resp = await conn.send(ShareGroupDescribeRequest(
                 group_ids=[group_id], include_authorized_operations=False))
             g = resp.groups[0]
             if g.error_code == 0:
                 group_type, state, protocol = "share", g.group_state, g.assignor_name
                 members = _described_members(g)
         if group_type == "classic":
-            resp = await self.conn.send(DescribeGroupsRequest(groups=[group_id]))
+            resp = await conn.send(DescribeGroupsRequest(groups=[group_id]))
             g = resp.groups[0]
             _check(g.error_code, f"describe group {group_id}")
             state, protocol = g.group_state, g.protocol_data
@@ -131,18 +133,22 @@ class GroupsAdmin(ShareAdmin):
         return info
 
     async def committed(self, group_id: str) -> dict[tuple[str, int], int]:
-        resp = await self.conn.send(OffsetFetchRequest(group_id=group_id, topics=None),
-                                    version=min(7, self.conn.version_for(9)))
-        _check(resp.error_code, f"fetch offsets of {group_id}")
-        return {(t.name, p.partition_index): p.committed_offset
-                for t in resp.topics for p in t.partitions if p.committed_offset >= 0}
+        async def op(conn):
+            resp = await conn.send(OffsetFetchRequest(group_id=group_id, topics=None),
+                                   version=min(7, conn.version_for(9)))
+            _check(resp.error_code, f"fetch offsets of {group_id}")
+            return {(t.name, p.partition_index): p.committed_offset
+                    for t in resp.topics for p in t.partitions if p.committed_offset >= 0}
+
+        return await self.at_coordinator(group_id, op)
 
     async def share_start_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         """Share-partition start offsets of a share group (empty if the broker lacks
         DescribeShareGroupOffsets)."""
-        if 90 not in self.conn.versions:
+        conn = await self.coordinator(group_id)
+        if 90 not in conn.versions:
             return {}
-        resp = await self.conn.send(DescribeShareGroupOffsetsRequest(groups=[
+        resp = await conn.send(DescribeShareGroupOffsetsRequest(groups=[
             DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None)]))
         out = {}
         for g in resp.groups:
@@ -155,9 +161,11 @@ class GroupsAdmin(ShareAdmin):
         return out
 
     async def delete_groups(self, group_ids: list[str]) -> None:
-        resp = await self.conn.send(DeleteGroupsRequest(groups_names=group_ids))
-        for r in resp.results:
-            _check(r.error_code, f"delete group {r.group_id}")
+        for gid in group_ids:  # each at its own coordinator
+            resp = await (await self.coordinator(gid)).send(DeleteGroupsRequest(
+                groups_names=[gid]))
+            for r in resp.results:
+                _check(r.error_code, f"delete group {r.group_id}")
 
     async def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
         """Commit ``offsets`` for ``group_id`` outside any generation (generation -1, no member
@@ -170,11 +178,15 @@ class GroupsAdmin(ShareAdmin):
         req = OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1,
                                   member_id="", topics=[OffsetCommitRequestTopic(
                                       name=t, partitions=ps) for t, ps in by_topic.items()])
-        resp = await self.conn.send(req, version=min(9, self.conn.version_for(8)))
-        for t in resp.topics:
-            for pr in t.partitions:
-                _check(pr.error_code, f"commit offset of group {group_id} for "
-                                      f"{t.name}-{pr.partition_index}")
+
+        async def op(conn):
+            resp = await conn.send(req, version=min(9, conn.version_for(8)))
+            for t in resp.topics:
+                for pr in t.partitions:
+                    _check(pr.error_code, f"commit offset of group {group_id} for "
+                                          f"{t.name}-{pr.partition_index}")
+
+        await self.at_coordinator(group_id, op)
 
     async def reset_offsets(self, group_id: str, topic: str, partitions: list[int] | None,
                             how: str, value: int | None, execute: bool
