@@ -426,3 +426,18 @@ def test_pipeline_demo_without_java_says_so(tmp_path):
     err = p.stderr.decode()
     assert p.returncode == 1 and len(err.splitlines()) == 1, err
     assert "Java 17+ runtime" in err, err
+
+
+def test_defaults_promised_by_help_are_the_ones_applied():
+    """Every default a --help text names is the value used (consume's timeout is checked by
+    behaviour above; these are the serve shortcuts and the admin verbs' broker)."""
+    from snakka.cli import DEFAULT_BOOTSTRAP, serve
+    from snakka.config import BrokerConfig
+
+    cfg = BrokerConfig.from_properties("", {})
+    helps = {p.name: p.help for p in serve.params}
+    assert f"(default {cfg.get('listeners')[0]})" in helps["listeners"], helps
+    assert f"(default {cfg.get('log.dirs')[0]})" in helps["data_dir"], helps
+    text = " ".join(run([SNAKKA, "topics", "list", "--help"], env=ENV).stdout.decode().split())
+    assert f"[default: {DEFAULT_BOOTSTRAP}]" in text, text
+    assert cfg.get("listeners")[0].endswith(DEFAULT_BOOTSTRAP)

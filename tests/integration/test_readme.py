@@ -30,10 +30,10 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 
-def readme_blocks() -> list[tuple[str, str]]:
-    """(language, code) of every fenced block of the README's "Using it" section, in order."""
+def readme_blocks(section: str = "Using it") -> list[tuple[str, str]]:
+    """(language, code) of every fenced block of a README section, in order."""
     text = README.read_text()
-    start = text.index("\n## Using it")
+    start = text.index(f"\n## {section}\n")
     end = text.index("\n## ", start + 1)
     return [(m.group(1), m.group(2)) for m in _FENCE.finditer(text[start:end])]
 
@@ -118,6 +118,21 @@ def test_readme_using_it_runs_in_order(tmp_path):
     assert share_rows[2][:5] == ["jobs", "0", "2", "2", "0"], share_rows
     reset = out("reset-offsets workers").splitlines()
     assert reset == ["jobs\t0\t2\t0"], reset
+
+
+def test_readme_configuration_serve_commands_start(tmp_path):
+    """The Configuration section's ``serve`` lines start a broker as written (on an ephemeral
+    loopback port and a temporary data dir instead of 9092 and ./snakka-data)."""
+    blocks = readme_blocks("Configuration")
+    lines = [ln.split("#")[0].split() for lang, code in blocks if lang == "sh"
+             for ln in code.splitlines() if ln.strip()]
+    assert len(lines) == 2 and all(ln[:2] == [".venv/bin/snakka", "serve"] for ln in lines)
+    for i, words in enumerate(lines):
+        # --listeners and --data-dir win over the -o overrides of the same configs.
+        proc, port, out = _start_serve(str(tmp_path / f"d{i}"), *words[2:],
+                                       "--listeners", "PLAINTEXT://localhost:0")
+        assert port != 9092
+        assert _stop_serve(proc) == 0, out[-20:]
 
 
 def _fake_python3_dir(tmp_path: Path) -> Path:
