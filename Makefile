@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run serve test lint bench-produce gen-protocol system-deps java clean
+.PHONY: setup run serve test lint bench-produce gen-protocol system-deps kcat java clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,16 @@ java:
 run: setup java
 	$(VENV)/bin/snakka pipeline demo
 
+# kcat (Debian), which the README's first steps use next to `make serve`.
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  $(SUDO) apt-get install -y -qq kcat; }
+
 # Start a broker on localhost:9092 (IPv4 and IPv6), data in ./snakka-data. Ctrl-C stops it.
+# Installs kcat first when it can (the README uses it next); the broker starts without it.
 serve: setup
+	@$(MAKE) --no-print-directory kcat || \
+	  echo "make serve: kcat could not be installed (needs apt-get and root or sudo); the broker runs without it" >&2
 	$(VENV)/bin/snakka serve
 
 lint: setup

@@ -49,7 +49,8 @@ def render() -> str:
                      f"{'`' + d.broker_synonym + '`' if d.broker_synonym else ''} | {d.doc} |")
     lines += ["", "## Group configs", "",
               "Per-group overrides (Kafka's group configs), set with IncrementalAlterConfigs / "
-              "AlterConfigs on resource type GROUP (`kafka-configs.sh --entity-type groups`) and "
+              "AlterConfigs on resource type GROUP (`kafka-configs.sh --entity-type groups`, or "
+              "`snakka groups configs GROUP --set k=v`) and "
               "kept in the metadata log. A group without an override uses the broker synonym. "
               "Integer values must lie within the broker's bounds (`group.share.min.*` / "
               "`group.share.max.*`); others are rejected with INVALID_CONFIG. Not supported "

@@ -88,7 +88,10 @@ class Broker:
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
         t0 = time.monotonic()
-        os.makedirs(self.log_dir, exist_ok=True)
+        # The log dir's .lock comes first: a second broker on the same dir must stop before it
+        # opens (and recovers) the metadata log the first one is writing. The default log
+        # config is set once the metadata (dynamic broker configs) is replayed.
+        self.logs = LogManager([self.log_dir], time_ms=self.time_ms)
         self.store = MetadataStore(self.log_dir)
         for rec in self.store.replay():
             self.metadata.apply(rec)
@@ -100,7 +103,7 @@ class Broker:
             raise RuntimeError(
                 f"cluster.id {cluster_id} does not match {self.metadata.cluster_id} stored in "
                 f"{self.log_dir}")
-        self.logs = LogManager([self.log_dir], self.log_config_for(None), self.time_ms)
+        self.logs.default_config = self.log_config_for(None)
         self.logs.ensure_meta_properties(cluster_id=self.metadata.cluster_id, node_id=self.node_id)
         configs = {name: self.log_config_for(ti) for name, ti in self.metadata.topics.items()}
         self.logs.load_all(configs.get)

@@ -2,12 +2,20 @@
 
     snakka serve [-c server.properties] [-o key=value ...] [--strict-durability]
     snakka topics create|list|describe|delete ...   (-b/--bootstrap-server, default localhost:9092)
+    snakka groups list|describe|delete|reset-offsets|configs ...   (consumer and share groups)
     snakka produce TOPIC < lines
-    snakka consume TOPIC [--from-beginning] [--max-messages N]
+    snakka consume TOPIC [--from-beginning] [--max-messages N] [--group G]
+    snakka pipeline demo|generate|stream|check
 
 ``serve`` takes Kafka's config names (a server.properties file and/or ``-o`` overrides). The
 admin verbs speak the Kafka protocol through snakka.client, so they work against any Kafka broker.
 Heavy imports (rich, the client) happen inside the verbs so ``serve`` starts fast.
+
+Errors a user can cause (a missing topic, an unreachable broker, a port in use, a locked data
+dir, a missing extra) are one line on stderr and a non-zero exit, never a traceback: every verb
+runs under :class:`_CleanErrors`, which also turns an unexpected exception into one line
+(``SNAKKA_DEBUG=1`` shows its traceback). Tables are drawn with rich on a terminal and printed as
+tab-separated lines (header first) when stdout is piped, so nothing is truncated.
 """
 
 from __future__ import annotations
@@ -15,12 +23,51 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 
 import click
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
+# consume: how long to wait for a record before exiting when reading history (--from-beginning
+# or --offset) without -n; kafka-console-consumer's --timeout-ms, given a default here because
+# "print the topic" is what a reader of history wants.
+DEFAULT_CONSUME_TIMEOUT_MS = 5000
+SPARK_EXTRA_HINT = "pip install 'snakka[spark]'"
+
+
+class _CleanErrors(click.Group):
+    """A click group whose verbs fail with one line, never a traceback (SNAKKA_DEBUG=1 keeps
+    the traceback of an unexpected exception for debugging)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
+                KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:
+            if os.environ.get("SNAKKA_DEBUG"):
+                raise
+            raise click.ClickException(
+                f"{type(e).__name__}: {e} (SNAKKA_DEBUG=1 shows the traceback)") from None
+
+
+def _print_table(headers: list[str], rows: list[list[str]]) -> None:
+    """A table: rich on a terminal; tab-separated lines (header first) when piped, so scripts
+    and narrow pipes never see truncated cells."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*headers)
+        for r in rows:
+            table.add_row(*r)
+        Console().print(table)
+        return
+    for r in [headers, *rows]:
+        click.echo("\t".join(r))
 
 
 def _setup_logging(level: str) -> None:
@@ -29,7 +76,7 @@ def _setup_logging(level: str) -> None:
                         stream=sys.stderr)
 
 
-@click.group()
+@click.group(cls=_CleanErrors)
 @click.version_option(package_name="snakka")
 def main() -> None:
     """snakka: a Kafka-compatible event-streaming broker."""
@@ -78,9 +125,18 @@ def serve(config_file, override, listeners, data_dir, strict_durability, log_lev
         runner = uvloop.run
     except ImportError:  # pragma: no cover
         runner = asyncio.run
+    from snakka.storage.manager import LogDirError
+
     try:
         runner(_serve(cfg, ready_line))
     except OSError as e:
+        # e.g. "listener PLAINTEXT://localhost:9092: cannot bind 127.0.0.1:9092: Address
+        # already in use" (the listener names the address), or a log dir that cannot be used.
+        what = e.strerror or str(e)
+        if e.filename:
+            what += f": {e.filename}"
+        raise click.ClickException(f"cannot start: {what}") from None
+    except (LogDirError, RuntimeError, ValueError) as e:  # locked dir, meta.properties, ...
         raise click.ClickException(f"cannot start: {e}") from None
 
 
@@ -100,8 +156,23 @@ async def _serve(cfg, ready_line: bool) -> None:
 
 
 # -- admin verbs ---------------------------------------------------------------------------
+def _check_bootstrap(ctx, param, value: str | None) -> str | None:
+    if value is None:
+        return value
+    from snakka.client.connection import parse_bootstrap
+
+    try:
+        _, port = parse_bootstrap(value)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise click.BadParameter(f"expected HOST:PORT (e.g. localhost:9092), got {value!r}")
+    return value
+
+
 _bootstrap = click.option("-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP,
-                          show_default=True, envvar="SNAKKA_BOOTSTRAP")
+                          show_default=True, envvar="SNAKKA_BOOTSTRAP", callback=_check_bootstrap,
+                          help="The broker to talk to (env SNAKKA_BOOTSTRAP).")
 
 
 def _run(coro):
@@ -165,10 +236,10 @@ def topics_list(bootstrap) -> None:
 @click.argument("names", nargs=-1)
 @_bootstrap
 def topics_describe(names, bootstrap) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+    """Partitions, offsets and config overrides; exits 1 if a named topic does not exist."""
     from snakka.client.admin import Admin
+    from snakka.metadata.core import uuid_to_base64
+    from snakka.protocol.errors import ErrorCode
 
     async def go():
         async with Admin(bootstrap) as admin:
@@ -183,22 +254,24 @@ def topics_describe(names, bootstrap) -> None:
                 out.append((t, offsets, configs))
             return out
 
-    console = Console()
+    failed = []
     for t, offsets, configs in _run(go()):
         if offsets is None:
-            from snakka.protocol.errors import ErrorCode
-            console.print(f"[red]{t.name}: {ErrorCode(t.error_code).name}[/red]")
+            failed.append(f"{t.name}: {ErrorCode(t.error_code).name}")
             continue
-        from snakka.metadata.core import uuid_to_base64
         cfg = ",".join(f"{k}={v}" for k, v in sorted(configs.items())) or "(defaults)"
-        console.print(f"[bold]{t.name}[/bold]  id {uuid_to_base64(t.topic_id)}  "
-                      f"partitions {len(t.partitions)}  configs {cfg}")
-        table = Table("partition", "leader", "replicas", "log start", "log end", "records")
+        click.secho(f"{t.name}  id {uuid_to_base64(t.topic_id)}  "
+                    f"partitions {len(t.partitions)}  configs {cfg}", bold=True)
+        rows = []
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
             lo, hi = offsets[p.partition_index]
-            table.add_row(str(p.partition_index), str(p.leader_id),
-                          ",".join(map(str, p.replica_nodes)), str(lo), str(hi), str(hi - lo))
-        console.print(table)
+            rows.append([str(p.partition_index), str(p.leader_id),
+                         ",".join(map(str, p.replica_nodes)), str(lo), str(hi), str(hi - lo)])
+        _print_table(["partition", "leader", "replicas", "log start", "log end", "records"],
+                     rows)
+    if failed:
+        # As kafka-topics.sh --describe: a topic that does not exist is an error (exit 1).
+        raise click.ClickException("topic " + "; topic ".join(failed))
 
 
 @topics.command("delete")
@@ -218,7 +291,8 @@ def topics_delete(names, bootstrap) -> None:
 
 @main.group()
 def groups() -> None:
-    """List, describe, delete consumer and share groups and reset consumer groups' offsets."""
+    """List, describe, delete consumer and share groups, reset their offsets, set their
+    configs."""
 
 
 @groups.command("list")
@@ -238,34 +312,31 @@ def groups_list(bootstrap) -> None:
 @click.argument("group_ids", nargs=-1, required=True)
 @_bootstrap
 def groups_describe(group_ids, bootstrap) -> None:
-    """Members, assignments, committed offsets and lag per partition."""
-    from rich.console import Console
-    from rich.table import Table
-
+    """Members, assignments, committed offsets and lag per partition (consumer and share
+    groups)."""
     from snakka.client.groups import GroupsAdmin
 
     async def go():
         async with GroupsAdmin(bootstrap) as admin:
             return [await admin.describe(g) for g in group_ids]
 
-    console = Console()
     for info in _run(go()):
         members = {m.member_id: m for m in info.members}
-        console.print(f"[bold]{info.group_id}[/bold]  type {info.group_type}  state {info.state}"
-                      f"  {'protocol' if info.group_type == 'classic' else 'assignor'} "
-                      f"{info.protocol or '-'}  members {len(info.members)}")
+        click.secho(f"{info.group_id}  type {info.group_type}  state {info.state}"
+                    f"  {'protocol' if info.group_type == 'classic' else 'assignor'} "
+                    f"{info.protocol or '-'}  members {len(info.members)}", bold=True)
         # A share group's "current offset" is the share-partition start offset, and a
         # partition may be assigned to several members.
-        table = Table("topic", "partition",
-                      "start-offset" if info.group_type == "share" else "current-offset",
-                      "log-end-offset", "lag", "consumer-id", "host", "client-id")
+        rows = []
         for (topic, p), (cur, end, owner) in sorted(info.partitions.items()):
             ms = [members[o] for o in (owner or "").split(",") if o in members]
-            table.add_row(topic, str(p), str(cur) if cur >= 0 else "-", str(end),
-                          str(end - cur) if cur >= 0 else "-", owner or "-",
-                          ",".join(m.host for m in ms) or "-",
-                          ",".join(m.client_id for m in ms) or "-")
-        console.print(table)
+            rows.append([topic, str(p), str(cur) if cur >= 0 else "-", str(end),
+                         str(end - cur) if cur >= 0 else "-", owner or "-",
+                         ",".join(m.host for m in ms) or "-",
+                         ",".join(m.client_id for m in ms) or "-"])
+        _print_table(["topic", "partition",
+                      "start-offset" if info.group_type == "share" else "current-offset",
+                      "log-end-offset", "lag", "consumer-id", "host", "client-id"], rows)
 
 
 @groups.command("delete")
@@ -295,7 +366,8 @@ def groups_delete(group_ids, bootstrap) -> None:
 @_bootstrap
 def groups_reset_offsets(group_id, topic, mode, to_offset, shift_by, to_datetime, execute,
                          bootstrap) -> None:
-    """Move a group's committed offsets (the group must have no active members)."""
+    """Move a group's committed offsets, or a share group's start offsets (the group must
+    have no active members, as Kafka requires)."""
     from datetime import datetime
 
     from snakka.client.groups import GroupsAdmin
@@ -315,7 +387,11 @@ def groups_reset_offsets(group_id, topic, mode, to_offset, shift_by, to_datetime
         raise click.UsageError("choose one of --to-earliest, --to-latest, --to-offset, "
                                "--shift-by, --to-datetime")
     name, _, parts = topic.partition(":")
-    partitions = [int(p) for p in parts.split(",")] if parts else None
+    try:
+        partitions = [int(p) for p in parts.split(",")] if parts else None
+    except ValueError:
+        raise click.BadParameter(f"expected TOPIC or TOPIC:0,1,2, got {topic!r}",
+                                 param_hint="--topic") from None
 
     async def go():
         async with GroupsAdmin(bootstrap) as admin:
@@ -325,6 +401,40 @@ def groups_reset_offsets(group_id, topic, mode, to_offset, shift_by, to_datetime
         click.echo(f"{t}\t{p}\t{cur if cur >= 0 else '-'}\t{new}")
     click.echo("Offsets committed." if execute else "Dry run: add --execute to commit.",
                err=True)
+
+
+_CONFIG_SOURCES = {1: "topic", 2: "broker", 3: "cluster-default", 4: "static-broker",
+                   5: "default", 8: "group"}
+
+
+@groups.command("configs")
+@click.argument("group_id")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Set a group config, e.g. share.auto.offset.reset=earliest (repeatable).")
+@click.option("--delete", "deletes", multiple=True, metavar="KEY",
+              help="Remove a group override, back to the broker's value (repeatable).")
+@_bootstrap
+def groups_configs(group_id, sets, deletes, bootstrap) -> None:
+    """Show a group's configs, or change them with --set / --delete (as kafka-configs.sh
+    --entity-type groups): share.auto.offset.reset, share.record.lock.duration.ms,
+    share.delivery.count.limit, consumer.session.timeout.ms, ... A group need not exist yet."""
+    from snakka.client.groups import GroupsAdmin
+
+    changes: dict[str, str | None] = dict(_kv(sets, "--set"))
+    changes.update({k: None for k in deletes})
+
+    async def go():
+        async with GroupsAdmin(bootstrap) as admin:
+            if changes:
+                await admin.alter_group_configs(group_id, changes)
+            return await admin.group_config_entries(group_id)
+
+    entries = _run(go())
+    if changes:
+        click.echo(f"Updated configs of group {group_id}.", err=True)
+    _print_table(["config", "value", "source"],
+                 [[name, "null" if value is None else value,
+                   _CONFIG_SOURCES.get(source, str(source))] for name, value, source in entries])
 
 
 @main.command()
@@ -360,23 +470,38 @@ def produce(topic, key_separator, headers, partition, acks, compression, bootstr
 @main.command()
 @click.argument("topic")
 @click.option("-p", "--partition", type=int, default=None, help="Only this partition.")
-@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset (default: latest).")
+@click.option("--from-beginning", is_flag=True,
+              help="Start at the earliest offset (default: latest; with --group, only where "
+                   "the group has no committed offset).")
 @click.option("--offset", type=int, default=None, help="Start at this offset (needs --partition).")
-@click.option("-n", "--max-messages", type=int, default=None)
+@click.option("-n", "--max-messages", type=int, default=None, help="Exit after N records.")
 @click.option("--timeout-ms", type=int, default=None,
-              help="Exit when no record arrives for this long (default: wait forever, or 5000 "
-                   "with --max-messages unset and --from-beginning).")
+              help=f"Exit when no record arrives for this long; -1 waits forever. Default: "
+                   f"{DEFAULT_CONSUME_TIMEOUT_MS} when reading history (--from-beginning or "
+                   f"--offset) without -n, else forever.")
+@click.option("-g", "--group", default=None,
+              help="Commit the positions reached to this consumer group and start where it "
+                   "left off (partitions are read directly, so the group has no members; "
+                   "`groups describe` shows its offsets and lag).")
 @click.option("--print-key", is_flag=True)
 @click.option("--print-offset", is_flag=True)
 @click.option("--print-headers", is_flag=True)
 @_bootstrap
-def consume(topic, partition, from_beginning, offset, max_messages, timeout_ms, print_key,
-            print_offset, print_headers, bootstrap) -> None:
-    """Print records of a topic (no consumer group; reads partitions directly)."""
-    from snakka.client.admin import Admin
+def consume(topic, partition, from_beginning, offset, max_messages, timeout_ms, group,
+            print_key, print_offset, print_headers, bootstrap) -> None:
+    """Print records of a topic (reads partitions directly; --group commits offsets)."""
+    from snakka.client.groups import GroupsAdmin
 
     if offset is not None and partition is None:
         raise click.BadParameter("--offset needs --partition", param_hint="--offset")
+    if offset is not None and offset < 0:
+        raise click.BadParameter("must be >= 0", param_hint="--offset")
+    if max_messages is not None and max_messages < 1:
+        raise click.BadParameter("must be >= 1", param_hint="--max-messages")
+    if timeout_ms is None:
+        reads_history = from_beginning or offset is not None
+        timeout_ms = DEFAULT_CONSUME_TIMEOUT_MS if reads_history and max_messages is None else -1
+    idle_timeout_ms = None if timeout_ms < 0 else timeout_ms
 
     def show(rec, p):
         parts = []
@@ -390,11 +515,28 @@ def consume(topic, partition, from_beginning, offset, max_messages, timeout_ms, 
         click.echo("\t".join(parts))
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with GroupsAdmin(bootstrap) as admin:
+            positions = None
+            on_progress = None
+            if group is not None:
+                committed = {p: o for (t, p), o in (await admin.committed(group)).items()
+                             if t == topic}
+                # An explicit --offset wins over the group's position; otherwise resume.
+                positions = committed if offset is None else None
+                last: dict[int, int] = dict(committed)
+
+                async def on_progress(pos: dict[int, int]) -> None:
+                    changed = {(topic, p): o for p, o in pos.items() if last.get(p) != o}
+                    if changed:
+                        await admin.commit_offsets(group, changed)
+                        last.update({p: o for (_, p), o in changed.items()})
+
             return await admin.consume(topic, show, partition=partition,
                                        start="earliest" if from_beginning else
                                        (offset if offset is not None else "latest"),
-                                       max_messages=max_messages, idle_timeout_ms=timeout_ms)
+                                       max_messages=max_messages,
+                                       idle_timeout_ms=idle_timeout_ms,
+                                       positions=positions, on_progress=on_progress)
 
     try:
         n = _run(go())
@@ -430,6 +572,23 @@ def _pipeline_options(f):
         click.option("--watermark-ms", type=click.IntRange(min=0), default=10_000,
                      show_default=True, help="Watermark delay (how late an event may be)."),
     ])
+
+
+def _require_spark() -> None:
+    """The Spark verbs need the spark extra and a Java runtime: say so in one line."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        raise click.ClickException(
+            f"the Spark pipeline needs the spark extra ({e.name or 'pyspark'} is not "
+            f"installed): {SPARK_EXTRA_HINT}") from None
+    import shutil
+
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        raise click.ClickException("Spark needs a Java 17+ runtime and none was found: install "
+                                   "one (e.g. apt-get install openjdk-17-jre-headless) or set "
+                                   "JAVA_HOME")
 
 
 @contextlib.contextmanager
@@ -498,6 +657,7 @@ def pipeline_demo(bootstrap, events, rate, seed, event_rate, partitions, max_off
                   trigger_interval, master, output_dir, input_topic, output_topic, window_ms,
                   watermark_ms) -> None:
     """Generate events, stream-aggregate them, cross-check with a batch job."""
+    _require_spark()
     from rich.console import Console
 
     from snakka.spark.pipeline.demo import run_demo
@@ -543,6 +703,7 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
                     output_dir, input_topic, output_topic, window_ms, watermark_ms,
                     bootstrap) -> None:
     """Run the Structured Streaming job (until Ctrl-C, or drained with --available-now)."""
+    _require_spark()
     from rich.console import Console
 
     from snakka.spark.pipeline.demo import build_spark
@@ -584,6 +745,7 @@ def pipeline_check(master, output_dir, input_topic, output_topic, window_ms, wat
                    bootstrap) -> None:
     """Batch job: re-derive the stream's output from the full topic history; exit 1 on a
     mismatch."""
+    _require_spark()
     from rich.console import Console
 
     from snakka.spark.pipeline.check import run_check

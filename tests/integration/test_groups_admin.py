@@ -64,9 +64,8 @@ def cli(*args: str, check: bool = True):
 
 
 def table_rows(text: str) -> list[list[str]]:
-    """The body rows of a rich table (cells stripped)."""
-    rows = [ln.split("│")[1:-1] for ln in text.splitlines() if ln.count("│") >= 6]
-    cells = [[c.strip() for c in r] for r in rows]
+    """The body rows of a table as the CLI prints it to a pipe: tab-separated lines."""
+    cells = [ln.split("\t") for ln in text.splitlines()]
     return [c for c in cells if c and c[0] == TOPIC]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
 from snakka.metadata.core import uuid_to_base64
@@ -48,13 +48,17 @@ FETCH_MAX_BYTES = 8 * 1024 * 1024
 
 
 class AdminError(RuntimeError):
-    pass
+    """A request was refused; ``code`` is the Kafka error code (0 when not from the broker)."""
+
+    def __init__(self, message: str, code: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _check(code: int, what: str, message: str | None = None) -> None:
     if code:
         name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
-        raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""))
+        raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""), code)
 
 
 class Admin:
@@ -208,42 +212,68 @@ class Admin:
 
     async def consume(self, topic: str, on_record: Callable, *, partition: int | None,
                       start: str | int, max_messages: int | None,
-                      idle_timeout_ms: int | None) -> int:
+                      idle_timeout_ms: int | None,
+                      positions: dict[int, int] | None = None,
+                      on_progress: Callable[[dict[int, int]], Awaitable[None]] | None = None
+                      ) -> int:
+        """Fetch ``topic`` (or one ``partition``) from ``start`` (``earliest``, ``latest`` or
+        an offset of the one partition) and call ``on_record(record, partition)`` for each
+        record, until ``max_messages`` records, or until no record has arrived for
+        ``idle_timeout_ms`` (None: never). ``positions`` (partition -> next offset, e.g. a
+        group's committed offsets) wins over ``start`` for the partitions it names.
+        ``on_progress(positions)`` is awaited after every fetch that delivered records and
+        once at the end (a group consumer commits there)."""
         n_parts = await self._partition_count(topic)
+        if partition is not None and not 0 <= partition < n_parts:
+            raise AdminError(f"topic {topic} has no partition {partition} "
+                             f"(it has {n_parts})")
         parts = [partition] if partition is not None else list(range(n_parts))
+        known = {p: o for p, o in (positions or {}).items() if p in parts}
+        rest = [p for p in parts if p not in known]
         if isinstance(start, int):
-            positions = {parts[0]: start}
+            pos = {p: start for p in rest}
+        elif rest:
+            pos = await self.list_offsets(topic, rest, -2 if start == "earliest" else -1)
         else:
-            positions = await self.list_offsets(topic, parts, -2 if start == "earliest" else -1)
+            pos = {}
+        pos.update(known)
         seen = 0
-        idle = 0
+        idle_since = time.monotonic()
+
+        async def progress() -> None:
+            if on_progress is not None:
+                await on_progress(dict(pos))
+
         while max_messages is None or seen < max_messages:
             req = FetchRequest(replica_id=-1, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1,
                                max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0,
                                session_epoch=-1, topics=[FetchTopic(topic=topic, partitions=[
-                                   FetchPartition(partition=p, fetch_offset=positions[p],
+                                   FetchPartition(partition=p, fetch_offset=pos[p],
                                                   partition_max_bytes=FETCH_MAX_BYTES)
                                    for p in parts])], forgotten_topics_data=[], rack_id="")
             resp = await self.conn.send(req, version=min(12, self.conn.version_for(1)))
             got = 0
             for t in resp.responses:
                 for pd in t.partitions:
-                    _check(pd.error_code, f"fetch {topic}-{pd.partition_index}")
+                    _check(pd.error_code, f"fetch {topic}-{pd.partition_index} at offset "
+                                          f"{pos[pd.partition_index]}")
                     if not pd.records:
                         continue
                     for rec in iter_records(bytes(pd.records)):
-                        if rec.offset < positions[pd.partition_index]:
+                        if rec.offset < pos[pd.partition_index]:
                             continue
                         on_record(rec, pd.partition_index)
-                        positions[pd.partition_index] = rec.offset + 1
+                        pos[pd.partition_index] = rec.offset + 1
                         got += 1
                         seen += 1
                         if max_messages is not None and seen >= max_messages:
+                            await progress()
                             return seen
             if got:
-                idle = 0
-            else:
-                idle += FETCH_MAX_WAIT_MS
-                if idle_timeout_ms is not None and idle >= idle_timeout_ms:
-                    return seen
+                idle_since = time.monotonic()
+                await progress()
+            elif (idle_timeout_ms is not None
+                  and (time.monotonic() - idle_since) * 1000 >= idle_timeout_ms):
+                break
+        await progress()
         return seen

@@ -4,14 +4,18 @@ Speaks only the public protocol: ListGroups, DescribeGroups (classic groups: mem
 decoded from the consumer protocol's ConsumerProtocolAssignment), ConsumerGroupDescribe (KIP-848
 groups), ShareGroupDescribe and DescribeShareGroupOffsets (KIP-932 share groups: a partition may
 have several members; the "committed" offset is the share-partition start offset), OffsetFetch,
-ListOffsets (for lag), OffsetCommit (reset) and DeleteGroups.
+Group requests go to the group's coordinator (FindCoordinator, retried while Kafka creates
+``__consumer_offsets``), as Kafka requires. ListOffsets (for lag), OffsetCommit (reset, and the CLI consumer's commits), DeleteGroups, and
+for share groups AlterShareGroupOffsets (reset: the share-partition start offset moves, as
+``kafka-share-groups.sh --reset-offsets`` in Kafka 4.1+) through :class:`ShareAdmin`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from snakka.client.admin import Admin, AdminError, _check
+from snakka.client.admin import AdminError, _check
+from snakka.client.share_admin import ShareAdmin
 from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
@@ -64,7 +68,12 @@ def _described_members(group) -> list[MemberInfo]:
             for m in group.members]
 
 
-class GroupsAdmin(Admin):
+class GroupsAdmin(ShareAdmin):
+    """Consumer and share groups (one verb set for both, as the CLI's ``groups`` commands)."""
+
+    def __init__(self, bootstrap: str, *, client_id: str = "snakka-cli") -> None:
+        super().__init__(bootstrap, client_id=client_id)
+
     async def list_groups(self) -> list[tuple[str, str, str, str]]:
         """(group id, type, state, protocol type)."""
         resp = await self.conn.send(ListGroupsRequest())
@@ -75,21 +84,22 @@ class GroupsAdmin(Admin):
     async def describe(self, group_id: str) -> GroupInfo:
         members: list[MemberInfo] = []
         group_type, state, protocol = "classic", "Dead", ""
-        if 69 in self.conn.versions:
-            resp = await self.conn.send(ConsumerGroupDescribeRequest(group_ids=[group_id]))
+        conn = await self.coordinator(group_id)
+        if 69 in conn.versions:
+            resp = await conn.send(ConsumerGroupDescribeRequest(group_ids=[group_id]))
             g = resp.groups[0]
             if g.error_code == 0:
                 group_type, state, protocol = "consumer", g.group_state, g.assignor_name
                 members = _described_members(g)
-        if group_type == "classic" and 77 in self.conn.versions:
-            resp = await self.conn.send(ShareGroupDescribeRequest(
+        if group_type == "classic" and 77 in conn.versions:
+            resp = await conn.send(ShareGroupDescribeRequest(
                 group_ids=[group_id], include_authorized_operations=False))
             g = resp.groups[0]
             if g.error_code == 0:
                 group_type, state, protocol = "share", g.group_state, g.assignor_name
                 members = _described_members(g)
         if group_type == "classic":
-            resp = await self.conn.send(DescribeGroupsRequest(groups=[group_id]))
+            resp = await conn.send(DescribeGroupsRequest(groups=[group_id]))
             g = resp.groups[0]
             _check(g.error_code, f"describe group {group_id}")
             state, protocol = g.group_state, g.protocol_data
@@ -123,18 +133,22 @@ class GroupsAdmin(Admin):
         return info
 
     async def committed(self, group_id: str) -> dict[tuple[str, int], int]:
-        resp = await self.conn.send(OffsetFetchRequest(group_id=group_id, topics=None),
-                                    version=min(7, self.conn.version_for(9)))
-        _check(resp.error_code, f"fetch offsets of {group_id}")
-        return {(t.name, p.partition_index): p.committed_offset
-                for t in resp.topics for p in t.partitions if p.committed_offset >= 0}
+        async def op(conn):
+            resp = await conn.send(OffsetFetchRequest(group_id=group_id, topics=None),
+                                   version=min(7, conn.version_for(9)))
+            _check(resp.error_code, f"fetch offsets of {group_id}")
+            return {(t.name, p.partition_index): p.committed_offset
+                    for t in resp.topics for p in t.partitions if p.committed_offset >= 0}
+
+        return await self.at_coordinator(group_id, op)
 
     async def share_start_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         """Share-partition start offsets of a share group (empty if the broker lacks
         DescribeShareGroupOffsets)."""
-        if 90 not in self.conn.versions:
+        conn = await self.coordinator(group_id)
+        if 90 not in conn.versions:
             return {}
-        resp = await self.conn.send(DescribeShareGroupOffsetsRequest(groups=[
+        resp = await conn.send(DescribeShareGroupOffsetsRequest(groups=[
             DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None)]))
         out = {}
         for g in resp.groups:
@@ -147,15 +161,40 @@ class GroupsAdmin(Admin):
         return out
 
     async def delete_groups(self, group_ids: list[str]) -> None:
-        resp = await self.conn.send(DeleteGroupsRequest(groups_names=group_ids))
-        for r in resp.results:
-            _check(r.error_code, f"delete group {r.group_id}")
+        for gid in group_ids:  # each at its own coordinator
+            resp = await (await self.coordinator(gid)).send(DeleteGroupsRequest(
+                groups_names=[gid]))
+            for r in resp.results:
+                _check(r.error_code, f"delete group {r.group_id}")
+
+    async def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Commit ``offsets`` for ``group_id`` outside any generation (generation -1, no member
+        id), as Kafka's tools and an ``assign()``-mode consumer do: Kafka accepts it while the
+        group has no members, creating an empty classic group if there is none."""
+        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
+        for (t, p), off in sorted(offsets.items()):
+            by_topic.setdefault(t, []).append(OffsetCommitRequestPartition(
+                partition_index=p, committed_offset=off, committed_metadata=""))
+        req = OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1,
+                                  member_id="", topics=[OffsetCommitRequestTopic(
+                                      name=t, partitions=ps) for t, ps in by_topic.items()])
+
+        async def op(conn):
+            resp = await conn.send(req, version=min(9, conn.version_for(8)))
+            for t in resp.topics:
+                for pr in t.partitions:
+                    _check(pr.error_code, f"commit offset of group {group_id} for "
+                                          f"{t.name}-{pr.partition_index}")
+
+        await self.at_coordinator(group_id, op)
 
     async def reset_offsets(self, group_id: str, topic: str, partitions: list[int] | None,
                             how: str, value: int | None, execute: bool
                             ) -> list[tuple[str, int, int, int]]:
-        """Plan (and with ``execute`` commit) new offsets. Returns (topic, partition, current,
-        new) rows. Like Kafka's tool, refuses while the group has active members."""
+        """Plan (and with ``execute`` apply) new offsets. Returns (topic, partition, current,
+        new) rows. Like Kafka's tools, refuses while the group has active members. A consumer
+        group's committed offsets are committed (OffsetCommit); a share group's start offsets
+        are altered (AlterShareGroupOffsets: its in-flight state for the partition is dropped)."""
         info = await self.describe(group_id)
         if info.members:
             raise AdminError(f"group {group_id} has {len(info.members)} active member(s): "
@@ -164,10 +203,12 @@ class GroupsAdmin(Admin):
             partitions = list(range(await self._partition_count(topic)))
         earliest = await self.list_offsets(topic, partitions, -2)
         latest = await self.list_offsets(topic, partitions, -1)
-        committed = await self.committed(group_id)
+        share = info.group_type == "share"
+        current = (await self.share_start_offsets(group_id) if share
+                   else await self.committed(group_id))
         rows = []
         for p in partitions:
-            cur = committed.get((topic, p), -1)
+            cur = current.get((topic, p), -1)
             if how == "earliest":
                 new = earliest[p]
             elif how == "latest":
@@ -184,15 +225,13 @@ class GroupsAdmin(Admin):
             new = max(earliest[p], min(latest[p], new))  # clamp like Kafka's tool
             rows.append((topic, p, cur, new))
         if execute:
-            req = OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1,
-                                      member_id="", topics=[OffsetCommitRequestTopic(
-                                          name=topic, partitions=[OffsetCommitRequestPartition(
-                                              partition_index=p, committed_offset=new,
-                                              committed_metadata="") for _, p, _, new in rows])])
-            resp = await self.conn.send(req, version=min(9, self.conn.version_for(8)))
-            for t in resp.topics:
-                for pr in t.partitions:
-                    _check(pr.error_code, f"commit {topic}-{pr.partition_index}")
+            plan = {(t, p): new for t, p, _, new in rows}
+            if share:
+                for (t, p), code in (await self.alter_share_group_offsets(group_id,
+                                                                          plan)).items():
+                    _check(code, f"reset share-group offset of {t}-{p}")
+            else:
+                await self.commit_offsets(group_id, plan)
         return rows
 
 

@@ -25,7 +25,11 @@ results.
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from snakka.client.admin import Admin, AdminError, _check
 from snakka.client.connection import KafkaConnection
@@ -60,6 +64,12 @@ from snakka.protocol.messages.metadata_request import MetadataRequest
 from snakka.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 
 RESOURCE_TYPE_GROUP = 32
+# How long coordinator() retries a coordinator that is not available yet.
+COORDINATOR_WAIT_S = 15.0
+_COORDINATOR_RETRIABLE = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                          ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+_GROUP_RETRIABLE = (*_COORDINATOR_RETRIABLE, ErrorCode.NOT_COORDINATOR)
+T = TypeVar("T")
 OP_SET, OP_DELETE = 0, 1
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 
@@ -105,16 +115,44 @@ class ShareAdmin(Admin):
         super().__init__(bootstrap, client_id=client_id)
 
     async def coordinator(self, group_id: str) -> KafkaConnection:
-        """A connection to ``group_id``'s group coordinator (FindCoordinator key type GROUP)."""
-        if self.conn.version_for(10) >= 4:
-            resp = await self.conn.send(FindCoordinatorRequest(key_type=0,
-                                                               coordinator_keys=[group_id]))
-            c = resp.coordinators[0]
-            _check(c.error_code, f"find coordinator of {group_id}", c.error_message)
-            return await self._conn_to(c.host, c.port)
-        resp = await self.conn.send(FindCoordinatorRequest(key=group_id, key_type=0))
-        _check(resp.error_code, f"find coordinator of {group_id}", resp.error_message)
-        return await self._conn_to(resp.host, resp.port)
+        """A connection to ``group_id``'s group coordinator (FindCoordinator key type GROUP).
+        Retried (bounded by COORDINATOR_WAIT_S) while the answer is COORDINATOR_NOT_AVAILABLE
+        or COORDINATOR_LOAD_IN_PROGRESS: Kafka answers so while it creates
+        ``__consumer_offsets`` on first use, and clients retry."""
+        deadline = time.monotonic() + COORDINATOR_WAIT_S
+        backoff = 0.05
+        while True:
+            if self.conn.version_for(10) >= 4:
+                resp = await self.conn.send(FindCoordinatorRequest(key_type=0,
+                                                                   coordinator_keys=[group_id]))
+                c = resp.coordinators[0]
+                code, message, host, port = c.error_code, c.error_message, c.host, c.port
+            else:
+                resp = await self.conn.send(FindCoordinatorRequest(key=group_id, key_type=0))
+                code, message = resp.error_code, resp.error_message
+                host, port = resp.host, resp.port
+            if code not in _COORDINATOR_RETRIABLE or time.monotonic() >= deadline:
+                _check(code, f"find coordinator of {group_id}", message)
+                return await self._conn_to(host, port)
+            await asyncio.sleep(backoff)
+            backoff = min(1.0, backoff * 2)
+
+    async def at_coordinator(self, group_id: str,
+                             op: Callable[[KafkaConnection], Awaitable[T]]) -> T:
+        """``op(connection to the coordinator)``, found again and retried (bounded by
+        COORDINATOR_WAIT_S) while it fails with NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or
+        COORDINATOR_LOAD_IN_PROGRESS, as Kafka's clients do: Kafka answers so while a new
+        ``__consumer_offsets`` partition is loading or its leadership moves."""
+        deadline = time.monotonic() + COORDINATOR_WAIT_S
+        backoff = 0.05
+        while True:
+            try:
+                return await op(await self.coordinator(group_id))
+            except AdminError as e:
+                if e.code not in _GROUP_RETRIABLE or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(backoff)
+            backoff = min(1.0, backoff * 2)
 
     # -- groups --------------------------------------------------------------------------------
     async def list_share_groups(self) -> list[tuple[str, str]]:
@@ -265,6 +303,16 @@ class ShareAdmin(Admin):
         r = resp.results[0]
         _check(r.error_code, f"describe configs of group {group_id}", r.error_message)
         return {c.name: c.value for c in r.configs}
+
+    async def group_config_entries(self, group_id: str) -> list[tuple[str, str | None, int]]:
+        """(name, value, config source) of every config of ``group_id``, as
+        ``kafka-configs.sh --entity-type groups --describe --all`` shows them; the source is
+        Kafka's ConfigSource (8 GROUP_CONFIG for the group's own overrides)."""
+        resp = await self.conn.send(DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=RESOURCE_TYPE_GROUP, resource_name=group_id, configuration_keys=None)]))
+        r = resp.results[0]
+        _check(r.error_code, f"describe configs of group {group_id}", r.error_message)
+        return sorted((c.name, c.value, c.config_source) for c in r.configs)
 
 
 __all__ = ["ErrorCode", "ShareAdmin", "ShareGroupInfo", "ShareMemberInfo",

@@ -87,7 +87,10 @@ def bind_listener(listener: Listener) -> tuple[list[socket.socket], int]:
                     if e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) and (socks or len(addrs) > 1):
                         log.warning("listener %s: cannot bind %s (%s); skipping it", listener, addr, e)
                         continue
-                    raise
+                    # Say which address:port could not be bound (the bare OSError does not).
+                    where = f"[{addr}]:{port}" if fam == socket.AF_INET6 else f"{addr}:{port}"
+                    raise OSError(e.errno, f"listener {listener}: cannot bind {where}: "
+                                           f"{e.strerror or e}") from None
                 socks.append(s)
                 port = s.getsockname()[1]
             if not socks:

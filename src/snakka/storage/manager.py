@@ -78,6 +78,11 @@ def raise_open_file_limit() -> int:
 # metadata log (see snakka.metadata.store) lives in __cluster_metadata-0, as in KRaft.
 RESERVED_DIRS = frozenset({"__cluster_metadata-0"})
 
+class LogDirError(RuntimeError):
+    """The log dir cannot be used (a file, not writable, locked by another broker): a
+    start-up error whose message is meant for the operator as it is."""
+
+
 class LogManager:
     """Owner of every :class:`PartitionLog` in the log dir."""
 
@@ -96,13 +101,24 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._checkpoint_lock = threading.Lock()
         self._closed = False
-        os.makedirs(self.log_dir, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(self.log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        if os.path.exists(self.log_dir) and not os.path.isdir(self.log_dir):
+            raise LogDirError(f"log dir {self.log_dir} is a file, not a directory "
+                              "(log.dirs / --data-dir must name a directory)")
+        try:
+            os.makedirs(self.log_dir, exist_ok=True)
+            # A brand-new dir (nothing in it but possibly our lock file) has nothing to
+            # recover: it must not be reported as "not shut down cleanly".
+            self._fresh = not (set(os.listdir(self.log_dir)) - {LOCK_FILE})
+            self._lock_fd = os.open(os.path.join(self.log_dir, LOCK_FILE),
+                                    os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise LogDirError(f"log dir {self.log_dir} cannot be used: "
+                              f"{e.strerror or e}") from None
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(self._lock_fd)
-            raise RuntimeError(
+            raise LogDirError(
                 f"log dir {self.log_dir} is locked by another process (is a broker already "
                 "running on it?)"
             ) from None
@@ -126,7 +142,7 @@ class LogManager:
         clean = os.path.exists(clean_path)
         recovery_points = read_offset_checkpoint(os.path.join(self.log_dir, RECOVERY_POINT_CHECKPOINT))
         start_offsets = read_offset_checkpoint(os.path.join(self.log_dir, LOG_START_OFFSET_CHECKPOINT))
-        if not clean:
+        if not clean and not self._fresh:
             log.info("log dir %s was not shut down cleanly: recovering logs", self.log_dir)
         loaded = []
         for name in sorted(os.listdir(self.log_dir)):
@@ -167,7 +183,8 @@ class LogManager:
         if clean:
             # From now on a crash must be detected at the next start.
             os.unlink(clean_path)
-        log.info("loaded %d partition logs from %s (clean=%s)", len(loaded), self.log_dir, clean)
+        log.info("loaded %d partition logs from %s (clean=%s)", len(loaded), self.log_dir,
+                 clean or self._fresh)
         return loaded
 
     def _config_for(
