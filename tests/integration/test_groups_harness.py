@@ -248,7 +248,7 @@ def _run_kafka_python(cfg: dict, out: _Out, cmds: queue.Queue) -> None:
     # disabled, the session expires). A member that joins before its coordinator has a
     # metadata snapshot of the subscribed topics always takes that path once. So: wait until it
     # has one (private attribute: kafka-python has no public way to ask).
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60  # generous: a loaded CI machine
     while not all(c._coordinator._metadata_snapshot.get(t) for t in topics):
         if time.monotonic() > deadline:
             raise SystemExit(f"no metadata snapshot for {topics}")

@@ -315,6 +315,11 @@ def test_idempotent_producer_across_kill_9(snakka_broker_factory):
     for seq in range(n):
         p.produce("idem-crash", key=b"k%d" % (seq % 13), value=b"%08d" % seq, on_delivery=cb)
         p.poll(0)
+        # Keep the producer at most 2,000 records ahead of its acknowledgements: on a loaded
+        # machine it could otherwise queue all n before 4,000 are acknowledged, and the kill
+        # below would never happen while work is outstanding.
+        while seq + 1 - len(acked) - len(errors) > 2000 and time.monotonic() < deadline:
+            p.poll(0.01)
         # Kill only while the producer has messages outstanding (queued or in flight), so the
         # crash really interrupts work the restarted broker must deduplicate.
         if in_flight_at_kill is None and len(acked) >= 4000 and len(p) > 0:
