@@ -35,7 +35,7 @@ IGNORED_VALUES = frozenset({
     "max_version_level", "min_version_level", "zk_migration_ready",
 })
 # List elements are keyed by the first of these fields they have (never by an id).
-KEY_FIELDS = ("name", "topic_name", "topic", "partition_index", "partition", "api_key",
+KEY_FIELDS = ("name", "topic_name", "topic", "partition_index", "partition", "index", "api_key",
               "group_id", "resource_name", "config_name", "key", "coordinator_key")
 
 

@@ -62,7 +62,12 @@ from snakka.protocol.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest,
     TopicRequest,
 )
-from snakka.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from snakka.protocol.messages.fetch_request import (
+    FetchPartition,
+    FetchRequest,
+    FetchTopic,
+    ForgottenTopic,
+)
 from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from snakka.protocol.messages.heartbeat_request import HeartbeatRequest
 from snakka.protocol.messages.incremental_alter_configs_request import (
@@ -590,5 +595,53 @@ def test_consumer_group_kip848(brokers, versions):
             group_id=g, member_id=m, member_epoch=epoch + 10, rebalance_timeout_ms=-1))
         await p.ask("leave", ConsumerGroupHeartbeatRequest(group_id=g, member_id=m,
                                                            member_epoch=-1))
+
+    assert_same_shape(*run_both(brokers, versions, scenario))
+
+
+def test_idempotent_produce(brokers, versions):
+    t = name("idem")
+
+    async def scenario(p: Peer):
+        await p.create_topic(t)
+        pid = (await p.ask_ready("init", InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=60000))).producer_id
+        await p.ask("first", produce_request(t, 0, batch(2, producer_id=pid, base_sequence=0)))
+        await p.ask("duplicate", produce_request(t, 0, batch(2, producer_id=pid,
+                                                               base_sequence=0)))
+        await p.ask("gap", produce_request(t, 0, batch(1, producer_id=pid, base_sequence=7)))
+        await p.ask("unknown_pid", produce_request(t, 0, batch(1, producer_id=pid + 1000,
+                                                                 base_sequence=3)))
+
+    assert_same_shape(*run_both(brokers, versions, scenario))
+
+
+def test_fetch_session(brokers, versions):
+    """KIP-227 sessions as the Java consumer and librdkafka use them."""
+    t = name("fsess")
+
+    async def scenario(p: Peer):
+        await p.create_topic(t, partitions=2)
+        await p.send(produce_request(t, 0, batch(2)))
+        md = await p.send(MetadataRequest(topics=[MetadataRequestTopic(name=t)]), version=12)
+        tid = md.topics[0].topic_id
+
+        def fetch(session_id, epoch, partitions, offset=0, forgotten=()):
+            return FetchRequest(
+                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                isolation_level=0, session_id=session_id, session_epoch=epoch,
+                topics=[FetchTopic(topic=t, topic_id=tid, partitions=[FetchPartition(
+                    partition=i, fetch_offset=offset, partition_max_bytes=1 << 20)
+                    for i in partitions])] if partitions else [],
+                forgotten_topics_data=[ForgottenTopic(topic=t, topic_id=tid,
+                                                      partitions=list(forgotten))]
+                if forgotten else [], rack_id="")
+        full = await p.ask("new_session", fetch(0, 0, (0, 1)))
+        sid = full.session_id
+        await p.ask("incremental_nothing_new", fetch(sid, 1, (), 0))
+        await p.ask("incremental_forget", fetch(sid, 2, (), 0, forgotten=(1,)))
+        await p.ask("bad_epoch", fetch(sid, 7, (), 0))
+        await p.ask("unknown_session", fetch(sid + 12345, 1, (), 0))
+        await p.ask("close", fetch(sid, -1, (0,)))
 
     assert_same_shape(*run_both(brokers, versions, scenario))
