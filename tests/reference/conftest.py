@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from reference_kafka import reference_dir, skip_reason
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
 from snakka.testing.embedded import EmbeddedBroker
@@ -25,8 +27,19 @@ SNAKKA_CONFIG = {"num.partitions": "1", "group.initial.rebalance.delay.ms": "0"}
 
 
 @pytest.fixture(scope="package")
-def snakka_beside_reference(reference_kafka) -> Iterator[EmbeddedBroker]:
-    """A snakka broker for the reference tests (only started when the reference is usable)."""
+def kafka_distribution() -> Path:
+    """The reference Kafka distribution (its Java tools), or skip with the one reason."""
+    reason = skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    home = reference_dir()
+    assert home is not None
+    return home
+
+
+@pytest.fixture(scope="package")
+def snakka_beside_reference(kafka_distribution) -> Iterator[EmbeddedBroker]:
+    """One snakka broker for the package's tests (only started when the reference is usable)."""
     with EmbeddedBroker(config=SNAKKA_CONFIG, host="127.0.0.1") as b:
         yield b
 
