@@ -37,7 +37,7 @@ from .shape import diff, shape
 
 # How long a scenario may wait for a broker to become ready for something (a new topic's
 # leader, the group coordinator's first load): Kafka does these asynchronously.
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 60.0
 # Errors a broker gives while it is getting ready; `until` resends on them.
 RETRIABLE = {5, 6, 14, 15, 16, 3}  # LEADER_NOT_AVAILABLE, NOT_LEADER, COORDINATOR_*, UNKNOWN_TOPIC
 
