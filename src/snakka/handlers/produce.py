@@ -89,9 +89,8 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
         result = pl.append(buf, infos)
     except RecordValidationError as e:
         return _error(partition, e.error_code, e.message)
-    except ProducerStateError as e:  # Kafka: no message, but the log start offset
-        log.debug("produce to %s-%d refused: %s", topic, partition, e)
-        r = _error(partition, e.error_code)
+    except ProducerStateError as e:  # with the log start offset, as Kafka (KIP-360 clients)
+        r = _error(partition, e.error_code, str(e))
         r.log_start_offset = pl.log_start_offset
         return r
     except OSError as e:  # the disk failed under this partition: Kafka's storage error
