@@ -6,12 +6,17 @@ run that selects no such test pays nothing. Where the reference distribution or 
 missing (a user's clone), every test using it is skipped with the one reason skip_reason() gives.
 Tests that use it must not depend on the broker being empty: name topics and groups uniquely.
 
+``no_broker_errors`` fails a test during which an in-process broker logged an ERROR (or an
+exception) behind the clients' backs: a request the broker fails internally can still look fine
+to a client. Test directories with in-process brokers make it autouse.
+
 ``SNAKKA_REFERENCE_KAFKA=host:port`` points the fixture at a reference broker you already run
 (``kafka-ref.sh start``), which saves its start-up on every run while you iterate.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -39,3 +44,14 @@ def reference_kafka() -> Iterator[_ref.ReferenceKafka | _ref.RunningKafka]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def no_broker_errors(caplog):
+    yield
+    bad = [r for r in caplog.get_records("call")
+           if r.name.startswith("snakka") and (r.levelno >= logging.ERROR or r.exc_info)]
+    if bad:
+        lines = "\n".join(f"{r.levelname} {r.name}: {r.getMessage()}" for r in bad[:10])
+        pytest.fail(f"the broker logged {len(bad)} error(s) during the test:\n{lines}",
+                    pytrace=False)
