@@ -129,3 +129,26 @@ def test_broker_api_versions(bootstrap):
                 "FindCoordinator", "JoinGroup", "ApiVersions", "CreateTopics",
                 "DescribeConfigs", "DescribeTopicPartitions", "ConsumerGroupHeartbeat"):
         assert api in usable, f"{api} not usable by the 4.0 Java client:\n{out}"
+
+
+def test_kip848_console_consumer_and_group_describe(bootstrap):
+    """The Java consumer on the KIP-848 protocol (ConsumerGroupHeartbeat), then the admin
+    client's view of that group (ConsumerGroupDescribe and OffsetFetch)."""
+    from confluent_kafka import Producer
+
+    t, g = f"java-kip848-{RUN}", f"java-kip848-group-{RUN}"
+    create_topic(bootstrap, t, partitions=2)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        p.produce(t, key=f"k{i}", value=f"v{i}", partition=i % 2)
+    assert p.flush(30) == 0
+    out = tool("kafka-console-consumer.sh", "--bootstrap-server", bootstrap, "--topic", t,
+               "--group", g, "--from-beginning", "--max-messages", "10", "--timeout-ms", "60000",
+               "--consumer-property", "group.protocol=consumer")
+    assert sorted(line for line in out.splitlines() if line.startswith("v")) == \
+        sorted(f"v{i}" for i in range(10))
+    out = tool("kafka-consumer-groups.sh", "--bootstrap-server", bootstrap, "--describe",
+               "--group", g)
+    rows = [r.split() for r in out.splitlines() if r.startswith(g)]
+    assert sorted(r[2] for r in rows) == ["0", "1"], out
+    assert all(r[1] == t and r[3] == r[4] == "5" and r[5] == "0" for r in rows), out
