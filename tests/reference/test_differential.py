@@ -189,6 +189,11 @@ def test_metadata(brokers, versions):
         await p.ask("v9", MetadataRequest(topics=[MetadataRequestTopic(name=t)],
                                           allow_auto_topic_creation=False), version=9)
         await p.ask("v1", MetadataRequest(topics=[MetadataRequestTopic(name=t)]), version=1)
+        for label, v_all in (("all_topics", v), ("all_topics_v1", 1)):
+            # every topic (librdkafka's full refresh): compare the one both brokers have
+            everything = await p.send(MetadataRequest(topics=None), version=v_all)
+            everything.topics = [x for x in everything.topics if x.name == t]
+            p.responses[label] = everything
         await p.ask("invalid_name", MetadataRequest(
             topics=[MetadataRequestTopic(name="bad/name")], allow_auto_topic_creation=True),
             version=v)
