@@ -37,7 +37,8 @@ def handle(ctx, req) -> ConsumerGroupDescribeResponse:
             out.append(DescribedGroup(
                 error_code=ErrorCode.INVALID_GROUP_ID if not gid else ErrorCode.GROUP_ID_NOT_FOUND,
                 error_message=msg,
-                group_id=gid, group_state="Dead", group_epoch=-1, assignment_epoch=-1,
+                # Kafka leaves a group it does not know without a state ("")
+                group_id=gid, group_state="", group_epoch=-1, assignment_epoch=-1,
                 assignor_name="", members=[],
                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
@@ -49,7 +50,8 @@ def handle(ctx, req) -> ConsumerGroupDescribeResponse:
                             member_epoch=m.member_epoch, client_id=m.client_id,
                             client_host=m.client_host,
                             subscribed_topic_names=list(m.subscribed_topic_names),
-                            subscribed_topic_regex=m.subscribed_topic_regex,
+                            # Kafka: "" for a member subscribed by names (not null)
+                            subscribed_topic_regex=m.subscribed_topic_regex or "",
                             assignment=_assignment(md, m.assignment),
                             target_assignment=_assignment(md, m.target_assignment),
                             member_type=1)  # 1 = consumer protocol member

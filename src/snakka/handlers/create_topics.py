@@ -9,6 +9,7 @@ from v7 its topic id. All new topics of a request are committed to the metadata 
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 
 from snakka.protocol.errors import ErrorCode, KafkaError
@@ -33,7 +34,7 @@ def _result(name, code, message=None, **kw) -> CreatableTopicResult:
                                 topic_id=kw.pop("topic_id", ZERO_UUID),
                                 num_partitions=kw.pop("num_partitions", -1),
                                 replication_factor=kw.pop("replication_factor", -1),
-                                configs=kw.pop("configs", None))
+                                configs=kw.pop("configs", []))  # Kafka: [] on error, not null
 
 
 def _plan(broker, t) -> tuple[int, dict[str, str | None]]:
@@ -77,15 +78,16 @@ def handle(ctx, req):
         try:
             partitions, configs = _plan(broker, t)
             if req.validate_only:
-                results.append(_result(t.name, ErrorCode.NONE, num_partitions=partitions,
-                                       replication_factor=1,
-                                       configs=_configs_for(broker, None) if v >= 5 else None))
+                # Kafka names the topic id it would have used; clients read it like a real one
+                results.append(_result(t.name, ErrorCode.NONE, topic_id=uuid.uuid4(),
+                                       num_partitions=partitions, replication_factor=1,
+                                       configs=_configs_for(broker, None) if v >= 5 else []))
                 continue
             ti, recs = broker.create_topic_now(t.name, partitions, configs)
             records.extend(recs)
             results.append(_result(t.name, ErrorCode.NONE, topic_id=ti.topic_id,
                                    num_partitions=partitions, replication_factor=1,
-                                   configs=_configs_for(broker, ti) if v >= 5 else None))
+                                   configs=_configs_for(broker, ti) if v >= 5 else []))
         except KafkaError as e:
             results.append(_result(t.name, e.code, e.message))
     response = CreateTopicsResponse(throttle_time_ms=0, topics=results)

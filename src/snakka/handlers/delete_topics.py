@@ -32,11 +32,14 @@ async def _handle(ctx, req):
             broker.metadata.topics_by_id.get(tid)
         res = DeletableTopicResult(name=name, topic_id=tid or ZERO_UUID, error_code=0,
                                    error_message=None)
+        # Kafka's controller answers every error with a message (the error's default one)
         if ti is None:
             res.error_code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else \
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            res.error_message = ErrorCode(res.error_code).message
         elif not enabled:
             res.error_code = ErrorCode.TOPIC_DELETION_DISABLED
+            res.error_message = ErrorCode.TOPIC_DELETION_DISABLED.message
         elif ti.is_internal:
             res.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             res.error_message = f"Internal topic {ti.name} cannot be deleted"

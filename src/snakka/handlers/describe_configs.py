@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import logging
 
-from snakka.config import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType
+from snakka.config import (
+    BROKER_CONFIGS,
+    DYNAMIC_BROKER_CONFIGS,
+    GROUP_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigSource,
+    ConfigType,
+)
 from snakka.metadata.core import (
     RESOURCE_BROKER,
     RESOURCE_GROUP,
@@ -40,9 +47,13 @@ def logger_names() -> list[str]:
 
 def _entry(rc, defs, include_synonyms: bool, include_docs: bool, v: int):
     d = defs.get(rc.name)
+    # A broker config is read-only unless IncrementalAlterConfigs may change it at run time
+    # (Kafka's rule); topic and group configs are all alterable.
+    read_only = rc.name not in DYNAMIC_BROKER_CONFIGS if defs is BROKER_CONFIGS else \
+        bool(d.read_only) if d else False
     return DescribeConfigsResourceResult(
         name=rc.name, value=None if d is not None and d.sensitive else rc.value,
-        read_only=bool(d.read_only) if d else False,
+        read_only=read_only,
         is_default=rc.source == ConfigSource.DEFAULT_CONFIG,
         config_source=int(rc.source), is_sensitive=bool(d.sensitive) if d else False,
         synonyms=[DescribeConfigsSynonym(name=n, value=val, source=int(s))
@@ -102,7 +113,8 @@ def handle(ctx, req) -> DescribeConfigsResponse:
     docs = v >= 3 and req.include_documentation
     results = []
     for res in req.resources:
-        r = DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
+        # Kafka answers a described resource with error message "" (not null)
+        r = DescribeConfigsResult(error_code=0, error_message="", resource_type=res.resource_type,
                                   resource_name=res.resource_name, configs=[])
         try:
             r.configs = _describe(ctx.broker, res, v, syn, docs)

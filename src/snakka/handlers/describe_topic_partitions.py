@@ -4,6 +4,10 @@ Topics are answered in name order; at most ``response_partition_limit`` partitio
 (capped at MAX_PARTITION_LIMIT, Kafka's max.request.partition.size.limit default). When the limit
 cuts a topic, ``next_cursor`` names where the next request should resume. An empty topic list
 means all topics.
+
+EligibleLeaderReplicas and LastKnownElr are nullable in the schema, but Kafka sends empty lists
+when ELR is off (as on a single node), and the Java admin client (kafka-topics.sh --describe,
+Spark's connector) calls methods on them: null is a NullPointerException there.
 """
 
 from __future__ import annotations
@@ -54,8 +58,8 @@ def handle(ctx, req) -> DescribeTopicPartitionsResponse:
         end = min(ti.partitions, start + budget)
         parts = [DescribeTopicPartitionsResponsePartition(
             error_code=0, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
-            replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=None,
-            last_known_elr=None, offline_replicas=[]) for p in range(start, end)]
+            replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
+            last_known_elr=[], offline_replicas=[]) for p in range(start, end)]
         budget -= len(parts)
         out.append(DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=ti.topic_id, is_internal=ti.is_internal,

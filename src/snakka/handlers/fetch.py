@@ -14,7 +14,8 @@
 - Long poll: if fewer than ``min_bytes`` are available, the handler waits up to ``max_wait_ms``
   and is woken by the first append to any fetched partition, then reads again.
 - read_committed (isolation_level 1) reads only up to the last stable offset; with no
-  transactions yet the LSO equals the high watermark, and ``aborted_transactions`` is empty.
+  transactions yet the LSO equals the high watermark, and ``aborted_transactions`` is empty
+  (null under read_uncommitted, as Kafka sends it).
 - Sessions (KIP-227) are resolved by fetch_sessions.FetchSessionCache; an incremental response
   lists only partitions with news.
 - Memory: records are read from disk into memory, so every read first reserves its bytes in the
@@ -109,15 +110,22 @@ def _read_partitions(broker, entries, by_id: bool, max_bytes: int, read_committe
                         total += n
                         first_data = False
                     remaining = max(0, remaining - n)
+        # Null versus empty as Kafka sends them: a partition read (or refused by the read:
+        # epoch fencing, out of range) has AbortedTransactions null under read_uncommitted and
+        # a list under read_committed; a read error also hides the offsets (-1). A partition
+        # refused before any read (unknown topic or partition) carries the schema's empty list.
+        aborted = [] if read_committed and err == ErrorCode.NONE else None
         if err != ErrorCode.NONE:
             any_error = True
+            hw = lso = log_start = -1
+            if pl is None:
+                aborted = []
         elif incremental and not records and not cp.needs_response(hw, lso, log_start):
             continue
         rows.append((tkey, cp, PartitionData(
             partition_index=partition, error_code=err, high_watermark=hw,
             last_stable_offset=lso, log_start_offset=log_start,
-            aborted_transactions=[] if read_committed else None,
-            preferred_read_replica=-1, records=records)))
+            aborted_transactions=aborted, preferred_read_replica=-1, records=records)))
     return rows, total, any_error
 
 

@@ -60,7 +60,8 @@ def _lookup(broker, listener, key: str, key_type: int, version: int):
     if not key:
         return ErrorCode.INVALID_REQUEST, "The group id must not be empty", -1, "", -1
     host, port = broker.advertised_endpoint(listener)
-    return ErrorCode.NONE, None, broker.node_id, host, port
+    # Kafka's message on success: "" in a v4+ batch entry, "NONE" (the error's name) in v1-3
+    return ErrorCode.NONE, "" if version >= 4 else "NONE", broker.node_id, host, port
 
 
 def handle(ctx, req) -> FindCoordinatorResponse:

@@ -65,7 +65,8 @@ def handle(ctx, req) -> ListOffsetsResponse:
             err, ts, off = _lookup(broker, t.name, p, v, read_committed)
             r = ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off,
-                leader_epoch=LEADER_EPOCH if err == ErrorCode.NONE else -1)
+                # Kafka reports no epoch (-1) when no offset was found (a timestamp past the end)
+                leader_epoch=LEADER_EPOCH if err == ErrorCode.NONE and off >= 0 else -1)
             if v == 0:
                 r.old_style_offsets = [off] if err == ErrorCode.NONE and off >= 0 else []
             parts.append(r)

@@ -89,8 +89,10 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
         result = pl.append(buf, infos)
     except RecordValidationError as e:
         return _error(partition, e.error_code, e.message)
-    except ProducerStateError as e:
-        return _error(partition, e.error_code, str(e))
+    except ProducerStateError as e:  # with the log start offset, as Kafka (KIP-360 clients)
+        r = _error(partition, e.error_code, str(e))
+        r.log_start_offset = pl.log_start_offset
+        return r
     except OSError as e:  # the disk failed under this partition: Kafka's storage error
         log.error("append to %s-%d failed: %s", topic, partition, e)
         return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, "Disk error when appending")

@@ -1,0 +1,109 @@
+"""The reference Apache Kafka 4.0 broker and its Java tools, for differential and JVM tests.
+
+`../shared/kafka-reference` (beside the project root) holds a Kafka 4.0 binary distribution and
+`bin/kafka-ref.sh`, which runs a single-node KRaft broker. A user's clone has no `../shared`, and
+a machine may have no `java`: everything here skips the calling test with one clear reason then.
+
+The API is small on purpose:
+- ``reference_dir()``: the distribution's directory, or None;
+- ``skip_reason()``: why the reference cannot be used here, or None;
+- ``ReferenceKafka``: start/stop one reference broker on a free port (7-25 s to start, ~1 GB);
+  the session-scoped fixture ``reference_kafka`` in tests/conftest.py shares one per run;
+- ``run_tool(name, *args)``: run a `bin/*.sh` tool (kafka-topics.sh, ...) against any broker,
+  with a timeout, returning the completed process (stdout/stderr as text).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KAFKA_REFERENCE = ROOT.parent / "shared" / "kafka-reference"
+KAFKA_HOME = KAFKA_REFERENCE / "kafka_2.13-4.0.0"
+KAFKA_REF_SH = KAFKA_REFERENCE / "bin" / "kafka-ref.sh"
+
+
+def reference_dir() -> Path | None:
+    return KAFKA_HOME if KAFKA_HOME.is_dir() and KAFKA_REF_SH.is_file() else None
+
+
+def skip_reason() -> str | None:
+    if reference_dir() is None:
+        return f"reference Apache Kafka not found at {KAFKA_REFERENCE} (only in the team's checkout)"
+    if shutil.which("java") is None:
+        return "no `java` on PATH (make test installs Debian's openjdk-17-jre-headless)"
+    return None
+
+
+def _free_port_pair() -> int:
+    """A port P with P+1 also free (kafka-ref.sh puts its controller on P+1)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        try:
+            with socket.socket() as s2:
+                s2.bind(("127.0.0.1", p + 1))
+        except OSError:
+            continue
+        return p
+    raise RuntimeError("no free port pair")
+
+
+class ReferenceKafka:
+    """One reference Kafka 4.0 broker (KRaft, broker+controller) on 127.0.0.1:<free port>."""
+
+    def __init__(self, extra_config: dict[str, str] | None = None) -> None:
+        self.port = _free_port_pair()
+        self.dir = tempfile.mkdtemp(prefix="kafka-ref-")
+        self.extra = extra_config or {}
+        self.bootstrap_servers = f"127.0.0.1:{self.port}"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(KREF_PORT=str(self.port), KREF_DIR=self.dir,
+                   KREF_EXTRA="\n".join(f"{k}={v}" for k, v in self.extra.items()))
+        return env
+
+    def start(self, timeout: float = 180) -> ReferenceKafka:
+        r = subprocess.run(["bash", str(KAFKA_REF_SH), "start"], env=self._env(),
+                           capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"reference Kafka did not start: {r.stdout}{r.stderr}")
+        return self
+
+    def stop(self) -> None:
+        subprocess.run(["bash", str(KAFKA_REF_SH), "stop"], env=self._env(),
+                       capture_output=True, text=True, timeout=120)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RunningKafka:
+    """A reference broker started outside the test run (``SNAKKA_REFERENCE_KAFKA=host:port``)."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.port = int(bootstrap_servers.rsplit(":", 1)[1])
+
+    def stop(self) -> None:  # not ours to stop
+        pass
+
+
+def run_tool(name: str, *args: str, timeout: float = 120,
+             input: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``bin/<name>`` of the reference distribution (e.g. "kafka-topics.sh")."""
+    home = reference_dir()
+    assert home is not None, skip_reason()
+    tool = home / "bin" / name
+    env = dict(os.environ)
+    # Small heaps and no JIT warm-up tiers: the tools are short-lived on a 2-core machine.
+    env.setdefault("KAFKA_HEAP_OPTS", "-Xmx256m")
+    env.setdefault("KAFKA_JVM_PERFORMANCE_OPTS", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+    env["LOG_DIR"] = tempfile.gettempdir()
+    return subprocess.run(["bash", str(tool), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, input=input)
