@@ -232,3 +232,51 @@ def test_join_and_sync_group_on_a_full_disk(broker, disk):
         assert s.error_code == 0 and s.assignment == b"a"
     finally:
         raw.close()
+
+
+def test_share_acknowledgements_on_a_full_disk(broker, disk):
+    """Acknowledgements that cannot be written get an error code, are not applied in memory
+    (the records come back, as after a restart), and succeed once space returns."""
+    import asyncio
+
+    from snakka.client.share_admin import ShareAdmin
+    from snakka.client.share_consumer import ShareConsumer
+    from tests.integration.helpers import ck_create_topic
+
+    bs = broker.bootstrap_servers
+    ck_create_topic(bs, "jobs", 1)
+
+    async def earliest():
+        async with ShareAdmin(bs) as a:
+            await a.alter_group_configs("workers", {"share.auto.offset.reset": "earliest"})
+    asyncio.run(asyncio.wait_for(earliest(), 30))
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(5):
+        p.produce("jobs", value=b"job%d" % i, partition=0)
+    assert p.flush(30) == 0
+
+    c = ShareConsumer({"bootstrap.servers": bs, "group.id": "workers", "fetch.max.wait.ms": 200,
+                       "share.acknowledgement.mode": "explicit"})
+    try:
+        c.subscribe(["jobs"])
+        got: list = []
+        while len(got) < 5:
+            got += c.poll(0.5)
+        assert [r.offset for r in got] == list(range(5))
+        with disk.active():
+            for r in got:
+                c.acknowledge(r)
+            results = c.commit_sync(15)
+        assert results and all(e is not None for e in results.values()), results
+        assert "COORDINATOR_NOT_AVAILABLE" in repr(list(results.values())), results
+        # Space is back: the unacknowledged records are delivered again and can be acked.
+        again: list = []
+        while len(again) < 5:
+            again += c.poll(0.5)
+        assert sorted(r.offset for r in again) == list(range(5))
+        for r in again:
+            c.acknowledge(r)
+        assert all(e is None for e in c.commit_sync(15).values())
+    finally:
+        c.close()
