@@ -152,6 +152,7 @@ def configure(limit: int) -> FilePool:
 class SegmentFile:
     """The ``.log`` of one segment: a path and, while in the pool, an open descriptor."""
 
+    # Identity hash and equality (object's, in C): the pool's LRU dict is keyed by the file.
     __slots__ = ("path", "flags", "pool", "_fd", "_pins", "__weakref__")
 
     def __init__(self, path: str, pool: FilePool | None = None) -> None:
@@ -192,9 +193,3 @@ class SegmentFile:
 
     def close(self) -> None:
         self.pool.close(self)
-
-    def __hash__(self) -> int:
-        return id(self)
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
