@@ -74,7 +74,7 @@ def error_codes(obj) -> list[int]:
     cls = type(obj)
     for attr in getattr(cls, "__slots__", ()):
         v = getattr(obj, attr)
-        if attr == "error_code":
+        if attr.endswith("error_code"):
             out.append(v)
         elif isinstance(v, list):
             for e in v:

@@ -2,7 +2,9 @@
 
 What this module owns
     Turning "the handler for this request raised" into the response Kafka would send: every
-    ``error_code`` field of the response set, per topic / partition / group / resource as the
+    error-code field of the response set (``error_code``, and the like of ShareFetch's
+    ``acknowledge_error_code``, so failed acknowledgements never read as successful), per
+    topic / partition / group / resource as the
     request listed them, so the client learns what failed and retries or reports it, instead of
     seeing its connection dropped. The connection (``server/connection.py``) calls
     :func:`error_response`; nothing else here knows about sockets.
@@ -78,6 +80,8 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "resource_name": ("name",),
     "group_id": ("group",),
 }
+# ShareFetch's acknowledge_error_code too: a failed request must not look like successful acks.
+_MESSAGE_FIELDS = frozenset({"error_message", "acknowledge_error_message"})
 _ID_FIELDS = ("partition_index", "index", "partition", "name", "group_id", "topic", "key")
 
 
@@ -164,12 +168,12 @@ def mirror(resp_cls: type, src: Any, code: int, message: str | None) -> Any:
     elif len(unpaired_resp) == 1 and not unpaired_req and len(src_ids) == 1:
         pairs[unpaired_resp[0]] = next(iter(src_ids.values()))
     for attr in resp_cls.__slots__:
-        if attr == "error_code":
-            obj.error_code = int(code)
+        if attr.endswith("error_code"):  # error_code, acknowledge_error_code, ...: all of them
+            setattr(obj, attr, int(code))
             continue
-        if attr == "error_message":
+        if attr in _MESSAGE_FIELDS:
             if message is not None:
-                obj.error_message = message
+                setattr(obj, attr, message)
             continue
         if attr in structs:
             elem_cls = _resolve(resp_cls, structs[attr])
