@@ -167,6 +167,8 @@ def test_error_code_mapping():
     # CoordinatorOperationExceptionHelper), so clients re-discover and retry.
     assert error_code_for(enospc, 8) == ErrorCode.NOT_COORDINATOR
     assert error_code_for(ValueError("bug"), 3) == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert error_code_for(ConnectionResetError(errno.ECONNRESET, "reset"), 0) == \
+        ErrorCode.UNKNOWN_SERVER_ERROR  # not a storage failure
     assert error_code_for(KafkaError(ErrorCode.INVALID_REQUEST), 8) == ErrorCode.INVALID_REQUEST
 
 

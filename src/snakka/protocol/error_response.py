@@ -26,8 +26,8 @@ How the shape is derived
 Mapping exceptions to codes (:func:`error_code_for`)
     * :class:`~snakka.protocol.errors.KafkaError` and exceptions carrying ``error_code``: their
       code.
-    * ``OSError`` (ENOSPC, EIO, EMFILE, ENFILE, EROFS, EDQUOT, ...): the disk or the process's
-      file table failed us: ``KAFKA_STORAGE_ERROR`` (56), retriable, as Kafka answers for a
+    * ``OSError`` with a storage errno (``STORAGE_ERRNOS``: ENOSPC, EIO, EMFILE, ENFILE, EROFS,
+      EDQUOT, ...): the disk or the process's file table failed us: ``KAFKA_STORAGE_ERROR`` (56), retriable, as Kafka answers for a
       failed log directory. For coordinator APIs (groups, offsets, share-group state) Kafka's
       ``CoordinatorOperationExceptionHelper`` turns a storage error into ``NOT_COORDINATOR``
       (16): the client looks the coordinator up again and retries.
@@ -36,13 +36,14 @@ Mapping exceptions to codes (:func:`error_code_for`)
 
 from __future__ import annotations
 
+import errno
 import importlib
 from typing import Any
 
 from snakka.protocol.apis import api_spec
 from snakka.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["COORDINATOR_APIS", "error_code_for", "error_response", "mirror"]
+__all__ = ["COORDINATOR_APIS", "STORAGE_ERRNOS", "error_code_for", "error_response", "mirror"]
 
 # APIs answered by a coordinator (group coordinator, share coordinator, transaction
 # coordinator): a storage failure there means "this coordinator cannot write", which Kafka
@@ -69,6 +70,15 @@ COORDINATOR_APIS = frozenset({
     92,  # DeleteShareGroupOffsets
 })
 
+# OSError numbers that mean "the log directory failed us" (full, read-only, broken, out of
+# descriptors, files gone or unreadable): KAFKA_STORAGE_ERROR. Other OSErrors (a socket error, a
+# timeout) are not storage failures and answer UNKNOWN_SERVER_ERROR.
+STORAGE_ERRNOS = frozenset({
+    errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE, errno.ENFILE, errno.EFBIG,
+    errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.ESTALE,
+    errno.ENOMEM,
+})
+
 # Scalar fields whose name differs between a request and its response.
 _ALIASES: dict[str, tuple[str, ...]] = {
     "partition_index": ("partition", "index", "partition_id"),
@@ -92,7 +102,7 @@ def error_code_for(exc: BaseException, api_key: int) -> ErrorCode:
     code = getattr(exc, "error_code", None)
     if isinstance(code, int) and code:
         mapped = ErrorCode.from_code(code)
-    elif isinstance(exc, OSError):
+    elif isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
         mapped = ErrorCode.KAFKA_STORAGE_ERROR
     else:
         return ErrorCode.UNKNOWN_SERVER_ERROR
