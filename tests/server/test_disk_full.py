@@ -280,3 +280,39 @@ def test_share_acknowledgements_on_a_full_disk(broker, disk):
         assert all(e is None for e in c.commit_sync(15).values())
     finally:
         c.close()
+
+
+def test_consumer_group_heartbeat_on_a_full_disk_leaves_no_ghost_member(broker, disk):
+    """KIP-848: a join whose records cannot be written is rolled back (no member that a restart
+    would not know), answered NOT_COORDINATOR, and the retry after space returns joins."""
+    import uuid
+
+    from snakka.protocol.messages.consumer_group_describe_request import (
+        ConsumerGroupDescribeRequest,
+    )
+    from snakka.protocol.messages.consumer_group_heartbeat_request import (
+        ConsumerGroupHeartbeatRequest,
+    )
+    from tests.integration.helpers import ck_create_topic
+
+    ck_create_topic(broker.bootstrap_servers, "cg-topic", 2)
+    raw = Raw(broker)
+
+    def heartbeat(member_id: str):
+        return raw.call(1, ConsumerGroupHeartbeatRequest(
+            group_id="cg", member_id=member_id, member_epoch=0, rebalance_timeout_ms=10000,
+            subscribed_topic_names=["cg-topic"], topic_partitions=[]))
+
+    try:
+        with disk.active():
+            r = heartbeat(str(uuid.uuid4()))
+        assert r.error_code == 16, r.error_code
+        d = raw.call(0, ConsumerGroupDescribeRequest(group_ids=["cg"])).groups[0]
+        assert not d.members, [m.member_id for m in d.members]
+        member = str(uuid.uuid4())
+        r = heartbeat(member)
+        assert r.error_code == 0 and r.member_epoch >= 1
+        d = raw.call(0, ConsumerGroupDescribeRequest(group_ids=["cg"])).groups[0]
+        assert [m.member_id for m in d.members] == [member]
+    finally:
+        raw.close()

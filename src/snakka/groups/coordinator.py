@@ -192,7 +192,10 @@ class GroupCoordinator:
                         fut.set_exception(error)
                     else:
                         fut.set_result(result)
-        self._deliver_share_events()
+        if error is None:
+            self._deliver_share_events()
+        else:  # they describe transitions that were just rolled back
+            self.share.drain_events()
         self._rearm()
         if error is not None:
             raise error
