@@ -297,7 +297,9 @@ _BROKER_LIST: list[ConfigDef] = [
        "least recently used are closed beyond this bound, so idle partitions hold no file "
        "descriptor and 10,000+ partitions run under the default ulimit -n of 1024 (Kafka keeps "
        "every segment open and needs a huge ulimit). -1: a quarter of the soft RLIMIT_NOFILE, at "
-       "least 16, leaving the rest to connections. The bound is per process. snakka-specific.",
+       "least 16, leaving the rest to connections. The bound is per process. A broker left with "
+       "fewer than 32 free descriptors after loading exits with one line instead of listening "
+       "without being able to accept. snakka-specific.",
        read_only=True),
     _d("log.retention.hours", _I, "168", _parse_int(-1, INT_MAX), "Retention in hours."),
     _d("log.retention.minutes", _I, None, _parse_int(-1, INT_MAX), "Retention in minutes."),
