@@ -65,6 +65,14 @@ def disk(monkeypatch):
     return DiskFull(monkeypatch)
 
 
+def ck_create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
+                        operation_timeout=30)[name].result(timeout=30)
+
+
 def recv_exact(s: socket.socket, n: int) -> bytes:
     buf = b""
     while len(buf) < n:
@@ -124,8 +132,6 @@ def test_produce_gets_storage_error_and_recovers(broker, disk):
     from kafka import KafkaProducer
     from kafka.errors import KafkaStorageError
 
-    from tests.integration.helpers import ck_create_topic
-
     ck_create_topic(broker.bootstrap_servers, "full", 1)
     p = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, retries=0, acks=1)
     try:
@@ -156,8 +162,6 @@ def test_create_topics_answers_an_error_code_and_recovers(broker, disk):
 
 
 def test_offset_commit_is_not_served_unless_durable(broker, disk):
-    from tests.integration.helpers import ck_create_topic
-
     ck_create_topic(broker.bootstrap_servers, "t", 1)
     raw = Raw(broker)
     try:
@@ -181,8 +185,6 @@ def test_offset_commit_is_not_served_unless_durable(broker, disk):
 
 def test_first_offset_commit_on_a_full_disk(broker, disk):
     """The very first commit also creates __consumer_offsets: nothing half-made is served."""
-    from tests.integration.helpers import ck_create_topic
-
     ck_create_topic(broker.bootstrap_servers, "t", 1)
     raw = Raw(broker)
     try:
@@ -241,8 +243,6 @@ def test_share_acknowledgements_on_a_full_disk(broker, disk):
 
     from snakka.client.share_admin import ShareAdmin
     from snakka.client.share_consumer import ShareConsumer
-    from tests.integration.helpers import ck_create_topic
-
     bs = broker.bootstrap_servers
     ck_create_topic(bs, "jobs", 1)
 
@@ -293,8 +293,6 @@ def test_consumer_group_heartbeat_on_a_full_disk_leaves_no_ghost_member(broker, 
     from snakka.protocol.messages.consumer_group_heartbeat_request import (
         ConsumerGroupHeartbeatRequest,
     )
-    from tests.integration.helpers import ck_create_topic
-
     ck_create_topic(broker.bootstrap_servers, "cg-topic", 2)
     raw = Raw(broker)
 
