@@ -126,8 +126,8 @@ class Broker:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         if soft != resource.RLIM_INFINITY and soft - used < MIN_FREE_FDS_AT_START:
             raise OSError(errno.EMFILE, f"only {soft - used} file descriptors are left after "
-                          f"loading ({used} in use, RLIMIT_NOFILE is {soft}); at least "
-                          f"{MIN_FREE_FDS_AT_START} are needed to serve connections")
+                          f"loading ({used} in use); at least {MIN_FREE_FDS_AT_START} are needed "
+                          "to serve connections")
 
     async def _start(self) -> None:
         t0 = time.monotonic()
@@ -164,11 +164,11 @@ class Broker:
         self.shares = SharePartitionManager(self)
         await self.shares.start()
         self.groups.add_share_listener(self.shares)
+        self._check_fd_headroom()
         for listener in self.config.listeners:
             srv = ListenerServer(self, listener)
             await srv.start()
             self.listener_servers.append(srv)
-        self._check_fd_headroom()
         self._tasks.append(asyncio.ensure_future(idle_sweeper(self)))
         self._tasks.append(asyncio.ensure_future(self._retention_loop()))
         self._tasks.append(asyncio.ensure_future(self._checkpoint_loop()))
