@@ -136,7 +136,7 @@ class GroupCoordinator:
         n = self._replay()
         for core in self._cores:
             core.loaded()
-        self._after()
+        self._after_quietly()
         self._expiry_task = asyncio.ensure_future(self._expiry_loop())
         log.info("group coordinator loaded %d record(s): %d classic group(s), %d consumer "
                  "group(s), %d share group(s), offsets for %d group(s)", n,
