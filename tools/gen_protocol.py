@@ -924,6 +924,12 @@ class Emitter:
         lines.append(f"    FLEXIBLE_MIN = {flex[0] if flex else None}")
         if cm.is_top and msg.type in ("request", "response"):
             lines.append(f"    LATEST_VERSION_UNSTABLE = {msg.unstable}")
+        # Which attributes hold structs (or arrays of structs), by class name: lets generic
+        # code (snakka.protocol.error_response) walk a message without its schema.
+        structs = [f"{q(a.attr)}: {q(a.fd.elem)}" for a in cm.attrs
+                   if a.fd.is_struct]
+        if structs:
+            lines.extend(wrap_seq("    STRUCT_FIELDS = {", structs, "}"))
         lines.extend(
             wrap_seq("    __slots__ = (", [q(a.attr) for a in cm.attrs], ")", is_tuple=True)
         )

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import logging
 import os
+import resource
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -44,6 +46,7 @@ from snakka.server.memory import ResponseMemoryPool
 from snakka.server.quotas import ConnectionQuotas
 from snakka.share.manager import SharePartitionManager
 from snakka.storage import LogConfig, LogManager, PartitionLog
+from snakka.storage.files import configure as configure_open_files
 from snakka.storage.flush import FlushScheduler
 from snakka.util.waiters import WaitList, wait_any, wake
 
@@ -52,6 +55,10 @@ if TYPE_CHECKING:
     from snakka.server.connection import KafkaConnection
 
 log = logging.getLogger("snakka.broker")
+
+# Descriptors that must be free once everything is loaded, or start-up fails (loudly) instead of
+# listening without being able to accept.
+MIN_FREE_FDS_AT_START = 32
 
 
 def _wall_ms() -> int:
@@ -87,6 +94,48 @@ class Broker:
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
+        """Load everything and listen; or fail with one clear ``OSError`` (start-up must fail
+        loudly or serve: never log "started" without being able to answer)."""
+        try:
+            await self._start()
+        except OSError as exc:
+            await self._abort_start()
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+                raise OSError(exc.errno, f"{exc.strerror} (RLIMIT_NOFILE is {soft}; raise "
+                              "`ulimit -n` or lower log.max.open.files)", exc.filename) from None
+            raise
+
+    async def _abort_start(self) -> None:
+        """Give back what a failed start took (listening sockets, tasks, the data dir lock);
+        best effort: the failure being reported matters more than any error here."""
+        steps = [srv.stop() for srv in self.listener_servers]
+        steps += [part.stop() for part in (self.shares, self.groups) if part is not None]
+        if self.flusher is not None:
+            steps.append(self.flusher.close())
+        for step in steps:
+            try:
+                await step
+            except Exception:  # noqa: BLE001
+                log.debug("while aborting start-up", exc_info=True)
+        self.listener_servers.clear()
+        if self.logs is not None:
+            self.logs.abandon()
+
+    def _check_fd_headroom(self) -> None:
+        """After loading: enough descriptors must be left to accept connections, or clients
+        would see a broker that listens and never answers (accept fails with EMFILE)."""
+        try:
+            used = len(os.listdir("/proc/self/fd"))
+        except OSError:
+            return  # not Linux: nothing cheap to count with
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft != resource.RLIM_INFINITY and soft - used < MIN_FREE_FDS_AT_START:
+            raise OSError(errno.EMFILE, f"only {soft - used} file descriptors are left after "
+                          f"loading ({used} in use); at least {MIN_FREE_FDS_AT_START} are needed "
+                          "to serve connections")
+
+    async def _start(self) -> None:
         t0 = time.monotonic()
         # The log dir's .lock comes first: a second broker on the same dir must stop before it
         # opens (and recovers) the metadata log the first one is writing. The default log
@@ -104,6 +153,9 @@ class Broker:
                 f"cluster.id {cluster_id} does not match {self.metadata.cluster_id} stored in "
                 f"{self.log_dir}")
         self.logs.default_config = self.log_config_for(None)
+        # After LogManager raised the soft RLIMIT_NOFILE: the derived bound follows it.
+        pool = configure_open_files(self.config.int("log.max.open.files"))
+        log.info("log.max.open.files: at most %d segment files open at once", pool.limit)
         self.logs.ensure_meta_properties(cluster_id=self.metadata.cluster_id, node_id=self.node_id)
         configs = {name: self.log_config_for(ti) for name, ti in self.metadata.topics.items()}
         self.logs.load_all(configs.get)
@@ -121,6 +173,7 @@ class Broker:
         self.shares = SharePartitionManager(self)
         await self.shares.start()
         self.groups.add_share_listener(self.shares)
+        self._check_fd_headroom()
         for listener in self.config.listeners:
             srv = ListenerServer(self, listener)
             await srv.start()

@@ -192,6 +192,13 @@ _pos_int = _parse_int(1, INT_MAX)
 _nonneg_int = _parse_int(0, INT_MAX)
 _pos_long = _parse_int(1, LONG_MAX)
 
+
+def _open_files_limit(name: str, s: str) -> int:
+    v = _parse_int(-1, INT_MAX)(name, s)
+    if v == 0:
+        raise ConfigError(name, s, "Value must be -1 (derived from RLIMIT_NOFILE) or positive")
+    return v
+
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 # Topic-level configs (Kafka's TopicConfig), each with its broker-level synonym.
@@ -337,6 +344,15 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("queued.max.response.bytes.per.connection", _L, "4194304", _pos_long,
        "Reading from a connection pauses while more than this many response bytes wait in its "
        "write buffer. snakka-specific.", read_only=True),
+    _d("log.max.open.files", _I, "-1", _open_files_limit,
+       "Segment files the broker keeps open at once: files are opened on first use and the "
+       "least recently used are closed beyond this bound, so idle partitions hold no file "
+       "descriptor and 10,000+ partitions run under the default ulimit -n of 1024 (Kafka keeps "
+       "every segment open and needs a huge ulimit). -1: a quarter of the soft RLIMIT_NOFILE, at "
+       "least 16, leaving the rest to connections. The bound is per process. A broker left with "
+       "fewer than 32 free descriptors after loading exits with one line instead of listening "
+       "without being able to accept. snakka-specific.",
+       read_only=True),
     _d("log.retention.hours", _I, "168", _parse_int(-1, INT_MAX), "Retention in hours."),
     _d("log.retention.minutes", _I, None, _parse_int(-1, INT_MAX), "Retention in minutes."),
     _d("log.roll.hours", _I, "168", _pos_int, "Segment roll time in hours."),

@@ -187,7 +187,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
 
     def _crash(self):
         for seg in self.log.segments:
-            os.close(seg.fd)
+            seg.file.close()
             seg.closed = True
         self.log._closed = True
 

@@ -31,7 +31,7 @@ def manager(tmp_path, **kw):
 def crash(lm: LogManager):
     for plog in lm.all_logs():
         for seg in plog.segments:
-            os.close(seg.fd)
+            seg.file.close()
             seg.closed = True
         plog._closed = True
     lm.abandon()

@@ -169,7 +169,7 @@ def test_producer_state_rebuilt_after_unclean_restart(tmp_path, caplog):
     leo = plog.log_end_offset
     # crash: no close, no final snapshot
     for seg in plog.segments:
-        os.close(seg.fd)
+        seg.file.close()
         seg.closed = True
     plog._closed = True
     with caplog.at_level(logging.INFO, logger="snakka.storage"):
@@ -190,7 +190,7 @@ def test_replay_after_torn_tail_forgets_lost_batch(tmp_path):
     append(plog, idem(1, 0))
     append(plog, idem(1, 1))
     for seg in plog.segments:
-        os.close(seg.fd)
+        seg.file.close()
     plog._closed = True
     log_file = path / "00000000000000000000.log"
     os.truncate(log_file, os.path.getsize(log_file) - 3)

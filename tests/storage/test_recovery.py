@@ -28,7 +28,7 @@ def build(path, n_batches=40, cfg=CFG):
 def crash(plog):
     """Simulate kill -9: the fds go away, nothing is flushed or closed properly."""
     for seg in plog.segments:
-        os.close(seg.fd)
+        seg.file.close()
         seg.closed = True
     plog._closed = True
 

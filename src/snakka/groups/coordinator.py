@@ -16,6 +16,12 @@ Owns:
   JSON key/value records; tombstones have a null value. At start-up every partition is replayed
   into the cores (latest record per key wins) before the broker accepts connections.
 
+A failed write (ENOSPC, EIO, EMFILE) never leaves memory ahead of the log: the keys of the
+failed records are replayed into the cores with their durable values (Kafka's CoordinatorRuntime
+reverts a failed write's records), the waits completed by that round fail, and the request gets
+NOT_COORDINATOR (Kafka's mapping of a storage error in a coordinator), so clients look the
+coordinator up again and retry; once space returns, the retry succeeds.
+
 ``__consumer_offsets`` is an ordinary partition log with ``retention.ms=-1``, created on the
 first group write, and written through :class:`snakka.coordinator_log.CoordinatorLog` (shared
 with the share-group state persister). Instead of Kafka's log cleaner it is kept small by
@@ -40,7 +46,7 @@ from snakka.groups.offsets import OffsetStore
 from snakka.groups.share import GroupDeleted, MemberLeft, PartitionsAssigned, ShareGroups
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
 from snakka.protocol import consumer_protocol
-from snakka.protocol.errors import ErrorCode
+from snakka.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     import uuid
@@ -130,7 +136,7 @@ class GroupCoordinator:
         n = self._replay()
         for core in self._cores:
             core.loaded()
-        self._after()
+        self._after_quietly()
         self._expiry_task = asyncio.ensure_future(self._expiry_loop())
         log.info("group coordinator loaded %d record(s): %d classic group(s), %d consumer "
                  "group(s), %d share group(s), offsets for %d group(s)", n,
@@ -163,19 +169,44 @@ class GroupCoordinator:
                 for ti in self.broker.metadata.topics.values() if not ti.is_internal}
 
     def _after(self) -> None:
-        """Persist what the cores emitted, resolve finished waits, re-arm the timer."""
+        """Persist what the cores emitted, resolve finished waits, re-arm the timer.
+
+        If the records cannot be written (ENOSPC, EIO, EMFILE), the cores are rolled back to
+        what is durable (:meth:`_roll_back`), every wait this round completed fails, and
+        :class:`KafkaError` NOT_COORDINATOR is raised to the request being handled: Kafka's
+        CoordinatorRuntime reverts the records of a failed write and answers NOT_COORDINATOR
+        for a storage error, so clients find the coordinator again and retry."""
         records: list[GroupRecord] = []
         for core in self._cores:
             records.extend(core.drain_records())
-        if records:
-            self._persist(records)
+        failed = self._persist(records) if records else None
+        error = None
+        if failed is not None:
+            error = KafkaError(ErrorCode.NOT_COORDINATOR,
+                               f"The coordinator could not write its state: {failed}")
         for core in (self.classic,):
             for token, result in core.drain_completions():
                 fut = self._futures.pop(token, None)
                 if fut is not None and not fut.done():
-                    fut.set_result(result)
-        self._deliver_share_events()
+                    if error is not None:
+                        fut.set_exception(error)
+                    else:
+                        fut.set_result(result)
+        if error is None:
+            self._deliver_share_events()
+        else:  # they describe transitions that were just rolled back
+            self.share.drain_events()
         self._rearm()
+        if error is not None:
+            raise error
+
+    def _after_quietly(self) -> None:
+        """:meth:`_after` where no request waits for the outcome (timers, metadata changes):
+        a failed write is already logged and rolled back."""
+        try:
+            self._after()
+        except KafkaError:
+            pass
 
     def _deliver_share_events(self) -> None:
         for event in self.share.drain_events():
@@ -192,18 +223,46 @@ class GroupCoordinator:
                 except Exception:
                     log.exception("share-group listener %r failed on %r", listener, event)
 
-    def _persist(self, records: Iterable[GroupRecord]) -> None:
+    def _persist(self, records: Iterable[GroupRecord]) -> OSError | None:
+        """Append the records; returns the error of a failed write (after rolling back)."""
         by_partition: dict[int, list[GroupRecord]] = {}
         for rec in records:
             by_partition.setdefault(self.log.partition_for(rec.key[1]), []).append(rec)
+        failed = None
         for p, group_records in by_partition.items():
-            if self.log.append(p, [(gr.key, gr.value) for gr in group_records]) is None:
+            try:
+                mark = self.log.append(p, [(gr.key, gr.value) for gr in group_records])
+            except OSError as exc:
+                log.error("%s-%d: cannot write %d group record(s), rolling back to the durable "
+                          "state: %s", OFFSETS_TOPIC, p, len(group_records), exc)
+                self._roll_back(p, group_records)
+                failed = exc
+                continue
+            if mark is None:
                 continue  # the topic was deleted under us (logged by CoordinatorLog)
             for gr in group_records:
                 self._track(p, gr)
             live = self._live.get(p, {})
-            self.log.maybe_trim(p, len(live),
-                                lambda live=live: [(gr.key, gr.value) for gr in live.values()])
+            try:
+                self.log.maybe_trim(p, len(live),
+                                    lambda live=live: [(gr.key, gr.value) for gr in live.values()])
+            except OSError as exc:  # the records are durable; only the rewrite failed
+                log.warning("%s-%d: snapshot-and-trim failed (retried on a later write): %s",
+                            OFFSETS_TOPIC, p, exc)
+        return failed
+
+    def _roll_back(self, p: int, failed: list[GroupRecord]) -> None:
+        """Put every key of a failed write back to its durable value, in reverse order (an
+        undo): the cores replay that value (or a tombstone if the key was never written), so
+        OffsetFetch and group state never show what a restart would not."""
+        durable = self._live.get(p, {})
+        for gr in reversed(failed):
+            restored = durable.get(gr.key) or GroupRecord(gr.key, None)
+            for core in self._cores:
+                try:
+                    core.replay(restored)
+                except Exception:  # a core that cannot take the old record back: logged
+                    log.exception("rolling back %r in %r failed", gr.key, core)
 
     def _track(self, p: int, gr: GroupRecord) -> None:
         live = self._live.setdefault(p, {})
@@ -228,7 +287,7 @@ class GroupCoordinator:
         now = self.broker.time_ms()
         for core in self._cores:
             core.on_timer(now)
-        self._after()
+        self._after_quietly()
 
     async def _wait(self, core: Any, token: object, result: Any) -> Any:
         if result is not PENDING:
@@ -236,7 +295,16 @@ class GroupCoordinator:
             return result
         fut = asyncio.get_running_loop().create_future()
         self._futures[token] = fut
-        self._after()
+        try:
+            self._after()
+        except KafkaError:
+            if fut.done():  # its own completion failed with the write: the error is raised here
+                fut.exception()
+            else:  # still parked: the write that failed was not its own, but it is answered now
+                self._futures.pop(token, None)
+                core.cancel(token)
+                self._after_quietly()
+            raise
         try:
             return await fut
         except asyncio.CancelledError:
@@ -259,7 +327,7 @@ class GroupCoordinator:
             for gid, _state in self.consumer.list_groups():
                 if self.consumer.is_empty(gid) and not self.offsets.has_offsets(gid):
                     dropped += self.consumer.delete(gid) == ErrorCode.NONE
-            self._after()
+            self._after_quietly()
             if n or dropped:
                 log.info("expired %d committed offset(s) and %d empty group(s) "
                          "(offsets.retention.minutes)", n, dropped)
@@ -420,9 +488,9 @@ class GroupCoordinator:
         self.offsets.delete_topic(topic)
         self.consumer.on_metadata_change()
         self.share.on_metadata_change()
-        self._after()
+        self._after_quietly()
 
     def on_metadata_change(self) -> None:
         self.consumer.on_metadata_change()
         self.share.on_metadata_change()
-        self._after()
+        self._after_quietly()

@@ -10,6 +10,12 @@ order, so state changes such as appends happen in request order. Handlers that m
 long-poll Fetch, an acks=all produce waiting for fsync) return a coroutine; the connection
 keeps a queue of pending responses and writes each one only when every earlier one is written.
 
+Handler failures: a handler that raises (synchronously or in its coroutine) never drops the
+connection. The request is answered with Kafka's error response for it (every error code of the
+response set, per topic/partition/group as the request listed them; see
+:mod:`snakka.protocol.error_response`) and one log line. Only what Kafka closes on is closed:
+undecodable frames, unknown APIs/versions, and a failed acks=0 produce (it has no response).
+
 Bounds: at most ``queued.max.requests`` requests in flight per connection (reading pauses at the
 bound); frames above ``socket.request.max.bytes`` close the connection; a request must arrive
 completely within ``socket.request.arrival.timeout.ms`` (``request_started``, enforced by the
@@ -36,7 +42,8 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from snakka.protocol import ScatterBuffer, decode_request_header, write_response
-from snakka.protocol.errors import DecodeError
+from snakka.protocol.error_response import error_code_for, error_response
+from snakka.protocol.errors import DecodeError, ErrorCode
 from snakka.server.quotas import normalize_ip
 
 if TYPE_CHECKING:
@@ -48,7 +55,9 @@ log = logging.getLogger("snakka.server")
 _SIZE = struct.Struct(">i")
 _KEY_VER = struct.Struct(">hh")
 _API_VERSIONS = 18
+_PRODUCE = 0
 _NO_RESPONSE = object()
+_CLOSE = object()
 
 
 class RequestContext:
@@ -75,17 +84,22 @@ class RequestContext:
 
 
 class _Pending:
-    __slots__ = ("correlation_id", "api_key", "api_version", "task", "result", "ctx")
+    __slots__ = ("correlation_id", "api_key", "api_version", "task", "result", "ctx", "request",
+                 "handler")
 
     def __init__(self, correlation_id: int, api_key: int, api_version: int,
-                 task: asyncio.Future | None, result: Any,
-                 ctx: RequestContext | None = None) -> None:
+                 task: asyncio.Future | None, result: Any, ctx: RequestContext | None = None,
+                 request: Any = None, handler: Any = None) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.api_version = api_version
         self.task = task
         self.result = result
         self.ctx = ctx
+        # Kept while the handler's coroutine runs: a failure is answered with an error
+        # response shaped like the request (protocol.error_response).
+        self.request = request
+        self.handler = handler
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -268,17 +282,17 @@ class KafkaConnection(asyncio.Protocol):
             self.close_with_error(f"undecodable request (API key {api_key} v{api_version}): {e}")
             return
         ctx = RequestContext(broker, self, header, api_key, api_version)
+        corr = header.correlation_id
         try:
             result = handler.handle(ctx, request)
-        except Exception:
-            log.exception("handler for API key %d v%d failed; closing connection from %s",
-                          api_key, api_version, self.peer)
-            self.close()
-            return
-        corr = header.correlation_id
+        except Exception as exc:
+            result = self._failed(api_key, api_version, request, handler, exc)
+            if result is _CLOSE:
+                return
         if asyncio.iscoroutine(result):
             task = asyncio.ensure_future(result)
-            self._pending.append(_Pending(corr, api_key, api_version, task, None, ctx))
+            self._pending.append(_Pending(corr, api_key, api_version, task, None, ctx, request,
+                                          handler))
             task.add_done_callback(self._on_task_done)
             self._update_reading()
         elif self._pending:
@@ -286,6 +300,32 @@ class KafkaConnection(asyncio.Protocol):
                                           _NO_RESPONSE if result is None else result, ctx))
         elif result is not None:
             self._respond(corr, api_key, api_version, result, ctx.response_bytes)
+
+    # -- handler failures ----------------------------------------------------------------
+    def _failed(self, api_key: int, api_version: int, request: Any, handler: Any,
+                exc: BaseException) -> Any:
+        """A handler raised (synchronously or in its coroutine): answer with Kafka's error
+        response for that request, the exception mapped to an error code, and one log line.
+        Returns the response, ``None`` for no response, or ``_CLOSE`` after closing (only
+        where Kafka closes too)."""
+        code = error_code_for(exc, api_key)
+        log.error("%s v%d from %s failed, answering %s (%d): %s: %s", handler.name, api_version,
+                  self.peer, code.name, int(code), type(exc).__name__, exc)
+        log.debug("traceback of the failed %s request", handler.name, exc_info=exc)
+        if api_key == _PRODUCE and getattr(request, "acks", -1) == 0:
+            # acks=0: the client reads no response; Kafka closes the connection so that it
+            # notices the failure (KafkaApis.handleProduceRequest).
+            self.close()
+            return _CLOSE
+        message = None if code == ErrorCode.UNKNOWN_SERVER_ERROR else code.message
+        try:
+            return error_response(api_key, api_version, request, code, message,
+                                  handler.module)
+        except Exception:  # a bug in the error path itself: nothing sensible to answer
+            log.exception("cannot build an error response to %s v%d; closing connection "
+                          "from %s", handler.name, api_version, self.peer)
+            self.close()
+            return _CLOSE
 
     # -- responses -----------------------------------------------------------------------
     def _on_task_done(self, _task: asyncio.Future) -> None:
@@ -300,11 +340,12 @@ class KafkaConnection(asyncio.Protocol):
                     continue
                 exc = p.task.exception()
                 if exc is not None:
-                    log.error("handler for API key %d v%d failed; closing connection from %s",
-                              p.api_key, p.api_version, self.peer, exc_info=exc)
-                    self.close()
-                    return
-                p.result = p.task.result()
+                    p.result = self._failed(p.api_key, p.api_version, p.request, p.handler, exc)
+                    if p.result is _CLOSE:
+                        return
+                else:
+                    p.result = p.task.result()
+                p.request = p.handler = None
                 if p.result is None:
                     p.result = _NO_RESPONSE
             pending.popleft()

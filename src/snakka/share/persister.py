@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
 from snakka.metadata.core import uuid_to_base64
+from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.share.types import ShareState, StateBatch
 
 if TYPE_CHECKING:
@@ -129,7 +130,9 @@ class SharePersister:
     # -- writes --------------------------------------------------------------------------
     def write_snapshot(self, key: StateKey, state: ShareState) -> AppendMark | None:
         p = self._partition(key)
-        return self._append(p, [self._stage_snapshot(key, state)])
+        saved = self._save([key])
+        record = self._stage_snapshot(key, state)
+        return self._append_or_roll_back(p, [record], saved)
 
     def write_delta(self, key: StateKey, delta: ShareState) -> AppendMark | None:
         return self.write_deltas([(key, delta)])[0]
@@ -137,11 +140,52 @@ class SharePersister:
     def write_deltas(self, items: Iterable[tuple[StateKey, ShareState]]
                      ) -> list[AppendMark | None]:
         """Write the deltas of one request: one append per ``__share_group_state`` partition."""
-        by_partition: dict[int, list[KeyValue]] = {}
+        by_partition: dict[int, list[tuple[StateKey, ShareState]]] = {}
         for key, delta in items:
-            by_partition.setdefault(self._partition(key), []).append(
-                self._stage_delta(key, delta))
-        return [self._append(p, recs) for p, recs in by_partition.items()]
+            by_partition.setdefault(self._partition(key), []).append((key, delta))
+        marks = []
+        for p, pairs in by_partition.items():
+            saved = self._save([k for k, _d in pairs])
+            records = [self._stage_delta(k, d) for k, d in pairs]
+            marks.append(self._append_or_roll_back(p, records, saved))
+        return marks
+
+    # -- write failures ------------------------------------------------------------------
+    # A write that fails (ENOSPC, EIO, EMFILE) must leave nothing in memory that is not in the
+    # log: the persister restores its own staged state, and the share-partitions it covers are
+    # unloaded so that SharePartitionManager.get rebuilds them from the durable state on next
+    # use (Kafka's SharePartition rolls back the state transitions of a failed persister write).
+    # The request gets COORDINATOR_NOT_AVAILABLE, which is what Kafka's SharePartition answers
+    # when its persister write fails (the share coordinator's NOT_COORDINATOR for a storage
+    # error, seen through the persister).
+
+    def _save(self, keys: list[StateKey]) -> list[tuple[StateKey, ShareState | None, int | None]]:
+        return [(k, self._states.get(k), self._updates.get(k)) for k in keys]
+
+    def _append_or_roll_back(self, p: int, records: list[KeyValue],
+                             saved: list[tuple[StateKey, ShareState | None, int | None]]
+                             ) -> AppendMark | None:
+        try:
+            return self._append(p, records)
+        except OSError as exc:
+            self._roll_back(saved)
+            log.error("%s-%d: cannot write %d share-state record(s), rolled back to the durable "
+                      "state: %s", SHARE_STATE_TOPIC, p, len(records), exc)
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             f"Share-group state could not be written: {exc}") from exc
+
+    def _roll_back(self, saved: list[tuple[StateKey, ShareState | None, int | None]]) -> None:
+        shares = getattr(self.broker, "shares", None)
+        loaded = getattr(shares, "_partitions", None)
+        for key, state, updates in saved:
+            if state is None:
+                self._forget(key)
+            else:
+                self._set(key, state)
+                self._updates[key] = updates or 0
+            if loaded is not None:
+                # Rebuilt from the durable state by SharePartitionManager.get on next use.
+                loaded.pop(key, None)
 
     def _stage_snapshot(self, key: StateKey, state: ShareState) -> KeyValue:
         self._updates[key] = 0
@@ -163,9 +207,22 @@ class SharePersister:
         if key not in self._states:
             return None
         p = self._partition(key)
+        saved = self._save([key])
         self._forget(key)
-        mark = self.log.append(p, [(_record_key(key), None)])
-        self._maybe_trim(p)
+        try:
+            mark = self.log.append(p, [(_record_key(key), None)])
+        except OSError as exc:
+            for k, state, updates in saved:  # still there, as the log says
+                if state is not None:
+                    self._set(k, state)
+                    self._updates[k] = updates or 0
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             f"Share-group state could not be deleted: {exc}") from exc
+        try:
+            self._maybe_trim(p)
+        except OSError as exc:
+            log.warning("%s-%d: snapshot-and-trim failed (retried on a later write): %s",
+                        SHARE_STATE_TOPIC, p, exc)
         return mark
 
     async def durable(self, marks: list[AppendMark | None]) -> None:
@@ -189,7 +246,13 @@ class SharePersister:
 
     def _append(self, p: int, records: list[KeyValue]) -> AppendMark | None:
         mark = self.log.append(p, records)
-        if self._maybe_trim(p):
+        try:
+            trimmed = self._maybe_trim(p)
+        except OSError as exc:  # the records are written; only the rewrite failed
+            log.warning("%s-%d: snapshot-and-trim failed (retried on a later write): %s",
+                        SHARE_STATE_TOPIC, p, exc)
+            return mark
+        if trimmed:
             pl = self.broker.partition_log(SHARE_STATE_TOPIC, p)
             mark = (pl, pl.log_end_offset) if pl is not None else mark
         return mark

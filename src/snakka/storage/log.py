@@ -71,7 +71,7 @@ from snakka.txn.producer_state import (
 )
 
 from .config import LONG_MAX, LogConfig
-from .segment import LogSegment, ScanStop, pread_exact
+from .segment import LogSegment, ScanStop
 
 log = logging.getLogger("snakka.storage")
 
@@ -719,7 +719,7 @@ class PartitionLog:
     def _first_record_at_or_after(
         self, seg: LogSegment, pos: int, h: BatchHeader, timestamp: int, start: int
     ) -> tuple[int, int] | None:
-        data = pread_exact(seg.fd, h.batch_length + LOG_OVERHEAD, pos)
+        data = seg.read(pos, h.batch_length + LOG_OVERHEAD)
         for rec in batch_records(data, 0, h):
             if rec.timestamp >= timestamp and rec.offset >= start:
                 return rec.offset, rec.timestamp
@@ -755,7 +755,7 @@ class PartitionLog:
         best_pair: tuple[int, int] | None = None
         for h, seg, p in self.read_batch_headers(start):
             if best_pair is None or h.max_timestamp > best_pair[1]:
-                data = pread_exact(seg.fd, h.batch_length + LOG_OVERHEAD, p)
+                data = seg.read(p, h.batch_length + LOG_OVERHEAD)
                 for rec in batch_records(data, 0, h):
                     if rec.offset >= start and (best_pair is None or rec.timestamp > best_pair[1]):
                         best_pair = (rec.offset, rec.timestamp)

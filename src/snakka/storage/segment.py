@@ -9,9 +9,11 @@ What this module owns
     rebuilds, truncation, flushing (fdatasync + index files) and deletion.
 
 File handles
-    One fd per segment (the ``.log``, ``O_RDWR``), kept open for its life; index
-    files are opened only while being written (by :meth:`flush`/:meth:`close`), so a
-    partition costs one descriptor per segment.
+    The ``.log`` is a :class:`~snakka.storage.files.SegmentFile`: opened on first use and
+    closed again when the process-wide pool (``log.max.open.files``) needs room, so an idle
+    segment holds no descriptor. Every I/O call borrows the descriptor for its duration
+    (pinned: never closed under it). Index files are opened only while being written (by
+    :meth:`flush`/:meth:`close`).
 
 Threading
     Everything runs on the owning partition's event-loop thread except :meth:`flush`,
@@ -41,6 +43,7 @@ from snakka.records.batch import (
     parse_header,
 )
 
+from .files import SegmentFile
 from .index import CorruptIndexError, OffsetIndex, TimeIndex, _pwrite_all
 
 log = logging.getLogger("snakka.storage")
@@ -103,7 +106,7 @@ class LogSegment:
         self,
         dir_path: str,
         base_offset: int,
-        fd: int,
+        file: SegmentFile,
         *,
         index_interval_bytes: int,
         max_index_size: int,
@@ -112,7 +115,7 @@ class LogSegment:
         self.dir_path = dir_path
         self.base_offset = base_offset
         self.path = os.path.join(dir_path, log_filename(base_offset))
-        self.fd = fd
+        self.file = file
         self.size = 0
         self.flushed_size = 0
         self.next_offset = base_offset
@@ -146,8 +149,14 @@ class LogSegment:
         now_ms: int,
     ) -> LogSegment:
         """A new empty segment (an existing file of that name is truncated)."""
-        seg = cls._open_fd(
-            dir_path, base_offset, os.O_CREAT | os.O_TRUNC, index_interval_bytes, max_index_size, now_ms
+        path = os.path.join(dir_path, log_filename(base_offset))
+        seg = cls(
+            dir_path,
+            base_offset,
+            SegmentFile.create(path),
+            index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+            created_ms=now_ms,
         )
         for stale in (seg.offset_index, seg.time_index):
             stale.delete_file()
@@ -163,33 +172,20 @@ class LogSegment:
         max_index_size: int,
         now_ms: int,
     ) -> LogSegment:
-        """Open an existing segment without reading it (see :meth:`load` /
-        :meth:`recover`)."""
-        seg = cls._open_fd(dir_path, base_offset, 0, index_interval_bytes, max_index_size, now_ms)
-        seg.size = os.fstat(seg.fd).st_size
-        seg.flushed_size = seg.size
-        return seg
-
-    @classmethod
-    def _open_fd(
-        cls,
-        dir_path: str,
-        base_offset: int,
-        flags: int,
-        index_interval_bytes: int,
-        max_index_size: int,
-        now_ms: int,
-    ) -> LogSegment:
+        """An existing segment, neither opened nor read (see :meth:`load` /
+        :meth:`recover`): its file is opened on first use."""
         path = os.path.join(dir_path, log_filename(base_offset))
-        fd = os.open(path, os.O_RDWR | flags, 0o644)
-        return cls(
+        seg = cls(
             dir_path,
             base_offset,
-            fd,
+            SegmentFile(path),
             index_interval_bytes=index_interval_bytes,
             max_index_size=max_index_size,
             created_ms=now_ms,
         )
+        seg.size = os.stat(path).st_size
+        seg.flushed_size = seg.size
+        return seg
 
     def load(self, min_next_offset: int) -> bool:
         """Trust-but-verify open after a clean shutdown (or below the recovery point):
@@ -252,7 +248,8 @@ class LogSegment:
         end, stop = self._rebuild_from_log(min_next_offset, verify_crc=True)
         truncated = self.size - end
         if truncated > 0:
-            os.ftruncate(self.fd, end)
+            with self.file.borrow() as fd:
+                os.ftruncate(fd, end)
             self.size = end
             self.flushed_size = min(self.flushed_size, end)
         return truncated, stop.reason
@@ -302,9 +299,14 @@ class LogSegment:
         """Write ``buf`` (batches already carrying their offsets) at the end of the
         segment and index them. One pwrite; per batch a few integer updates."""
         start = self.size
-        n = os.pwrite(self.fd, buf, start)
-        if n != len(buf):  # short write: rare (disk full raises instead); finish it
-            _pwrite_all(self.fd, memoryview(buf)[n:], start + n)
+        f = self.file
+        fd = f.pool.acquire(f)
+        try:
+            n = os.pwrite(fd, buf, start)
+            if n != len(buf):  # short write: rare (disk full raises instead); finish it
+                _pwrite_all(fd, memoryview(buf)[n:], start + n)
+        finally:
+            f.pool.release(f)
         interval = self.index_interval_bytes
         offset = first_offset
         max_ts = self.max_timestamp
@@ -335,7 +337,7 @@ class LogSegment:
             self._rolling_ts_known = True
             self._rolling_ts = None
             if self.size >= HEADER_SIZE:
-                head = pread_exact(self.fd, HEADER_SIZE, 0)
+                head = self.read(0, HEADER_SIZE)
                 if len(head) == HEADER_SIZE:
                     self._rolling_ts = parse_header(head).max_timestamp
         return self._rolling_ts
@@ -365,10 +367,9 @@ class LogSegment:
         else:
             pos = start_position
         end = self.size
-        fd = self.fd
         unpack = _STEP.unpack_from
         while pos < end:
-            chunk = os.pread(fd, min(_STEP_CHUNK, end - pos), pos)
+            chunk = self.read(pos, min(_STEP_CHUNK, end - pos))
             clen = len(chunk)
             rel = 0
             while rel + _STEP_SIZE <= clen:
@@ -398,7 +399,12 @@ class LogSegment:
         return b
 
     def read(self, position: int, n: int) -> bytes:
-        return pread_exact(self.fd, n, position)
+        f = self.file
+        fd = f.pool.acquire(f)
+        try:
+            return pread_exact(fd, n, position)
+        finally:
+            f.pool.release(f)
 
     def scan(
         self,
@@ -417,7 +423,6 @@ class LogSegment:
         records it in ``stop`` and ends."""
         if end is None:
             end = self.size
-        fd = self.fd
         pos = start
         data = b""
         data_start = start
@@ -426,7 +431,7 @@ class LogSegment:
         while pos < end:
             rel = pos - data_start
             if rel + HEADER_SIZE > len(data):
-                data = pread_exact(fd, min(chunk, end - pos), pos)
+                data = self.read(pos, min(chunk, end - pos))
                 data_start = pos
                 rel = 0
                 if len(data) < HEADER_SIZE:
@@ -462,7 +467,7 @@ class LogSegment:
                     with memoryview(data) as mv:
                         crc = crc32c(mv[rel + ATTRIBUTES_OFFSET : rel + size])
                 else:
-                    whole = pread_exact(fd, size, pos)
+                    whole = self.read(pos, size)
                     crc = crc32c(memoryview(whole)[ATTRIBUTES_OFFSET:]) if len(whole) == size else -1
                 if crc != h.crc:
                     stop.stop(pos, f"CRC mismatch in batch at offset {h.base_offset}")
@@ -483,7 +488,8 @@ class LogSegment:
         removed = self.size - pos
         if removed <= 0:
             return 0
-        os.ftruncate(self.fd, pos)
+        with self.file.borrow() as fd:
+            os.ftruncate(fd, pos)
         self.size = pos
         self.flushed_size = min(self.flushed_size, pos)
         # Truncation is rare: rescan the shorter segment (no CRC, the data was valid).
@@ -499,7 +505,9 @@ class LogSegment:
             return
         size = self.size
         if size != self.flushed_size:
-            os.fdatasync(self.fd)
+            # A re-opened descriptor flushes the inode's dirty pages like the first one would.
+            with self.file.borrow() as fd:
+                os.fdatasync(fd)
             self.flushed_size = size
         self.offset_index.flush()
         self.time_index.flush()
@@ -508,7 +516,7 @@ class LogSegment:
         if self.closed:
             return
         self.closed = True
-        os.close(self.fd)
+        self.file.close()
 
     def delete_files(self) -> None:
         self.deleted = True

@@ -36,6 +36,10 @@ class AddPartitionsToTxnRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "transactions": "AddPartitionsToTxnTransaction",
+        "v3_and_below_topics": "AddPartitionsToTxnTopic",
+    }
     __slots__ = (
         "transactions",
         "v3_and_below_transactional_id",
@@ -98,6 +102,7 @@ class AddPartitionsToTxnTransaction(_ProtocolStruct):
     NAME = "AddPartitionsToTxnTransaction"
     VALID_VERSIONS = (4, 5)
     FLEXIBLE_MIN = 4
+    STRUCT_FIELDS = {"topics": "AddPartitionsToTxnTopic"}
     __slots__ = ("transactional_id", "producer_id", "producer_epoch", "verify_only", "topics")
 
     def __init__(

@@ -33,6 +33,10 @@ class AddPartitionsToTxnResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "results_by_transaction": "AddPartitionsToTxnResult",
+        "results_by_topic_v3_and_below": "AddPartitionsToTxnTopicResult",
+    }
     __slots__ = (
         "throttle_time_ms",
         "error_code",
@@ -75,6 +79,7 @@ class AddPartitionsToTxnTopicResult(_ProtocolStruct):
     NAME = "AddPartitionsToTxnTopicResult"
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
+    STRUCT_FIELDS = {"results_by_partition": "AddPartitionsToTxnPartitionResult"}
     __slots__ = ("name", "results_by_partition")
 
     def __init__(self, name="", results_by_partition=None):
@@ -118,6 +123,7 @@ class AddPartitionsToTxnResult(_ProtocolStruct):
     NAME = "AddPartitionsToTxnResult"
     VALID_VERSIONS = (4, 5)
     FLEXIBLE_MIN = 4
+    STRUCT_FIELDS = {"topic_results": "AddPartitionsToTxnTopicResult"}
     __slots__ = ("transactional_id", "topic_results")
 
     def __init__(self, transactional_id="", topic_results=None):

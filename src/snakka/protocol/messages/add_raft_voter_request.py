@@ -35,6 +35,7 @@ class AddRaftVoterRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"listeners": "Listener"}
     __slots__ = (
         "cluster_id",
         "timeout_ms",

@@ -38,6 +38,7 @@ class AlterClientQuotasRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"entries": "EntryData"}
     __slots__ = ("entries", "validate_only")
 
     def __init__(self, entries=None, validate_only=False):
@@ -58,6 +59,7 @@ class EntryData(_ProtocolStruct):
     NAME = "EntryData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"entity": "EntityData", "ops": "OpData"}
     __slots__ = ("entity", "ops")
 
     def __init__(self, entity=None, ops=None):

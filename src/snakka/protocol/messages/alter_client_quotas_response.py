@@ -37,6 +37,7 @@ class AlterClientQuotasResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"entries": "EntryData"}
     __slots__ = ("throttle_time_ms", "entries")
 
     def __init__(self, throttle_time_ms=0, entries=None):
@@ -57,6 +58,7 @@ class EntryData(_ProtocolStruct):
     NAME = "EntryData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"entity": "EntityData"}
     __slots__ = ("error_code", "error_message", "entity")
 
     def __init__(self, error_code=0, error_message="", entity=None):

@@ -33,6 +33,7 @@ class AlterPartitionReassignmentsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "ReassignableTopic"}
     __slots__ = ("timeout_ms", "allow_replication_factor_change", "topics")
 
     def __init__(self, timeout_ms=60000, allow_replication_factor_change=True, topics=None):
@@ -58,6 +59,7 @@ class ReassignableTopic(_ProtocolStruct):
     NAME = "ReassignableTopic"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "ReassignablePartition"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

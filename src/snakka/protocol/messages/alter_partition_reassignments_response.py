@@ -32,6 +32,7 @@ class AlterPartitionReassignmentsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"responses": "ReassignableTopicResponse"}
     __slots__ = (
         "throttle_time_ms",
         "allow_replication_factor_change",
@@ -74,6 +75,7 @@ class ReassignableTopicResponse(_ProtocolStruct):
     NAME = "ReassignableTopicResponse"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "ReassignablePartitionResponse"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

@@ -38,6 +38,7 @@ class AlterPartitionRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicData"}
     __slots__ = ("broker_id", "broker_epoch", "topics")
 
     def __init__(self, broker_id=0, broker_epoch=-1, topics=None):
@@ -63,6 +64,7 @@ class TopicData(_ProtocolStruct):
     NAME = "TopicData"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_name", "topic_id", "partitions")
 
     def __init__(self, topic_name="", topic_id=_ZERO_UUID, partitions=None):
@@ -88,6 +90,7 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"new_isr_with_epochs": "BrokerState"}
     __slots__ = (
         "partition_index",
         "leader_epoch",

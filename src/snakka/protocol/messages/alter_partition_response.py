@@ -38,6 +38,7 @@ class AlterPartitionResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicData"}
     __slots__ = ("throttle_time_ms", "error_code", "topics")
 
     def __init__(self, throttle_time_ms=0, error_code=0, topics=None):
@@ -63,6 +64,7 @@ class TopicData(_ProtocolStruct):
     NAME = "TopicData"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_name", "topic_id", "partitions")
 
     def __init__(self, topic_name="", topic_id=_ZERO_UUID, partitions=None):

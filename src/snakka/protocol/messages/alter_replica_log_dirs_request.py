@@ -35,6 +35,7 @@ class AlterReplicaLogDirsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"dirs": "AlterReplicaLogDir"}
     __slots__ = ("dirs",)
 
     def __init__(self, dirs=None):
@@ -54,6 +55,7 @@ class AlterReplicaLogDir(_ProtocolStruct):
     NAME = "AlterReplicaLogDir"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"topics": "AlterReplicaLogDirTopic"}
     __slots__ = ("path", "topics")
 
     def __init__(self, path="", topics=None):

@@ -34,6 +34,7 @@ class AlterReplicaLogDirsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "AlterReplicaLogDirTopicResult"}
     __slots__ = ("throttle_time_ms", "results")
 
     def __init__(self, throttle_time_ms=0, results=None):
@@ -54,6 +55,7 @@ class AlterReplicaLogDirTopicResult(_ProtocolStruct):
     NAME = "AlterReplicaLogDirTopicResult"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"partitions": "AlterReplicaLogDirPartitionResult"}
     __slots__ = ("topic_name", "partitions")
 
     def __init__(self, topic_name="", partitions=None):

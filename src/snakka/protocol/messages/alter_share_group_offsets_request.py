@@ -29,6 +29,7 @@ class AlterShareGroupOffsetsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "AlterShareGroupOffsetsRequestTopic"}
     __slots__ = ("group_id", "topics")
 
     def __init__(self, group_id="", topics=None):
@@ -49,6 +50,7 @@ class AlterShareGroupOffsetsRequestTopic(_ProtocolStruct):
     NAME = "AlterShareGroupOffsetsRequestTopic"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "AlterShareGroupOffsetsRequestPartition"}
     __slots__ = ("topic_name", "partitions")
 
     def __init__(self, topic_name="", partitions=None):

@@ -34,6 +34,7 @@ class AlterShareGroupOffsetsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"responses": "AlterShareGroupOffsetsResponseTopic"}
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "responses")
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, responses=None):
@@ -61,6 +62,7 @@ class AlterShareGroupOffsetsResponseTopic(_ProtocolStruct):
     NAME = "AlterShareGroupOffsetsResponseTopic"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "AlterShareGroupOffsetsResponsePartition"}
     __slots__ = ("topic_name", "topic_id", "partitions")
 
     def __init__(self, topic_name="", topic_id=_ZERO_UUID, partitions=None):

@@ -32,6 +32,10 @@ class AlterUserScramCredentialsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "deletions": "ScramCredentialDeletion",
+        "upsertions": "ScramCredentialUpsertion",
+    }
     __slots__ = ("deletions", "upsertions")
 
     def __init__(self, deletions=None, upsertions=None):

@@ -32,6 +32,7 @@ class AlterUserScramCredentialsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "AlterUserScramCredentialsResult"}
     __slots__ = ("throttle_time_ms", "results")
 
     def __init__(self, throttle_time_ms=0, results=None):

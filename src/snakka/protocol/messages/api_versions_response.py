@@ -37,6 +37,11 @@ class ApiVersionsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "api_keys": "ApiVersion",
+        "supported_features": "SupportedFeatureKey",
+        "finalized_features": "FinalizedFeatureKey",
+    }
     __slots__ = (
         "error_code",
         "api_keys",

@@ -31,6 +31,7 @@ class AssignReplicasToDirsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"directories": "DirectoryData"}
     __slots__ = ("broker_id", "broker_epoch", "directories")
 
     def __init__(self, broker_id=0, broker_epoch=-1, directories=None):
@@ -56,6 +57,7 @@ class DirectoryData(_ProtocolStruct):
     NAME = "DirectoryData"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"topics": "TopicData"}
     __slots__ = ("id", "topics")
 
     def __init__(self, id=_ZERO_UUID, topics=None):
@@ -76,6 +78,7 @@ class TopicData(_ProtocolStruct):
     NAME = "TopicData"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):

@@ -30,6 +30,7 @@ class AssignReplicasToDirsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"directories": "DirectoryData"}
     __slots__ = ("throttle_time_ms", "error_code", "directories")
 
     def __init__(self, throttle_time_ms=0, error_code=0, directories=None):
@@ -55,6 +56,7 @@ class DirectoryData(_ProtocolStruct):
     NAME = "DirectoryData"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"topics": "TopicData"}
     __slots__ = ("id", "topics")
 
     def __init__(self, id=_ZERO_UUID, topics=None):
@@ -75,6 +77,7 @@ class TopicData(_ProtocolStruct):
     NAME = "TopicData"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):

@@ -41,6 +41,7 @@ class BeginQuorumEpochRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicData", "leader_endpoints": "LeaderEndpoint"}
     __slots__ = ("cluster_id", "voter_id", "topics", "leader_endpoints")
 
     def __init__(self, cluster_id=None, voter_id=-1, topics=None, leader_endpoints=None):
@@ -68,6 +69,7 @@ class TopicData(_ProtocolStruct):
     NAME = "TopicData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_name", "partitions")
 
     def __init__(self, topic_name="", partitions=None):

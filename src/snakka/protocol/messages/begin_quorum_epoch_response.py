@@ -37,6 +37,7 @@ class BeginQuorumEpochResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicData", "node_endpoints": "NodeEndpoint"}
     __slots__ = ("error_code", "topics", "node_endpoints")
 
     def __init__(self, error_code=0, topics=None, node_endpoints=None):
@@ -62,6 +63,7 @@ class TopicData(_ProtocolStruct):
     NAME = "TopicData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_name", "partitions")
 
     def __init__(self, topic_name="", partitions=None):

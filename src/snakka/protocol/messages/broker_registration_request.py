@@ -40,6 +40,7 @@ class BrokerRegistrationRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"listeners": "Listener", "features": "Feature"}
     __slots__ = (
         "broker_id",
         "cluster_id",

@@ -41,6 +41,7 @@ class ConsumerGroupDescribeResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"groups": "DescribedGroup"}
     __slots__ = ("throttle_time_ms", "groups")
 
     def __init__(self, throttle_time_ms=0, groups=None):
@@ -61,6 +62,7 @@ class DescribedGroup(_ProtocolStruct):
     NAME = "DescribedGroup"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"members": "Member"}
     __slots__ = (
         "error_code",
         "error_message",
@@ -119,6 +121,7 @@ class Member(_ProtocolStruct):
     NAME = "Member"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"assignment": "Assignment", "target_assignment": "Assignment"}
     __slots__ = (
         "member_id",
         "instance_id",
@@ -187,6 +190,7 @@ class Assignment(_ProtocolStruct):
     NAME = "Assignment"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"topic_partitions": "TopicPartitions"}
     __slots__ = ("topic_partitions",)
 
     def __init__(self, topic_partitions=None):

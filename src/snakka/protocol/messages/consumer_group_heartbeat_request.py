@@ -39,6 +39,7 @@ class ConsumerGroupHeartbeatRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topic_partitions": "TopicPartitions"}
     __slots__ = (
         "group_id",
         "member_id",

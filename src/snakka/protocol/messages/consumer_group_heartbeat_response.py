@@ -35,6 +35,7 @@ class ConsumerGroupHeartbeatResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"assignment": "Assignment"}
     __slots__ = (
         "throttle_time_ms",
         "error_code",
@@ -85,6 +86,7 @@ class Assignment(_ProtocolStruct):
     NAME = "Assignment"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"topic_partitions": "TopicPartitions"}
     __slots__ = ("topic_partitions",)
 
     def __init__(self, topic_partitions=None):

@@ -29,6 +29,7 @@ class ConsumerProtocolAssignment(_ProtocolStruct):
     NAME = "ConsumerProtocolAssignment"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = None
+    STRUCT_FIELDS = {"assigned_partitions": "TopicPartition"}
     __slots__ = ("assigned_partitions", "user_data")
 
     def __init__(self, assigned_partitions=None, user_data=None):

@@ -33,6 +33,7 @@ class ConsumerProtocolSubscription(_ProtocolStruct):
     NAME = "ConsumerProtocolSubscription"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = None
+    STRUCT_FIELDS = {"owned_partitions": "TopicPartition"}
     __slots__ = ("topics", "user_data", "owned_partitions", "generation_id", "rack_id")
 
     def __init__(

@@ -33,6 +33,7 @@ class ControlledShutdownResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"remaining_partitions": "RemainingPartition"}
     __slots__ = ("error_code", "remaining_partitions")
 
     def __init__(self, error_code=0, remaining_partitions=None):

@@ -33,6 +33,7 @@ class ControllerRegistrationRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"listeners": "Listener", "features": "Feature"}
     __slots__ = ("controller_id", "incarnation_id", "zk_migration_ready", "listeners", "features")
 
     def __init__(

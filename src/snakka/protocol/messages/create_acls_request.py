@@ -35,6 +35,7 @@ class CreateAclsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"creations": "AclCreation"}
     __slots__ = ("creations",)
 
     def __init__(self, creations=None):

@@ -34,6 +34,7 @@ class CreateAclsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "AclCreationResult"}
     __slots__ = ("throttle_time_ms", "results")
 
     def __init__(self, throttle_time_ms=0, results=None):

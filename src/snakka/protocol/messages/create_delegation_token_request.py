@@ -36,6 +36,7 @@ class CreateDelegationTokenRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"renewers": "CreatableRenewers"}
     __slots__ = ("owner_principal_type", "owner_principal_name", "renewers", "max_lifetime_ms")
 
     def __init__(

@@ -38,6 +38,7 @@ class CreatePartitionsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "CreatePartitionsTopic"}
     __slots__ = ("topics", "timeout_ms", "validate_only")
 
     def __init__(self, topics=None, timeout_ms=0, validate_only=False):
@@ -63,6 +64,7 @@ class CreatePartitionsTopic(_ProtocolStruct):
     NAME = "CreatePartitionsTopic"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"assignments": "CreatePartitionsAssignment"}
     __slots__ = ("name", "count", "assignments")
 
     def __init__(self, name="", count=0, assignments=_UNSET):

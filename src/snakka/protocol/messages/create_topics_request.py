@@ -41,6 +41,7 @@ class CreateTopicsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "CreatableTopic"}
     __slots__ = ("topics", "timeout_ms", "validate_only")
 
     def __init__(self, topics=None, timeout_ms=60000, validate_only=False):
@@ -66,6 +67,7 @@ class CreatableTopic(_ProtocolStruct):
     NAME = "CreatableTopic"
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
+    STRUCT_FIELDS = {"assignments": "CreatableReplicaAssignment", "configs": "CreatableTopicConfig"}
     __slots__ = ("name", "num_partitions", "replication_factor", "assignments", "configs")
 
     def __init__(

@@ -47,6 +47,7 @@ class CreateTopicsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "CreatableTopicResult"}
     __slots__ = ("throttle_time_ms", "topics")
 
     def __init__(self, throttle_time_ms=0, topics=None):
@@ -67,6 +68,7 @@ class CreatableTopicResult(_ProtocolStruct):
     NAME = "CreatableTopicResult"
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
+    STRUCT_FIELDS = {"configs": "CreatableTopicConfigs"}
     __slots__ = (
         "name",
         "topic_id",

@@ -35,6 +35,7 @@ class DeleteAclsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"filters": "DeleteAclsFilter"}
     __slots__ = ("filters",)
 
     def __init__(self, filters=None):

@@ -40,6 +40,7 @@ class DeleteAclsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"filter_results": "DeleteAclsFilterResult"}
     __slots__ = ("throttle_time_ms", "filter_results")
 
     def __init__(self, throttle_time_ms=0, filter_results=None):
@@ -63,6 +64,7 @@ class DeleteAclsFilterResult(_ProtocolStruct):
     NAME = "DeleteAclsFilterResult"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"matching_acls": "DeleteAclsMatchingAcl"}
     __slots__ = ("error_code", "error_message", "matching_acls")
 
     def __init__(self, error_code=0, error_message="", matching_acls=None):

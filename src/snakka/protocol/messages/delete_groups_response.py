@@ -35,6 +35,7 @@ class DeleteGroupsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "DeletableGroupResult"}
     __slots__ = ("throttle_time_ms", "results")
 
     def __init__(self, throttle_time_ms=0, results=None):

@@ -33,6 +33,7 @@ class DeleteRecordsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "DeleteRecordsTopic"}
     __slots__ = ("topics", "timeout_ms")
 
     def __init__(self, topics=None, timeout_ms=0):
@@ -53,6 +54,7 @@ class DeleteRecordsTopic(_ProtocolStruct):
     NAME = "DeleteRecordsTopic"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"partitions": "DeleteRecordsPartition"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

@@ -33,6 +33,7 @@ class DeleteRecordsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "DeleteRecordsTopicResult"}
     __slots__ = ("throttle_time_ms", "topics")
 
     def __init__(self, throttle_time_ms=0, topics=None):
@@ -53,6 +54,7 @@ class DeleteRecordsTopicResult(_ProtocolStruct):
     NAME = "DeleteRecordsTopicResult"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"partitions": "DeleteRecordsPartitionResult"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

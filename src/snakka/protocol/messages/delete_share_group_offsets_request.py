@@ -26,6 +26,7 @@ class DeleteShareGroupOffsetsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "DeleteShareGroupOffsetsRequestTopic"}
     __slots__ = ("group_id", "topics")
 
     def __init__(self, group_id="", topics=None):

@@ -34,6 +34,7 @@ class DeleteShareGroupOffsetsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"responses": "DeleteShareGroupOffsetsResponseTopic"}
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "responses")
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, responses=None):

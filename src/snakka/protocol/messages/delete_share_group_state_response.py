@@ -32,6 +32,7 @@ class DeleteShareGroupStateResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "DeleteStateResult"}
     __slots__ = ("results",)
 
     def __init__(self, results=None):
@@ -51,6 +52,7 @@ class DeleteStateResult(_ProtocolStruct):
     NAME = "DeleteStateResult"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionResult"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):

@@ -38,6 +38,7 @@ class DeleteTopicsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "DeleteTopicState"}
     __slots__ = ("topics", "topic_names", "timeout_ms")
 
     def __init__(self, topics=None, topic_names=None, timeout_ms=0):

@@ -39,6 +39,7 @@ class DeleteTopicsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"responses": "DeletableTopicResult"}
     __slots__ = ("throttle_time_ms", "responses")
 
     def __init__(self, throttle_time_ms=0, responses=None):

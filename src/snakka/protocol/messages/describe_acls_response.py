@@ -40,6 +40,7 @@ class DescribeAclsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"resources": "DescribeAclsResource"}
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "resources")
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message="", resources=None):
@@ -67,6 +68,7 @@ class DescribeAclsResource(_ProtocolStruct):
     NAME = "DescribeAclsResource"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"acls": "AclDescription"}
     __slots__ = ("resource_type", "resource_name", "pattern_type", "acls")
 
     def __init__(self, resource_type=0, resource_name="", pattern_type=3, acls=None):

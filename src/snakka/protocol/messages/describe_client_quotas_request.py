@@ -38,6 +38,7 @@ class DescribeClientQuotasRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"components": "ComponentData"}
     __slots__ = ("components", "strict")
 
     def __init__(self, components=None, strict=False):

@@ -41,6 +41,7 @@ class DescribeClientQuotasResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"entries": "EntryData"}
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "entries")
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message="", entries=_UNSET):
@@ -68,6 +69,7 @@ class EntryData(_ProtocolStruct):
     NAME = "EntryData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"entity": "EntityData", "values": "ValueData"}
     __slots__ = ("entity", "values")
 
     def __init__(self, entity=None, values=None):

@@ -34,6 +34,7 @@ class DescribeClusterResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"brokers": "DescribeClusterBroker"}
     __slots__ = (
         "throttle_time_ms",
         "error_code",

@@ -43,6 +43,7 @@ class DescribeConfigsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"resources": "DescribeConfigsResource"}
     __slots__ = ("resources", "include_synonyms", "include_documentation")
 
     def __init__(self, resources=None, include_synonyms=False, include_documentation=False):

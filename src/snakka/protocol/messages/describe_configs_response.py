@@ -41,6 +41,7 @@ class DescribeConfigsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "DescribeConfigsResult"}
     __slots__ = ("throttle_time_ms", "results")
 
     def __init__(self, throttle_time_ms=0, results=None):
@@ -61,6 +62,7 @@ class DescribeConfigsResult(_ProtocolStruct):
     NAME = "DescribeConfigsResult"
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    STRUCT_FIELDS = {"configs": "DescribeConfigsResourceResult"}
     __slots__ = ("error_code", "error_message", "resource_type", "resource_name", "configs")
 
     def __init__(
@@ -97,6 +99,7 @@ class DescribeConfigsResourceResult(_ProtocolStruct):
     NAME = "DescribeConfigsResourceResult"
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    STRUCT_FIELDS = {"synonyms": "DescribeConfigsSynonym"}
     __slots__ = (
         "name",
         "value",

@@ -34,6 +34,7 @@ class DescribeDelegationTokenRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"owners": "DescribeDelegationTokenOwner"}
     __slots__ = ("owners",)
 
     def __init__(self, owners=_UNSET):

@@ -39,6 +39,7 @@ class DescribeDelegationTokenResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"tokens": "DescribedDelegationToken"}
     __slots__ = ("error_code", "tokens", "throttle_time_ms")
 
     def __init__(self, error_code=0, tokens=None, throttle_time_ms=0):
@@ -64,6 +65,7 @@ class DescribedDelegationToken(_ProtocolStruct):
     NAME = "DescribedDelegationToken"
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"renewers": "DescribedDelegationTokenRenewer"}
     __slots__ = (
         "principal_type",
         "principal_name",

@@ -41,6 +41,7 @@ class DescribeGroupsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 5
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"groups": "DescribedGroup"}
     __slots__ = ("throttle_time_ms", "groups")
 
     def __init__(self, throttle_time_ms=0, groups=None):
@@ -61,6 +62,7 @@ class DescribedGroup(_ProtocolStruct):
     NAME = "DescribedGroup"
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 5
+    STRUCT_FIELDS = {"members": "DescribedGroupMember"}
     __slots__ = (
         "error_code",
         "error_message",

@@ -38,6 +38,7 @@ class DescribeLogDirsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "DescribableLogDirTopic"}
     __slots__ = ("topics",)
 
     def __init__(self, topics=_UNSET):

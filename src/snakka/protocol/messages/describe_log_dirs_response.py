@@ -38,6 +38,7 @@ class DescribeLogDirsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "DescribeLogDirsResult"}
     __slots__ = ("throttle_time_ms", "error_code", "results")
 
     def __init__(self, throttle_time_ms=0, error_code=0, results=None):
@@ -63,6 +64,7 @@ class DescribeLogDirsResult(_ProtocolStruct):
     NAME = "DescribeLogDirsResult"
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"topics": "DescribeLogDirsTopic"}
     __slots__ = ("error_code", "log_dir", "topics", "total_bytes", "usable_bytes", "is_cordoned")
 
     def __init__(
@@ -102,6 +104,7 @@ class DescribeLogDirsTopic(_ProtocolStruct):
     NAME = "DescribeLogDirsTopic"
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"partitions": "DescribeLogDirsPartition"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

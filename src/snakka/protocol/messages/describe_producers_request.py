@@ -28,6 +28,7 @@ class DescribeProducersRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicRequest"}
     __slots__ = ("topics",)
 
     def __init__(self, topics=None):

@@ -33,6 +33,7 @@ class DescribeProducersResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicResponse"}
     __slots__ = ("throttle_time_ms", "topics")
 
     def __init__(self, throttle_time_ms=0, topics=None):
@@ -53,6 +54,7 @@ class TopicResponse(_ProtocolStruct):
     NAME = "TopicResponse"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionResponse"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):
@@ -73,6 +75,7 @@ class PartitionResponse(_ProtocolStruct):
     NAME = "PartitionResponse"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"active_producers": "ProducerState"}
     __slots__ = ("partition_index", "error_code", "error_message", "active_producers")
 
     def __init__(self, partition_index=0, error_code=0, error_message=None, active_producers=None):

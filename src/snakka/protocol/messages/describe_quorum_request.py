@@ -29,6 +29,7 @@ class DescribeQuorumRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicData"}
     __slots__ = ("topics",)
 
     def __init__(self, topics=None):
@@ -48,6 +49,7 @@ class TopicData(_ProtocolStruct):
     NAME = "TopicData"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_name", "partitions")
 
     def __init__(self, topic_name="", partitions=None):

@@ -41,6 +41,7 @@ class DescribeQuorumResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicData", "nodes": "Node"}
     __slots__ = ("error_code", "error_message", "topics", "nodes")
 
     def __init__(self, error_code=0, error_message="", topics=None, nodes=None):
@@ -68,6 +69,7 @@ class TopicData(_ProtocolStruct):
     NAME = "TopicData"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_name", "partitions")
 
     def __init__(self, topic_name="", partitions=None):
@@ -88,6 +90,7 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"current_voters": "ReplicaState", "observers": "ReplicaState"}
     __slots__ = (
         "partition_index",
         "error_code",
@@ -184,6 +187,7 @@ class Node(_ProtocolStruct):
     NAME = "Node"
     VALID_VERSIONS = (2, 2)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"listeners": "Listener"}
     __slots__ = ("node_id", "listeners")
 
     def __init__(self, node_id=0, listeners=None):

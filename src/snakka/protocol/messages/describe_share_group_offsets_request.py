@@ -30,6 +30,7 @@ class DescribeShareGroupOffsetsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"groups": "DescribeShareGroupOffsetsRequestGroup"}
     __slots__ = ("groups",)
 
     def __init__(self, groups=None):
@@ -49,6 +50,7 @@ class DescribeShareGroupOffsetsRequestGroup(_ProtocolStruct):
     NAME = "DescribeShareGroupOffsetsRequestGroup"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"topics": "DescribeShareGroupOffsetsRequestTopic"}
     __slots__ = ("group_id", "topics")
 
     def __init__(self, group_id="", topics=_UNSET):

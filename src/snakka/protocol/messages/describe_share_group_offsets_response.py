@@ -37,6 +37,7 @@ class DescribeShareGroupOffsetsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"groups": "DescribeShareGroupOffsetsResponseGroup"}
     __slots__ = ("throttle_time_ms", "groups")
 
     def __init__(self, throttle_time_ms=0, groups=None):
@@ -57,6 +58,7 @@ class DescribeShareGroupOffsetsResponseGroup(_ProtocolStruct):
     NAME = "DescribeShareGroupOffsetsResponseGroup"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"topics": "DescribeShareGroupOffsetsResponseTopic"}
     __slots__ = ("group_id", "topics", "error_code", "error_message")
 
     def __init__(self, group_id="", topics=None, error_code=0, error_message=None):
@@ -84,6 +86,7 @@ class DescribeShareGroupOffsetsResponseTopic(_ProtocolStruct):
     NAME = "DescribeShareGroupOffsetsResponseTopic"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "DescribeShareGroupOffsetsResponsePartition"}
     __slots__ = ("topic_name", "topic_id", "partitions")
 
     def __init__(self, topic_name="", topic_id=_ZERO_UUID, partitions=None):

@@ -29,6 +29,7 @@ class DescribeTopicPartitionsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicRequest", "cursor": "Cursor"}
     __slots__ = ("topics", "response_partition_limit", "cursor")
 
     def __init__(self, topics=None, response_partition_limit=2000, cursor=None):

@@ -39,6 +39,7 @@ class DescribeTopicPartitionsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "DescribeTopicPartitionsResponseTopic", "next_cursor": "Cursor"}
     __slots__ = ("throttle_time_ms", "topics", "next_cursor")
 
     def __init__(self, throttle_time_ms=0, topics=None, next_cursor=None):
@@ -64,6 +65,7 @@ class DescribeTopicPartitionsResponseTopic(_ProtocolStruct):
     NAME = "DescribeTopicPartitionsResponseTopic"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "DescribeTopicPartitionsResponsePartition"}
     __slots__ = (
         "error_code",
         "name",

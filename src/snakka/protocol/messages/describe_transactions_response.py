@@ -33,6 +33,7 @@ class DescribeTransactionsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"transaction_states": "TransactionState"}
     __slots__ = ("throttle_time_ms", "transaction_states")
 
     def __init__(self, throttle_time_ms=0, transaction_states=None):
@@ -56,6 +57,7 @@ class TransactionState(_ProtocolStruct):
     NAME = "TransactionState"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"topics": "TopicData"}
     __slots__ = (
         "error_code",
         "transactional_id",

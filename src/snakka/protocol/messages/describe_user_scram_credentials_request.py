@@ -27,6 +27,7 @@ class DescribeUserScramCredentialsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"users": "UserName"}
     __slots__ = ("users",)
 
     def __init__(self, users=_UNSET):

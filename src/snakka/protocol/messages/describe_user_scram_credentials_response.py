@@ -33,6 +33,7 @@ class DescribeUserScramCredentialsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "DescribeUserScramCredentialsResult"}
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "results")
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message="", results=None):
@@ -60,6 +61,7 @@ class DescribeUserScramCredentialsResult(_ProtocolStruct):
     NAME = "DescribeUserScramCredentialsResult"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"credential_infos": "CredentialInfo"}
     __slots__ = ("user", "error_code", "error_message", "credential_infos")
 
     def __init__(self, user="", error_code=0, error_message="", credential_infos=None):

@@ -38,6 +38,7 @@ class ElectLeadersRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topic_partitions": "TopicPartitions"}
     __slots__ = ("election_type", "topic_partitions", "timeout_ms")
 
     def __init__(self, election_type=0, topic_partitions=_UNSET, timeout_ms=60000):

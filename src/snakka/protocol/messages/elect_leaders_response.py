@@ -37,6 +37,7 @@ class ElectLeadersResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"replica_election_results": "ReplicaElectionResult"}
     __slots__ = ("throttle_time_ms", "error_code", "replica_election_results")
 
     def __init__(self, throttle_time_ms=0, error_code=0, replica_election_results=None):
@@ -64,6 +65,7 @@ class ReplicaElectionResult(_ProtocolStruct):
     NAME = "ReplicaElectionResult"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    STRUCT_FIELDS = {"partition_result": "PartitionResult"}
     __slots__ = ("topic", "partition_result")
 
     def __init__(self, topic="", partition_result=None):

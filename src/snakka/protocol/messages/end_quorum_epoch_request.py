@@ -43,6 +43,7 @@ class EndQuorumEpochRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicData", "leader_endpoints": "LeaderEndpoint"}
     __slots__ = ("cluster_id", "topics", "leader_endpoints")
 
     def __init__(self, cluster_id=None, topics=None, leader_endpoints=None):
@@ -68,6 +69,7 @@ class TopicData(_ProtocolStruct):
     NAME = "TopicData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_name", "partitions")
 
     def __init__(self, topic_name="", partitions=None):
@@ -88,6 +90,7 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"preferred_candidates": "ReplicaInfo"}
     __slots__ = (
         "partition_index",
         "leader_id",

@@ -53,6 +53,11 @@ class FetchRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "replica_state": "ReplicaState",
+        "topics": "FetchTopic",
+        "forgotten_topics_data": "ForgottenTopic",
+    }
     __slots__ = (
         "cluster_id",
         "replica_id",
@@ -123,6 +128,7 @@ class FetchTopic(_ProtocolStruct):
     NAME = "FetchTopic"
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
+    STRUCT_FIELDS = {"partitions": "FetchPartition"}
     __slots__ = ("topic", "topic_id", "partitions")
 
     def __init__(self, topic="", topic_id=_ZERO_UUID, partitions=None):

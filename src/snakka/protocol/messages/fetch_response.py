@@ -55,6 +55,7 @@ class FetchResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"responses": "FetchableTopicResponse", "node_endpoints": "NodeEndpoint"}
     __slots__ = ("throttle_time_ms", "error_code", "session_id", "responses", "node_endpoints")
 
     def __init__(
@@ -91,6 +92,7 @@ class FetchableTopicResponse(_ProtocolStruct):
     NAME = "FetchableTopicResponse"
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic", "topic_id", "partitions")
 
     def __init__(self, topic="", topic_id=_ZERO_UUID, partitions=None):
@@ -116,6 +118,12 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 18)
     FLEXIBLE_MIN = 12
+    STRUCT_FIELDS = {
+        "diverging_epoch": "EpochEndOffset",
+        "current_leader": "LeaderIdAndEpoch",
+        "snapshot_id": "SnapshotId",
+        "aborted_transactions": "AbortedTransaction",
+    }
     __slots__ = (
         "partition_index",
         "error_code",

@@ -38,6 +38,7 @@ class FetchSnapshotRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicSnapshot"}
     __slots__ = ("cluster_id", "replica_id", "max_bytes", "topics")
 
     def __init__(self, cluster_id=None, replica_id=-1, max_bytes=2147483647, topics=None):
@@ -65,6 +66,7 @@ class TopicSnapshot(_ProtocolStruct):
     NAME = "TopicSnapshot"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionSnapshot"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):
@@ -85,6 +87,7 @@ class PartitionSnapshot(_ProtocolStruct):
     NAME = "PartitionSnapshot"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"snapshot_id": "SnapshotId"}
     __slots__ = (
         "partition",
         "current_leader_epoch",

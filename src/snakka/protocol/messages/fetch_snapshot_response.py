@@ -38,6 +38,7 @@ class FetchSnapshotResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TopicSnapshot", "node_endpoints": "NodeEndpoint"}
     __slots__ = ("throttle_time_ms", "error_code", "topics", "node_endpoints")
 
     def __init__(self, throttle_time_ms=0, error_code=0, topics=None, node_endpoints=None):
@@ -65,6 +66,7 @@ class TopicSnapshot(_ProtocolStruct):
     NAME = "TopicSnapshot"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionSnapshot"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):
@@ -85,6 +87,7 @@ class PartitionSnapshot(_ProtocolStruct):
     NAME = "PartitionSnapshot"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"snapshot_id": "SnapshotId", "current_leader": "LeaderIdAndEpoch"}
     __slots__ = (
         "index",
         "error_code",

@@ -37,6 +37,7 @@ class FindCoordinatorResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"coordinators": "Coordinator"}
     __slots__ = (
         "throttle_time_ms",
         "error_code",

@@ -38,6 +38,7 @@ class IncrementalAlterConfigsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"resources": "AlterConfigsResource"}
     __slots__ = ("resources", "validate_only")
 
     def __init__(self, resources=None, validate_only=False):
@@ -58,6 +59,7 @@ class AlterConfigsResource(_ProtocolStruct):
     NAME = "AlterConfigsResource"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"configs": "AlterableConfig"}
     __slots__ = ("resource_type", "resource_name", "configs")
 
     def __init__(self, resource_type=0, resource_name="", configs=None):

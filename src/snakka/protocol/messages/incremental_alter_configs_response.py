@@ -38,6 +38,7 @@ class IncrementalAlterConfigsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"responses": "AlterConfigsResourceResponse"}
     __slots__ = ("throttle_time_ms", "responses")
 
     def __init__(self, throttle_time_ms=0, responses=None):

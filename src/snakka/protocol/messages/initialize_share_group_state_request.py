@@ -32,6 +32,7 @@ class InitializeShareGroupStateRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "InitializeStateData"}
     __slots__ = ("group_id", "topics")
 
     def __init__(self, group_id="", topics=None):
@@ -52,6 +53,7 @@ class InitializeStateData(_ProtocolStruct):
     NAME = "InitializeStateData"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):

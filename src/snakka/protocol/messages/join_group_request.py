@@ -41,6 +41,7 @@ class JoinGroupRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"protocols": "JoinGroupRequestProtocol"}
     __slots__ = (
         "group_id",
         "session_timeout_ms",

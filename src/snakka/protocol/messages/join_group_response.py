@@ -43,6 +43,7 @@ class JoinGroupResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"members": "JoinGroupResponseMember"}
     __slots__ = (
         "throttle_time_ms",
         "error_code",

@@ -44,6 +44,11 @@ class LeaderAndIsrRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "ungrouped_partition_states": "LeaderAndIsrPartitionState",
+        "topic_states": "LeaderAndIsrTopicState",
+        "live_leaders": "LeaderAndIsrLiveLeader",
+    }
     __slots__ = (
         "controller_id",
         "is_k_raft_controller",
@@ -195,6 +200,7 @@ class LeaderAndIsrTopicState(_ProtocolStruct):
     NAME = "LeaderAndIsrTopicState"
     VALID_VERSIONS = (2, 7)
     FLEXIBLE_MIN = 4
+    STRUCT_FIELDS = {"partition_states": "LeaderAndIsrPartitionState"}
     __slots__ = ("topic_name", "topic_id", "partition_states")
 
     def __init__(self, topic_name="", topic_id=_ZERO_UUID, partition_states=None):

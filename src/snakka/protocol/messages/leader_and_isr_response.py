@@ -37,6 +37,10 @@ class LeaderAndIsrResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "partition_errors": "LeaderAndIsrPartitionError",
+        "topics": "LeaderAndIsrTopicError",
+    }
     __slots__ = ("error_code", "partition_errors", "topics")
 
     def __init__(self, error_code=0, partition_errors=None, topics=None):
@@ -87,6 +91,7 @@ class LeaderAndIsrTopicError(_ProtocolStruct):
     NAME = "LeaderAndIsrTopicError"
     VALID_VERSIONS = (5, 7)
     FLEXIBLE_MIN = 5
+    STRUCT_FIELDS = {"partition_errors": "LeaderAndIsrPartitionError"}
     __slots__ = ("topic_id", "partition_errors")
 
     def __init__(self, topic_id=_ZERO_UUID, partition_errors=None):

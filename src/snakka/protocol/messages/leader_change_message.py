@@ -29,6 +29,7 @@ class LeaderChangeMessage(_ProtocolStruct):
     NAME = "LeaderChangeMessage"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"voters": "Voter", "granting_voters": "Voter"}
     __slots__ = ("version", "leader_id", "voters", "granting_voters")
 
     def __init__(self, version=0, leader_id=0, voters=None, granting_voters=None):

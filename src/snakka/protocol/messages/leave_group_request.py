@@ -36,6 +36,7 @@ class LeaveGroupRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"members": "MemberIdentity"}
     __slots__ = ("group_id", "member_id", "members")
 
     def __init__(self, group_id="", member_id="", members=None):

@@ -38,6 +38,7 @@ class LeaveGroupResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"members": "MemberResponse"}
     __slots__ = ("throttle_time_ms", "error_code", "members")
 
     def __init__(self, throttle_time_ms=0, error_code=0, members=None):

@@ -30,6 +30,7 @@ class ListConfigResourcesResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"config_resources": "ConfigResource"}
     __slots__ = ("throttle_time_ms", "error_code", "config_resources")
 
     def __init__(self, throttle_time_ms=0, error_code=0, config_resources=None):

@@ -34,6 +34,7 @@ class ListGroupsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"groups": "ListedGroup"}
     __slots__ = ("throttle_time_ms", "error_code", "groups")
 
     def __init__(self, throttle_time_ms=0, error_code=0, groups=None):

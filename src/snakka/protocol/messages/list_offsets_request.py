@@ -37,6 +37,7 @@ class ListOffsetsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "ListOffsetsTopic"}
     __slots__ = ("replica_id", "isolation_level", "topics", "timeout_ms")
 
     def __init__(self, replica_id=0, isolation_level=0, topics=None, timeout_ms=0):
@@ -64,6 +65,7 @@ class ListOffsetsTopic(_ProtocolStruct):
     NAME = "ListOffsetsTopic"
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 6
+    STRUCT_FIELDS = {"partitions": "ListOffsetsPartition"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

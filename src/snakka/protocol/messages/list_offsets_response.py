@@ -38,6 +38,7 @@ class ListOffsetsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "ListOffsetsTopicResponse"}
     __slots__ = ("throttle_time_ms", "topics")
 
     def __init__(self, throttle_time_ms=0, topics=None):
@@ -58,6 +59,7 @@ class ListOffsetsTopicResponse(_ProtocolStruct):
     NAME = "ListOffsetsTopicResponse"
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 6
+    STRUCT_FIELDS = {"partitions": "ListOffsetsPartitionResponse"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

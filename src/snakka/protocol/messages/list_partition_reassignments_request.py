@@ -32,6 +32,7 @@ class ListPartitionReassignmentsRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "ListPartitionReassignmentsTopics"}
     __slots__ = ("timeout_ms", "topics")
 
     def __init__(self, timeout_ms=60000, topics=None):

@@ -34,6 +34,7 @@ class ListPartitionReassignmentsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "OngoingTopicReassignment"}
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "topics")
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message="", topics=None):
@@ -61,6 +62,7 @@ class OngoingTopicReassignment(_ProtocolStruct):
     NAME = "OngoingTopicReassignment"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "OngoingPartitionReassignment"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

@@ -32,6 +32,7 @@ class ListTransactionsResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"transaction_states": "TransactionState"}
     __slots__ = ("throttle_time_ms", "error_code", "unknown_state_filters", "transaction_states")
 
     def __init__(

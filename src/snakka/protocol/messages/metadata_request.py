@@ -42,6 +42,7 @@ class MetadataRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "MetadataRequestTopic"}
     __slots__ = (
         "topics",
         "allow_auto_topic_creation",

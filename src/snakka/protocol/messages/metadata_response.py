@@ -45,6 +45,7 @@ class MetadataResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"brokers": "MetadataResponseBroker", "topics": "MetadataResponseTopic"}
     __slots__ = (
         "throttle_time_ms",
         "brokers",
@@ -122,6 +123,7 @@ class MetadataResponseTopic(_ProtocolStruct):
     NAME = "MetadataResponseTopic"
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
+    STRUCT_FIELDS = {"partitions": "MetadataResponsePartition"}
     __slots__ = (
         "error_code",
         "name",

@@ -44,6 +44,7 @@ class OffsetCommitRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 8
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "OffsetCommitRequestTopic"}
     __slots__ = (
         "group_id",
         "generation_id_or_member_epoch",
@@ -90,6 +91,7 @@ class OffsetCommitRequestTopic(_ProtocolStruct):
     NAME = "OffsetCommitRequestTopic"
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 8
+    STRUCT_FIELDS = {"partitions": "OffsetCommitRequestPartition"}
     __slots__ = ("name", "topic_id", "partitions")
 
     def __init__(self, name="", topic_id=_ZERO_UUID, partitions=None):

@@ -37,6 +37,7 @@ class OffsetCommitResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 8
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "OffsetCommitResponseTopic"}
     __slots__ = ("throttle_time_ms", "topics")
 
     def __init__(self, throttle_time_ms=0, topics=None):
@@ -57,6 +58,7 @@ class OffsetCommitResponseTopic(_ProtocolStruct):
     NAME = "OffsetCommitResponseTopic"
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 8
+    STRUCT_FIELDS = {"partitions": "OffsetCommitResponsePartition"}
     __slots__ = ("name", "topic_id", "partitions")
 
     def __init__(self, name="", topic_id=_ZERO_UUID, partitions=None):

@@ -27,6 +27,7 @@ class OffsetDeleteRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "OffsetDeleteRequestTopic"}
     __slots__ = ("group_id", "topics")
 
     def __init__(self, group_id="", topics=None):
@@ -47,6 +48,7 @@ class OffsetDeleteRequestTopic(_ProtocolStruct):
     NAME = "OffsetDeleteRequestTopic"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
+    STRUCT_FIELDS = {"partitions": "OffsetDeleteRequestPartition"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

@@ -29,6 +29,7 @@ class OffsetDeleteResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "OffsetDeleteResponseTopic"}
     __slots__ = ("error_code", "throttle_time_ms", "topics")
 
     def __init__(self, error_code=0, throttle_time_ms=0, topics=None):
@@ -54,6 +55,7 @@ class OffsetDeleteResponseTopic(_ProtocolStruct):
     NAME = "OffsetDeleteResponseTopic"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
+    STRUCT_FIELDS = {"partitions": "OffsetDeleteResponsePartition"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

@@ -44,6 +44,7 @@ class OffsetFetchRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "OffsetFetchRequestTopic", "groups": "OffsetFetchRequestGroup"}
     __slots__ = ("group_id", "topics", "groups", "require_stable")
 
     def __init__(self, group_id="", topics=_UNSET, groups=None, require_stable=False):
@@ -91,6 +92,7 @@ class OffsetFetchRequestGroup(_ProtocolStruct):
     NAME = "OffsetFetchRequestGroup"
     VALID_VERSIONS = (8, 10)
     FLEXIBLE_MIN = 8
+    STRUCT_FIELDS = {"topics": "OffsetFetchRequestTopics"}
     __slots__ = ("group_id", "member_id", "member_epoch", "topics")
 
     def __init__(self, group_id="", member_id=None, member_epoch=-1, topics=_UNSET):

@@ -43,6 +43,7 @@ class OffsetFetchResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "OffsetFetchResponseTopic", "groups": "OffsetFetchResponseGroup"}
     __slots__ = ("throttle_time_ms", "topics", "error_code", "groups")
 
     def __init__(self, throttle_time_ms=0, topics=None, error_code=0, groups=None):
@@ -70,6 +71,7 @@ class OffsetFetchResponseTopic(_ProtocolStruct):
     NAME = "OffsetFetchResponseTopic"
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 6
+    STRUCT_FIELDS = {"partitions": "OffsetFetchResponsePartition"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):
@@ -132,6 +134,7 @@ class OffsetFetchResponseGroup(_ProtocolStruct):
     NAME = "OffsetFetchResponseGroup"
     VALID_VERSIONS = (8, 10)
     FLEXIBLE_MIN = 8
+    STRUCT_FIELDS = {"topics": "OffsetFetchResponseTopics"}
     __slots__ = ("group_id", "topics", "error_code")
 
     def __init__(self, group_id="", topics=None, error_code=0):
@@ -157,6 +160,7 @@ class OffsetFetchResponseTopics(_ProtocolStruct):
     NAME = "OffsetFetchResponseTopics"
     VALID_VERSIONS = (8, 10)
     FLEXIBLE_MIN = 8
+    STRUCT_FIELDS = {"partitions": "OffsetFetchResponsePartitions"}
     __slots__ = ("name", "topic_id", "partitions")
 
     def __init__(self, name="", topic_id=_ZERO_UUID, partitions=None):

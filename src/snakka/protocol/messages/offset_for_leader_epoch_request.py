@@ -35,6 +35,7 @@ class OffsetForLeaderEpochRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "OffsetForLeaderTopic"}
     __slots__ = ("replica_id", "topics")
 
     def __init__(self, replica_id=-2, topics=None):
@@ -55,6 +56,7 @@ class OffsetForLeaderTopic(_ProtocolStruct):
     NAME = "OffsetForLeaderTopic"
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    STRUCT_FIELDS = {"partitions": "OffsetForLeaderPartition"}
     __slots__ = ("topic", "partitions")
 
     def __init__(self, topic="", partitions=None):

@@ -35,6 +35,7 @@ class OffsetForLeaderEpochResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "OffsetForLeaderTopicResult"}
     __slots__ = ("throttle_time_ms", "topics")
 
     def __init__(self, throttle_time_ms=0, topics=None):
@@ -55,6 +56,7 @@ class OffsetForLeaderTopicResult(_ProtocolStruct):
     NAME = "OffsetForLeaderTopicResult"
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    STRUCT_FIELDS = {"partitions": "EpochEndOffset"}
     __slots__ = ("topic", "partitions")
 
     def __init__(self, topic="", partitions=None):

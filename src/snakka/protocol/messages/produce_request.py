@@ -45,6 +45,7 @@ class ProduceRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topic_data": "TopicProduceData"}
     __slots__ = ("transactional_id", "acks", "timeout_ms", "topic_data")
 
     def __init__(self, transactional_id=None, acks=0, timeout_ms=0, topic_data=None):
@@ -72,6 +73,7 @@ class TopicProduceData(_ProtocolStruct):
     NAME = "TopicProduceData"
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
+    STRUCT_FIELDS = {"partition_data": "PartitionProduceData"}
     __slots__ = ("name", "topic_id", "partition_data")
 
     def __init__(self, name="", topic_id=_ZERO_UUID, partition_data=None):

@@ -46,6 +46,7 @@ class ProduceResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"responses": "TopicProduceResponse", "node_endpoints": "NodeEndpoint"}
     __slots__ = ("responses", "throttle_time_ms", "node_endpoints")
 
     def __init__(self, responses=None, throttle_time_ms=0, node_endpoints=None):
@@ -71,6 +72,7 @@ class TopicProduceResponse(_ProtocolStruct):
     NAME = "TopicProduceResponse"
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
+    STRUCT_FIELDS = {"partition_responses": "PartitionProduceResponse"}
     __slots__ = ("name", "topic_id", "partition_responses")
 
     def __init__(self, name="", topic_id=_ZERO_UUID, partition_responses=None):
@@ -96,6 +98,10 @@ class PartitionProduceResponse(_ProtocolStruct):
     NAME = "PartitionProduceResponse"
     VALID_VERSIONS = (0, 13)
     FLEXIBLE_MIN = 9
+    STRUCT_FIELDS = {
+        "record_errors": "BatchIndexAndErrorMessage",
+        "current_leader": "LeaderIdAndEpoch",
+    }
     __slots__ = (
         "index",
         "error_code",

@@ -34,6 +34,7 @@ class ReadShareGroupStateResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "ReadStateResult"}
     __slots__ = ("results",)
 
     def __init__(self, results=None):
@@ -53,6 +54,7 @@ class ReadStateResult(_ProtocolStruct):
     NAME = "ReadStateResult"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionResult"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):
@@ -73,6 +75,7 @@ class PartitionResult(_ProtocolStruct):
     NAME = "PartitionResult"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"state_batches": "StateBatch"}
     __slots__ = (
         "partition",
         "error_code",

@@ -32,6 +32,7 @@ class ReadShareGroupStateSummaryRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "ReadStateSummaryData"}
     __slots__ = ("group_id", "topics")
 
     def __init__(self, group_id="", topics=None):
@@ -52,6 +53,7 @@ class ReadStateSummaryData(_ProtocolStruct):
     NAME = "ReadStateSummaryData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):

@@ -34,6 +34,7 @@ class ReadShareGroupStateSummaryResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "ReadStateSummaryResult"}
     __slots__ = ("results",)
 
     def __init__(self, results=None):
@@ -53,6 +54,7 @@ class ReadStateSummaryResult(_ProtocolStruct):
     NAME = "ReadStateSummaryResult"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionResult"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):

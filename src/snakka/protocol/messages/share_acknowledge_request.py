@@ -37,6 +37,7 @@ class ShareAcknowledgeRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "AcknowledgeTopic"}
     __slots__ = ("group_id", "member_id", "share_session_epoch", "is_renew_ack", "topics")
 
     def __init__(
@@ -73,6 +74,7 @@ class AcknowledgeTopic(_ProtocolStruct):
     NAME = "AcknowledgeTopic"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "AcknowledgePartition"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):
@@ -93,6 +95,7 @@ class AcknowledgePartition(_ProtocolStruct):
     NAME = "AcknowledgePartition"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"acknowledgement_batches": "AcknowledgementBatch"}
     __slots__ = ("partition_index", "acknowledgement_batches")
 
     def __init__(self, partition_index=0, acknowledgement_batches=None):

@@ -37,6 +37,7 @@ class ShareAcknowledgeResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"responses": "ShareAcknowledgeTopicResponse", "node_endpoints": "NodeEndpoint"}
     __slots__ = (
         "throttle_time_ms",
         "error_code",
@@ -83,6 +84,7 @@ class ShareAcknowledgeTopicResponse(_ProtocolStruct):
     NAME = "ShareAcknowledgeTopicResponse"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):
@@ -103,6 +105,7 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"current_leader": "LeaderIdAndEpoch"}
     __slots__ = ("partition_index", "error_code", "error_message", "current_leader")
 
     def __init__(self, partition_index=0, error_code=0, error_message=None, current_leader=None):

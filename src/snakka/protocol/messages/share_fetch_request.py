@@ -40,6 +40,7 @@ class ShareFetchRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "FetchTopic", "forgotten_topics_data": "ForgottenTopic"}
     __slots__ = (
         "group_id",
         "member_id",
@@ -110,6 +111,7 @@ class FetchTopic(_ProtocolStruct):
     NAME = "FetchTopic"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "FetchPartition"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):
@@ -130,6 +132,7 @@ class FetchPartition(_ProtocolStruct):
     NAME = "FetchPartition"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"acknowledgement_batches": "AcknowledgementBatch"}
     __slots__ = ("partition_index", "partition_max_bytes", "acknowledgement_batches")
 
     def __init__(self, partition_index=0, partition_max_bytes=0, acknowledgement_batches=None):

@@ -43,6 +43,7 @@ class ShareFetchResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"responses": "ShareFetchableTopicResponse", "node_endpoints": "NodeEndpoint"}
     __slots__ = (
         "throttle_time_ms",
         "error_code",
@@ -89,6 +90,7 @@ class ShareFetchableTopicResponse(_ProtocolStruct):
     NAME = "ShareFetchableTopicResponse"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):
@@ -109,6 +111,7 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"current_leader": "LeaderIdAndEpoch", "acquired_records": "AcquiredRecords"}
     __slots__ = (
         "partition_index",
         "error_code",

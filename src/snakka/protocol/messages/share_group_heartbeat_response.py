@@ -36,6 +36,7 @@ class ShareGroupHeartbeatResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"assignment": "Assignment"}
     __slots__ = (
         "throttle_time_ms",
         "error_code",
@@ -86,6 +87,7 @@ class Assignment(_ProtocolStruct):
     NAME = "Assignment"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"topic_partitions": "TopicPartitions"}
     __slots__ = ("topic_partitions",)
 
     def __init__(self, topic_partitions=None):

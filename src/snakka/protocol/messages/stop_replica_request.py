@@ -38,6 +38,11 @@ class StopReplicaRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "ungrouped_partitions": "StopReplicaPartitionV0",
+        "topics": "StopReplicaTopicV1",
+        "topic_states": "StopReplicaTopicState",
+    }
     __slots__ = (
         "controller_id",
         "is_k_raft_controller",
@@ -132,6 +137,7 @@ class StopReplicaTopicState(_ProtocolStruct):
     NAME = "StopReplicaTopicState"
     VALID_VERSIONS = (3, 4)
     FLEXIBLE_MIN = 3
+    STRUCT_FIELDS = {"partition_states": "StopReplicaPartitionState"}
     __slots__ = ("topic_name", "partition_states")
 
     def __init__(self, topic_name="", partition_states=None):

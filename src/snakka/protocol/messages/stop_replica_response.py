@@ -34,6 +34,7 @@ class StopReplicaResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"partition_errors": "StopReplicaPartitionError"}
     __slots__ = ("error_code", "partition_errors")
 
     def __init__(self, error_code=0, partition_errors=None):

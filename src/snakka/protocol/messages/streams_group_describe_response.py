@@ -43,6 +43,7 @@ class StreamsGroupDescribeResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"groups": "DescribedGroup"}
     __slots__ = ("throttle_time_ms", "groups")
 
     def __init__(self, throttle_time_ms=0, groups=None):
@@ -63,6 +64,11 @@ class DescribedGroup(_ProtocolStruct):
     NAME = "DescribedGroup"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {
+        "topology": "Topology",
+        "members": "Member",
+        "topology_description": "TopologyDescription",
+    }
     __slots__ = (
         "error_code",
         "error_message",
@@ -133,6 +139,7 @@ class Topology(_ProtocolStruct):
     NAME = "Topology"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"subtopologies": "Subtopology"}
     __slots__ = ("epoch", "subtopologies")
 
     def __init__(self, epoch=0, subtopologies=None):
@@ -153,6 +160,10 @@ class Subtopology(_ProtocolStruct):
     NAME = "Subtopology"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {
+        "state_changelog_topics": "TopicInfo",
+        "repartition_source_topics": "TopicInfo",
+    }
     __slots__ = (
         "subtopology_id",
         "source_topics",
@@ -201,6 +212,7 @@ class TopicInfo(_ProtocolStruct):
     NAME = "TopicInfo"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"topic_configs": "KeyValue"}
     __slots__ = ("name", "partitions", "replication_factor", "topic_configs")
 
     def __init__(self, name="", partitions=0, replication_factor=0, topic_configs=None):
@@ -248,6 +260,14 @@ class Member(_ProtocolStruct):
     NAME = "Member"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {
+        "user_endpoint": "Endpoint",
+        "client_tags": "KeyValue",
+        "task_offsets": "TaskOffset",
+        "task_end_offsets": "TaskOffset",
+        "assignment": "Assignment",
+        "target_assignment": "Assignment",
+    }
     __slots__ = (
         "member_id",
         "member_epoch",
@@ -375,6 +395,11 @@ class Assignment(_ProtocolStruct):
     NAME = "Assignment"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {
+        "active_tasks": "TaskIds",
+        "standby_tasks": "TaskIds",
+        "warmup_tasks": "TaskIds",
+    }
     __slots__ = ("active_tasks", "standby_tasks", "warmup_tasks")
 
     def __init__(self, active_tasks=None, standby_tasks=None, warmup_tasks=None):
@@ -420,6 +445,10 @@ class TopologyDescription(_ProtocolStruct):
     NAME = "TopologyDescription"
     VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {
+        "subtopologies": "TopologyDescriptionSubtopology",
+        "global_stores": "TopologyDescriptionGlobalStore",
+    }
     __slots__ = ("subtopologies", "global_stores")
 
     def __init__(self, subtopologies=None, global_stores=None):
@@ -442,6 +471,7 @@ class TopologyDescriptionSubtopology(_ProtocolStruct):
     NAME = "TopologyDescriptionSubtopology"
     VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"nodes": "TopologyDescriptionNode"}
     __slots__ = ("subtopology_id", "nodes")
 
     def __init__(self, subtopology_id="", nodes=None):
@@ -501,6 +531,7 @@ class TopologyDescriptionGlobalStore(_ProtocolStruct):
     NAME = "TopologyDescriptionGlobalStore"
     VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"source": "TopologyDescriptionNode", "processor": "TopologyDescriptionNode"}
     __slots__ = ("source", "processor")
 
     def __init__(self, source=None, processor=None):

@@ -41,6 +41,16 @@ class StreamsGroupHeartbeatRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "topology": "Topology",
+        "active_tasks": "TaskIds",
+        "standby_tasks": "TaskIds",
+        "warmup_tasks": "TaskIds",
+        "user_endpoint": "Endpoint",
+        "client_tags": "KeyValue",
+        "task_offsets": "TaskOffset",
+        "task_end_offsets": "TaskOffset",
+    }
     __slots__ = (
         "group_id",
         "member_id",
@@ -131,6 +141,7 @@ class Topology(_ProtocolStruct):
     NAME = "Topology"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"subtopologies": "Subtopology"}
     __slots__ = ("epoch", "subtopologies")
 
     def __init__(self, epoch=0, subtopologies=None):
@@ -151,6 +162,11 @@ class Subtopology(_ProtocolStruct):
     NAME = "Subtopology"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {
+        "state_changelog_topics": "TopicInfo",
+        "repartition_source_topics": "TopicInfo",
+        "copartition_groups": "CopartitionGroup",
+    }
     __slots__ = (
         "subtopology_id",
         "source_topics",
@@ -207,6 +223,7 @@ class TopicInfo(_ProtocolStruct):
     NAME = "TopicInfo"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"topic_configs": "KeyValue"}
     __slots__ = ("name", "partitions", "replication_factor", "topic_configs")
 
     def __init__(self, name="", partitions=0, replication_factor=0, topic_configs=None):

@@ -41,6 +41,13 @@ class StreamsGroupHeartbeatResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "status": "Status",
+        "active_tasks": "TaskIds",
+        "standby_tasks": "TaskIds",
+        "warmup_tasks": "TaskIds",
+        "partitions_by_user_endpoint": "EndpointToPartitions",
+    }
     __slots__ = (
         "throttle_time_ms",
         "error_code",
@@ -167,6 +174,11 @@ class EndpointToPartitions(_ProtocolStruct):
     NAME = "EndpointToPartitions"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {
+        "user_endpoint": "Endpoint",
+        "active_partitions": "TopicPartition",
+        "standby_partitions": "TopicPartition",
+    }
     __slots__ = ("user_endpoint", "active_partitions", "standby_partitions")
 
     def __init__(self, user_endpoint=None, active_partitions=None, standby_partitions=None):

@@ -34,6 +34,7 @@ class StreamsGroupTopologyDescriptionUpdateRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topology_description": "TopologyDescription"}
     __slots__ = ("group_id", "member_id", "topology_epoch", "topology_description")
 
     def __init__(self, group_id="", member_id="", topology_epoch=0, topology_description=None):
@@ -63,6 +64,10 @@ class TopologyDescription(_ProtocolStruct):
     NAME = "TopologyDescription"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {
+        "subtopologies": "TopologyDescriptionSubtopology",
+        "global_stores": "TopologyDescriptionGlobalStore",
+    }
     __slots__ = ("subtopologies", "global_stores")
 
     def __init__(self, subtopologies=None, global_stores=None):
@@ -85,6 +90,7 @@ class TopologyDescriptionSubtopology(_ProtocolStruct):
     NAME = "TopologyDescriptionSubtopology"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"nodes": "TopologyDescriptionNode"}
     __slots__ = ("subtopology_id", "nodes")
 
     def __init__(self, subtopology_id="", nodes=None):
@@ -144,6 +150,7 @@ class TopologyDescriptionGlobalStore(_ProtocolStruct):
     NAME = "TopologyDescriptionGlobalStore"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"source": "TopologyDescriptionNode", "processor": "TopologyDescriptionNode"}
     __slots__ = ("source", "processor")
 
     def __init__(self, source=None, processor=None):

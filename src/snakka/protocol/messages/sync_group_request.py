@@ -40,6 +40,7 @@ class SyncGroupRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"assignments": "SyncGroupRequestAssignment"}
     __slots__ = (
         "group_id",
         "generation_id",

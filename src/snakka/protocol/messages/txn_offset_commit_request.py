@@ -43,6 +43,7 @@ class TxnOffsetCommitRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TxnOffsetCommitRequestTopic"}
     __slots__ = (
         "transactional_id",
         "group_id",
@@ -97,6 +98,7 @@ class TxnOffsetCommitRequestTopic(_ProtocolStruct):
     NAME = "TxnOffsetCommitRequestTopic"
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
+    STRUCT_FIELDS = {"partitions": "TxnOffsetCommitRequestPartition"}
     __slots__ = ("name", "topic_id", "partitions")
 
     def __init__(self, name="", topic_id=_ZERO_UUID, partitions=None):

@@ -36,6 +36,7 @@ class TxnOffsetCommitResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "TxnOffsetCommitResponseTopic"}
     __slots__ = ("throttle_time_ms", "topics")
 
     def __init__(self, throttle_time_ms=0, topics=None):
@@ -56,6 +57,7 @@ class TxnOffsetCommitResponseTopic(_ProtocolStruct):
     NAME = "TxnOffsetCommitResponseTopic"
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
+    STRUCT_FIELDS = {"partitions": "TxnOffsetCommitResponsePartition"}
     __slots__ = ("name", "topic_id", "partitions")
 
     def __init__(self, name="", topic_id=_ZERO_UUID, partitions=None):

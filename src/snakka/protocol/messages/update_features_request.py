@@ -32,6 +32,7 @@ class UpdateFeaturesRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"feature_updates": "FeatureUpdateKey"}
     __slots__ = ("timeout_ms", "feature_updates", "validate_only")
 
     def __init__(self, timeout_ms=60000, feature_updates=None, validate_only=False):

@@ -32,6 +32,7 @@ class UpdateFeaturesResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"results": "UpdatableFeatureResult"}
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "results")
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message="", results=None):

@@ -49,6 +49,11 @@ class UpdateMetadataRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 8)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {
+        "ungrouped_partition_states": "UpdateMetadataPartitionState",
+        "topic_states": "UpdateMetadataTopicState",
+        "live_brokers": "UpdateMetadataBroker",
+    }
     __slots__ = (
         "controller_id",
         "is_k_raft_controller",
@@ -163,6 +168,7 @@ class UpdateMetadataBroker(_ProtocolStruct):
     NAME = "UpdateMetadataBroker"
     VALID_VERSIONS = (0, 8)
     FLEXIBLE_MIN = 6
+    STRUCT_FIELDS = {"endpoints": "UpdateMetadataEndpoint"}
     __slots__ = ("id", "v0_host", "v0_port", "endpoints", "rack")
 
     def __init__(self, id=0, v0_host="", v0_port=0, endpoints=None, rack=""):
@@ -219,6 +225,7 @@ class UpdateMetadataTopicState(_ProtocolStruct):
     NAME = "UpdateMetadataTopicState"
     VALID_VERSIONS = (5, 8)
     FLEXIBLE_MIN = 6
+    STRUCT_FIELDS = {"partition_states": "UpdateMetadataPartitionState"}
     __slots__ = ("topic_name", "topic_id", "partition_states")
 
     def __init__(self, topic_name="", topic_id=_ZERO_UUID, partition_states=None):

@@ -35,6 +35,7 @@ class UpdateRaftVoterRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"listeners": "Listener", "k_raft_version_feature": "KRaftVersionFeature"}
     __slots__ = (
         "cluster_id",
         "current_leader_epoch",

@@ -32,6 +32,7 @@ class UpdateRaftVoterResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"current_leader": "CurrentLeader"}
     __slots__ = ("throttle_time_ms", "error_code", "current_leader")
 
     def __init__(self, throttle_time_ms=0, error_code=0, current_leader=None):

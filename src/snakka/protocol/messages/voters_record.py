@@ -32,6 +32,7 @@ class VotersRecord(_ProtocolStruct):
     NAME = "VotersRecord"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"voters": "Voter"}
     __slots__ = ("version", "voters")
 
     def __init__(self, version=0, voters=None):
@@ -52,6 +53,7 @@ class Voter(_ProtocolStruct):
     NAME = "Voter"
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"endpoints": "Endpoint", "k_raft_version_feature": "KRaftVersionFeature"}
     __slots__ = ("voter_id", "voter_directory_id", "endpoints", "k_raft_version_feature")
 
     def __init__(

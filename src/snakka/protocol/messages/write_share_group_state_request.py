@@ -34,6 +34,7 @@ class WriteShareGroupStateRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"topics": "WriteStateData"}
     __slots__ = ("group_id", "topics")
 
     def __init__(self, group_id="", topics=None):
@@ -54,6 +55,7 @@ class WriteStateData(_ProtocolStruct):
     NAME = "WriteStateData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"partitions": "PartitionData"}
     __slots__ = ("topic_id", "partitions")
 
     def __init__(self, topic_id=_ZERO_UUID, partitions=None):
@@ -74,6 +76,7 @@ class PartitionData(_ProtocolStruct):
     NAME = "PartitionData"
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    STRUCT_FIELDS = {"state_batches": "StateBatch"}
     __slots__ = (
         "partition",
         "state_epoch",

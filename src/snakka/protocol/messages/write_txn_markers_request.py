@@ -37,6 +37,7 @@ class WriteTxnMarkersRequest(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"markers": "WritableTxnMarker"}
     __slots__ = ("markers",)
 
     def __init__(self, markers=None):
@@ -56,6 +57,7 @@ class WritableTxnMarker(_ProtocolStruct):
     NAME = "WritableTxnMarker"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"topics": "WritableTxnMarkerTopic"}
     __slots__ = (
         "producer_id",
         "producer_epoch",

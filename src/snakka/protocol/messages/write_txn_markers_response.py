@@ -35,6 +35,7 @@ class WriteTxnMarkersResponse(_ProtocolStruct):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    STRUCT_FIELDS = {"markers": "WritableTxnMarkerResult"}
     __slots__ = ("markers",)
 
     def __init__(self, markers=None):
@@ -54,6 +55,7 @@ class WritableTxnMarkerResult(_ProtocolStruct):
     NAME = "WritableTxnMarkerResult"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"topics": "WritableTxnMarkerTopicResult"}
     __slots__ = ("producer_id", "topics")
 
     def __init__(self, producer_id=0, topics=None):
@@ -74,6 +76,7 @@ class WritableTxnMarkerTopicResult(_ProtocolStruct):
     NAME = "WritableTxnMarkerTopicResult"
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 1
+    STRUCT_FIELDS = {"partitions": "WritableTxnMarkerPartitionResult"}
     __slots__ = ("name", "partitions")
 
     def __init__(self, name="", partitions=None):

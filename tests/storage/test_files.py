@@ -1,0 +1,118 @@
+"""The segment-file pool (``log.max.open.files``): idle partitions hold no descriptor, the pool
+never exceeds its bound, evicted files reopen transparently (also across restarts and with a
+flush thread running), and EMFILE while opening gives back idle files and retries."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+
+import pytest
+
+from snakka.storage import LogConfig, LogManager
+from snakka.storage.files import POOL, derived_limit
+
+from .helpers import Clock, append, batch
+
+
+@pytest.fixture
+def small_pool():
+    before = POOL.limit
+    POOL.set_limit(4)
+    yield POOL
+    POOL.set_limit(before)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def manager(path):
+    return LogManager([str(path)], LogConfig(segment_bytes=2000), time_ms=Clock())
+
+
+def test_many_partitions_hold_at_most_the_bound(tmp_path, small_pool):
+    fds0 = open_fds()
+    lm = manager(tmp_path / "d")
+    logs = [lm.get_or_create_log("t", p) for p in range(60)]
+    for _round in range(3):
+        for pl in logs:
+            append(pl, batch(5, value_size=200))  # several segments per partition
+        assert small_pool.open_count <= 4
+        assert open_fds() - fds0 <= 4 + 2  # + the dir lock and slack
+    assert all(len(pl.segments) > 1 for pl in logs)
+    for pl in logs:  # every evicted segment reads back whole
+        got = pl.read(0, 1 << 20)
+        assert len(got) > 0
+        assert pl.log_end_offset == 15
+    lm.close()
+    assert small_pool.open_count == 0
+
+    lm = manager(tmp_path / "d")  # restart: loading 60 partitions stays within the bound
+    lm.load_all()
+    assert small_pool.open_count <= 4
+    assert [lm.get_log("t", p).log_end_offset for p in range(60)] == [15] * 60
+    lm.close()
+
+
+def test_flush_thread_and_eviction_interleave(tmp_path, small_pool):
+    lm = manager(tmp_path / "d")
+    logs = [lm.get_or_create_log("t", p) for p in range(20)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def flusher():
+        while not stop.is_set():
+            try:
+                lm.flush_all()
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+                return
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        for _ in range(30):
+            for pl in logs:
+                append(pl, batch(2, value_size=100))
+    finally:
+        stop.set()
+        t.join()
+    assert not errors
+    lm.close()
+    lm = manager(tmp_path / "d")
+    lm.load_all()
+    for p in range(20):  # nothing landed in the wrong file: every partition recovers whole
+        assert lm.get_log("t", p).log_end_offset == 60
+    lm.close()
+
+
+def test_emfile_while_opening_gives_back_idle_files(tmp_path, small_pool, monkeypatch):
+    lm = manager(tmp_path / "d")
+    logs = [lm.get_or_create_log("t", p) for p in range(6)]
+    for pl in logs:
+        append(pl, batch(1))
+    evicted = [pl for pl in logs if not pl.active_segment.file.is_open]
+    assert evicted
+    real_open = os.open
+    failures = [1]
+
+    def emfile_once(path, flags, mode=0o777):
+        if failures[0] and path.endswith(".log"):
+            failures[0] -= 1
+            raise OSError(errno.EMFILE, "Too many open files", path)
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", emfile_once)
+    assert evicted[0].read(0, 1000)  # retried after closing the idle files
+    assert small_pool.open_count == 1
+    monkeypatch.setattr(os, "open", real_open)
+    lm.close()
+
+
+def test_derived_limit_follows_rlimit():
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert derived_limit() == max(16, soft // 4)
