@@ -306,6 +306,13 @@ _BROKER_LIST: list[ConfigDef] = [
        "Incremental fetch sessions (KIP-227) kept; 0 disables sessions.", read_only=True),
     _d("fetch.max.bytes", _I, "57671680", _parse_int(1024, INT_MAX),
        "Largest Fetch response the broker builds."),
+    _d("snakka.message.max.uncompressed.bytes", _I, str(64 * 1024 * 1024),
+       _parse_int(1024, INT_MAX),
+       "Largest size a produced compressed batch's records may decompress to. The broker "
+       "decompresses each compressed batch once to check its records (as Kafka's LogValidator "
+       "does) and stores it as it came; a batch that expands beyond this is refused with "
+       "INVALID_RECORD, so a small 'decompression bomb' costs at most this much memory and "
+       "time. snakka-specific (Kafka has no such bound).", read_only=True),
     # -- group coordinator (issue 3) --
     _d("group.min.session.timeout.ms", _I, "6000", _pos_int,
        "Smallest session timeout a classic group member may ask for."),

@@ -14,6 +14,10 @@ Kafka's rules kept here:
   is NOT_ENOUGH_REPLICAS on a single broker.
 - acks=0 gets no response; if anything failed the connection is closed so the client notices
   (Kafka does the same).
+- Every record of a batch is checked against its header (count, offset deltas, lengths,
+  timestamps; compressed batches are decompressed for it, bounded by
+  ``snakka.message.max.uncompressed.bytes``), in C: see snakka.records.walk. A lie is
+  INVALID_RECORD, timestamps out of range INVALID_TIMESTAMP, with Kafka's RecordErrors.
 - Clients may not write control batches (INVALID_RECORD). Transactional batches need the
   transaction coordinator, which does not exist yet: INVALID_TXN_STATE.
 - Strict durability (``log.flush.strict=true``): an acks=all response waits until the batch is
@@ -29,6 +33,7 @@ from snakka.handlers._common import lookup_log
 from snakka.metadata.core import INTERNAL_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.produce_response import (
+    BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
@@ -45,13 +50,17 @@ _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 
 
-def _error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:
-    return PartitionProduceResponse(index=index, error_code=code, base_offset=-1,
-                                    log_append_time_ms=-1, log_start_offset=-1,
-                                    record_errors=[], error_message=message)
+def _error(index: int, code: int, message: str | None = None,
+           record_errors=()) -> PartitionProduceResponse:
+    return PartitionProduceResponse(
+        index=index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+        record_errors=[BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                       for i, m in record_errors],
+        error_message=message)
 
 
-def _append_partition(broker, topic: str, partition: int, records, acks: int, waits: list):
+def _append_partition(broker, topic: str, partition: int, records, acks: int, waits: list,
+                      max_uncompressed: int):
     pl, err = lookup_log(broker, topic, partition)
     if pl is None:
         return _error(partition, err)
@@ -71,7 +80,8 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
         # read-only buffer, e.g. from a test, is copied once.)
         buf = records if isinstance(records, memoryview) and not records.readonly \
             else bytearray(records)
-        infos = pl.validate(buf)  # header, CRC32C, size and the topic's timestamp limits
+        # Header, CRC32C, size, every record (C walk) and the topic's timestamp limits.
+        infos = pl.validate(buf, max_uncompressed_bytes=max_uncompressed)
         if len(infos) != 1:
             return _error(partition, ErrorCode.INVALID_RECORD,
                           "Produce requests with version 3 and above must have exactly one "
@@ -88,7 +98,7 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
                                           max_message_bytes=cfg.max_message_bytes)
         result = pl.append(buf, infos)
     except RecordValidationError as e:
-        return _error(partition, e.error_code, e.message)
+        return _error(partition, e.error_code, e.message, e.record_errors)
     except ProducerStateError as e:
         return _error(partition, e.error_code, str(e))
     except OSError as e:  # the disk failed under this partition: Kafka's storage error
@@ -118,6 +128,7 @@ def handle(ctx, req):
     topics_out = []
     failed = False
     by_id = v >= 13
+    max_uncompressed = broker.config.int("snakka.message.max.uncompressed.bytes")
     for t in req.topic_data:
         if by_id:
             ti = broker.metadata.topics_by_id.get(t.topic_id)
@@ -134,7 +145,8 @@ def handle(ctx, req):
             elif name is None:
                 r = _error(p.index, ErrorCode.UNKNOWN_TOPIC_ID)
             else:
-                r = _append_partition(broker, name, p.index, p.records, acks, waits)
+                r = _append_partition(broker, name, p.index, p.records, acks, waits,
+                                      max_uncompressed)
             if r.error_code:
                 failed = True
             parts.append(r)
