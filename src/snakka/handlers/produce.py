@@ -18,8 +18,10 @@ Kafka's rules kept here:
   timestamps; compressed batches are decompressed for it, bounded by
   ``snakka.message.max.uncompressed.bytes``), in C: see snakka.records.walk. A lie is
   INVALID_RECORD, timestamps out of range INVALID_TIMESTAMP, with Kafka's RecordErrors.
-- Clients may not write control batches (INVALID_RECORD). Transactional batches need the
-  transaction coordinator, which does not exist yet: INVALID_TXN_STATE.
+- Clients may not write control batches (INVALID_RECORD). A request carrying transactional
+  batches is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka answers
+  a producer not authorized for a transactional id: snakka has no transaction coordinator yet,
+  so no transactional id is usable (FindCoordinator and InitProducerId say the same).
 - Strict durability (``log.flush.strict=true``): an acks=all response waits until the batch is
   fsynced; with Kafka's ``flush.messages`` reached, any acknowledged write waits. Concurrent
   waiters share one fsync (group commit in storage.flush).
@@ -48,6 +50,9 @@ log = logging.getLogger("snakka.produce")
 
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
+_ATTRIBUTES_OFFSET = 21  # of a v2 batch; see snakka.records.batch
+TRANSACTIONS_UNSUPPORTED = ("Transactions are not supported by this broker: snakka has no "
+                            "transaction coordinator yet, so no transactional id can be used")
 
 
 def _error(index: int, code: int, message: str | None = None,
@@ -57,6 +62,18 @@ def _error(index: int, code: int, message: str | None = None,
         record_errors=[BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
                        for i, m in record_errors],
         error_message=message)
+
+
+def _has_transactional_batch(req) -> bool:
+    """Kafka's ProduceRequest transactional check, on each partition's first batch (a second
+    batch is refused anyway: one batch per partition)."""
+    for t in req.topic_data:
+        for p in t.partition_data:
+            r = p.records
+            if r is not None and len(r) > _ATTRIBUTES_OFFSET + 1 \
+                    and r[_ATTRIBUTES_OFFSET + 1] & _ATTR_TRANSACTIONAL:
+                return True
+    return False
 
 
 def _append_partition(broker, topic: str, partition: int, records, acks: int, waits: list,
@@ -90,9 +107,6 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
         if attrs & _ATTR_CONTROL:
             return _error(partition, ErrorCode.INVALID_RECORD,
                           "Clients are not allowed to write control records")
-        if attrs & _ATTR_TRANSACTIONAL:
-            return _error(partition, ErrorCode.INVALID_TXN_STATE,
-                          "Transactions are not supported by this broker yet")
         if cfg.compression_type != "producer":
             buf, infos = maybe_recompress(cfg.compression_type, buf, infos,
                                           max_message_bytes=cfg.max_message_bytes)
@@ -129,6 +143,10 @@ def handle(ctx, req):
     failed = False
     by_id = v >= 13
     max_uncompressed = broker.config.int("snakka.message.max.uncompressed.bytes")
+    txn_refused = _has_transactional_batch(req)
+    if txn_refused:
+        log.info("refused a produce request with transactional batches (transactional.id %r): "
+                 "transactions are not supported", req.transactional_id)
     for t in req.topic_data:
         if by_id:
             ti = broker.metadata.topics_by_id.get(t.topic_id)
@@ -142,6 +160,9 @@ def handle(ctx, req):
             elif v < 3:
                 r = _error(p.index, ErrorCode.UNSUPPORTED_VERSION,
                            "Produce v0-2 (message formats v0/v1) are not supported")
+            elif txn_refused:
+                r = _error(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                           TRANSACTIONS_UNSUPPORTED)
             elif name is None:
                 r = _error(p.index, ErrorCode.UNKNOWN_TOPIC_ID)
             else:
