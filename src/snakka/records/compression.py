@@ -165,25 +165,10 @@ def decompress_bounded(codec: int, data: Buffer, max_bytes: int) -> memoryview:
 
 
 def _snappy_bounded(data: Buffer, max_bytes: int) -> bytes:
-    """Snappy in either framing (see module docstring); raw snappy states its length up front."""
+    """Snappy in either framing (see module docstring); raw snappy states its length up front,
+    and so does each xerial block, so the bound is checked before anything is decompressed."""
     if bytes(data[:8]) == XERIAL_MAGIC and len(data) >= 16:
-        out = bytearray()
-        with memoryview(data) as mv:
-            pos = 16
-            end = len(mv)
-            while pos < end:
-                if end - pos < 4:
-                    raise CompressionError("truncated xerial snappy block length")
-                (length,) = _INT32.unpack_from(mv, pos)
-                pos += 4
-                if length < 0 or pos + length > end:
-                    raise CompressionError(f"xerial snappy block of {length} bytes overruns data")
-                block = mv[pos : pos + length]
-                if len(out) + cramjam.snappy.decompress_raw_len(block) > max_bytes:
-                    raise CompressionError(f"snappy records decompress to more than {max_bytes} bytes")
-                out += cramjam.snappy.decompress_raw(block)
-                pos += length
-        return bytes(out)
+        return _xerial_decompress(data, max_bytes)
     if cramjam.snappy.decompress_raw_len(data) > max_bytes:
         raise CompressionError(f"snappy records decompress to more than {max_bytes} bytes")
     return bytes(cramjam.snappy.decompress_raw(data))
@@ -199,7 +184,9 @@ def _xerial_compress(data: Buffer) -> bytes:
     return bytes(out)
 
 
-def _xerial_decompress(data: Buffer) -> bytes:
+def _xerial_decompress(data: Buffer, max_bytes: int | None = None) -> bytes:
+    """The xerial block stream; with ``max_bytes``, output beyond it is refused before the
+    block that would exceed it is decompressed."""
     out = bytearray()
     with memoryview(data) as mv:
         pos = 16
@@ -211,6 +198,10 @@ def _xerial_decompress(data: Buffer) -> bytes:
             pos += 4
             if length < 0 or pos + length > end:
                 raise CompressionError(f"xerial snappy block of {length} bytes overruns data")
-            out += cramjam.snappy.decompress_raw(mv[pos : pos + length])
+            block = mv[pos : pos + length]
+            if max_bytes is not None and \
+                    len(out) + cramjam.snappy.decompress_raw_len(block) > max_bytes:
+                raise CompressionError(f"snappy records decompress to more than {max_bytes} bytes")
+            out += cramjam.snappy.decompress_raw(block)
             pos += length
     return bytes(out)
