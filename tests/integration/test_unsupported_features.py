@@ -246,3 +246,27 @@ def test_init_producer_id_and_find_coordinator_with_a_transactional_id_get_53(br
         finally:
             await conn.close()
     run_async(go())
+
+
+def test_transaction_apis_are_not_advertised_and_closing_is_the_answer(broker):
+    """Until transactions exist, AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26) and
+    TxnOffsetCommit (28) are not in ApiVersions; a client that sends one anyway has its
+    connection closed, as Kafka does for an API it has not enabled."""
+    from snakka.client.connection import ConnectionClosed
+    from snakka.protocol.messages.api_versions_request import ApiVersionsRequest
+    from snakka.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
+
+    async def go():
+        conn = await raw_connect(broker.bootstrap_servers)
+        try:
+            r = await conn.send(ApiVersionsRequest(client_software_name="t",
+                                                   client_software_version="1"))
+            keys = {k.api_key for k in r.api_keys}
+            assert not keys & {24, 25, 26, 28}, sorted(keys)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(conn.send(TxnOffsetCommitRequest(
+                    transactional_id="tx", group_id="g", producer_id=1, producer_epoch=0,
+                    topics=[]), version=3), 10)
+        finally:
+            await conn.close()
+    run_async(go())
