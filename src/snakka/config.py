@@ -144,6 +144,40 @@ def _one_of(*choices: str, case_insensitive: bool = False) -> Callable[[str, str
     return parse
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _parse_protocol_map(name: str, s: str) -> dict[str, str]:
+    """Kafka's listener.security.protocol.map: NAME:PROTOCOL,... (names upper-cased)."""
+    out: dict[str, str] = {}
+    for item in _parse_list(name, s):
+        listener, sep, proto = item.partition(":")
+        proto = proto.strip().upper()
+        if not sep or not listener.strip() or proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(name, s, f"Expected NAME:PROTOCOL with a protocol among "
+                              f"{', '.join(SECURITY_PROTOCOLS)}, got {item!r}")
+        out[listener.strip().upper()] = proto
+    return out
+
+
+def _refuse_true(reason: str) -> Callable[[str, str], bool]:
+    def parse(name: str, s: str) -> bool:
+        if _parse_bool(name, s):
+            raise ConfigError(name, s, reason)
+        return False
+
+    return parse
+
+
+def _refuse_nonempty(reason: str) -> Callable[[str, str], str]:
+    def parse(name: str, s: str) -> str:
+        if s.strip():
+            raise ConfigError(name, s, reason)
+        return ""
+
+    return parse
+
+
 def _list_of(*choices: str) -> Callable[[str, str], list[str]]:
     def parse(name: str, s: str) -> list[str]:
         items = _parse_list(name, s)
@@ -206,7 +240,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in [
         _d("cleanup.policy", _LIST, "delete", _list_of("delete", "compact"),
-           "Retention policy. Only 'delete' is available: 'compact' is rejected with INVALID_CONFIG until log compaction exists.",
+           "Retention policy. Only 'delete' is available: 'compact' is rejected with INVALID_CONFIG until log compaction exists; the broker's log.cleanup.policy=compact stops the broker at start and is INVALID_CONFIG as a dynamic change.",
            broker_synonym="log.cleanup.policy"),
         _d("compression.type", _S, "producer", _one_of(*COMPRESSION_TYPES),
            "Final compression of the topic's data; 'producer' keeps the producer's codec.",
@@ -300,9 +334,16 @@ _BROKER_LIST: list[ConfigDef] = [
        "(127.0.0.1 and ::1); an empty host binds all interfaces.", read_only=True),
     _d("advertised.listeners", _LIST, None, _parse_list,
        "Addresses given to clients in Metadata; defaults to listeners.", read_only=True),
-    _d("listener.security.protocol.map", _LIST, "PLAINTEXT:PLAINTEXT", _parse_list,
-       "Listener name to security protocol.", read_only=True),
-    _d("log.dirs", _LIST, "./snakka-data", _parse_list, "Where partition logs live.", read_only=True),
+    _d("listener.security.protocol.map", _LIST,
+       "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+       _parse_protocol_map,
+       "Listener name to security protocol (Kafka's default). Only PLAINTEXT can be served: a "
+       "listener whose protocol is SSL, SASL_PLAINTEXT or SASL_SSL stops the broker at start "
+       "(TLS and SASL do not exist yet; serving plaintext in their place would be a silent "
+       "downgrade), as does a listener name with no protocol.", read_only=True),
+    _d("log.dirs", _LIST, "./snakka-data", _parse_list,
+       "Where partition logs live. One directory: several (JBOD) are refused at start.",
+       read_only=True),
     _d("log.dir", _S, None, _parse_str, "Alias of log.dirs with one directory.", read_only=True),
     _d("num.partitions", _I, "1", _pos_int, "Default partitions for new topics."),
     _d("default.replication.factor", _I, "1", _pos_int, "Default replication factor (must be 1)."),
@@ -374,6 +415,13 @@ _BROKER_LIST: list[ConfigDef] = [
        "Incremental fetch sessions (KIP-227) kept; 0 disables sessions.", read_only=True),
     _d("fetch.max.bytes", _I, "57671680", _parse_int(1024, INT_MAX),
        "Largest Fetch response the broker builds."),
+    _d("snakka.message.max.uncompressed.bytes", _I, str(64 * 1024 * 1024),
+       _parse_int(1024, INT_MAX),
+       "Largest size a produced compressed batch's records may decompress to. The broker "
+       "decompresses each compressed batch once to check its records (as Kafka's LogValidator "
+       "does) and stores it as it came; a batch that expands beyond this is refused with "
+       "INVALID_RECORD, so a small 'decompression bomb' costs at most this much memory and "
+       "time. snakka-specific (Kafka has no such bound).", read_only=True),
     # -- group coordinator (issue 3) --
     _d("group.min.session.timeout.ms", _I, "6000", _pos_int,
        "Smallest session timeout a classic group member may ask for."),
@@ -458,14 +506,38 @@ _BROKER_LIST: list[ConfigDef] = [
        "share-partition.", read_only=True),
     _d("cluster.id", _S, None, _parse_str,
        "Cluster id; generated on first start and kept in meta.properties.", read_only=True),
+    # -- Kafka configs that would switch on a feature snakka does not have: known, so that
+    # setting them stops the broker at start instead of being ignored as unknown keys --
+    _d("remote.log.storage.system.enable", _B, "false", _refuse_true(
+        "tiered storage is not available in this snakka version"),
+       "Tiered storage (not available yet: true is refused at start).", read_only=True),
+    _d("authorizer.class.name", _S, "", _refuse_nonempty(
+        "ACLs are not available in this snakka version: no request would be authorized"),
+       "Authorizer (not available yet: any value is refused at start rather than leaving "
+       "every request unauthorized).", read_only=True),
 ]
+
+def _parse_broker_cleanup_policy(name: str, s: str) -> list[str]:
+    """log.cleanup.policy: as the topic config, but 'compact' is refused, at start and in a
+    dynamic change (INVALID_CONFIG): it would be reported as every topic's policy with no
+    compaction behind it."""
+    policy = _list_of("delete", "compact")(name, s)
+    if "compact" in policy:
+        raise ConfigError(name, s, "log compaction is not available in this snakka version")
+    return policy
+
+
+_BROKER_SYNONYM_PARSERS: dict[str, Callable[[str, str], object]] = {
+    "log.cleanup.policy": _parse_broker_cleanup_policy,
+}
 
 # Broker synonyms of topic configs; their defaults are the topic defaults except where Kafka's
 # broker default is expressed in another unit.
 for _t in TOPIC_CONFIGS.values():
     if _t.broker_synonym and _t.broker_synonym not in {d.name for d in _BROKER_LIST}:
         _BROKER_LIST.append(
-            ConfigDef(_t.broker_synonym, _t.type, _t.default, _t.parse,
+            ConfigDef(_t.broker_synonym, _t.type, _t.default,
+                      _BROKER_SYNONYM_PARSERS.get(_t.broker_synonym, _t.parse),
                       f"Default for topic config {_t.name}: {_t.doc}")
         )
 
@@ -661,6 +733,11 @@ class BrokerConfig:
                 continue
             d.value(v)  # validate now, naming the key
         self.listeners  # noqa: B018 - validate listener syntax eagerly
+        self._check_listener_security()
+        if len(self.log_dirs) > 1:
+            raise ConfigError("log.dirs", ",".join(self.log_dirs),
+                              "snakka keeps every partition in one log directory; several "
+                              "(JBOD) are not supported")
         if self.default_replication_factor != 1:
             raise ConfigError("default.replication.factor", self.default_replication_factor,
                               "a single snakka broker can only hold replication factor 1")
@@ -669,6 +746,28 @@ class BrokerConfig:
                 "max.connections.per.ip.overrides"):
             raise ConfigError("max.connections.per.ip", 0, "max.connections.per.ip can be set to "
                               "zero only if max.connections.per.ip.overrides is set")
+
+    def listener_security_protocol(self, listener_name: str) -> str:
+        """The security protocol of a listener (Kafka: listener.security.protocol.map)."""
+        mapping = self.get("listener.security.protocol.map")
+        assert isinstance(mapping, dict)
+        proto = mapping.get(listener_name.upper())
+        if proto is None:
+            raise ConfigError("listener.security.protocol.map", self.raw(
+                "listener.security.protocol.map"), f"No security protocol defined for "
+                f"listener {listener_name}")
+        return proto
+
+    def _check_listener_security(self) -> None:
+        """Refuse to start with a listener snakka would serve with less security than its
+        configuration asks for: TLS and SASL do not exist yet (issue 14)."""
+        for listener in self.listeners:
+            proto = self.listener_security_protocol(listener.name)
+            if proto != "PLAINTEXT":
+                raise ConfigError("listeners", str(listener),
+                                  f"listener {listener} uses security protocol {proto}, which "
+                                  "snakka does not support yet (only PLAINTEXT listeners can be "
+                                  "served; TLS and SASL are not implemented)")
 
     def _check_share_group_bounds(self) -> None:
         """Kafka refuses to start when a group.share.* default lies outside its own

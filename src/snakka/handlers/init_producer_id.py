@@ -6,7 +6,9 @@ OUT_OF_ORDER_SEQUENCE_NUMBER: a new id resets its sequences). Ids come in blocks
 metadata log, so none is ever handed out twice, across restarts too.
 
 Transactional ids need the transaction coordinator, which snakka does not have yet; such requests
-are answered with INVALID_REQUEST rather than a retriable error a client would retry forever.
+are answered with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as FindCoordinator answers their
+coordinator lookup (see find_coordinator.py for why this code): fatal at once in every client,
+where a retriable error would be retried until the client's timeout.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ def handle(ctx, req):
 
 async def _handle(ctx, req) -> InitProducerIdResponse:
     if req.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
-                                      producer_id=-1, producer_epoch=-1)
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1, producer_epoch=-1)
     pid = await ctx.broker.next_producer_id()
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid,
                                   producer_epoch=0)

@@ -14,8 +14,14 @@ Kafka's rules kept here:
   is NOT_ENOUGH_REPLICAS on a single broker.
 - acks=0 gets no response; if anything failed the connection is closed so the client notices
   (Kafka does the same).
-- Clients may not write control batches (INVALID_RECORD). Transactional batches need the
-  transaction coordinator, which does not exist yet: INVALID_TXN_STATE.
+- Every record of a batch is checked against its header (count, offset deltas, lengths,
+  timestamps; compressed batches are decompressed for it, bounded by
+  ``snakka.message.max.uncompressed.bytes``), in C: see snakka.records.walk. A lie is
+  INVALID_RECORD, timestamps out of range INVALID_TIMESTAMP, with Kafka's RecordErrors.
+- Clients may not write control batches (INVALID_RECORD). A request carrying transactional
+  batches is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka answers
+  a producer not authorized for a transactional id: snakka has no transaction coordinator yet,
+  so no transactional id is usable (FindCoordinator and InitProducerId say the same).
 - Strict durability (``log.flush.strict=true``): an acks=all response waits until the batch is
   fsynced; with Kafka's ``flush.messages`` reached, any acknowledged write waits. Concurrent
   waiters share one fsync (group commit in storage.flush).
@@ -29,6 +35,7 @@ from snakka.handlers._common import lookup_log
 from snakka.metadata.core import INTERNAL_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.produce_response import (
+    BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
@@ -43,15 +50,34 @@ log = logging.getLogger("snakka.produce")
 
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
+_ATTRIBUTES_OFFSET = 21  # of a v2 batch; see snakka.records.batch
+TRANSACTIONS_UNSUPPORTED = ("Transactions are not supported by this broker: snakka has no "
+                            "transaction coordinator yet, so no transactional id can be used")
 
 
-def _error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:
-    return PartitionProduceResponse(index=index, error_code=code, base_offset=-1,
-                                    log_append_time_ms=-1, log_start_offset=-1,
-                                    record_errors=[], error_message=message)
+def _error(index: int, code: int, message: str | None = None,
+           record_errors=()) -> PartitionProduceResponse:
+    return PartitionProduceResponse(
+        index=index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+        record_errors=[BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                       for i, m in record_errors],
+        error_message=message)
 
 
-def _append_partition(broker, topic: str, partition: int, records, acks: int, waits: list):
+def _has_transactional_batch(req) -> bool:
+    """Kafka's ProduceRequest transactional check, on each partition's first batch (a second
+    batch is refused anyway: one batch per partition)."""
+    for t in req.topic_data:
+        for p in t.partition_data:
+            r = p.records
+            if r is not None and len(r) > _ATTRIBUTES_OFFSET + 1 \
+                    and r[_ATTRIBUTES_OFFSET + 1] & _ATTR_TRANSACTIONAL:
+                return True
+    return False
+
+
+def _append_partition(broker, topic: str, partition: int, records, acks: int, waits: list,
+                      max_uncompressed: int):
     pl, err = lookup_log(broker, topic, partition)
     if pl is None:
         return _error(partition, err)
@@ -71,7 +97,8 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
         # read-only buffer, e.g. from a test, is copied once.)
         buf = records if isinstance(records, memoryview) and not records.readonly \
             else bytearray(records)
-        infos = pl.validate(buf)  # header, CRC32C, size and the topic's timestamp limits
+        # Header, CRC32C, size, every record (C walk) and the topic's timestamp limits.
+        infos = pl.validate(buf, max_uncompressed_bytes=max_uncompressed)
         if len(infos) != 1:
             return _error(partition, ErrorCode.INVALID_RECORD,
                           "Produce requests with version 3 and above must have exactly one "
@@ -80,15 +107,12 @@ def _append_partition(broker, topic: str, partition: int, records, acks: int, wa
         if attrs & _ATTR_CONTROL:
             return _error(partition, ErrorCode.INVALID_RECORD,
                           "Clients are not allowed to write control records")
-        if attrs & _ATTR_TRANSACTIONAL:
-            return _error(partition, ErrorCode.INVALID_TXN_STATE,
-                          "Transactions are not supported by this broker yet")
         if cfg.compression_type != "producer":
             buf, infos = maybe_recompress(cfg.compression_type, buf, infos,
                                           max_message_bytes=cfg.max_message_bytes)
         result = pl.append(buf, infos)
     except RecordValidationError as e:
-        return _error(partition, e.error_code, e.message)
+        return _error(partition, e.error_code, e.message, e.record_errors)
     except ProducerStateError as e:  # with the log start offset, as Kafka (KIP-360 clients)
         r = _error(partition, e.error_code, str(e))
         r.log_start_offset = pl.log_start_offset
@@ -120,6 +144,11 @@ def handle(ctx, req):
     topics_out = []
     failed = False
     by_id = v >= 13
+    max_uncompressed = broker.config.int("snakka.message.max.uncompressed.bytes")
+    txn_refused = _has_transactional_batch(req)
+    if txn_refused:
+        log.info("refused a produce request with transactional batches (transactional.id %r): "
+                 "transactions are not supported", req.transactional_id)
     for t in req.topic_data:
         if by_id:
             ti = broker.metadata.topics_by_id.get(t.topic_id)
@@ -133,10 +162,14 @@ def handle(ctx, req):
             elif v < 3:
                 r = _error(p.index, ErrorCode.UNSUPPORTED_VERSION,
                            "Produce v0-2 (message formats v0/v1) are not supported")
+            elif txn_refused:
+                r = _error(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                           TRANSACTIONS_UNSUPPORTED)
             elif name is None:
                 r = _error(p.index, ErrorCode.UNKNOWN_TOPIC_ID)
             else:
-                r = _append_partition(broker, name, p.index, p.records, acks, waits)
+                r = _append_partition(broker, name, p.index, p.records, acks, waits,
+                                      max_uncompressed)
             if r.error_code:
                 failed = True
             parts.append(r)

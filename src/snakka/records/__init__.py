@@ -2,7 +2,10 @@
 
 * :mod:`.batch`: the 61-byte header, produce-time validation, in-place offset
   assignment. The hot path: per batch, never per record.
-* :mod:`.compression`: gzip / snappy (raw and xerial) / lz4 frame / zstd via cramjam.
+* :mod:`.walk`: the produce-time record walk (C extension ``_recordwalk`` with a
+  pure-Python twin): a batch's records must be what its header claims.
+* :mod:`.compression`: gzip / snappy (raw and xerial) / lz4 frame / zstd via cramjam,
+  unbounded for tools and bounded for validation.
 * :mod:`.record`: record-level decode and a batch builder, for tools, tests,
   coordinators and Spark; never on the produce/fetch hot path.
 

@@ -10,13 +10,13 @@ What this module owns
     timestamp.
 
 Performance discipline
-    This is the produce hot path. Work is per *batch*, never per record: one
+    This is the produce hot path. Python work is per *batch*, never per record: one
     ``struct.unpack_from`` of the header, one CRC32C (C extension, over a memoryview:
-    no copy) per batch. Record-level decoding lives in :mod:`snakka.records.record` and
-    is only for tools, tests and features that truly need it.
-
-    Because nothing here looks inside the records, some of Kafka's record-level checks
-    are approximated at batch level or skipped (see :func:`validate_batches`).
+    no copy) and one record walk (C extension, :mod:`snakka.records.walk`) per batch;
+    a compressed batch is decompressed once (cramjam, bounded) for the walk and stored
+    as it came. Record-level decoding into Python objects lives in
+    :mod:`snakka.records.record` and is only for tools, tests and features that truly
+    need it.
 
 Threading
     Pure functions over buffers; callable from any thread. ``assign_offsets`` mutates
@@ -178,12 +178,15 @@ class BatchInfo(NamedTuple):
 
 class RecordValidationError(Exception):
     """The records of a produce request are invalid; ``error_code`` is the Kafka error
-    code to answer the partition with."""
+    code to answer the partition with, ``record_errors`` the (batch index, message) pairs
+    Kafka reports per record (Produce v8+ RecordErrors) where it gives them."""
 
-    def __init__(self, error_code: int, message: str) -> None:
+    def __init__(self, error_code: int, message: str,
+                 record_errors: Sequence[tuple[int, str | None]] = ()) -> None:
         super().__init__(message)
         self.error_code = int(error_code)
         self.message = message
+        self.record_errors = list(record_errors)
 
     def __repr__(self) -> str:
         return f"RecordValidationError({self.error_code}, {self.message!r})"
@@ -195,6 +198,14 @@ def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
         return crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size])
 
 
+#: Default bound on a batch's records once decompressed (broker config
+#: ``snakka.message.max.uncompressed.bytes``).
+DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
+#: Record errors that carry a message; further ones carry only their index (bounds the
+#: Python work of answering a hostile batch with many bad records).
+MAX_RECORD_ERROR_MESSAGES = 10
+
+
 def validate_batches(
     buf: bytes | bytearray | memoryview,
     *,
@@ -203,6 +214,7 @@ def validate_batches(
     now_ms: int | None = None,
     timestamp_before_max_ms: int | None = None,
     timestamp_after_max_ms: int | None = None,
+    max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
 ) -> list[BatchInfo]:
     """Validate the records bytes of one partition of a Produce request.
 
@@ -227,16 +239,19 @@ def validate_batches(
     * compression id 5..7: UNSUPPORTED_COMPRESSION_TYPE 76 (Kafka fails with an
       unknown server error there; 76 tells the client what is wrong);
     * recordsCount > 0 and lastOffsetDelta + 1 == recordsCount: INVALID_RECORD 87;
-    * timestamps, only when ``now_ms`` is given (CreateTime topics): Kafka checks each
-      record against ``message.timestamp.before.max.ms`` / ``after.max.ms``; we check
-      the batch's baseTimestamp and maxTimestamp instead (no per-record work), so a
-      middle record that is older than the first one is not caught. INVALID_TIMESTAMP 32.
+    * the records themselves (Kafka's LogValidator reads every record; so do we, in C:
+      :func:`snakka.records.walk.walk_records`): exactly recordsCount well-formed records
+      filling the batch to its last byte, offset deltas 0..count-1, every length inside
+      its record. A compressed batch is decompressed for this (bounded by
+      ``max_uncompressed_bytes``). Any violation is INVALID_RECORD 87 (data a codec
+      cannot decompress, or that expands beyond the bound, too: retrying cannot help);
+    * timestamps, only when ``now_ms`` is given (CreateTime topics): every record's
+      timestamp against ``message.timestamp.before.max.ms`` / ``after.max.ms``, as
+      Kafka: INVALID_TIMESTAMP 32 with one RecordError per record out of range.
 
-    Not checked (Kafka does it by decoding every record): that the records section
-    really holds ``recordsCount`` well-formed records, and keys on compacted topics.
-    The CRC makes accidental damage detectable; a buggy producer's malformed records
-    are stored as sent and fail in its consumers, as they would in the CRC-valid path
-    of any byte-level broker.
+    The returned header's ``max_timestamp`` is the records' true maximum (Kafka
+    overwrites the producer's claim); :func:`assign_offsets` writes it back when it
+    differs. Keys on compacted topics are not checked (there is no compaction).
     """
     try:
         return _validate(
@@ -246,6 +261,7 @@ def validate_batches(
             now_ms,
             timestamp_before_max_ms,
             timestamp_after_max_ms,
+            max_uncompressed_bytes,
         )
     except RecordValidationError:
         raise
@@ -260,6 +276,7 @@ def _validate(
     now_ms: int | None,
     before_max: int | None,
     after_max: int | None,
+    max_uncompressed: int,
 ) -> list[BatchInfo]:
     total = len(buf)
     infos: list[BatchInfo] = []
@@ -322,7 +339,7 @@ def _validate(
         )
 
     with memoryview(buf) as mv:
-        for info in infos:
+        for idx, info in enumerate(infos):
             h = info.header
             p = info.position
             size = h.batch_length + LOG_OVERHEAD
@@ -371,28 +388,56 @@ def _validate(
                         f"invalid sequence number {h.base_sequence} in record batch with "
                         f"producerId {h.producer_id}",
                     )
-            if now_ms is not None:
-                _check_timestamps(h, now_ms, before_max, after_max)
+            max_ts = _walk(mv, p, size, h, now_ms, before_max, after_max, max_uncompressed)
+            if max_ts != h.max_timestamp:
+                infos[idx] = BatchInfo(p, h._replace(max_timestamp=max_ts))
     return infos
 
 
-def _check_timestamps(
-    h: BatchHeader, now_ms: int, before_max: int | None, after_max: int | None
-) -> None:
-    if after_max is not None and h.max_timestamp != NO_TIMESTAMP:
-        if h.max_timestamp - now_ms > after_max:
-            raise RecordValidationError(
-                INVALID_TIMESTAMP,
-                f"timestamp {h.max_timestamp} of message is out of range: more than "
-                f"{after_max} ms after the broker's time {now_ms}",
-            )
-    if before_max is not None and h.base_timestamp != NO_TIMESTAMP:
-        if now_ms - h.base_timestamp > before_max:
-            raise RecordValidationError(
-                INVALID_TIMESTAMP,
-                f"timestamp {h.base_timestamp} of message is out of range: more than "
-                f"{before_max} ms before the broker's time {now_ms}",
-            )
+def _walk(
+    mv: memoryview,
+    p: int,
+    size: int,
+    h: BatchHeader,
+    now_ms: int | None,
+    before_max: int | None,
+    after_max: int | None,
+    max_uncompressed: int,
+) -> int:
+    """Walk the records of the batch at ``p`` (see :mod:`snakka.records.walk`); return the
+    true max timestamp or raise RecordValidationError."""
+    codec = h.attributes & COMPRESSION_MASK
+    if codec == COMPRESSION_NONE:
+        section, start, end = mv, p + HEADER_SIZE, p + size
+    else:
+        try:
+            section = decompress_records(codec, mv[p + HEADER_SIZE : p + size], max_uncompressed)
+        except CompressionError as exc:
+            raise RecordValidationError(INVALID_RECORD, f"{exc} (record batch at {p})") from None
+        start, end = 0, len(section)
+    log_append_flag = bool(h.attributes & TIMESTAMP_TYPE_MASK)
+    check = now_ms is not None and not log_append_flag
+    lo, hi = timestamp_bounds(now_ms, before_max, after_max) if now_ms is not None else (0, 0)
+    try:
+        max_ts, bad = walk_records(section, start, end, h.records_count, h.base_timestamp,
+                                   check, lo, hi)
+    except ValueError as exc:
+        raise RecordValidationError(INVALID_RECORD, f"invalid record batch: {exc}") from None
+    if log_append_flag:
+        # Every record of a batch flagged LogAppendTime reads as the batch's maxTimestamp
+        # (Kafka's DefaultRecordBatch), so that is the one timestamp to check.
+        max_ts = h.max_timestamp
+        if now_ms is not None and max_ts != NO_TIMESTAMP and not lo <= max_ts <= hi:
+            bad = list(range(h.records_count))
+    if bad:
+        why = f"out of range: the timestamp should be within [{lo}, {hi}]"
+        raise RecordValidationError(
+            INVALID_TIMESTAMP,
+            "One or more records have been rejected due to invalid timestamp",
+            [(i, f"Timestamp of record {i} is {why}" if n < MAX_RECORD_ERROR_MESSAGES else None)
+             for n, i in enumerate(bad)],
+        )
+    return max_ts
 
 
 def assign_offsets(
@@ -409,7 +454,8 @@ def assign_offsets(
     batch. For a ``LogAppendTime`` topic (``log_append_time_ms`` not None) the
     timestampType bit and maxTimestamp are set and the CRC recomputed (one CRC32C pass,
     C speed). For a ``CreateTime`` topic a batch that claims ``LogAppendTime`` is turned
-    back to CreateTime, as Kafka's LogValidator does.
+    back to CreateTime, and a maxTimestamp that is not the records' maximum is corrected
+    (CRC recomputed), as Kafka's LogValidator does.
 
     ``infos`` must come from :func:`validate_batches` on this same buffer (the header
     values in ``infos`` are not updated).
@@ -427,6 +473,11 @@ def assign_offsets(
             _rewrite_crc(buf, pos, h.batch_length + LOG_OVERHEAD)
         elif attributes & TIMESTAMP_TYPE_MASK:
             _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes & ~TIMESTAMP_TYPE_MASK)
+            _rewrite_crc(buf, pos, h.batch_length + LOG_OVERHEAD)
+        elif _INT64.unpack_from(buf, pos + MAX_TIMESTAMP_OFFSET)[0] != h.max_timestamp:
+            # The producer's maxTimestamp was not its records' maximum (validate_batches
+            # computed the true one): store the fact, as Kafka's LogValidator does.
+            _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, h.max_timestamp)
             _rewrite_crc(buf, pos, h.batch_length + LOG_OVERHEAD)
         offset += h.last_offset_delta + 1
     return offset - 1
@@ -446,3 +497,7 @@ def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
 def read_prefix(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """(baseOffset, batchLength) at ``pos``: the 12 bytes needed to step over a batch."""
     return _PREFIX.unpack_from(buf, pos)
+
+
+# At the end: walk.py imports compression.py, which imports this module's constants.
+from .walk import CompressionError, decompress_records, timestamp_bounds, walk_records  # noqa: E402

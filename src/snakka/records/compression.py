@@ -18,8 +18,10 @@ Wire formats, and why
     * zstd: a standard zstd frame; frames without a content size (streaming writers such
       as zstd-jni) are accepted.
 
-Never on the plain append path: the broker stores batches as the producer compressed
-them. These functions serve tools, tests, compaction/transactions later and Spark.
+The broker stores batches as the producer compressed them. ``decompress`` serves tools, tests,
+recompression and Spark; ``decompress_bounded`` serves produce-time validation, which reads
+every record of a compressed batch (as Kafka's LogValidator does) and must not let a small
+batch expand without limit.
 
 Threading
     Pure functions. cramjam releases the GIL while (de)compressing, so large payloads may
@@ -29,6 +31,7 @@ Threading
 from __future__ import annotations
 
 import struct
+import threading
 
 import cramjam
 
@@ -107,6 +110,70 @@ def decompress(codec: int, data: Buffer) -> bytes:
     raise CompressionError(f"unknown compression codec id {codec}")
 
 
+_SCRATCH_MIN = 1 << 20  # first scratch buffer: 1 MiB
+_SCRATCH_KEEP = 8 << 20  # a scratch buffer grown beyond this is dropped after use
+_scratch = threading.local()
+
+
+def decompress_bounded(codec: int, data: Buffer, max_bytes: int) -> memoryview:
+    """Decompress like :func:`decompress`, but never produce more than ``max_bytes``.
+
+    Returns a read-only view that is valid until the next call in the same thread: the
+    output goes into a per-thread scratch buffer that is reused (produce-time validation only
+    reads the records; the batch is stored as compressed), so the steady state allocates
+    nothing. The codecs write into the bounded buffer (cramjam's ``decompress_into`` stops
+    when it is full); a buffer too small is doubled up to ``max_bytes`` and decompression
+    retried, so a decompression bomb costs at most ``max_bytes`` of memory and the time to
+    fill it. Raises :class:`CompressionError` for bad data or output above the bound."""
+    if codec == COMPRESSION_NONE:
+        if len(data) > max_bytes:
+            raise CompressionError(f"records exceed {max_bytes} bytes")
+        return memoryview(bytes(data))
+    name = CODEC_NAMES.get(codec)
+    if name is None:
+        raise CompressionError(f"unknown compression codec id {codec}")
+    try:
+        if codec == COMPRESSION_SNAPPY:
+            return memoryview(_snappy_bounded(data, max_bytes))
+        module = {COMPRESSION_GZIP: cramjam.gzip, COMPRESSION_LZ4: cramjam.lz4,
+                  COMPRESSION_ZSTD: cramjam.zstd}[codec]
+        out: bytearray | None = getattr(_scratch, "buf", None)
+        if out is None or len(out) > max_bytes:
+            out = bytearray(min(max_bytes, _SCRATCH_MIN))
+        while True:
+            try:
+                n = module.decompress_into(data, out)
+            except cramjam.DecompressionError as exc:
+                # cramjam reports a full output buffer this way; anything else is bad data.
+                if "failed to write whole buffer" not in str(exc):
+                    raise
+                if len(out) >= max_bytes:
+                    raise CompressionError(
+                        f"{name} records decompress to more than {max_bytes} bytes") from None
+                out = bytearray(min(max_bytes, len(out) * 2))
+                continue
+            if n == len(out) and len(out) < max_bytes:
+                # Exactly full: the data may have been cut at the buffer's end. Retry larger.
+                out = bytearray(min(max_bytes, len(out) * 2))
+                continue
+            _scratch.buf = out if len(out) <= _SCRATCH_KEEP else None
+            return memoryview(out).toreadonly()[:n]
+    except CompressionError:
+        raise
+    except Exception as exc:  # cramjam.DecompressionError, struct.error, ...
+        raise CompressionError(f"cannot decompress {name} data: {exc}") from exc
+
+
+def _snappy_bounded(data: Buffer, max_bytes: int) -> bytes:
+    """Snappy in either framing (see module docstring); raw snappy states its length up front,
+    and so does each xerial block, so the bound is checked before anything is decompressed."""
+    if bytes(data[:8]) == XERIAL_MAGIC and len(data) >= 16:
+        return _xerial_decompress(data, max_bytes)
+    if cramjam.snappy.decompress_raw_len(data) > max_bytes:
+        raise CompressionError(f"snappy records decompress to more than {max_bytes} bytes")
+    return bytes(cramjam.snappy.decompress_raw(data))
+
+
 def _xerial_compress(data: Buffer) -> bytes:
     out = bytearray(_XERIAL_HEADER)
     with memoryview(data) as mv:
@@ -117,7 +184,9 @@ def _xerial_compress(data: Buffer) -> bytes:
     return bytes(out)
 
 
-def _xerial_decompress(data: Buffer) -> bytes:
+def _xerial_decompress(data: Buffer, max_bytes: int | None = None) -> bytes:
+    """The xerial block stream; with ``max_bytes``, output beyond it is refused before the
+    block that would exceed it is decompressed."""
     out = bytearray()
     with memoryview(data) as mv:
         pos = 16
@@ -129,6 +198,10 @@ def _xerial_decompress(data: Buffer) -> bytes:
             pos += 4
             if length < 0 or pos + length > end:
                 raise CompressionError(f"xerial snappy block of {length} bytes overruns data")
-            out += cramjam.snappy.decompress_raw(mv[pos : pos + length])
+            block = mv[pos : pos + length]
+            if max_bytes is not None and \
+                    len(out) + cramjam.snappy.decompress_raw_len(block) > max_bytes:
+                raise CompressionError(f"snappy records decompress to more than {max_bytes} bytes")
+            out += cramjam.snappy.decompress_raw(block)
             pos += length
     return bytes(out)

@@ -200,7 +200,9 @@ def _decode_records(data: bytes, h: BatchHeader, log_append_time: int | None) ->
             hk_len, pos = dv(data, pos)
             if hk_len < 0:
                 raise ValueError("null header key")
-            hkey = data[pos : pos + hk_len].decode("utf-8")
+            # Kafka does not check header keys are UTF-8 and Java's consumer decodes them
+            # with replacement characters; so do we, rather than fail on a stored batch.
+            hkey = data[pos : pos + hk_len].decode("utf-8", "replace")
             pos += hk_len
             hv_len, pos = dv(data, pos)
             if hv_len >= 0:

@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from snakka.records.batch import (
+    DEFAULT_MAX_UNCOMPRESSED_BYTES,
     INT32_MAX,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
@@ -412,8 +413,14 @@ class PartitionLog:
 
     # ------------------------------------------------------------ append
 
-    def validate(self, buf: bytes | bytearray | memoryview) -> list[BatchInfo]:
-        """:func:`snakka.records.validate_batches` with this topic's limits."""
+    def validate(
+        self,
+        buf: bytes | bytearray | memoryview,
+        *,
+        max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
+    ) -> list[BatchInfo]:
+        """:func:`snakka.records.validate_batches` with this topic's limits (and the
+        broker's bound on a batch's decompressed size)."""
         cfg = self.config
         create_time = not cfg.log_append_time
         return validate_batches(
@@ -422,6 +429,7 @@ class PartitionLog:
             now_ms=self._time_ms() if create_time else None,
             timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
             timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
+            max_uncompressed_bytes=max_uncompressed_bytes,
         )
 
     def append(

@@ -1,0 +1,205 @@
+/*
+ * snakka.records._recordwalk: check that a v2 batch's records are what its header claims.
+ *
+ * One function, walk_records(), the C twin of snakka.records.walk.walk_records_py (same
+ * arguments, same results; the Python version is the specification and the fallback when this
+ * module cannot be built). It walks the (already decompressed) records section of ONE batch,
+ * record by record, the way Kafka's DefaultRecord.readFrom reads them on the broker's produce
+ * path (LogValidator), and checks:
+ *
+ *   - exactly `count` records, and not one byte more (Kafka: "Incorrect declared batch size");
+ *   - each record's length varint is >= 0 and fits the section, and its fields use exactly that
+ *     many bytes;
+ *   - varints are at most 5 bytes (int32) and varlongs at most 10 bytes (Kafka's ByteUtils);
+ *   - offset deltas are 0, 1, ..., count-1 (Kafka rewrites non-consecutive deltas of compressed
+ *     batches and ignores them in uncompressed ones; no v2 client writes them, so we refuse);
+ *   - key and value lengths are -1 (null) or fit; header count >= 0; header key lengths >= 0;
+ *     header value lengths -1 or fit;
+ *   - with bounds given, every record timestamp other than -1 lies within [ts_lo, ts_hi]
+ *     (Kafka's message.timestamp.before/after.max.ms, CreateTime topics only).
+ *
+ * It returns (max_timestamp, bad_timestamp_indices) where max_timestamp is the largest record
+ * timestamp (-1 if none is larger: Kafka's NO_TIMESTAMP start value) and the list holds the
+ * indices of records outside the bounds (None when all are inside). A structural error raises
+ * ValueError with a message naming the record index; nothing else is ever raised for any input.
+ *
+ * Work is linear in the section's size and never allocates per record; the GIL is held (the
+ * walk is a few nanoseconds per record, cheaper than releasing it).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* Kafka's ByteUtils.readVarint: at most 5 bytes, 32-bit zigzag. */
+static inline int read_varint32(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, int32_t *out)
+{
+    uint32_t value = 0;
+    int shift = 0;
+    Py_ssize_t i = *pos;
+    for (;;) {
+        if (i >= end)
+            return -1;
+        uint8_t b = p[i++];
+        if (!(b & 0x80)) {
+            value |= (uint32_t)b << shift;
+            break;
+        }
+        value |= (uint32_t)(b & 0x7F) << shift;
+        shift += 7;
+        if (shift > 28)
+            return -1;
+    }
+    *pos = i;
+    *out = (int32_t)((value >> 1) ^ (0u - (value & 1u)));
+    return 0;
+}
+
+/* Kafka's ByteUtils.readVarlong: at most 10 bytes, 64-bit zigzag. */
+static inline int read_varint64(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+{
+    uint64_t value = 0;
+    int shift = 0;
+    Py_ssize_t i = *pos;
+    for (;;) {
+        if (i >= end)
+            return -1;
+        uint8_t b = p[i++];
+        if (!(b & 0x80)) {
+            value |= (uint64_t)b << shift;
+            break;
+        }
+        value |= (uint64_t)(b & 0x7F) << shift;
+        shift += 7;
+        if (shift > 63)
+            return -1;
+    }
+    *pos = i;
+    *out = (int64_t)((value >> 1) ^ (0ull - (value & 1ull)));
+    return 0;
+}
+
+#define FAIL(...) do { PyErr_Format(PyExc_ValueError, __VA_ARGS__); goto error; } while (0)
+#define V32(var, what) do { if (read_varint32(p, rec_end, &pos, &(var)) < 0) \
+    FAIL("record %zd: malformed or truncated %s varint", i, what); } while (0)
+
+static PyObject *walk_records(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start, end, count;
+    long long base_ts, ts_lo, ts_hi;
+    int check_ts;
+    PyObject *bad = NULL;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnnLpLL", &view, &start, &end, &count, &base_ts, &check_ts,
+                          &ts_lo, &ts_hi))
+        return NULL;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    if (start < 0 || end > view.len || start > end) {
+        PyErr_SetString(PyExc_ValueError, "records section out of the buffer's bounds");
+        goto error;
+    }
+    /* The smallest record is 7 bytes (length, attributes, timestamp delta, offset delta, key
+       length, value length, header count): a claim of more records than that allows fails
+       here, in O(1), whatever the count. */
+    if (count < 0 || count > (end - start) / 7)
+        FAIL("batch claims %zd records but its records section holds only %zd bytes",
+             count, end - start);
+
+    int64_t max_ts = -1;
+    Py_ssize_t pos = start;
+    Py_ssize_t i;
+    for (i = 0; i < count; i++) {
+        int32_t length, offset_delta, klen, vlen, nheaders;
+        int64_t ts_delta;
+        Py_ssize_t rec_end = end;
+        if (read_varint32(p, end, &pos, &length) < 0)
+            FAIL("record %zd: malformed or truncated length varint", i);
+        if (length < 0 || length > end - pos)
+            FAIL("record %zd: invalid record size %d with %zd bytes left in the batch",
+                 i, (int)length, end - pos);
+        rec_end = pos + length;
+        if (pos >= rec_end)
+            FAIL("record %zd: record of %d bytes has no attributes", i, (int)length);
+        pos++; /* attributes: unused in v2 */
+        if (read_varint64(p, rec_end, &pos, &ts_delta) < 0)
+            FAIL("record %zd: malformed or truncated timestamp delta varlong", i);
+        V32(offset_delta, "offset delta");
+        if (offset_delta != i)
+            FAIL("record %zd: offset delta %d, expected %zd (inner offsets must be consecutive)",
+                 i, (int)offset_delta, i);
+        V32(klen, "key length");
+        if (klen < -1 || klen > rec_end - pos)
+            FAIL("record %zd: invalid key length %d", i, (int)klen);
+        if (klen > 0)
+            pos += klen;
+        V32(vlen, "value length");
+        if (vlen < -1 || vlen > rec_end - pos)
+            FAIL("record %zd: invalid value length %d", i, (int)vlen);
+        if (vlen > 0)
+            pos += vlen;
+        V32(nheaders, "header count");
+        if (nheaders < 0 || nheaders > rec_end - pos)
+            FAIL("record %zd: invalid number of record headers %d", i, (int)nheaders);
+        for (int32_t h = 0; h < nheaders; h++) {
+            int32_t hk, hv;
+            V32(hk, "header key length");
+            if (hk < 0 || hk > rec_end - pos)
+                FAIL("record %zd: invalid header key length %d", i, (int)hk);
+            pos += hk;
+            V32(hv, "header value length");
+            if (hv < -1 || hv > rec_end - pos)
+                FAIL("record %zd: invalid header value length %d", i, (int)hv);
+            if (hv > 0)
+                pos += hv;
+        }
+        if (pos != rec_end)
+            FAIL("record %zd: record size %d but its fields use %zd bytes",
+                 i, (int)length, (Py_ssize_t)length - (rec_end - pos));
+        /* Java's long addition wraps; so does this (unsigned arithmetic, then back). */
+        int64_t ts = (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
+        if (ts > max_ts)
+            max_ts = ts;
+        if (check_ts && ts != -1 && (ts < ts_lo || ts > ts_hi)) {
+            if (bad == NULL && (bad = PyList_New(0)) == NULL)
+                goto error;
+            PyObject *idx = PyLong_FromSsize_t(i);
+            if (idx == NULL || PyList_Append(bad, idx) < 0) {
+                Py_XDECREF(idx);
+                goto error;
+            }
+            Py_DECREF(idx);
+        }
+    }
+    if (pos != end)
+        FAIL("incorrect declared batch size: %zd bytes remain after %zd records",
+             end - pos, count);
+    PyBuffer_Release(&view);
+    if (bad == NULL) {
+        return Py_BuildValue("(LO)", (long long)max_ts, Py_None);
+    }
+    PyObject *res = Py_BuildValue("(LN)", (long long)max_ts, bad);
+    return res;
+
+error:
+    Py_XDECREF(bad);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"walk_records", walk_records, METH_VARARGS,
+     "walk_records(buf, start, end, count, base_timestamp, check_timestamps, ts_lo, ts_hi)"
+     " -> (max_timestamp, bad_timestamp_indices or None); ValueError on a malformed record."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "snakka.records._recordwalk",
+    "C record walker for produce-time batch validation (see walk.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__recordwalk(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,52 @@
+"""Configs that imply a feature snakka lacks are refused, never silently accepted (issue 9 item 7).
+
+The process-level behaviour (one line, exit code, nothing served) is in
+tests/integration/test_unsupported_features.py; these pin the rules themselves.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from snakka.config import BrokerConfig, ConfigError
+from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata
+from snakka.protocol.errors import ErrorCode, KafkaError
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"listeners": "SSL://:9093"}, "SSL://:9093 uses security protocol SSL"),
+    ({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093"}, "SASL_SSL://:9093"),
+    ({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT"},
+     "CLIENT://:9092 uses security protocol SASL_PLAINTEXT"),
+    ({"listeners": "CLIENT://:9092"}, "No security protocol defined for listener CLIENT"),
+    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "NAME:PROTOCOL"),
+    ({"log.cleanup.policy": "compact"}, "log compaction is not available"),
+    ({"log.cleanup.policy": "delete,compact"}, "log compaction is not available"),
+    ({"log.dirs": "/a,/b"}, "JBOD"),
+    ({"remote.log.storage.system.enable": "true"}, "tiered storage"),
+    ({"authorizer.class.name": "x.Authorizer"}, "ACLs are not available"),
+])
+def test_static_configs_for_absent_features_stop_the_broker(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        BrokerConfig(overrides)
+
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"},
+    {"listeners": "plaintext://:9092"},
+    {"log.cleanup.policy": "delete", "remote.log.storage.system.enable": "false",
+     "authorizer.class.name": ""},
+])
+def test_plaintext_and_available_features_still_start(overrides):
+    BrokerConfig(overrides)
+
+
+def test_dynamic_broker_compaction_policy_is_invalid_config():
+    md = ClusterMetadata()
+    for entity in ("", "1"):
+        with pytest.raises(KafkaError) as e:
+            md.alter_configs(RESOURCE_BROKER, entity, {"log.cleanup.policy": "compact"})
+        assert e.value.code == ErrorCode.INVALID_CONFIG and "compaction" in str(e.value)
+    md.alter_configs(RESOURCE_BROKER, "", {"log.cleanup.policy": "delete"})
