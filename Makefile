@@ -9,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup run serve test lint bench-produce gen-protocol system-deps kcat java clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard src/snakka/*/*.c)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -U pip
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,spark]'
