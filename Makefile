@@ -49,8 +49,12 @@ serve: setup
 lint: setup
 	$(PY) -m ruff check src tests tools bench
 
+# The suite mostly waits (brokers, clients, JVMs), so it runs on more workers than cores;
+# tests/conftest.py keeps the Spark tests and the reference-Kafka tests on one worker each.
+TEST_WORKERS ?= 4
+
 test: setup system-deps lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 gen-protocol: setup
 	$(PY) tools/gen_protocol.py

@@ -10,6 +10,12 @@ Tests that use it must not depend on the broker being empty: name topics and gro
 exception) behind the clients' backs: a request the broker fails internally can still look fine
 to a client. Test directories with in-process brokers make it autouse.
 
+Parallel runs (pytest-xdist, ``make test`` runs ``-n 4 --dist loadgroup``): most tests are
+spread one by one over the workers; tests that share something expensive per process are kept
+on one worker by an ``xdist_group`` mark added here: every test using ``reference_kafka`` (one
+JVM broker, ~1 GB) and every Spark test (one SparkSession; two at once on 2 cores starve each
+other's Python workers).
+
 ``SNAKKA_REFERENCE_KAFKA=host:port`` points the fixture at a reference broker you already run
 (``kafka-ref.sh start``), which saves its start-up on every run while you iterate.
 """
@@ -27,6 +33,17 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import reference_kafka as _ref  # noqa: E402  (tests/ is not a package)
+
+
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if "reference_kafka" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("reference-kafka"))
+        elif (_TESTS / "spark") in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 @pytest.fixture(scope="session")
