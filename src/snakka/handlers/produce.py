@@ -14,6 +14,8 @@ Kafka's rules kept here:
   is NOT_ENOUGH_REPLICAS on a single broker.
 - acks=0 gets no response; if anything failed the connection is closed so the client notices
   (Kafka does the same).
+- Clients may not write to a reserved topic (``__consumer_offsets``, ``__cluster_metadata``, ...):
+  INVALID_TOPIC_EXCEPTION, as Kafka answers for its internal topics.
 - Clients may not write control batches (INVALID_RECORD). Transactional batches need the
   transaction coordinator, which does not exist yet: INVALID_TXN_STATE.
 - Strict durability (``log.flush.strict=true``): an acks=all response waits until the batch is
@@ -26,7 +28,7 @@ from __future__ import annotations
 import logging
 
 from snakka.handlers._common import lookup_log
-from snakka.metadata.core import INTERNAL_TOPICS
+from snakka.metadata.core import RESERVED_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.produce_response import (
     PartitionProduceResponse,
@@ -52,12 +54,14 @@ def _error(index: int, code: int, message: str | None = None) -> PartitionProduc
 
 
 def _append_partition(broker, topic: str, partition: int, records, acks: int, waits: list):
+    if topic in RESERVED_TOPICS:
+        # Before the lookup, as Kafka's ReplicaManager: only a coordinator writes these, and
+        # a missing one is no different to a client.
+        return _error(partition, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                      f"Cannot append to internal topic {topic}")
     pl, err = lookup_log(broker, topic, partition)
     if pl is None:
         return _error(partition, err)
-    if topic in INTERNAL_TOPICS:
-        return _error(partition, ErrorCode.INVALID_TOPIC_EXCEPTION,
-                      f"Cannot append to internal topic {topic}")
     if records is None or len(records) == 0:
         return _error(partition, ErrorCode.INVALID_RECORD,
                       "Produce request must carry exactly one record batch per partition")
