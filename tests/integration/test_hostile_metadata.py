@@ -24,6 +24,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from snakka.client.connection import KafkaConnection
 from snakka.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from snakka.protocol.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
 from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from snakka.testing import EmbeddedBroker
 
@@ -33,6 +37,7 @@ pytestmark = pytest.mark.slow
 SCALE = float(os.environ.get("SNAKKA_HOSTILE_SCALE", "1"))
 UNKNOWN_TOPICS = int(10_000 * SCALE)
 BIG_PARTITIONS = int(10_000 * SCALE)
+DESCRIBED_TOPICS = int(3_000 * SCALE)
 # Worst healthy round trip allowed while the hostile request runs (issue: "generous").
 HEALTHY_BOUND_S = 1.0
 HOSTILE_TIMEOUT_S = 240.0
@@ -154,4 +159,24 @@ def test_create_topics_of_10000_partitions_does_not_stall_others(broker):
           f"{len(healthy.latencies)} round trips, worst {max(healthy.latencies) * 1000:.0f} ms")
     assert resp.topics[0].error_code == 0, resp.topics[0].error_message
     assert resp.topics[0].num_partitions == BIG_PARTITIONS
+    _check(healthy)
+
+
+def test_describe_configs_of_many_topics_does_not_stall_others(broker):
+    """A neighbour: DescribeConfigs resolves ~60 configs with synonyms per topic (~0.5 ms);
+    thousands in one request were answered in one go."""
+    _create(broker.bootstrap_servers, "healthy")
+    names = [f"described-{i}" for i in range(DESCRIBED_TOPICS)]
+    (resp,) = [_hostile(broker, MetadataRequest(
+        topics=[MetadataRequestTopic(name=n) for n in names], allow_auto_topic_creation=True))]
+    assert {t.error_code for t in resp.topics} == {0}
+    with HealthyClient(broker.bootstrap_servers, "healthy") as healthy:
+        resp = _hostile(broker, DescribeConfigsRequest(
+            resources=[DescribeConfigsResource(resource_type=2, resource_name=n,
+                                               configuration_keys=None) for n in names],
+            include_synonyms=True, include_documentation=False))
+        # Keep the healthy client running a moment past the answer.
+        time.sleep(0.2)
+    assert [r.resource_name for r in resp.results] == names
+    assert {r.error_code for r in resp.results} == {0}
     _check(healthy)
