@@ -360,24 +360,31 @@ class Broker:
     def _create_logs(self, plans: list[TopicCreation]) -> None:
         """Create every planned partition's files (on the loop or in a worker thread: touches
         only the new directories). A topic that fails is rolled back and gets ``error``."""
-        assert self.logs is not None
         for plan in plans:
-            made: list[PartitionLog] = []
             try:
-                for p in range(plan.partitions):
-                    made.append(self.logs.open_new_log(plan.name, p, plan.log_config,
-                                                       plan.topic_id))
-            except OSError as e:
-                for pl in made:
-                    pl.delete()
-                # The partition that failed may have left a directory behind.
-                shutil.rmtree(os.path.join(self.log_dir, f"{plan.name}-{len(made)}"),
-                              ignore_errors=True)
-                plan.error = KafkaError(
-                    ErrorCode.KAFKA_STORAGE_ERROR,
-                    f"Cannot create the log of partition {plan.name}-{len(made)}: {e}")
-            else:
-                plan.logs = made
+                plan.logs = self._make_logs(plan.name, range(plan.partitions), plan.log_config,
+                                            plan.topic_id)
+            except KafkaError as e:
+                plan.error = e
+
+    def _make_logs(self, name: str, partitions: range, cfg: LogConfig | None,
+                   topic_id: uuid.UUID) -> list[PartitionLog]:
+        """Create these partitions' logs (unregistered; any thread). If one fails (EMFILE,
+        ENOSPC, EACCES, ...) those made are removed and KAFKA_STORAGE_ERROR is raised."""
+        assert self.logs is not None
+        made: list[PartitionLog] = []
+        try:
+            for p in partitions:
+                made.append(self.logs.open_new_log(name, p, cfg, topic_id))
+        except OSError as e:
+            for pl in made:
+                pl.delete()
+            failed = partitions[len(made)]
+            # The partition that failed may have left a directory behind.
+            shutil.rmtree(os.path.join(self.log_dir, f"{name}-{failed}"), ignore_errors=True)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"Cannot create the log of partition {name}-{failed}: {e}") from None
+        return made
 
     def _register(self, plans: list[TopicCreation]) -> list[dict]:
         """On the loop, after the logs exist: register them and apply the records (returned for
@@ -535,20 +542,8 @@ class Broker:
         self._growing.add(name)
         try:
             def make() -> list[PartitionLog]:
-                made: list[PartitionLog] = []
-                try:
-                    for p in range(old, count):
-                        made.append(self.logs.open_new_log(name, p, cfg, ti.topic_id))
-                except OSError as e:
-                    for pl in made:
-                        pl.delete()
-                    shutil.rmtree(os.path.join(self.log_dir, f"{name}-{old + len(made)}"),
-                                  ignore_errors=True)
-                    raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
-                                     f"Cannot create the log of partition {name}-"
-                                     f"{old + len(made)}: {e}") from None
-                return made
-            if count - old <= INLINE_CREATE_PARTITIONS:
+                return self._make_logs(name, range(old, count), cfg, ti.topic_id)
+            if self.creates_inline(count - old):
                 made = make()
             else:
                 made = await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, make))

@@ -24,6 +24,10 @@ import pytest
 from snakka.client.connection import KafkaConnection
 from snakka.metadata.store import MetadataStore
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.create_partitions_request import (
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+)
 from snakka.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from snakka.records import Record, build_batch, validate_batches
@@ -95,6 +99,21 @@ def test_auto_create_answers_storage_error_and_commits_nothing(failing_logs):
         assert "doomed-1p" not in _all_topics(b)
         b.restart()
         assert "doomed-1p" not in _all_topics(b) and "ok" in _all_topics(b)
+
+
+@pytest.mark.parametrize("count", [4, 30], ids=["on-loop", "worker-thread"])
+def test_create_partitions_keeps_the_old_count_when_a_log_fails(failing_logs, count):
+    with EmbeddedBroker() as b:
+        (resp,) = _send(b, _create(("doomed-grow", 2)))  # partitions 0 and 1 open fine
+        assert resp.topics[0].error_code == 0
+        (resp,) = _send(b, CreatePartitionsRequest(topics=[CreatePartitionsTopic(
+            name="doomed-grow", count=count, assignments=None)], timeout_ms=30000))
+        assert resp.results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        (md,) = _send(b, MetadataRequest(topics=[MetadataRequestTopic(name="doomed-grow")],
+                                         allow_auto_topic_creation=False))
+        assert len(md.topics[0].partitions) == 2
+        assert sorted(d for d in os.listdir(b.data_dir) if d.startswith("doomed-grow")) == \
+            ["doomed-grow-0", "doomed-grow-1"]
 
 
 def _append_raw(log_dir: str, value: bytes) -> None:
