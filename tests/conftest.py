@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import reference_kafka as _ref  # noqa: E402  (tests/ is not a package)
 
-
 _TESTS = Path(__file__).resolve().parent
 
 

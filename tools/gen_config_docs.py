@@ -20,6 +20,47 @@ from snakka.config import (
 OUT = pathlib.Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 
+# Prose after the tables: behaviour that is not a single config.
+NOTES = """
+## Internal topics and metadata changes
+
+**Reserved names.** `__cluster_metadata` (the broker's own metadata log, `<log.dir>/__cluster_metadata-0`),
+`__consumer_offsets`, `__share_group_state`, `__transaction_state` and `__remote_log_metadata`
+belong to the broker; only the owning coordinator creates and writes them. Clients get Kafka's
+answers:
+
+| Request | Answer for a reserved name |
+|---|---|
+| CreateTopics | `42 INVALID_REQUEST` "Creation of internal topic … is prohibited." (`36 TOPIC_ALREADY_EXISTS` if it exists). Kafka refuses only `__cluster_metadata` and lets an admin create `__transaction_state` by hand; snakka refuses every reserved name, because its coordinators create them with the partition count and configs they rely on. |
+| CreateTopics of a name that collides (`.` vs `_`) with a reserved one | `17 INVALID_TOPIC_EXCEPTION`, even before the internal topic exists |
+| Metadata with auto-creation | never created: `3 UNKNOWN_TOPIC_OR_PARTITION` until the coordinator creates it |
+| Produce, DeleteRecords | `17 INVALID_TOPIC_EXCEPTION` ("Cannot append to internal topic …"), as Kafka |
+| CreatePartitions, AlterConfigs / IncrementalAlterConfigs | `42 INVALID_REQUEST`: the coordinators map keys to partitions by the count they created, and retention must never delete their state (Kafka allows both) |
+| DeleteTopics | `29 TOPIC_AUTHORIZATION_FAILED` |
+
+**Metadata log replay.** At start-up every record of `__cluster_metadata-0` is replayed. A record
+that cannot be decoded stops start-up with one line naming the segment file and offset; it is
+never skipped, since every record is a change the broker acknowledged (skipping one would lose a
+topic or hand out producer ids twice). A topic record named `__cluster_metadata`, written by
+versions that let a client create it, is skipped with a warning.
+
+**Topic creation.** CreateTopics and Metadata auto-creation validate and reserve the names, create
+every partition log, and only then commit the topics to the metadata log: all topics of one
+request in one append and one fsync. A topic whose log cannot be created (EMFILE, ENOSPC, EACCES)
+gets `56 KAFKA_STORAGE_ERROR`, its partial directories are removed, and it is not in metadata
+afterwards; the other topics of the request are created. Requests creating at most 8 partitions in
+total do their file work on the event loop at once (a request pipelined after them sees the
+topics); larger ones create their files in a worker thread and register them in slices, so no
+request stalls the broker: Metadata for 10,000 unknown topics costs time linear in that number
+while other clients keep being served. DeleteTopics of many topics is likewise one metadata
+commit, one worker-thread job for the directories and clean-up in slices; CreatePartitions
+creates the new logs before it commits the new count; DescribeConfigs of many resources is
+answered in slices. Kafka has no per-request cap on topics created or auto-created: its bound is
+the `controller_mutation_rate` quota (KIP-599), which snakka does not implement yet; the only
+bound here is 10,000 partitions per topic.
+"""
+
+
 def render() -> str:
     lines = [
         "# Configuration",
@@ -92,7 +133,7 @@ def render() -> str:
               "connections are not read from until they take their bytes. Response memory is "
               "therefore at most `queued.max.response.bytes` plus one response (a batch, or a "
               "small non-Fetch response) per connection."]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + NOTES
 
 
 def main() -> int:

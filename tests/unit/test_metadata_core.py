@@ -116,3 +116,36 @@ def test_topic_id_text_form_round_trips():
         assert len(s) == 22 and not s.startswith("-")
         assert base64_to_uuid(s) == u
     assert random_topic_id() != uuid.UUID(int=0)
+
+
+def test_reserved_names_are_refused_to_clients_but_not_to_coordinators():
+    from snakka.metadata.core import RESERVED_TOPICS
+    md = ClusterMetadata()
+    for name in sorted(RESERVED_TOPICS):
+        with pytest.raises(KafkaError) as e:
+            md.create_topic(name, 1, {})
+        assert e.value.code == ErrorCode.INVALID_REQUEST
+    with pytest.raises(KafkaError) as e:  # collides with a reserved name not yet created
+        md.create_topic("__consumer.offsets", 1, {})
+    assert e.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    md.create_topic("__consumer_offsets", 50, {}, internal=True)
+    assert md.topics["__consumer_offsets"].is_internal
+    with pytest.raises(KafkaError) as e:
+        md.create_partitions("__consumer_offsets", 60)
+    assert e.value.code == ErrorCode.INVALID_REQUEST
+    with pytest.raises(KafkaError) as e:
+        md.alter_configs(2, "__consumer_offsets", {"retention.ms": "1"})
+    assert e.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_a_creation_in_flight_reserves_its_name_and_collisions():
+    md = ClusterMetadata()
+    md.check_create_topic("a.b", 1, 1, {})
+    md.reserve("a.b")
+    for name, code in (("a.b", ErrorCode.TOPIC_ALREADY_EXISTS),
+                       ("a_b", ErrorCode.INVALID_TOPIC_EXCEPTION)):
+        with pytest.raises(KafkaError) as e:
+            md.check_create_topic(name, 1, 1, {})
+        assert e.value.code == code
+    md.release("a.b")
+    md.create_topic("a_b", 1, {})  # free again

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from snakka.coordinator_log import CoordinatorLog
@@ -489,6 +489,18 @@ class GroupCoordinator:
         self.consumer.on_metadata_change()
         self.share.on_metadata_change()
         self._after_quietly()
+
+    async def on_topics_deleted(self, topics: list[str],
+                                tick: Callable[[], Awaitable[None]]) -> None:
+        """Many topics deleted by one request: their offsets go, then the groups re-evaluate
+        once (not once per topic: each pass walks every topic and group). ``tick`` yields to
+        the loop between topics (see util.slicing)."""
+        for topic in topics:
+            self.offsets.delete_topic(topic)
+            await tick()
+        self.consumer.on_metadata_change()
+        self.share.on_metadata_change()
+        self._after()
 
     def on_metadata_change(self) -> None:
         self.consumer.on_metadata_change()

@@ -4,14 +4,23 @@
 ``default.replication.factor``). Manual replica assignments must place every partition on this
 broker. A topic named twice in one request fails with INVALID_REQUEST. From v5 the response
 carries the resulting partition count, replication factor and the topic's effective configs;
-from v7 its topic id. All new topics of a request are committed to the metadata log in one fsync.
+from v7 its topic id. Reserved names (``__cluster_metadata``, the internal topics) are refused
+with INVALID_REQUEST, as Kafka refuses ``__cluster_metadata``.
+
+Every topic is validated and its name reserved synchronously, in request order; the broker then
+creates the partition logs (in a worker thread for large requests, see Broker.plan_topic) and
+commits all new topics to the metadata log in one append and one fsync. A topic whose logs
+cannot be created gets KAFKA_STORAGE_ERROR and is not in metadata afterwards. Building the
+response yields to the event loop in slices (thousands of topics with configs).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 
+from snakka.metadata.core import TopicInfo
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.create_topics_response import (
     CreatableTopicConfigs,
@@ -19,6 +28,7 @@ from snakka.protocol.messages.create_topics_response import (
     CreateTopicsResponse,
 )
 from snakka.protocol.primitives import ZERO_UUID
+from snakka.util.slicing import TimeSlice
 
 API_KEY = 19
 
@@ -64,38 +74,91 @@ def _plan(broker, t) -> tuple[int, dict[str, str | None]]:
     return partitions, configs
 
 
-def handle(ctx, req):
-    broker = ctx.broker
-    v = ctx.api_version
-    counts = Counter(t.name for t in req.topics)
-    results = []
-    records: list[dict] = []
-    for t in req.topics:
-        if counts[t.name] > 1:
-            results.append(_result(t.name, ErrorCode.INVALID_REQUEST,
-                                   "Create topics request from client contains a duplicate topic"))
-            continue
+# Topics a request may name and still be validated in one go on the loop (~50-100 us each);
+# a larger request is validated in slices that yield to the event loop.
+_VALIDATE_AT_ONCE = 100
+
+
+class _Request:
+    """One CreateTopics request being validated: results in request order, plans to create."""
+
+    def __init__(self, broker, v: int, req) -> None:
+        self.broker, self.v, self.req = broker, v, req
+        self.counts = Counter(t.name for t in req.topics)
+        self.results: list[CreatableTopicResult | None] = []
+        self.plans: list = []  # (index in results, TopicCreation)
+        self.defaults = None  # validate-only: the broker defaults' configs, resolved once
+
+    def add(self, t) -> None:
+        broker = self.broker
+        if self.counts[t.name] > 1:
+            self.results.append(_result(
+                t.name, ErrorCode.INVALID_REQUEST,
+                "Create topics request from client contains a duplicate topic"))
+            return
         try:
             partitions, configs = _plan(broker, t)
-            if req.validate_only:
+            if self.req.validate_only:
+                if self.v >= 5 and self.defaults is None:
+                    self.defaults = _configs_for(broker, None)
                 # Kafka names the topic id it would have used; clients read it like a real one
-                results.append(_result(t.name, ErrorCode.NONE, topic_id=uuid.uuid4(),
-                                       num_partitions=partitions, replication_factor=1,
-                                       configs=_configs_for(broker, None) if v >= 5 else []))
-                continue
-            ti, recs = broker.create_topic_now(t.name, partitions, configs)
-            records.extend(recs)
-            results.append(_result(t.name, ErrorCode.NONE, topic_id=ti.topic_id,
-                                   num_partitions=partitions, replication_factor=1,
-                                   configs=_configs_for(broker, ti) if v >= 5 else []))
+                self.results.append(_result(t.name, ErrorCode.NONE, topic_id=uuid.uuid4(),
+                                            num_partitions=partitions, replication_factor=1,
+                                            configs=self.defaults if self.v >= 5 else []))
+                return
+            self.plans.append((len(self.results), broker.plan_topic(t.name, partitions, configs)))
+            self.results.append(None)
         except KafkaError as e:
-            results.append(_result(t.name, e.code, e.message))
-    response = CreateTopicsResponse(throttle_time_ms=0, topics=results)
-    if not records:
-        return response
-    return _commit(broker, records, response)
+            self.results.append(_result(t.name, e.code, e.message))
 
 
-async def _commit(broker, records, response):
-    await broker.commit_metadata(records)
-    return response
+def handle(ctx, req):
+    r = _Request(ctx.broker, ctx.api_version, req)
+    if len(req.topics) > _VALIDATE_AT_ONCE:
+        return _validate_then_create(r)
+    for t in req.topics:
+        r.add(t)
+    if not r.plans:
+        return CreateTopicsResponse(throttle_time_ms=0, topics=r.results)
+    # Small creations are in metadata when this returns (a pipelined request sees them).
+    done = r.broker.create_topics([p for _i, p in r.plans])
+    return _respond(r, done)
+
+
+async def _validate_then_create(r: _Request):
+    slicer = TimeSlice()
+    try:
+        for t in r.req.topics:
+            r.add(t)
+            await slicer.tick()
+    except BaseException:  # cancelled (connection closed): free the names reserved so far
+        for _i, plan in r.plans:
+            r.broker.metadata.release(plan.name)
+        raise
+    done = r.broker.create_topics([p for _i, p in r.plans]) if r.plans else None
+    return await _respond(r, done)
+
+
+async def _respond(r: _Request, done):
+    broker, v, results = r.broker, r.v, r.results
+    if done is not None:
+        await asyncio.shield(done)
+    slicer = TimeSlice()
+    configs_cache: dict[frozenset, list] = {}
+    for i, plan in r.plans:
+        if plan.error is not None:
+            results[i] = _result(plan.name, plan.error.code, plan.error.message)
+            continue
+        # The plan, not the metadata: a DeleteTopics may already have run during a yield.
+        ti = TopicInfo(plan.name, plan.topic_id, plan.partitions, plan.configs)
+        configs = None
+        if v >= 5:
+            key = frozenset(ti.configs.items())
+            configs = configs_cache.get(key)
+            if configs is None:
+                configs = configs_cache[key] = _configs_for(broker, ti)
+                await slicer.tick()
+        results[i] = _result(plan.name, ErrorCode.NONE, topic_id=ti.topic_id,
+                             num_partitions=plan.partitions, replication_factor=1,
+                             configs=configs)
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)

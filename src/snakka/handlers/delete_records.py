@@ -2,12 +2,14 @@
 
 Offset -1 means the high watermark. An offset beyond the high watermark is OFFSET_OUT_OF_RANGE.
 Whole segments below the new start offset are deleted; the new start offset survives restarts
-(log-start-offset checkpoint).
+(log-start-offset checkpoint). A reserved topic (``__consumer_offsets``, ...) is
+INVALID_TOPIC_EXCEPTION, as Kafka answers: only its coordinator trims it.
 """
 
 from __future__ import annotations
 
 from snakka.handlers._common import lookup_log
+from snakka.metadata.core import RESERVED_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.delete_records_response import (
     DeleteRecordsPartitionResult,
@@ -26,6 +28,8 @@ def handle(ctx, req) -> DeleteRecordsResponse:
         parts = []
         for p in t.partitions:
             pl, err = lookup_log(broker, t.name, p.partition_index)
+            if t.name in RESERVED_TOPICS:
+                pl, err = None, ErrorCode.INVALID_TOPIC_EXCEPTION
             low = -1
             if pl is not None:
                 offset = pl.high_watermark if p.offset == -1 else p.offset

@@ -7,6 +7,8 @@ request) and, with ``include_synonyms``, the chain of places that could supply i
 Resource types: 2 TOPIC, 4 BROKER (this node's id, or "" for the cluster default entity),
 8 BROKER_LOGGER (snakka's Python loggers and their levels), 32 GROUP (Kafka's group configs:
 the group's overrides, else their broker synonyms; a group need not exist to be configured).
+
+A request naming many resources is answered in time slices that yield to the event loop.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from snakka.protocol.messages.describe_configs_response import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+from snakka.util.slicing import TimeSlice
 
 API_KEY = 32
 RESOURCE_BROKER_LOGGER = 8
@@ -107,18 +110,36 @@ def _describe(broker, res, v: int, include_synonyms: bool, include_docs: bool):
             for rc in rcs if keys is None or rc.name in keys]
 
 
-def handle(ctx, req) -> DescribeConfigsResponse:
+# Resources described in one go on the loop; a topic costs ~0.5 ms to resolve (every topic
+# config with its synonyms), so a request naming thousands is answered in time slices.
+_DESCRIBE_AT_ONCE = 16
+
+
+def _result(ctx, res, syn: bool, docs: bool) -> DescribeConfigsResult:
+    # Kafka answers a described resource with error message "" (not null)
+    r = DescribeConfigsResult(error_code=0, error_message="", resource_type=res.resource_type,
+                              resource_name=res.resource_name, configs=[])
+    try:
+        r.configs = _describe(ctx.broker, res, ctx.api_version, syn, docs)
+    except KafkaError as e:
+        r.error_code, r.error_message = e.code, e.message
+    return r
+
+
+def handle(ctx, req):
     v = ctx.api_version
     syn = v >= 1 and req.include_synonyms
     docs = v >= 3 and req.include_documentation
+    if len(req.resources) > _DESCRIBE_AT_ONCE:
+        return _handle_sliced(ctx, req, syn, docs)
+    return DescribeConfigsResponse(
+        throttle_time_ms=0, results=[_result(ctx, res, syn, docs) for res in req.resources])
+
+
+async def _handle_sliced(ctx, req, syn: bool, docs: bool) -> DescribeConfigsResponse:
+    slicer = TimeSlice()
     results = []
     for res in req.resources:
-        # Kafka answers a described resource with error message "" (not null)
-        r = DescribeConfigsResult(error_code=0, error_message="", resource_type=res.resource_type,
-                                  resource_name=res.resource_name, configs=[])
-        try:
-            r.configs = _describe(ctx.broker, res, v, syn, docs)
-        except KafkaError as e:
-            r.error_code, r.error_message = e.code, e.message
-        results.append(r)
+        results.append(_result(ctx, res, syn, docs))
+        await slicer.tick()
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

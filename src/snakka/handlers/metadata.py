@@ -4,12 +4,26 @@ The broker list carries the advertised endpoint of the listener the client conne
 Topics may be named (all versions) or, from v10, identified by topic id. A named topic that does
 not exist is created with the broker's defaults when ``auto.create.topics.enable`` is true and the
 request allows it (v4+ ``allow_auto_topic_creation``; always for older versions), as Kafka does.
+
+Auto-creation never creates a reserved name (``__cluster_metadata``, the internal topics: their
+coordinators create them): such a name that does not exist is UNKNOWN_TOPIC_OR_PARTITION, which
+is what Kafka 4.0 answers while its auto-creation runs asynchronously.
+
+All topics a request auto-creates are created together (Broker.plan_topic / create_topics): one
+metadata append and fsync, file work in a worker thread when there are many, so a Metadata
+request naming 10,000 unknown topics costs time linear in that number and never stalls other
+clients. A name that another request is creating right now is waited for, then answered.
+Small creations happen before this handler returns (a pipelined Produce sees the topic); the
+response does not wait for their fsync, as before (the next metadata change or CreateTopics
+does).
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH
-from snakka.metadata.core import validate_topic_name
+from snakka.metadata.core import RESERVED_TOPICS, validate_topic_name
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.metadata_response import (
     MetadataResponse,
@@ -18,6 +32,7 @@ from snakka.protocol.messages.metadata_response import (
     MetadataResponseTopic,
 )
 from snakka.protocol.primitives import ZERO_UUID
+from snakka.util.slicing import TimeSlice
 
 API_KEY = 3
 
@@ -41,52 +56,126 @@ def _error_topic(name, topic_id, code: ErrorCode) -> MetadataResponseTopic:
                                  topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-def handle(ctx, req) -> MetadataResponse:
+def _response(ctx, topics) -> MetadataResponse:
     broker = ctx.broker
-    v = ctx.api_version
-    md = broker.metadata
-    topics: list[MetadataResponseTopic] = []
-    if req.topics is None or (v == 0 and not req.topics):
-        topics = [_topic_response(broker, ti, v) for ti in md.topics.values()]
-    else:
-        allow_auto = (req.allow_auto_topic_creation if v >= 4 else True) and \
-            broker.resolver.broker_value("auto.create.topics.enable") == "true"
-        for t in req.topics:
-            if t.name is None and v < 12:
-                # v10-11 define topic ids in requests but Kafka never served them there.
-                topics.append(_error_topic("", t.topic_id, ErrorCode.INVALID_REQUEST))
-                continue
-            if t.name is None:
-                ti = md.topics_by_id.get(t.topic_id)
-                if ti is None:
-                    topics.append(_error_topic(None, t.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
-                else:
-                    topics.append(_topic_response(broker, ti, v))
-                continue
-            ti = md.topics.get(t.name)
-            if ti is None:
-                try:
-                    validate_topic_name(t.name)
-                except KafkaError as e:
-                    topics.append(_error_topic(t.name, None, e.code))
-                    continue
-                if allow_auto:
-                    try:
-                        ti = broker.auto_create_topic(t.name)
-                    except KafkaError as e:
-                        topics.append(_error_topic(t.name, None, e.code))
-                        continue
-                else:
-                    topics.append(_error_topic(t.name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                    continue
-            topics.append(_topic_response(broker, ti, v))
     host, port = broker.advertised_endpoint(ctx.listener)
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
-        cluster_id=md.cluster_id,
+        cluster_id=broker.metadata.cluster_id,
         controller_id=broker.node_id,
         topics=topics,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         error_code=0,
     )
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    md = broker.metadata
+    topics: list = []
+    if req.topics is None or (v == 0 and not req.topics):
+        return _response(ctx, [_topic_response(broker, ti, v) for ti in md.topics.values()])
+    allow_auto = (req.allow_auto_topic_creation if v >= 4 else True) and \
+        broker.resolver.broker_value("auto.create.topics.enable") == "true"
+    later: list[tuple[int, str]] = []  # (index in topics, name): answered once created
+    create: list[str] = []  # names to auto-create
+    for t in req.topics:
+        if t.name is None and v < 12:
+            # v10-11 define topic ids in requests but Kafka never served them there.
+            topics.append(_error_topic("", t.topic_id, ErrorCode.INVALID_REQUEST))
+            continue
+        if t.name is None:
+            ti = md.topics_by_id.get(t.topic_id)
+            if ti is None:
+                topics.append(_error_topic(None, t.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+            else:
+                topics.append(_topic_response(broker, ti, v))
+            continue
+        ti = md.topics.get(t.name)
+        if ti is not None:
+            topics.append(_topic_response(broker, ti, v))
+            continue
+        try:
+            validate_topic_name(t.name)
+        except KafkaError as e:
+            topics.append(_error_topic(t.name, None, e.code))
+            continue
+        if not allow_auto or t.name in RESERVED_TOPICS:
+            topics.append(_error_topic(t.name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        if t.name not in md.pending:  # else another request is creating it: wait for it
+            create.append(t.name)
+        later.append((len(topics), t.name))
+        topics.append(None)
+    if not later:
+        return _response(ctx, topics)
+    partitions = int(broker.resolver.broker_value("num.partitions") or 1)
+    if not broker.creates_inline(len(create) * partitions):
+        # Many: plan them in slices too (validation costs ~50 us a topic).
+        return _respond_later(ctx, topics, later, create, partitions)
+    plans = _plan(broker, topics, later, create, partitions)
+    if plans:
+        broker.create_topics(list(plans.values()))  # small: in metadata now; the fsync follows in background
+    if all(name not in md.pending for _i, name in later):
+        _fill(broker, v, topics, later, plans)
+        return _response(ctx, topics)
+    return _respond_later(ctx, topics, later, [], partitions)
+
+
+def _plan(broker, topics, later, create, partitions) -> dict:
+    plans = {}
+    for name in create:
+        try:
+            plans[name] = broker.plan_topic(name, partitions, {})
+        except KafkaError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # else created meanwhile: answered
+                i = next(i for i, n in later if n == name)
+                topics[i] = _error_topic(name, None, e.code)
+    return plans
+
+
+def _fill(broker, v, topics, later, plans) -> None:
+    for i, name in later:
+        if topics[i] is not None:
+            continue
+        ti = broker.metadata.topics.get(name)
+        if ti is not None:
+            topics[i] = _topic_response(broker, ti, v)
+        else:
+            plan = plans.get(name)
+            err = plan.error if plan is not None and plan.error is not None else None
+            topics[i] = _error_topic(name, None, err.code if err is not None
+                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+async def _respond_later(ctx, topics, later, create, partitions):
+    broker = ctx.broker
+    slicer = TimeSlice()
+    plans = {}
+    errors = {}
+    try:
+        for name in create:
+            try:
+                plans[name] = broker.plan_topic(name, partitions, {})
+            except KafkaError as e:
+                if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    errors[name] = e.code
+            await slicer.tick()
+    except BaseException:  # cancelled (connection closed): free the names reserved so far
+        for name in plans:
+            broker.metadata.release(name)
+        raise
+    for i, name in later:
+        if name in errors:
+            topics[i] = _error_topic(name, None, errors[name])
+    if plans:
+        await asyncio.shield(broker.create_topics(list(plans.values())))
+    for _i, name in later:
+        await broker.wait_for_creation(name)
+    for i, name in later:  # in slices: a response of 10,000 topics
+        if topics[i] is None:
+            _fill(broker, ctx.api_version, topics, [(i, name)], plans)
+            await slicer.tick()
+    return _response(ctx, topics)

@@ -22,6 +22,8 @@ Kafka's rules kept here:
   batches is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka answers
   a producer not authorized for a transactional id: snakka has no transaction coordinator yet,
   so no transactional id is usable (FindCoordinator and InitProducerId say the same).
+- Clients may not write to a reserved topic (``__consumer_offsets``, ``__cluster_metadata``, ...):
+  INVALID_TOPIC_EXCEPTION, as Kafka answers for its internal topics.
 - Strict durability (``log.flush.strict=true``): an acks=all response waits until the batch is
   fsynced; with Kafka's ``flush.messages`` reached, any acknowledged write waits. Concurrent
   waiters share one fsync (group commit in storage.flush).
@@ -32,7 +34,7 @@ from __future__ import annotations
 import logging
 
 from snakka.handlers._common import lookup_log
-from snakka.metadata.core import INTERNAL_TOPICS
+from snakka.metadata.core import RESERVED_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
@@ -78,12 +80,14 @@ def _has_transactional_batch(req) -> bool:
 
 def _append_partition(broker, topic: str, partition: int, records, acks: int, waits: list,
                       max_uncompressed: int):
+    if topic in RESERVED_TOPICS:
+        # Before the lookup, as Kafka's ReplicaManager: only a coordinator writes these, and
+        # a missing one is no different to a client.
+        return _error(partition, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                      f"Cannot append to internal topic {topic}")
     pl, err = lookup_log(broker, topic, partition)
     if pl is None:
         return _error(partition, err)
-    if topic in INTERNAL_TOPICS:
-        return _error(partition, ErrorCode.INVALID_TOPIC_EXCEPTION,
-                      f"Cannot append to internal topic {topic}")
     if records is None or len(records) == 0:
         return _error(partition, ErrorCode.INVALID_RECORD,
                       "Produce request must carry exactly one record batch per partition")

@@ -48,7 +48,19 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
 
+# Kafka's internal topics (Topic.isInternal): reported with is_internal=true in Metadata.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# The KRaft metadata log's topic: its directory ``__cluster_metadata-0`` in the log dir is this
+# broker's own metadata log (metadata.store), never a topic.
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+# Every name the broker keeps for itself: the internal topics, the metadata log, and the tiered
+# storage metadata topic (``__remote_log_metadata``, created by the broker when tiered storage
+# exists). No client may create one (CreateTopics, auto-creation), write to one (Produce,
+# DeleteRecords) or reshape one (CreatePartitions, AlterConfigs); only the owning coordinator
+# creates and writes them. Kafka itself lets an admin create ``__transaction_state`` by hand
+# and grow or reconfigure internal topics; snakka refuses, because its coordinators rely on the
+# partition count and configs they created the topic with (see docs/configuration.md).
+RESERVED_TOPICS = INTERNAL_TOPICS | {CLUSTER_METADATA_TOPIC, "__remote_log_metadata"}
 
 
 def random_topic_id() -> uuid.UUID:
@@ -86,6 +98,20 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
+# A reserved name blocks the names that collide with it even before its topic exists (a user's
+# ``__share.group.state`` would otherwise make the lazily created share-group state topic
+# impossible to create).
+_RESERVED_COLLISIONS = {_collision_key(n): n for n in RESERVED_TOPICS}
+
+
+def check_client_topic(name: str, what: str) -> None:
+    """Refuse a client operation on a reserved topic (see RESERVED_TOPICS) with Kafka's
+    INVALID_TOPIC_EXCEPTION (what Kafka answers for Produce and DeleteRecords on an internal
+    topic: "Cannot append to internal topic ...")."""
+    if name in RESERVED_TOPICS:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot {what} internal topic {name}")
+
+
 @dataclass
 class TopicInfo:
     name: str
@@ -106,26 +132,43 @@ class ClusterMetadata:
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self._collisions: dict[str, str] = {}
+        # Creations in flight (name -> None): validated, partition logs being created, records
+        # not applied yet. Not replayed state: the I/O shell (Broker) adds and removes them so
+        # that a second creation of the same (or a colliding) name meanwhile is refused.
+        self.pending: dict[str, None] = {}
+        self._pending_collisions: dict[str, str] = {}
         # Dynamic configs: (resource_type, resource_name) -> {key: value}. Broker resource name
         # "" is the cluster-wide default (Kafka's <default> entity).
         self.dynamic_configs: dict[tuple[int, str], dict[str, str]] = {}
         self.next_producer_id_block = 0  # first id of the next unallocated block
         self.version = 0  # bumps on every applied record (cheap change detection)
+        self.skipped: list[Mapping] = []  # replayed records that could not apply (see apply)
 
     # -- replay --------------------------------------------------------------------------
     def apply(self, rec: Mapping) -> None:
         t = rec["type"]
         if t == "topic":
+            if rec["name"] == CLUSTER_METADATA_TOPIC:
+                # Written by versions that let a client create it (it shared the metadata log's
+                # directory). It cannot be a topic: forget it; the shell logs the skip.
+                self.skipped.append(rec)
+                return
             ti = TopicInfo(rec["name"], uuid.UUID(hex=rec["topic_id"]), int(rec["partitions"]),
                            dict(rec.get("configs") or {}))
             self.topics[ti.name] = ti
             self.topics_by_id[ti.topic_id] = ti
             self._collisions[_collision_key(ti.name)] = ti.name
         elif t == "partitions":
-            ti = self.topics_by_id[uuid.UUID(hex=rec["topic_id"])]
+            ti = self.topics_by_id.get(uuid.UUID(hex=rec["topic_id"]))
+            if ti is None:  # a skipped topic's
+                self.skipped.append(rec)
+                return
             ti.partitions = int(rec["partitions"])
         elif t == "remove_topic":
-            ti = self.topics_by_id.pop(uuid.UUID(hex=rec["topic_id"]))
+            ti = self.topics_by_id.pop(uuid.UUID(hex=rec["topic_id"]), None)
+            if ti is None:
+                self.skipped.append(rec)
+                return
             del self.topics[ti.name]
             self._collisions.pop(_collision_key(ti.name), None)
         elif t == "config":
@@ -164,12 +207,18 @@ class ClusterMetadata:
         return self.topics.get(name)
 
     def check_create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: Mapping[str, str | None]) -> None:
-        """Validate a topic creation; raises KafkaError with CreateTopics' error codes."""
+                           configs: Mapping[str, str | None], *, internal: bool = False) -> None:
+        """Validate a topic creation; raises KafkaError with CreateTopics' error codes.
+        ``internal``: the broker's own coordinator creates a reserved topic."""
         validate_topic_name(name)
-        if name in self.topics:
+        if name in self.topics or name in self.pending:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        other = self._collisions.get(_collision_key(name))
+        if not internal and name in RESERVED_TOPICS:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Creation of internal topic {name} is prohibited.")
+        key = _collision_key(name)
+        other = self._collisions.get(key) or self._pending_collisions.get(key) or \
+            (None if internal else _RESERVED_COLLISIONS.get(key))
         if other is not None:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"Topic '{name}' collides with existing topic: {other}")
@@ -192,15 +241,32 @@ class ClusterMetadata:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
 
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str | None],
-                     topic_id: uuid.UUID | None = None) -> list[dict]:
-        self.check_create_topic(name, partitions, 1, configs)
+                     topic_id: uuid.UUID | None = None, *, internal: bool = False) -> list[dict]:
+        self.check_create_topic(name, partitions, 1, configs, internal=internal)
+        return self._emit([self.topic_record(name, partitions, configs, topic_id)])
+
+    def topic_record(self, name: str, partitions: int, configs: Mapping[str, str | None],
+                     topic_id: uuid.UUID | None = None) -> dict:
+        """The record that creates a (validated) topic, with a fresh topic id; not applied."""
         tid = topic_id or random_topic_id()
         while tid in self.topics_by_id:
             tid = random_topic_id()
-        return self._emit([{
-            "type": "topic", "name": name, "topic_id": tid.hex, "partitions": partitions,
-            "configs": {k: v for k, v in configs.items() if v is not None},
-        }])
+        return {"type": "topic", "name": name, "topic_id": tid.hex, "partitions": partitions,
+                "configs": {k: v for k, v in configs.items() if v is not None}}
+
+    def reserve(self, name: str) -> None:
+        """Mark a validated creation as in flight (see ``pending``)."""
+        self.pending[name] = None
+        self._pending_collisions[_collision_key(name)] = name
+
+    def release(self, name: str) -> None:
+        """End an in-flight creation (committed or failed)."""
+        if self.pending.pop(name, 0) is None:
+            self._pending_collisions.pop(_collision_key(name), None)
+
+    def apply_all(self, records: list[dict]) -> list[dict]:
+        """Apply records built elsewhere (e.g. ``topic_record``) and return them."""
+        return self._emit(records)
 
     def delete_topic(self, name: str) -> list[dict]:
         ti = self.topics.get(name)
@@ -214,6 +280,10 @@ class ClusterMetadata:
         if ti is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"The topic '{name}' does not exist.")
+        if name in RESERVED_TOPICS:
+            # Its coordinator maps keys to partitions by the count it created the topic with.
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Cannot change the partition count of internal topic {name}.")
         if count < ti.partitions:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"Topic currently has {ti.partitions} partitions, which is higher than "
@@ -251,6 +321,11 @@ class ClusterMetadata:
             if resource_name not in self.topics:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"Topic {resource_name} does not exist.")
+            if resource_name in RESERVED_TOPICS:
+                # Its coordinator chose its retention and segment size (retention must never
+                # delete coordinator state); a client may describe but not change them.
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Cannot alter the configs of internal topic {resource_name}.")
             try:
                 validate_topic_configs(changes)
             except ConfigError as e:
@@ -305,5 +380,6 @@ class ClusterMetadata:
 __all__ = [
     "ClusterMetadata", "TopicInfo", "random_topic_id", "uuid_to_base64", "base64_to_uuid",
     "validate_topic_name", "RESOURCE_TOPIC", "RESOURCE_BROKER", "RESOURCE_GROUP", "INTERNAL_TOPICS",
+    "RESERVED_TOPICS", "CLUSTER_METADATA_TOPIC", "check_client_topic",
     "TOPIC_CONFIGS", "PRODUCER_ID_BLOCK_SIZE",
 ]

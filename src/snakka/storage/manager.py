@@ -212,21 +212,48 @@ class LogManager:
         key = (topic, partition)
         plog = self._logs.get(key)
         if plog is None:
-            if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
-                raise ValueError(f"illegal topic name {topic!r}")
-            if partition < 0:
-                raise ValueError(f"illegal partition {partition}")
-            path = os.path.join(self.log_dir, f"{topic}-{partition}")
-            plog = PartitionLog(
-                path, config or self.default_config, recover=False, time_ms=self.time_ms
-            )
+            plog = self.open_new_log(topic, partition, config, topic_id)
             self._logs[key] = plog
-        if topic_id is not None and plog.topic_id is None:
-            # No fsync: creating a 50-partition internal topic on the event loop would otherwise
-            # cost 100 fsyncs (~0.2 s of stalled loop); see write_partition_metadata.
-            write_partition_metadata(plog.dir_path, topic_id, sync=False)
-            plog.topic_id = topic_id_to_str(topic_id)
+        elif topic_id is not None and plog.topic_id is None:
+            self._write_topic_id(plog, topic_id)
         return plog
+
+    def open_new_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        topic_id: uuid.UUID | bytes | str | None = None,
+    ) -> PartitionLog:
+        """Create (or open) a partition's directory and files WITHOUT registering the log:
+        it touches nothing but that directory, so it may run in a worker thread (creating
+        thousands of partitions must not stall the event loop); :meth:`add_log` registers it
+        on the loop. OSError (EMFILE, ENOSPC, ...) leaves it to the caller to clean up."""
+        if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+            raise ValueError(f"illegal topic name {topic!r}")
+        if partition < 0:
+            raise ValueError(f"illegal partition {partition}")
+        path = os.path.join(self.log_dir, f"{topic}-{partition}")
+        plog = PartitionLog(path, config or self.default_config, recover=False,
+                            time_ms=self.time_ms)
+        if topic_id is not None:
+            try:
+                self._write_topic_id(plog, topic_id)
+            except BaseException:
+                plog.delete()
+                raise
+        return plog
+
+    def add_log(self, plog: PartitionLog) -> None:
+        """Register a log made by :meth:`open_new_log` (event-loop thread)."""
+        self._logs[(plog.topic, plog.partition)] = plog
+
+    @staticmethod
+    def _write_topic_id(plog: PartitionLog, topic_id: uuid.UUID | bytes | str) -> None:
+        # No fsync: creating a 50-partition internal topic on the event loop would otherwise
+        # cost 100 fsyncs (~0.2 s of stalled loop); see write_partition_metadata.
+        write_partition_metadata(plog.dir_path, topic_id, sync=False)
+        plog.topic_id = topic_id_to_str(topic_id)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
