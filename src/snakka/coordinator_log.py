@@ -26,12 +26,14 @@ Ordering: every method runs on the event loop; appends to one partition happen i
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from snakka.groups.partitioning import offsets_partition
+from snakka.protocol.errors import KafkaError
 from snakka.records import Record, build_batch, validate_batches
 
 if TYPE_CHECKING:
@@ -95,7 +97,13 @@ class CoordinatorLog:
     def _ensure_topic(self) -> None:
         if self.exists:
             return
-        _ti, recs = self.broker.create_topic_now(self.topic, self.num_partitions, self._configs())
+        try:
+            _ti, recs = self.broker.create_topic_now(self.topic, self.num_partitions,
+                                                     self._configs())
+        except KafkaError as exc:
+            # Its logs could not be made (ENOSPC, EMFILE, ...; nothing entered metadata): to
+            # the coordinator writing through it, that is a failed write like any other.
+            raise OSError(errno.EIO, f"cannot create {self.topic}: {exc.message}") from exc
         self.broker.commit_metadata_soon(recs)
         self._metadata_unsynced = True
 
