@@ -30,32 +30,10 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* Kafka's ByteUtils.readVarint: at most 5 bytes, 32-bit zigzag. */
-static inline int read_varint32(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, int32_t *out)
-{
-    uint32_t value = 0;
-    int shift = 0;
-    Py_ssize_t i = *pos;
-    for (;;) {
-        if (i >= end)
-            return -1;
-        uint8_t b = p[i++];
-        if (!(b & 0x80)) {
-            value |= (uint32_t)b << shift;
-            break;
-        }
-        value |= (uint32_t)(b & 0x7F) << shift;
-        shift += 7;
-        if (shift > 28)
-            return -1;
-    }
-    *pos = i;
-    *out = (int32_t)((value >> 1) ^ (0u - (value & 1u)));
-    return 0;
-}
-
-/* Kafka's ByteUtils.readVarlong: at most 10 bytes, 64-bit zigzag. */
-static inline int read_varint64(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+/* One unsigned varint of at most max_shift/7 + 1 bytes (Kafka's ByteUtils limits: 5 bytes for
+ * a varint, 10 for a varlong); -1 when it runs past end or is too long. */
+static inline int read_uvarint(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, int max_shift,
+                               uint64_t *out)
 {
     uint64_t value = 0;
     int shift = 0;
@@ -70,10 +48,31 @@ static inline int read_varint64(const uint8_t *p, Py_ssize_t end, Py_ssize_t *po
         }
         value |= (uint64_t)(b & 0x7F) << shift;
         shift += 7;
-        if (shift > 63)
+        if (shift > max_shift)
             return -1;
     }
     *pos = i;
+    *out = value;
+    return 0;
+}
+
+/* Kafka's ByteUtils.readVarint: at most 5 bytes, 32-bit zigzag. */
+static inline int read_varint32(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, int32_t *out)
+{
+    uint64_t v;
+    if (read_uvarint(p, end, pos, 28, &v) < 0)
+        return -1;
+    uint32_t value = (uint32_t)v;
+    *out = (int32_t)((value >> 1) ^ (0u - (value & 1u)));
+    return 0;
+}
+
+/* Kafka's ByteUtils.readVarlong: at most 10 bytes, 64-bit zigzag. */
+static inline int read_varint64(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+{
+    uint64_t value;
+    if (read_uvarint(p, end, pos, 63, &value) < 0)
+        return -1;
     *out = (int64_t)((value >> 1) ^ (0ull - (value & 1ull)));
     return 0;
 }
