@@ -16,10 +16,11 @@ partition; once a partition holds more than ``compact_min_records`` records and 
 restate it) and the log start offset moves past everything before it (DeleteRecords). A crash at
 any point replays to the same state: the rewrite only restates what is already there.
 
-Durability follows the broker's flush policy the way produce does: an append is always followed
-by ``FlushScheduler.on_append`` (Kafka's per-topic ``flush.messages``); with
-``log.flush.strict=true`` a caller that must answer only after its records are on disk awaits
-:meth:`CoordinatorLog.durable` with what :meth:`CoordinatorLog.append` returned.
+Appends and durability go through the replica manager, which decides it for produce too
+(``ReplicaManager.append_internal`` / ``coordinator_durable``): with ``log.flush.strict=true`` a
+caller that must answer only after its records are on disk awaits :meth:`CoordinatorLog.durable`
+with what :meth:`CoordinatorLog.append` returned. The topic itself is created through the
+controller.
 
 Ordering: every method runs on the event loop; appends to one partition happen in call order.
 """
@@ -30,14 +31,15 @@ import errno
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from snakka.groups.partitioning import offsets_partition
 from snakka.protocol.errors import KafkaError
-from snakka.records import Record, build_batch, validate_batches
+from snakka.records import Record, build_batch
 
 if TYPE_CHECKING:
-    from snakka.broker import Broker
+    from snakka.controller import Controller
+    from snakka.replica.manager import ReplicaManager
     from snakka.storage import PartitionLog
 
 log = logging.getLogger("snakka.coordinator")
@@ -60,10 +62,13 @@ def encode(key: tuple, value: dict | None, timestamp: int) -> Record:
 class CoordinatorLog:
     """One internal topic: create, replay, append, snapshot-and-trim, durability waits."""
 
-    def __init__(self, broker: Broker, topic: str, partitions: int, *, segment_bytes: int,
+    def __init__(self, controller: Controller, replicas: ReplicaManager,
+                 time_ms: Callable[[], int], topic: str, partitions: int, *, segment_bytes: int,
                  compact_min_records: int = 10_000, compact_ratio: int = 4,
                  snapshot_batch_records: int = 5_000, lazy: bool = False) -> None:
-        self.broker = broker
+        self.controller = controller
+        self.replicas = replicas
+        self.time_ms = time_ms
         self.topic = topic
         self.num_partitions = partitions
         self.segment_bytes = segment_bytes
@@ -81,16 +86,16 @@ class CoordinatorLog:
 
     @property
     def exists(self) -> bool:
-        return self.topic in self.broker.metadata.topics
+        return self.topic in self.controller.metadata.topics
 
     async def open(self) -> None:
         """Adopt the existing topic's partition count (fixed once created), or create the topic
         now unless ``lazy``."""
-        ti = self.broker.metadata.topics.get(self.topic)
+        ti = self.controller.metadata.topics.get(self.topic)
         if ti is None and not self.lazy:
-            ti, recs = self.broker.create_topic_now(self.topic, self.num_partitions,
-                                                    self._configs())
-            await self.broker.commit_metadata(recs)
+            ti, recs = self.controller.create_topic_now(self.topic, self.num_partitions,
+                                                        self._configs())
+            await self.controller.commit_metadata(recs)
         if ti is not None:
             self.num_partitions = ti.partitions
 
@@ -98,13 +103,13 @@ class CoordinatorLog:
         if self.exists:
             return
         try:
-            _ti, recs = self.broker.create_topic_now(self.topic, self.num_partitions,
-                                                     self._configs())
+            _ti, recs = self.controller.create_topic_now(self.topic, self.num_partitions,
+                                                         self._configs())
         except KafkaError as exc:
             # Its logs could not be made (ENOSPC, EMFILE, ...; nothing entered metadata): to
             # the coordinator writing through it, that is a failed write like any other.
             raise OSError(errno.EIO, f"cannot create {self.topic}: {exc.message}") from exc
-        self.broker.commit_metadata_soon(recs)
+        self.controller.commit_metadata_soon(recs)
         self._metadata_unsynced = True
 
     def partition_for(self, key: str) -> int:
@@ -119,7 +124,7 @@ class CoordinatorLog:
         """Every stored (partition, key, value) in log order; undecodable records are skipped
         with a warning."""
         for p in range(self.num_partitions):
-            pl = self.broker.partition_log(self.topic, p)
+            pl = self.replicas.get_log(self.topic, p)
             if pl is None:
                 continue
             for rec in pl.iter_records(_REPLAY_CHUNK):
@@ -143,19 +148,12 @@ class CoordinatorLog:
         if not records:
             return None
         self._ensure_topic()
-        pl = self.broker.partition_log(self.topic, partition)
-        if pl is None:
-            log.error("%s-%d is missing; %d record(s) not stored", self.topic, partition,
-                      len(records))
-            return None
-        now = self.broker.time_ms()
+        now = self.time_ms()
         buf = bytearray(build_batch([encode(k, v, now) for k, v in records]))
-        pl.append(buf, validate_batches(buf, max_message_bytes=1 << 30, from_client=False))
-        self._held[partition] = self._held.get(partition, 0) + len(records)
-        flusher = self.broker.flusher
-        if flusher is not None:
-            flusher.on_append(pl)
-        return pl, pl.log_end_offset
+        mark = self.replicas.append_internal(self.topic, partition, buf)
+        if mark is not None:
+            self._held[partition] = self._held.get(partition, 0) + len(records)
+        return mark
 
     def maybe_trim(self, partition: int, live_count: int,
                    live_records: Callable[[], list[KeyValue]]) -> bool:
@@ -164,7 +162,7 @@ class CoordinatorLog:
         held = self._held.get(partition, 0)
         if held <= self.compact_min_records or held <= self.compact_ratio * live_count:
             return False
-        pl = self.broker.partition_log(self.topic, partition)
+        pl = self.replicas.get_log(self.topic, partition)
         if pl is None:
             return False
         live = live_records()
@@ -179,17 +177,13 @@ class CoordinatorLog:
 
     def strict(self) -> bool:
         """True if answers must wait for fsync (``log.flush.strict``)."""
-        flusher = self.broker.flusher
-        return flusher is not None and flusher.strict
+        return self.replicas.strict_durability
 
     async def durable(self, marks: Iterable[AppendMark | None]) -> None:
         """With ``log.flush.strict=true``: return once the marked appends are fsynced."""
-        flusher: Any = self.broker.flusher
-        if flusher is None or not flusher.strict:
+        if not self.replicas.strict_durability:
             return
         if self._metadata_unsynced:  # the topic was created lazily: its record must be durable
-            await self.broker.sync_metadata()
+            await self.controller.sync_metadata()
             self._metadata_unsynced = False
-        for mark in marks:
-            if mark is not None:
-                await flusher.flush_through(mark[0], mark[1])
+        await self.replicas.coordinator_durable(marks)

@@ -52,7 +52,7 @@ def test_offsets_survive_restart_and_topic_is_trimmed(monkeypatch):
     with EmbeddedBroker(config={"num.partitions": "3", "offsets.topic.num.partitions": "4"}) as b:
         asyncio.run(_create_topic(b.bootstrap_servers))
         asyncio.run(_commit_many(b.port, 100))  # 300 records for 3 live keys
-        pl = b.broker.partition_log(OFFSETS_TOPIC, offsets_partition("g", 4))
+        pl = b.broker.replicas.get_log(OFFSETS_TOPIC, offsets_partition("g", 4))
         assert pl.log_start_offset > 0, "snapshot-and-trim never ran"
         assert pl.log_end_offset - pl.log_start_offset < 60
         expected = {p: (990 + p, "r99") for p in range(3)}

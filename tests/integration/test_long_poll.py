@@ -66,7 +66,7 @@ def _records(resp) -> dict[int, list[bytes]]:
 
 async def _until_parked(broker, topic: str, partition: int, timeout: float = 5.0) -> None:
     """Wait (bounded) until the broker has a long-poll waiter on topic-partition."""
-    waiters = broker._waiters
+    waiters = broker.replicas.append_waiters
     deadline = time.monotonic() + timeout
     while not waiters.get((topic, partition)):
         if time.monotonic() > deadline:
@@ -173,7 +173,7 @@ def test_confluent_consumer_gets_record_long_before_fetch_wait_max(snakka_broker
         latencies = []
         for i in range(3):
             wait_parked = time.monotonic() + 6
-            while not snakka_broker.broker._waiters.get(("lp-ck", 0)):
+            while not snakka_broker.broker.replicas.append_waiters.get(("lp-ck", 0)):
                 assert time.monotonic() < wait_parked, "librdkafka's fetch never parked"
                 time.sleep(0.005)
             p.produce("lp-ck", value=b"ping-%d" % i)

@@ -296,7 +296,7 @@ def test_group_configs_via_confluent_admin(broker):
     assert described("cfg")["share.auto.offset.reset"] == ("earliest", 8)
     alter("cfg", share_auto_offset_reset=None)
     assert described("cfg")["share.auto.offset.reset"] == ("latest", 5)
-    assert broker.broker.resolver.group_value("cfg", "share.record.lock.duration.ms") == "20000"
+    assert broker.broker.controller.resolver.group_value("cfg", "share.record.lock.duration.ms") == "20000"
 
 
 def test_find_coordinator_share_keys(broker):

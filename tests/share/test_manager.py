@@ -40,20 +40,20 @@ async def _running(tmp_path, clock, *, reset: str = "earliest", **extra):
     b = Broker(_config(tmp_path, **extra), time_ms=clock)
     await b.start()
     try:
-        await b.commit_metadata(b.metadata.alter_configs(
-            32, "g", {"share.auto.offset.reset": reset}, broker_value=b.resolver.broker_value))
+        await b.controller.commit_metadata(b.metadata.alter_configs(
+            32, "g", {"share.auto.offset.reset": reset}, broker_value=b.controller.resolver.broker_value))
         yield b
     finally:
         await b.stop()
 
 
 def _append(b: Broker, topic: str, partition: int, n: int, per_batch: int = 5) -> None:
-    pl = b.partition_log(topic, partition)
+    pl = b.replicas.get_log(topic, partition)
     for i in range(0, n, per_batch):
         buf = bytearray(build_batch([Record(timestamp=b.time_ms(), value=b"v%d" % j)
                                      for j in range(i, min(n, i + per_batch))]))
         pl.append(buf, validate_batches(buf, max_message_bytes=1 << 20, from_client=False))
-        b.notify_append(topic, partition)
+        b.replicas.notify_append(topic, partition)
 
 
 def _fetch(mgr, member, tp, max_records=500, mode=AcquireMode.BATCH_OPTIMIZED):
@@ -81,9 +81,9 @@ def test_state_round_trips_through_restart_with_random_operations(tmp_path):
 
     async def phase1():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 1, {})
+            ti = await b.controller.create_topic("t", 1, {})
             tid = ti.topic_id
-            await b.sync_metadata()
+            await b.controller.sync_metadata()
             _append(b, "t", 0, 200)
             mgr = b.shares
             mgr.persister.updates_per_snapshot = 7  # exercise snapshot records often
@@ -137,7 +137,7 @@ def test_snapshot_and_trim_keeps_the_state_topic_small(tmp_path):
 
     async def go():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 1, {})
+            ti = await b.controller.create_topic("t", 1, {})
             tid, tp = ti.topic_id, (ti.topic_id, 0)
             _append(b, "t", 0, 400, per_batch=1)
             mgr = b.shares
@@ -148,7 +148,7 @@ def test_snapshot_and_trim_keeps_the_state_topic_small(tmp_path):
                 assert _offsets(res) == [(o, 1)]
                 assert _ack(mgr, "m", tp, o, o, 1)[0] == 0
             p = mgr.persister._partition(("g", tid, 0))
-            pl = b.partition_log(SHARE_STATE_TOPIC, p)
+            pl = b.replicas.get_log(SHARE_STATE_TOPIC, p)
             assert pl.log_start_offset > 0, "snapshot-and-trim never ran"
             assert pl.log_end_offset - pl.log_start_offset <= 45
             return tid
@@ -168,7 +168,7 @@ def test_lock_expiry_timer_wakes_a_long_poll(tmp_path):
 
     async def go():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 1, {})
+            ti = await b.controller.create_topic("t", 1, {})
             tp = (ti.topic_id, 0)
             _append(b, "t", 0, 3)
             mgr = b.shares
@@ -198,7 +198,7 @@ def test_long_poll_woken_by_append(tmp_path):
 
     async def go():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 1, {})
+            ti = await b.controller.create_topic("t", 1, {})
             tp = (ti.topic_id, 0)
             mgr = b.shares
             mgr.partitions_assigned("g", [tp])
@@ -206,11 +206,11 @@ def test_long_poll_woken_by_append(tmp_path):
                 "g", "a", [tp], max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20,
                 max_records=500, batch_size=500, mode=AcquireMode.BATCH_OPTIMIZED))
             await asyncio.sleep(0.05)
-            assert not task.done() and b._waiters.get(("t", 0))
+            assert not task.done() and b.replicas.append_waiters.get(("t", 0))
             _append(b, "t", 0, 2)
             (res,) = await asyncio.wait_for(task, 5)
             assert _offsets(res) == [(0, 1), (1, 1)]
-            assert not b._waiters.get(("t", 0)) and not mgr._waiters
+            assert not b.replicas.append_waiters.get(("t", 0)) and not mgr._waiters
 
     asyncio.run(go())
 
@@ -220,20 +220,20 @@ def test_log_start_moves_topic_and_group_deletion(tmp_path):
 
     async def go():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 1, {})
+            ti = await b.controller.create_topic("t", 1, {})
             tid, tp = ti.topic_id, (ti.topic_id, 0)
             _append(b, "t", 0, 10)
             mgr = b.shares
             mgr.partitions_assigned("g", [tp])
             mgr.partitions_assigned("h", [tp])
             assert mgr.describe_offset("g", tid, 0) == (0, 10, 0)
-            b.partition_log("t", 0).delete_records_before(6)  # DeleteRecords
+            b.replicas.get_log("t", 0).delete_records_before(6)  # DeleteRecords
             assert mgr.describe_offset("g", tid, 0) == (6, 4, 0)
             assert _offsets(_fetch(mgr, "m", tp))[0] == (6, 1)
             mgr.group_deleted("h")
             assert mgr.persister.read(("h", tid, 0)) is None
             assert mgr.describe_offset("h", tid, 0) == (-1, -1, 0)
-            await b.delete_topic("t")
+            await b.controller.delete_topic("t")
             assert mgr.persister.keys() == [] and mgr._partitions == {}
         async with _running(tmp_path, clock) as b:  # tombstones: nothing comes back after a restart
             assert b.shares.persister.keys() == []
@@ -246,7 +246,7 @@ def test_strict_durability_fsyncs_acknowledgements_before_answering(tmp_path):
 
     async def go():
         async with _running(tmp_path, clock, **{"log.flush.strict": "true"}) as b:
-            ti = await b.create_topic("t", 1, {})
+            ti = await b.controller.create_topic("t", 1, {})
             tp = (ti.topic_id, 0)
             _append(b, "t", 0, 4)
             mgr = b.shares
@@ -267,7 +267,7 @@ def test_unassigned_share_partition_is_unknown(tmp_path):
 
     async def go():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 2, {})
+            ti = await b.controller.create_topic("t", 2, {})
             mgr = b.shares
             mgr.partitions_assigned("g", [(ti.topic_id, 0)])
             res = _fetch(mgr, "m", (ti.topic_id, 1))
@@ -285,8 +285,8 @@ def test_share_auto_offset_reset(tmp_path, reset, expected):
 
     async def go():
         async with _running(tmp_path, clock, reset=reset) as b:
-            ti = await b.create_topic("t", 1, {})
-            pl = b.partition_log("t", 0)
+            ti = await b.controller.create_topic("t", 1, {})
+            pl = b.replicas.get_log("t", 0)
             for i, age_ms in enumerate([7_200_000] * 5 + [60_000] * 3):
                 buf = bytearray(build_batch([Record(timestamp=clock.now - age_ms, value=b"x")]))
                 pl.append(buf, validate_batches(buf, max_message_bytes=1 << 20,
@@ -303,11 +303,11 @@ def test_partitions_added_to_a_known_topic_start_at_the_log_start(tmp_path):
 
     async def go():
         async with _running(tmp_path, clock, reset="latest") as b:
-            ti = await b.create_topic("t", 1, {})
+            ti = await b.controller.create_topic("t", 1, {})
             _append(b, "t", 0, 3)
             b.shares.partitions_assigned("g", [(ti.topic_id, 0)])
             assert b.shares.describe_offset("g", ti.topic_id, 0)[0] == 3  # latest
-            await b.create_partitions("t", 2)
+            await b.controller.create_partitions("t", 2)
             _append(b, "t", 1, 4)  # produced before the group got the new partition
             b.shares.partitions_assigned("g", [(ti.topic_id, 0), (ti.topic_id, 1)])
             assert b.shares.describe_offset("g", ti.topic_id, 1) == (0, 4, 0)
@@ -334,7 +334,7 @@ def test_partitions_rotate_by_session_epoch_and_max_records_is_shared(tmp_path):
 
     async def go():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 3, {})
+            ti = await b.controller.create_topic("t", 3, {})
             tps = [(ti.topic_id, p) for p in range(3)]
             for p in range(3):
                 _append(b, "t", p, 50, per_batch=10)
@@ -373,7 +373,7 @@ def test_max_bytes_is_split_over_the_partitions_and_soft(tmp_path):
 
     async def go():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 2, {})
+            ti = await b.controller.create_topic("t", 2, {})
             tps = [(ti.topic_id, p) for p in range(2)]
             for p in range(2):
                 _append(b, "t", p, 40, per_batch=10)
@@ -386,7 +386,7 @@ def test_max_bytes_is_split_over_the_partitions_and_soft(tmp_path):
             assert all(r.error == 0 for r in res)
             # MaxBytes of 4 batches is split evenly: 2 batches from each partition (p0 now
             # reads from offset 10; its batches are the larger ones).
-            two = split_batches(bytes(b.partition_log("t", 0).read(10, 1 << 20)))[1][3]
+            two = split_batches(bytes(b.replicas.get_log("t", 0).read(10, 1 << 20)))[1][3]
             res = _fetch_all(mgr, "m", tps, max_bytes=2 * two)
             assert [len(_offsets(r)) for r in res] == [20, 20]
 
@@ -401,7 +401,7 @@ def test_max_bytes_zero_or_less_is_an_error_per_partition(tmp_path, max_bytes):
 
     async def go():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 2, {})
+            ti = await b.controller.create_topic("t", 2, {})
             tps = [(ti.topic_id, p) for p in range(2)]
             _append(b, "t", 0, 10)
             mgr = b.shares
@@ -420,7 +420,7 @@ def test_max_records_zero_acquires_nothing_and_min_bytes_zero_does_not_wait(tmp_
 
     async def go():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 1, {})
+            ti = await b.controller.create_topic("t", 1, {})
             tp = (ti.topic_id, 0)
             _append(b, "t", 0, 10)
             mgr = b.shares
@@ -429,7 +429,7 @@ def test_max_records_zero_acquires_nothing_and_min_bytes_zero_does_not_wait(tmp_
                 res = _fetch_all(mgr, "m", [tp], max_records=max_records, max_wait_ms=5_000)
                 assert not asyncio.iscoroutine(res)
                 assert res[0].acquired == [] and res[0].error == 0
-            b2 = await b.create_topic("empty", 1, {})
+            b2 = await b.controller.create_topic("empty", 1, {})
             tp2 = (b2.topic_id, 0)
             mgr.partitions_assigned("g", [tp2])
             # MinBytes 0 answers at once even with nothing to read (Kafka's isMinBytesSatisfied).
@@ -447,7 +447,7 @@ def test_batch_size_zero_splits_at_every_log_batch(tmp_path):
 
     async def go():
         async with _running(tmp_path, clock) as b:
-            ti = await b.create_topic("t", 1, {})
+            ti = await b.controller.create_topic("t", 1, {})
             tp = (ti.topic_id, 0)
             _append(b, "t", 0, 15, per_batch=5)
             mgr = b.shares

@@ -39,6 +39,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from snakka.controller import MetadataListener
 from snakka.coordinator_log import CoordinatorLog
 from snakka.groups.classic import ClassicGroups
 from snakka.groups.consumer import ConsumerGroups, HeartbeatResult
@@ -51,7 +52,10 @@ from snakka.protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     import uuid
 
-    from snakka.broker import Broker
+    from snakka.config import BrokerConfig
+    from snakka.controller import Controller
+    from snakka.metadata.configs import ConfigResolver
+    from snakka.replica.manager import ReplicaManager
     from snakka.share.types import ShareGroupListener
 
 log = logging.getLogger("snakka.groups")
@@ -65,8 +69,8 @@ SNAPSHOT_BATCH_RECORDS = 5_000
 OFFSETS_SEGMENT_BYTES = 16 * 1024 * 1024
 
 
-def group_config(broker: Broker) -> GroupConfig:
-    v = broker.resolver.broker_value
+def group_config(resolver: ConfigResolver) -> GroupConfig:
+    v = resolver.broker_value
     return GroupConfig(
         group_min_session_timeout_ms=int(v("group.min.session.timeout.ms")),
         group_max_session_timeout_ms=int(v("group.max.session.timeout.ms")),
@@ -99,15 +103,18 @@ def subscription_topics(metadata: bytes) -> list[str]:
         return []
 
 
-class GroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = group_config(broker)
-        clock = broker.time_ms
+class GroupCoordinator(MetadataListener):
+    def __init__(self, config: BrokerConfig, controller: Controller, replicas: ReplicaManager,
+                 time_ms: Callable[[], int]) -> None:
+        self.metadata = controller.metadata
+        self.broker_config = config
+        self.time_ms = time_ms
+        resolver = controller.resolver
+        self.config = group_config(resolver)
+        clock = time_ms
         self.classic = ClassicGroups(self.config, clock)
         self.consumer = ConsumerGroups(self.config, clock, self._topic_metadata)
         self.offsets = OffsetStore(self.config, clock)
-        resolver = broker.resolver
         self.share = ShareGroups(
             self.config, clock, self._topic_metadata,
             session_timeout_ms=lambda g: int(resolver.group_value(g, "share.session.timeout.ms")),
@@ -118,11 +125,11 @@ class GroupCoordinator:
         self._futures: dict[object, asyncio.Future] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._expiry_task: asyncio.Task | None = None
-        self.num_partitions = broker.config.int("offsets.topic.num.partitions")
+        self.num_partitions = config.int("offsets.topic.num.partitions")
         # Created on the first group write, as Kafka creates __consumer_offsets on first use: a
         # broker nobody runs groups on does not pay for its partitions at start-up and shutdown.
         self.log = CoordinatorLog(
-            broker, OFFSETS_TOPIC, self.num_partitions, segment_bytes=OFFSETS_SEGMENT_BYTES,
+            controller, replicas, time_ms, OFFSETS_TOPIC, self.num_partitions, segment_bytes=OFFSETS_SEGMENT_BYTES,
             compact_min_records=COMPACT_MIN_RECORDS, compact_ratio=COMPACT_RATIO,
             snapshot_batch_records=SNAPSHOT_BATCH_RECORDS, lazy=True)
         # partition -> {key: record}: the latest non-tombstone record per key (what a snapshot
@@ -166,7 +173,7 @@ class GroupCoordinator:
     # -- plumbing ------------------------------------------------------------------------
     def _topic_metadata(self) -> dict:
         return {ti.name: (ti.topic_id, ti.partitions)
-                for ti in self.broker.metadata.topics.values() if not ti.is_internal}
+                for ti in self.metadata.topics.values() if not ti.is_internal}
 
     def _after(self) -> None:
         """Persist what the cores emitted, resolve finished waits, re-arm the timer.
@@ -279,12 +286,12 @@ class GroupCoordinator:
         if not deadlines:
             return
         loop = asyncio.get_running_loop()
-        delay = max(0.0, (min(deadlines) - self.broker.time_ms()) / 1000)
+        delay = max(0.0, (min(deadlines) - self.time_ms()) / 1000)
         self._timer = loop.call_later(delay, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
-        now = self.broker.time_ms()
+        now = self.time_ms()
         for core in self._cores:
             core.on_timer(now)
         self._after_quietly()
@@ -314,7 +321,7 @@ class GroupCoordinator:
             raise
 
     async def _expiry_loop(self) -> None:
-        period = self.broker.config.int("offsets.retention.check.interval.ms") / 1000
+        period = self.broker_config.int("offsets.retention.check.interval.ms") / 1000
         while True:
             await asyncio.sleep(period)
             n = self.offsets.expire(self.group_is_active)
@@ -446,7 +453,7 @@ class GroupCoordinator:
                     if isinstance(tid_or_name, str):
                         out.add(tid_or_name)
                     else:
-                        ti = self.broker.metadata.topics_by_id.get(tid_or_name)
+                        ti = self.metadata.topics_by_id.get(tid_or_name)
                         if ti:
                             out.add(ti.name)
             return out
@@ -484,12 +491,6 @@ class GroupCoordinator:
         return err
 
     # -- metadata changes ----------------------------------------------------------------
-    def on_topic_deleted(self, topic: str) -> None:
-        self.offsets.delete_topic(topic)
-        self.consumer.on_metadata_change()
-        self.share.on_metadata_change()
-        self._after_quietly()
-
     async def on_topics_deleted(self, topics: list[str],
                                 tick: Callable[[], Awaitable[None]]) -> None:
         """Many topics deleted by one request: their offsets go, then the groups re-evaluate
@@ -502,7 +503,7 @@ class GroupCoordinator:
         self.share.on_metadata_change()
         self._after()
 
-    def on_metadata_change(self) -> None:
+    def on_topics_changed(self) -> None:
         self.consumer.on_metadata_change()
         self.share.on_metadata_change()
         self._after_quietly()

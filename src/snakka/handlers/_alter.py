@@ -20,8 +20,8 @@ _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
            "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
 
 
-def _alter_loggers(broker, name: str, changes: dict, validate_only: bool) -> None:
-    if name != str(broker.node_id):
+def _alter_loggers(services, name: str, changes: dict, validate_only: bool) -> None:
+    if name != str(services.node_id):
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}")
     for logger, level in changes.items():
         if level is not None and level.upper() not in _LEVELS:
@@ -33,7 +33,7 @@ def _alter_loggers(broker, name: str, changes: dict, validate_only: bool) -> Non
         lg.setLevel(logging.NOTSET if level is None else _LEVELS[level.upper()])
 
 
-async def alter_resources(broker, changes, validate_only: bool):
+async def alter_resources(services, changes, validate_only: bool):
     """changes: [(resource_type, resource_name, {key: value|None}, replace)].
     Returns [(resource_type, resource_name, error_code, error_message)]."""
     results = []
@@ -43,22 +43,22 @@ async def alter_resources(broker, changes, validate_only: bool):
     for rtype, rname, cfg, replace in changes:
         try:
             if rtype == RESOURCE_BROKER_LOGGER:
-                _alter_loggers(broker, rname, cfg, validate_only)
+                _alter_loggers(services, rname, cfg, validate_only)
             elif rtype == RESOURCE_GROUP:
-                bv = broker.resolver.broker_value
+                bv = services.resolver.broker_value
                 if validate_only:
-                    broker.metadata.check_config_change(rtype, rname, cfg, bv, replace=replace)
+                    services.metadata.check_config_change(rtype, rname, cfg, bv, replace=replace)
                 else:
-                    records += broker.metadata.alter_configs(rtype, rname, cfg, replace=replace,
+                    records += services.metadata.alter_configs(rtype, rname, cfg, replace=replace,
                                                              broker_value=bv)
             elif rtype in (RESOURCE_TOPIC, RESOURCE_BROKER):
-                if rtype == RESOURCE_BROKER and rname not in ("", str(broker.node_id)):
+                if rtype == RESOURCE_BROKER and rname not in ("", str(services.node_id)):
                     raise KafkaError(ErrorCode.INVALID_REQUEST,
                                      f"Unexpected broker id {rname}")
                 if validate_only:
-                    broker.metadata.check_config_change(rtype, rname, cfg)
+                    services.metadata.check_config_change(rtype, rname, cfg)
                 else:
-                    records += broker.metadata.alter_configs(rtype, rname, cfg, replace=replace)
+                    records += services.metadata.alter_configs(rtype, rname, cfg, replace=replace)
                     if rtype == RESOURCE_TOPIC:
                         touched_topics.add(rname)
                     else:
@@ -69,6 +69,6 @@ async def alter_resources(broker, changes, validate_only: bool):
         except KafkaError as e:
             results.append((rtype, rname, int(e.code), e.message))
     if records:
-        await broker.commit_metadata(records)
-        broker.reconfigure_topics(None if touched_broker else touched_topics)
+        await services.controller.commit_metadata(records)
+        services.controller.reconfigure_topics(None if touched_broker else touched_topics)
     return results

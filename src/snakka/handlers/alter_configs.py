@@ -22,7 +22,7 @@ def handle(ctx, req):
 
 
 async def _respond(ctx, changes, validate_only):
-    results = await alter_resources(ctx.broker, changes, validate_only)
+    results = await alter_resources(ctx.services, changes, validate_only)
     return AlterConfigsResponse(throttle_time_ms=0, responses=[
         AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=rt,
                                      resource_name=rn) for rt, rn, code, msg in results])

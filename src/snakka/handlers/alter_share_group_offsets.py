@@ -24,8 +24,8 @@ API_KEY = 91
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _group_error(broker, group_id: str) -> tuple[ErrorCode, str] | None:
-    groups = broker.groups
+def _group_error(services, group_id: str) -> tuple[ErrorCode, str] | None:
+    groups = services.groups
     if not group_id or not groups.share_group_exists(group_id):
         return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
     if not groups.share_group_is_empty(group_id):
@@ -36,9 +36,9 @@ def _group_error(broker, group_id: str) -> tuple[ErrorCode, str] | None:
 
 
 def handle(ctx, req):
-    broker = ctx.broker
-    md = broker.metadata
-    group_err = _group_error(broker, req.group_id)
+    services = ctx.services
+    md = services.metadata
+    group_err = _group_error(services, req.group_id)
     marks = []
     topics = []
     for t in req.topics:
@@ -50,7 +50,7 @@ def handle(ctx, req):
             elif ti is None:
                 err, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
             else:
-                err, mark = broker.shares.alter_offset(req.group_id, ti.topic_id,
+                err, mark = services.shares.alter_offset(req.group_id, ti.topic_id,
                                                        p.partition_index, p.start_offset)
                 msg = None
                 marks.append(mark)
@@ -62,11 +62,11 @@ def handle(ctx, req):
     code, message = group_err if group_err is not None else (ErrorCode.NONE, None)
     response = AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=code,
                                               error_message=message, responses=topics)
-    if marks and broker.shares.persister.strict():
-        return _after_durable(broker, marks, response)
+    if marks and services.shares.persister.strict():
+        return _after_durable(services, marks, response)
     return response
 
 
-async def _after_durable(broker, marks, response):
-    await broker.shares.durable(marks)
+async def _after_durable(services, marks, response):
+    await services.shares.durable(marks)
     return response

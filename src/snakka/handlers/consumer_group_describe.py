@@ -25,12 +25,12 @@ def _assignment(md, parts) -> Assignment:
 
 
 def handle(ctx, req) -> ConsumerGroupDescribeResponse:
-    md = ctx.broker.metadata
+    md = ctx.services.metadata
     out = []
     for gid in req.group_ids:
-        d = ctx.broker.groups.consumer.describe(gid) if gid else None
+        d = ctx.services.groups.consumer.describe(gid) if gid else None
         if d is None:
-            other = ctx.broker.groups.group_type(gid) if gid else None
+            other = ctx.services.groups.group_type(gid) if gid else None
             msg = ("The group id is empty." if not gid else
                    f"Group {gid} is not a consumer group." if other else
                    f"Group {gid} not found.")

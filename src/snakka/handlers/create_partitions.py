@@ -15,7 +15,7 @@ API_KEY = 37
 
 
 async def _handle(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     results = []
     seen = set()
     dup = {t.name for t in req.topics if t.name in seen or seen.add(t.name)}
@@ -24,7 +24,7 @@ async def _handle(ctx, req):
         try:
             if t.name in dup:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-            ti = broker.metadata.check_create_partitions(t.name, t.count)
+            ti = services.metadata.check_create_partitions(t.name, t.count)
             if t.assignments is not None:
                 if len(t.assignments) != t.count - ti.partitions:
                     raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -32,11 +32,11 @@ async def _handle(ctx, req):
                                      f"{t.count - ti.partitions} but {len(t.assignments)} "
                                      "assignments provided.")
                 for a in t.assignments:
-                    if list(a.broker_ids) != [broker.node_id]:
+                    if list(a.broker_ids) != [services.node_id]:
                         raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                          f"Unknown broker(s) in replica assignment: {a.broker_ids}")
             if not req.validate_only:
-                await broker.create_partitions(t.name, t.count)
+                await services.controller.create_partitions(t.name, t.count)
         except KafkaError as e:
             r.error_code, r.error_message = e.code, e.message
         results.append(r)

@@ -33,10 +33,10 @@ from snakka.util.slicing import TimeSlice
 API_KEY = 19
 
 
-def _configs_for(broker, ti):
+def _configs_for(services, ti):
     return [CreatableTopicConfigs(name=rc.name, value=rc.value, read_only=False,
                                   config_source=int(rc.source), is_sensitive=False)
-            for rc in broker.resolver.topic_configs(ti)]
+            for rc in services.resolver.topic_configs(ti)]
 
 
 def _result(name, code, message=None, **kw) -> CreatableTopicResult:
@@ -47,7 +47,7 @@ def _result(name, code, message=None, **kw) -> CreatableTopicResult:
                                 configs=kw.pop("configs", []))  # Kafka: [] on error, not null
 
 
-def _plan(broker, t) -> tuple[int, dict[str, str | None]]:
+def _plan(services, t) -> tuple[int, dict[str, str | None]]:
     partitions = t.num_partitions
     rf = t.replication_factor
     if t.assignments:
@@ -60,17 +60,17 @@ def _plan(broker, t) -> tuple[int, dict[str, str | None]]:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "Partitions should be a consecutive 0-based integer sequence")
         for a in t.assignments:
-            if list(a.broker_ids) != [broker.node_id]:
+            if list(a.broker_ids) != [services.node_id]:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Replica assignment {list(a.broker_ids)} is not valid: the only "
-                                 f"broker is {broker.node_id}")
+                                 f"broker is {services.node_id}")
         partitions, rf = len(idx), 1
     if partitions == -1:
-        partitions = int(broker.resolver.broker_value("num.partitions"))
+        partitions = int(services.resolver.broker_value("num.partitions"))
     if rf == -1:
-        rf = broker.config.default_replication_factor
+        rf = services.config.default_replication_factor
     configs = {c.name: c.value for c in t.configs}
-    broker.metadata.check_create_topic(t.name, partitions, rf, configs)
+    services.metadata.check_create_topic(t.name, partitions, rf, configs)
     return partitions, configs
 
 
@@ -82,38 +82,38 @@ _VALIDATE_AT_ONCE = 100
 class _Request:
     """One CreateTopics request being validated: results in request order, plans to create."""
 
-    def __init__(self, broker, v: int, req) -> None:
-        self.broker, self.v, self.req = broker, v, req
+    def __init__(self, services, v: int, req) -> None:
+        self.services, self.v, self.req = services, v, req
         self.counts = Counter(t.name for t in req.topics)
         self.results: list[CreatableTopicResult | None] = []
         self.plans: list = []  # (index in results, TopicCreation)
         self.defaults = None  # validate-only: the broker defaults' configs, resolved once
 
     def add(self, t) -> None:
-        broker = self.broker
+        services = self.services
         if self.counts[t.name] > 1:
             self.results.append(_result(
                 t.name, ErrorCode.INVALID_REQUEST,
                 "Create topics request from client contains a duplicate topic"))
             return
         try:
-            partitions, configs = _plan(broker, t)
+            partitions, configs = _plan(services, t)
             if self.req.validate_only:
                 if self.v >= 5 and self.defaults is None:
-                    self.defaults = _configs_for(broker, None)
+                    self.defaults = _configs_for(services, None)
                 # Kafka names the topic id it would have used; clients read it like a real one
                 self.results.append(_result(t.name, ErrorCode.NONE, topic_id=uuid.uuid4(),
                                             num_partitions=partitions, replication_factor=1,
                                             configs=self.defaults if self.v >= 5 else []))
                 return
-            self.plans.append((len(self.results), broker.plan_topic(t.name, partitions, configs)))
+            self.plans.append((len(self.results), services.controller.plan_topic(t.name, partitions, configs)))
             self.results.append(None)
         except KafkaError as e:
             self.results.append(_result(t.name, e.code, e.message))
 
 
 def handle(ctx, req):
-    r = _Request(ctx.broker, ctx.api_version, req)
+    r = _Request(ctx.services, ctx.api_version, req)
     if len(req.topics) > _VALIDATE_AT_ONCE:
         return _validate_then_create(r)
     for t in req.topics:
@@ -121,7 +121,7 @@ def handle(ctx, req):
     if not r.plans:
         return CreateTopicsResponse(throttle_time_ms=0, topics=r.results)
     # Small creations are in metadata when this returns (a pipelined request sees them).
-    done = r.broker.create_topics([p for _i, p in r.plans])
+    done = r.services.controller.create_topics([p for _i, p in r.plans])
     return _respond(r, done)
 
 
@@ -133,14 +133,14 @@ async def _validate_then_create(r: _Request):
             await slicer.tick()
     except BaseException:  # cancelled (connection closed): free the names reserved so far
         for _i, plan in r.plans:
-            r.broker.metadata.release(plan.name)
+            r.services.metadata.release(plan.name)
         raise
-    done = r.broker.create_topics([p for _i, p in r.plans]) if r.plans else None
+    done = r.services.controller.create_topics([p for _i, p in r.plans]) if r.plans else None
     return await _respond(r, done)
 
 
 async def _respond(r: _Request, done):
-    broker, v, results = r.broker, r.v, r.results
+    services, v, results = r.services, r.v, r.results
     if done is not None:
         await asyncio.shield(done)
     slicer = TimeSlice()
@@ -156,7 +156,7 @@ async def _respond(r: _Request, done):
             key = frozenset(ti.configs.items())
             configs = configs_cache.get(key)
             if configs is None:
-                configs = configs_cache[key] = _configs_for(broker, ti)
+                configs = configs_cache[key] = _configs_for(services, ti)
                 await slicer.tick()
         results[i] = _result(plan.name, ErrorCode.NONE, topic_id=ti.topic_id,
                              num_partitions=plan.partitions, replication_factor=1,

@@ -18,6 +18,6 @@ API_KEY = 42
 def handle(ctx, req) -> DeleteGroupsResponse:
     out = []
     for gid in req.groups_names:
-        err = ErrorCode.INVALID_GROUP_ID if not gid else ctx.broker.groups.delete_group(gid)
+        err = ErrorCode.INVALID_GROUP_ID if not gid else ctx.services.groups.delete_group(gid)
         out.append(DeletableGroupResult(group_id=gid, error_code=err, error_message=None))
     return DeleteGroupsResponse(throttle_time_ms=0, results=out)

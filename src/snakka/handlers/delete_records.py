@@ -8,7 +8,6 @@ INVALID_TOPIC_EXCEPTION, as Kafka answers: only its coordinator trims it.
 
 from __future__ import annotations
 
-from snakka.handlers._common import lookup_log
 from snakka.metadata.core import RESERVED_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.delete_records_response import (
@@ -22,12 +21,12 @@ API_KEY = 21
 
 
 def handle(ctx, req) -> DeleteRecordsResponse:
-    broker = ctx.broker
+    replicas = ctx.services.replicas
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            pl, err = lookup_log(broker, t.name, p.partition_index)
+            pl, err = replicas.lookup(t.name, p.partition_index)
             if t.name in RESERVED_TOPICS:
                 pl, err = None, ErrorCode.INVALID_TOPIC_EXCEPTION
             low = -1
@@ -36,9 +35,8 @@ def handle(ctx, req) -> DeleteRecordsResponse:
                 try:
                     if offset < 0:
                         raise OffsetOutOfRangeError(offset)
-                    pl.delete_records_before(offset)
+                    replicas.delete_records_before(pl, offset)
                     low = pl.log_start_offset
-                    broker.logs.checkpoint()
                 except OffsetOutOfRangeError:
                     err = ErrorCode.OFFSET_OUT_OF_RANGE
             parts.append(DeleteRecordsPartitionResult(partition_index=p.partition_index,

@@ -24,9 +24,9 @@ _ZERO_UUID = uuid.UUID(int=0)
 
 
 def handle(ctx, req):
-    broker = ctx.broker
-    md = broker.metadata
-    group_err = _group_error(broker, req.group_id)
+    services = ctx.services
+    md = services.metadata
+    group_err = _group_error(services, req.group_id)
     marks: list = []
     topics = []
     for t in req.topics:
@@ -38,18 +38,18 @@ def handle(ctx, req):
             err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             err = ErrorCode.NONE
-            marks += broker.shares.delete_offsets(req.group_id, ti.topic_id)
+            marks += services.shares.delete_offsets(req.group_id, ti.topic_id)
         topics.append(DeleteShareGroupOffsetsResponseTopic(
             topic_name=t.topic_name, topic_id=ti.topic_id if ti else _ZERO_UUID,
             error_code=err, error_message=msg))
     code, message = group_err if group_err is not None else (ErrorCode.NONE, None)
     response = DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=code,
                                                error_message=message, responses=topics)
-    if any(marks) and broker.shares.persister.strict():
-        return _after_durable(broker, marks, response)
+    if any(marks) and services.shares.persister.strict():
+        return _after_durable(services, marks, response)
     return response
 
 
-async def _after_durable(broker, marks, response):
-    await broker.shares.durable(marks)
+async def _after_durable(services, marks, response):
+    await services.shares.durable(marks)
     return response

@@ -20,19 +20,19 @@ API_KEY = 20
 
 
 async def _handle(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     v = ctx.api_version
     targets = []  # (name or None, topic_id or None)
     if v >= 6:
         targets = [(t.name, t.topic_id if t.name is None else None) for t in req.topics]
     else:
         targets = [(n, None) for n in req.topic_names]
-    enabled = broker.resolver.broker_value("delete.topic.enable") == "true"
+    enabled = services.resolver.broker_value("delete.topic.enable") == "true"
     results = []
     doomed: dict[str, DeletableTopicResult] = {}  # name -> its result
     for name, tid in targets:
-        ti = broker.metadata.topics.get(name) if name is not None else \
-            broker.metadata.topics_by_id.get(tid)
+        ti = services.metadata.topics.get(name) if name is not None else \
+            services.metadata.topics_by_id.get(tid)
         res = DeletableTopicResult(name=name, topic_id=tid or ZERO_UUID, error_code=0,
                                    error_message=None)
         # Kafka's controller answers every error with a message (the error's default one)
@@ -55,7 +55,7 @@ async def _handle(ctx, req):
         results.append(res)
     if doomed:
         try:
-            await broker.delete_topics(list(doomed))
+            await services.controller.delete_topics(list(doomed))
         except KafkaError as e:
             for res in doomed.values():
                 res.error_code, res.error_message = e.code, e.message

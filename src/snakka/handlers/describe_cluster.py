@@ -17,7 +17,7 @@ API_KEY = 60
 
 
 def handle(ctx, req) -> DescribeClusterResponse:
-    broker = ctx.broker
+    services = ctx.services
     v = ctx.api_version
     endpoint_type = req.endpoint_type if v >= 1 else 1
     if endpoint_type not in (1, 2):
@@ -25,10 +25,10 @@ def handle(ctx, req) -> DescribeClusterResponse:
                                        error_message=f"Unsupported endpoint type {endpoint_type}",
                                        endpoint_type=endpoint_type, cluster_id="",
                                        controller_id=-1, brokers=[])
-    host, port = broker.advertised_endpoint(ctx.listener)
+    host, port = services.advertised_endpoint(ctx.listener)
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,
-        cluster_id=broker.metadata.cluster_id, controller_id=broker.node_id,
-        brokers=[DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None,
+        cluster_id=services.metadata.cluster_id, controller_id=services.node_id,
+        brokers=[DescribeClusterBroker(broker_id=services.node_id, host=host, port=port, rack=None,
                                        is_fenced=False)],
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

@@ -66,31 +66,31 @@ def _entry(rc, defs, include_synonyms: bool, include_docs: bool, v: int):
     )
 
 
-def _describe(broker, res, v: int, include_synonyms: bool, include_docs: bool):
+def _describe(services, res, v: int, include_synonyms: bool, include_docs: bool):
     keys = None if res.configuration_keys is None else set(res.configuration_keys)
     rtype = res.resource_type
     if rtype == RESOURCE_TOPIC:
         validate_topic_name(res.resource_name)
-        ti = broker.metadata.topics.get(res.resource_name)
+        ti = services.metadata.topics.get(res.resource_name)
         if ti is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"Topic {res.resource_name} does not exist")
-        rcs = broker.resolver.topic_configs(ti)
+        rcs = services.resolver.topic_configs(ti)
         defs = TOPIC_CONFIGS
     elif rtype == RESOURCE_BROKER:
-        if res.resource_name not in ("", str(broker.node_id)):
+        if res.resource_name not in ("", str(services.node_id)):
             raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                             f"Unexpected broker id, expected {services.node_id} or empty string, "
                              f"but received {res.resource_name}")
-        rcs = broker.resolver.broker_configs(res.resource_name)
+        rcs = services.resolver.broker_configs(res.resource_name)
         defs = BROKER_CONFIGS
     elif rtype == RESOURCE_GROUP:
         if not res.resource_name:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Group id must not be empty")
-        rcs = broker.resolver.group_configs(res.resource_name)
+        rcs = services.resolver.group_configs(res.resource_name)
         defs = GROUP_CONFIGS
     elif rtype == RESOURCE_BROKER_LOGGER:
-        if res.resource_name != str(broker.node_id):
+        if res.resource_name != str(services.node_id):
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unexpected broker id {res.resource_name}")
         out = []
@@ -120,7 +120,7 @@ def _result(ctx, res, syn: bool, docs: bool) -> DescribeConfigsResult:
     r = DescribeConfigsResult(error_code=0, error_message="", resource_type=res.resource_type,
                               resource_name=res.resource_name, configs=[])
     try:
-        r.configs = _describe(ctx.broker, res, ctx.api_version, syn, docs)
+        r.configs = _describe(ctx.services, res, ctx.api_version, syn, docs)
     except KafkaError as e:
         r.error_code, r.error_message = e.code, e.message
     return r

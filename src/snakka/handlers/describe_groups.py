@@ -52,4 +52,4 @@ def _describe(groups, gid: str, v: int) -> DescribedGroup:
 
 def handle(ctx, req) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
-        _describe(ctx.broker.groups, gid, ctx.api_version) for gid in req.groups])
+        _describe(ctx.services.groups, gid, ctx.api_version) for gid in req.groups])

@@ -15,8 +15,8 @@ API_KEY = 35
 
 
 def handle(ctx, req) -> DescribeLogDirsResponse:
-    broker = ctx.broker
-    md = broker.metadata
+    services = ctx.services
+    md = services.metadata
     wanted: dict[str, set[int] | None]
     if req.topics is None:
         wanted = {n: None for n in md.topics}
@@ -33,14 +33,14 @@ def handle(ctx, req) -> DescribeLogDirsResponse:
         for p in range(ti.partitions):
             if parts is not None and p not in parts:
                 continue
-            pl = broker.partition_log(name, p)
+            pl = services.replicas.get_log(name, p)
             if pl is None:
                 continue
             rows.append(DescribeLogDirsPartition(partition_index=p, partition_size=pl.size_bytes,
                                                  offset_lag=0, is_future_key=False))
         if rows:
             topics.append(DescribeLogDirsTopic(name=name, partitions=rows))
-    usage = shutil.disk_usage(broker.log_dir)
+    usage = shutil.disk_usage(services.replicas.log_dir)
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[
-        DescribeLogDirsResult(error_code=0, log_dir=broker.log_dir, topics=topics,
+        DescribeLogDirsResult(error_code=0, log_dir=services.replicas.log_dir, topics=topics,
                               total_bytes=usage.total, usable_bytes=usage.free)])

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import uuid
 
-from snakka.handlers._common import LEADER_EPOCH
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.describe_share_group_offsets_response import (
     DescribeShareGroupOffsetsResponse,
@@ -25,16 +24,17 @@ API_KEY = 90
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _partition(index: int, start: int, lag: int, err: ErrorCode = ErrorCode.NONE):
+def _partition(index: int, start: int, lag: int, err: ErrorCode = ErrorCode.NONE,
+               leader_epoch: int = -1):
     return DescribeShareGroupOffsetsResponsePartition(
-        partition_index=index, start_offset=start, leader_epoch=LEADER_EPOCH, lag=lag,
+        partition_index=index, start_offset=start, leader_epoch=leader_epoch, lag=lag,
         error_code=err, error_message=None)
 
 
-def _describe_group(broker, g) -> DescribeShareGroupOffsetsResponseGroup:
-    shares = broker.shares
-    md = broker.metadata
-    if not g.group_id or not broker.groups.share_group_exists(g.group_id):
+def _describe_group(services, g) -> DescribeShareGroupOffsetsResponseGroup:
+    shares = services.shares
+    md = services.metadata
+    if not g.group_id or not services.groups.share_group_exists(g.group_id):
         return DescribeShareGroupOffsetsResponseGroup(
             group_id=g.group_id, topics=[], error_code=ErrorCode.GROUP_ID_NOT_FOUND,
             error_message=f"Group {g.group_id} is not a share group.")
@@ -52,10 +52,11 @@ def _describe_group(broker, g) -> DescribeShareGroupOffsetsResponseGroup:
         parts = []
         for p in partitions:
             if ti is None:
-                parts.append(_partition(p, -1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(_partition(p, -1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        services.replicas.leader_epoch(name, p)))
                 continue
             start, lag, err = shares.describe_offset(g.group_id, ti.topic_id, p)
-            parts.append(_partition(p, start, lag, err))
+            parts.append(_partition(p, start, lag, err, services.replicas.leader_epoch(name, p)))
         topics.append(DescribeShareGroupOffsetsResponseTopic(
             topic_name=name, topic_id=ti.topic_id if ti else _ZERO_UUID, partitions=parts))
     return DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=topics,
@@ -64,4 +65,4 @@ def _describe_group(broker, g) -> DescribeShareGroupOffsetsResponseGroup:
 
 def handle(ctx, req) -> DescribeShareGroupOffsetsResponse:
     return DescribeShareGroupOffsetsResponse(
-        throttle_time_ms=0, groups=[_describe_group(ctx.broker, g) for g in req.groups])
+        throttle_time_ms=0, groups=[_describe_group(ctx.services, g) for g in req.groups])

@@ -12,7 +12,7 @@ Spark's connector) calls methods on them: null is a NullPointerException there.
 
 from __future__ import annotations
 
-from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH
+from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
 from snakka.metadata.core import validate_topic_name
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.describe_topic_partitions_response import (
@@ -28,9 +28,9 @@ MAX_PARTITION_LIMIT = 2000
 
 
 def handle(ctx, req) -> DescribeTopicPartitionsResponse:
-    broker = ctx.broker
-    md = broker.metadata
-    node = broker.node_id
+    services = ctx.services
+    md = services.metadata
+    replicas = services.replicas
     limit = max(1, min(req.response_partition_limit, MAX_PARTITION_LIMIT))
     names = sorted({t.name for t in req.topics}) if req.topics else sorted(md.topics)
     cursor = req.cursor
@@ -56,10 +56,14 @@ def handle(ctx, req) -> DescribeTopicPartitionsResponse:
             next_cursor = Cursor(topic_name=name, partition_index=start)
             break
         end = min(ti.partitions, start + budget)
-        parts = [DescribeTopicPartitionsResponsePartition(
-            error_code=0, partition_index=p, leader_id=node, leader_epoch=LEADER_EPOCH,
-            replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
-            last_known_elr=[], offline_replicas=[]) for p in range(start, end)]
+        parts = []
+        for p in range(start, end):
+            leader = replicas.leader_id(name, p)
+            parts.append(DescribeTopicPartitionsResponsePartition(
+                error_code=0, partition_index=p, leader_id=leader,
+                leader_epoch=replicas.leader_epoch(name, p), replica_nodes=[leader],
+                isr_nodes=[leader], eligible_leader_replicas=[], last_known_elr=[],
+                offline_replicas=[]))
         budget -= len(parts)
         out.append(DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=ti.topic_id, is_internal=ti.is_internal,

@@ -13,9 +13,9 @@
   which clients drop; snakka's log read stops at the last whole batch (same records).
 - Long poll: if fewer than ``min_bytes`` are available, the handler waits up to ``max_wait_ms``
   and is woken by the first append to any fetched partition, then reads again.
-- read_committed (isolation_level 1) reads only up to the last stable offset; with no
-  transactions yet the LSO equals the high watermark, and ``aborted_transactions`` is empty
-  (null under read_uncommitted, as Kafka sends it).
+- read_committed (isolation_level 1) reads only up to the last stable offset (decided with the
+  high watermark and leader-epoch checks in the replica manager, ``ReplicaManager.read``);
+  ``aborted_transactions`` is empty (null under read_uncommitted, as Kafka sends it).
 - Sessions (KIP-227) are resolved by fetch_sessions.FetchSessionCache; an incremental response
   lists only partitions with news.
 - Memory: records are read from disk into memory, so every read first reserves its bytes in the
@@ -28,88 +28,60 @@
 from __future__ import annotations
 
 from snakka.fetch_sessions import CachedPartition
-from snakka.handlers._common import check_leader_epoch
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.fetch_response import (
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
 )
-from snakka.storage import LogClosedError, OffsetOutOfRangeError
 
 API_KEY = 1
 # Fetch v0-3 expect message formats v0/v1, which snakka does not store and does not
 # down-convert (Kafka 4.0 dropped them too).
 MIN_VERSION = 4
 
-_EMPTY = b""
+# Epoch errors refuse a partition before its log is read.
+_FENCED = (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
-def _resolve_topic(broker, key, by_id: bool):
+def _resolve_topic(services, key, by_id: bool):
     if by_id:
-        ti = broker.metadata.topics_by_id.get(key)
+        ti = services.metadata.topics_by_id.get(key)
         return ti.name if ti else None
-    return key if key in broker.metadata.topics else None
+    return key if key in services.metadata.topics else None
 
 
-def _read_partitions(broker, entries, by_id: bool, max_bytes: int, read_committed: bool,
+def _read_partitions(services, entries, by_id: bool, max_bytes: int, read_committed: bool,
                      incremental: bool, min_one_batch: bool = True):
     """Read every partition once, without touching session state.
 
     Returns (rows, total bytes, any error) where rows are (topic key, PartitionData, cached
     partition) for the partitions the response should list.
     """
+    replicas = services.replicas
+    unknown = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     rows = []
     total = 0
     remaining = max_bytes  # Kafka's limitBytes: what the response may still hold
     any_error = False
     first_data = min_one_batch
     for (tkey, partition), cp in entries:
-        name = _resolve_topic(broker, tkey, by_id)
-        err = ErrorCode.NONE
-        hw = lso = log_start = -1
-        records = _EMPTY
-        pl = None
-        if name is None:
-            err = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        else:
-            ti = broker.metadata.topics[name]
-            if not 0 <= partition < ti.partitions:
-                err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                pl = broker.partition_log(name, partition)
-                if pl is None:
-                    err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if pl is not None:
-            err = check_leader_epoch(cp.current_leader_epoch)
-            hw = pl.high_watermark
-            lso = hw  # no transactions yet: last stable offset == high watermark
-            log_start = pl.log_start_offset
-            if err == ErrorCode.NONE:
-                limit = min(cp.max_bytes, remaining)
-                if limit != 0 or first_data:
-                    try:
-                        # (a negative limit reads one batch only to learn whether there is
-                        # data, which decides between an error and an empty answer)
-                        records = pl.read(cp.fetch_offset, max(limit, 0),
-                                          max_offset=lso if read_committed else None,
-                                          min_one_message=first_data or limit < 0)
-                    except OffsetOutOfRangeError:
-                        err = ErrorCode.OFFSET_OUT_OF_RANGE
-                        records = _EMPTY
-                    except LogClosedError:  # deleted while this fetch waited
-                        err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                        records = _EMPTY
-                    if records and limit < 0:
-                        # Kafka's LogSegment.read refuses a negative size ("Invalid max size")
-                        # when there is something to read: UNKNOWN_SERVER_ERROR, no records.
-                        err = ErrorCode.UNKNOWN_SERVER_ERROR
-                        records = _EMPTY
-                    n = len(records)
-                    if n:
-                        total += n
-                        first_data = False
-                    remaining = max(0, remaining - n)
+        limit = min(cp.max_bytes, remaining)
+        read = replicas.read(_resolve_topic(services, tkey, by_id), partition, cp.fetch_offset,
+                             limit, current_leader_epoch=cp.current_leader_epoch,
+                             read_committed=read_committed, min_one_message=first_data,
+                             unknown=unknown)
+        err = read.error_code
+        records = read.records
+        n = len(records)
+        if read.found and err not in _FENCED and (limit != 0 or first_data):
+            # A read happened (even one that failed): what is left shrinks by what it returned,
+            # and a negative request MaxBytes leaves 0 for the partitions after it.
+            remaining = max(0, remaining - n)
+        if n:
+            total += n
+            first_data = False
+        hw, lso, log_start = read.high_watermark, read.last_stable_offset, read.log_start_offset
         # Null versus empty as Kafka sends them: a partition read (or refused by the read:
         # epoch fencing, out of range) has AbortedTransactions null under read_uncommitted and
         # a list under read_committed; a read error also hides the offsets (-1). A partition
@@ -118,7 +90,7 @@ def _read_partitions(broker, entries, by_id: bool, max_bytes: int, read_committe
         if err != ErrorCode.NONE:
             any_error = True
             hw = lso = log_start = -1
-            if pl is None:
+            if not read.found:
                 aborted = []
         elif incremental and not records and not cp.needs_response(hw, lso, log_start):
             continue
@@ -144,7 +116,7 @@ def _build(session_id: int, rows, by_id: bool) -> FetchResponse:
 
 
 def handle(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     v = ctx.api_version
     by_id = v >= 13
     if req.replica_id >= 0 or (v >= 15 and req.replica_state.replica_id >= 0):
@@ -163,19 +135,19 @@ def handle(ctx, req):
         for ft in req.forgotten_topics_data:
             tkey = ft.topic_id if by_id else ft.topic
             forgotten.extend((tkey, p) for p in ft.partitions)
-    fctx = broker.fetch_sessions.resolve(req.session_id if v >= 7 else 0,
+    fctx = services.fetch_sessions.resolve(req.session_id if v >= 7 else 0,
                                          req.session_epoch if v >= 7 else -1, fetch, forgotten)
     if fctx.error != ErrorCode.NONE:
         return FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0,
                              responses=[])
     max_bytes = min(req.max_bytes if v >= 3 else 2**31 - 1,
-                    int(broker.resolver.broker_value("fetch.max.bytes")))
+                    int(services.resolver.broker_value("fetch.max.bytes")))
     read_committed = v >= 4 and req.isolation_level == 1
-    deadline = broker.time_ms() + max(req.max_wait_ms, 0)
+    deadline = services.time_ms() + max(req.max_wait_ms, 0)
     got = _read_reserved(ctx, fctx, by_id, max_bytes, read_committed)
     if got is None:  # the response budget is spent and this connection holds unsent bytes
         if req.max_wait_ms <= 0:
-            return _build(fctx.session_id, _read_nothing(broker, fctx, by_id, read_committed),
+            return _build(fctx.session_id, _read_nothing(services, fctx, by_id, read_committed),
                           by_id)
         return _fetch_later(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
     rows, total, any_error = got
@@ -194,7 +166,7 @@ def _read_reserved(ctx, fctx, by_id, max_bytes, read_committed):
     grant = conn.reserve_response_bytes(max_bytes)
     if grant is None:
         return None
-    rows, total, any_error = _read_partitions(ctx.broker, fctx.partitions, by_id, grant,
+    rows, total, any_error = _read_partitions(ctx.services, fctx.partitions, by_id, grant,
                                               read_committed, fctx.incremental)
     conn.settle_response_bytes(grant, total)
     ctx.response_bytes = total
@@ -207,46 +179,46 @@ def _give_back(ctx) -> None:
     ctx.response_bytes = 0
 
 
-def _read_nothing(broker, fctx, by_id, read_committed):
+def _read_nothing(services, fctx, by_id, read_committed):
     """Partition states without records (for a fetch that got no response memory)."""
-    return _read_partitions(broker, fctx.partitions, by_id, 0, read_committed, fctx.incremental,
+    return _read_partitions(services, fctx.partitions, by_id, 0, read_committed, fctx.incremental,
                             min_one_batch=False)[0]
 
 
 async def _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed, deadline):
     """_read_reserved, waiting for response memory until the deadline, then without records."""
-    broker = ctx.broker
+    services = ctx.services
     while True:
         got = _read_reserved(ctx, fctx, by_id, max_bytes, read_committed)
         if got is not None:
             return got
-        remaining = deadline - broker.time_ms()
-        if remaining <= 0 or not await broker.response_memory.wait_for_release(remaining / 1000):
-            return _read_nothing(broker, fctx, by_id, read_committed), 0, False
+        remaining = deadline - services.time_ms()
+        if remaining <= 0 or not await ctx.connection.wait_for_response_memory(remaining / 1000):
+            return _read_nothing(services, fctx, by_id, read_committed), 0, False
 
 
 async def _fetch_later(ctx, req, fctx, by_id, max_bytes, read_committed, deadline):
-    broker = ctx.broker
+    services = ctx.services
     rows, total, any_error = await _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed,
                                                      deadline)
-    if total >= req.min_bytes or any_error or broker.time_ms() >= deadline:
+    if total >= req.min_bytes or any_error or services.time_ms() >= deadline:
         return _build(fctx.session_id, rows, by_id)
     _give_back(ctx)
     return await _long_poll(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
 
 
 async def _long_poll(ctx, req, fctx, by_id, max_bytes, read_committed, deadline):
-    broker = ctx.broker
+    services = ctx.services
     keys = []
     for (tkey, partition), _cp in fctx.partitions:
-        name = _resolve_topic(broker, tkey, by_id)
+        name = _resolve_topic(services, tkey, by_id)
         if name is not None:
             keys.append((name, partition))
     while True:
-        remaining = deadline - broker.time_ms()
+        remaining = deadline - services.time_ms()
         if remaining <= 0:
             break
-        if not await broker.wait_for_append(keys, remaining / 1000):
+        if not await services.replicas.wait_for_append(keys, remaining / 1000):
             break
         rows, total, any_error = await _read_when_memory(ctx, fctx, by_id, max_bytes,
                                                          read_committed, deadline)

@@ -55,7 +55,7 @@ def share_key_error(key: str) -> str | None:
     return None
 
 
-def _lookup(broker, listener, key: str, key_type: int, version: int):
+def _lookup(services, listener, key: str, key_type: int, version: int):
     """(error, message, node, host, port) for one key."""
     if key_type == KEY_SHARE:
         if version < MIN_SHARE_VERSION:
@@ -73,9 +73,9 @@ def _lookup(broker, listener, key: str, key_type: int, version: int):
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}", -1, "", -1
     if not key:
         return ErrorCode.INVALID_REQUEST, "The group id must not be empty", -1, "", -1
-    host, port = broker.advertised_endpoint(listener)
+    host, port = services.advertised_endpoint(listener)
     # Kafka's message on success: "" in a v4+ batch entry, "NONE" (the error's name) in v1-3
-    return ErrorCode.NONE, "" if version >= 4 else "NONE", broker.node_id, host, port
+    return ErrorCode.NONE, "" if version >= 4 else "NONE", services.node_id, host, port
 
 
 def handle(ctx, req) -> FindCoordinatorResponse:
@@ -84,10 +84,10 @@ def handle(ctx, req) -> FindCoordinatorResponse:
     if v >= 4:
         out = []
         for key in req.coordinator_keys:
-            err, msg, node, host, port = _lookup(ctx.broker, ctx.listener, key, key_type, v)
+            err, msg, node, host, port = _lookup(ctx.services, ctx.listener, key, key_type, v)
             out.append(Coordinator(key=key, node_id=node, host=host, port=port, error_code=err,
                                    error_message=msg))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
-    err, msg, node, host, port = _lookup(ctx.broker, ctx.listener, req.key, key_type, v)
+    err, msg, node, host, port = _lookup(ctx.services, ctx.listener, req.key, key_type, v)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=err, error_message=msg,
                                    node_id=node, host=host, port=port)

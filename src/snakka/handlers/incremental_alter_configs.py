@@ -20,7 +20,7 @@ API_KEY = 44
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _changes(broker, res) -> dict[str, str | None]:
+def _changes(services, res) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     if res.resource_type == RESOURCE_BROKER_LOGGER:
         for c in res.configs:
@@ -31,7 +31,7 @@ def _changes(broker, res) -> dict[str, str | None]:
         return out
     defs = {RESOURCE_TOPIC: TOPIC_CONFIGS, RESOURCE_GROUP: GROUP_CONFIGS}.get(
         res.resource_type, BROKER_CONFIGS)
-    current = broker.metadata.current_overrides(res.resource_type, res.resource_name)
+    current = services.metadata.current_overrides(res.resource_type, res.resource_name)
     names = [c.name for c in res.configs]
     if len(set(names)) != len(names):
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate config keys in the request")
@@ -49,12 +49,12 @@ def _changes(broker, res) -> dict[str, str | None]:
             if c.name in current:
                 base = current[c.name]
             elif res.resource_type == RESOURCE_TOPIC:
-                ti = broker.metadata.topics.get(res.resource_name)
-                base = broker.resolver.topic_config(ti, c.name).value or ""
+                ti = services.metadata.topics.get(res.resource_name)
+                base = services.resolver.topic_config(ti, c.name).value or ""
             elif res.resource_type == RESOURCE_GROUP:
-                base = broker.resolver.group_value(res.resource_name, c.name)
+                base = services.resolver.group_value(res.resource_name, c.name)
             else:
-                base = broker.resolver.broker_value(c.name) or ""
+                base = services.resolver.broker_value(c.name) or ""
             items = [x.strip() for x in base.split(",") if x.strip()]
             delta = [x.strip() for x in (c.value or "").split(",") if x.strip()]
             if op == APPEND:
@@ -76,10 +76,10 @@ async def _handle(ctx, req):
     errors = {}
     for r in req.resources:
         try:
-            changes.append((r.resource_type, r.resource_name, _changes(ctx.broker, r), False))
+            changes.append((r.resource_type, r.resource_name, _changes(ctx.services, r), False))
         except KafkaError as e:
             errors[(r.resource_type, r.resource_name)] = (e.code, e.message)
-    results = await alter_resources(ctx.broker, changes, req.validate_only)
+    results = await alter_resources(ctx.services, changes, req.validate_only)
     by_key = {(rt, rn): (code, msg) for rt, rn, code, msg in results}
     by_key.update(errors)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[

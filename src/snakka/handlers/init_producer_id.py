@@ -28,6 +28,6 @@ async def _handle(ctx, req) -> InitProducerIdResponse:
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             producer_id=-1, producer_epoch=-1)
-    pid = await ctx.broker.next_producer_id()
+    pid = await ctx.services.controller.next_producer_id()
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid,
                                   producer_epoch=0)

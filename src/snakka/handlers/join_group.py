@@ -25,7 +25,7 @@ async def _handle(ctx, req):
     if not req.group_id:
         return _error(ErrorCode.INVALID_GROUP_ID, req.member_id, v)
     peer = ctx.connection.peer.rsplit(":", 1)[0]
-    result = await ctx.broker.groups.join(
+    result = await ctx.services.groups.join(
         group_id=req.group_id, member_id=req.member_id,
         group_instance_id=req.group_instance_id if v >= 5 else None,
         protocol_type=req.protocol_type,

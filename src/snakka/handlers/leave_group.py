@@ -18,7 +18,7 @@ def handle(ctx, req) -> LeaveGroupResponse:
                    for m in req.members]
     else:
         members = [(req.member_id, None, None)]
-    err, per_member = ctx.broker.groups.leave(group_id=req.group_id, members=members)
+    err, per_member = ctx.services.groups.leave(group_id=req.group_id, members=members)
     if v < 3 and err == ErrorCode.NONE and per_member:
         err = per_member[0][2]  # v0-2 carry the single member's outcome at the top level
     return LeaveGroupResponse(throttle_time_ms=0, error_code=err, members=[

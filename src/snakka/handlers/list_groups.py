@@ -14,7 +14,7 @@ API_KEY = 16
 
 def handle(ctx, req) -> ListGroupsResponse:
     v = ctx.api_version
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
     rows: dict[str, tuple[str, str, str]] = {}  # group -> (protocol type, state, type)
     for gid in groups.offsets.groups():
         rows[gid] = ("", "Empty", "classic")

@@ -11,7 +11,6 @@ v0 (older clients) answers with ``old_style_offsets``.
 
 from __future__ import annotations
 
-from snakka.handlers._common import LEADER_EPOCH, check_leader_epoch, lookup_log
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
@@ -27,11 +26,12 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING
 _MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 
 
-def _lookup(broker, topic, p, v: int, read_committed: bool):
-    pl, err = lookup_log(broker, topic, p.partition_index)
+def _lookup(services, topic, p, v: int, read_committed: bool):
+    replicas = services.replicas
+    pl, err = replicas.lookup(topic, p.partition_index)
     if pl is None:
         return err, -1, -1
-    err = check_leader_epoch(p.current_leader_epoch)
+    err = replicas.check_leader_epoch(p.current_leader_epoch)
     if err:
         return err, -1, -1
     ts = p.timestamp
@@ -40,7 +40,7 @@ def _lookup(broker, topic, p, v: int, read_committed: bool):
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return ErrorCode.NONE, -1, pl.log_start_offset
     if ts == LATEST:
-        return ErrorCode.NONE, -1, pl.high_watermark  # LSO == HW until transactions exist
+        return ErrorCode.NONE, -1, pl.last_stable_offset if read_committed else pl.high_watermark
     if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return ErrorCode.NONE, -1, -1
     if ts == MAX_TIMESTAMP:
@@ -55,18 +55,19 @@ def _lookup(broker, topic, p, v: int, read_committed: bool):
 
 
 def handle(ctx, req) -> ListOffsetsResponse:
-    broker = ctx.broker
+    services = ctx.services
     v = ctx.api_version
     read_committed = v >= 2 and req.isolation_level == 1
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            err, ts, off = _lookup(broker, t.name, p, v, read_committed)
+            err, ts, off = _lookup(services, t.name, p, v, read_committed)
             r = ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off,
                 # Kafka reports no epoch (-1) when no offset was found (a timestamp past the end)
-                leader_epoch=LEADER_EPOCH if err == ErrorCode.NONE and off >= 0 else -1)
+                leader_epoch=services.replicas.leader_epoch(t.name, p.partition_index)
+                if err == ErrorCode.NONE and off >= 0 else -1)
             if v == 0:
                 r.old_style_offsets = [off] if err == ErrorCode.NONE and off >= 0 else []
             parts.append(r)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 
-from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH
+from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
 from snakka.metadata.core import RESERVED_TOPICS, validate_topic_name
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.metadata_response import (
@@ -37,14 +37,15 @@ from snakka.util.slicing import TimeSlice
 API_KEY = 3
 
 
-def _topic_response(broker, ti, v: int) -> MetadataResponseTopic:
-    node = broker.node_id
-    parts = [
-        MetadataResponsePartition(error_code=0, partition_index=p, leader_id=node,
-                                  leader_epoch=LEADER_EPOCH, replica_nodes=[node],
-                                  isr_nodes=[node], offline_replicas=[])
-        for p in range(ti.partitions)
-    ]
+def _topic_response(services, ti, v: int) -> MetadataResponseTopic:
+    replicas = services.replicas
+    parts = []
+    for p in range(ti.partitions):
+        leader = replicas.leader_id(ti.name, p)
+        parts.append(MetadataResponsePartition(
+            error_code=0, partition_index=p, leader_id=leader,
+            leader_epoch=replicas.leader_epoch(ti.name, p), replica_nodes=[leader],
+            isr_nodes=[leader], offline_replicas=[]))
     return MetadataResponseTopic(error_code=0, name=ti.name, topic_id=ti.topic_id,
                                  is_internal=ti.is_internal, partitions=parts,
                                  topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
@@ -57,13 +58,13 @@ def _error_topic(name, topic_id, code: ErrorCode) -> MetadataResponseTopic:
 
 
 def _response(ctx, topics) -> MetadataResponse:
-    broker = ctx.broker
-    host, port = broker.advertised_endpoint(ctx.listener)
+    services = ctx.services
+    host, port = services.advertised_endpoint(ctx.listener)
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
-        cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
+        brokers=[MetadataResponseBroker(node_id=services.node_id, host=host, port=port, rack=None)],
+        cluster_id=services.metadata.cluster_id,
+        controller_id=services.node_id,
         topics=topics,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         error_code=0,
@@ -71,14 +72,14 @@ def _response(ctx, topics) -> MetadataResponse:
 
 
 def handle(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     v = ctx.api_version
-    md = broker.metadata
+    md = services.metadata
     topics: list = []
     if req.topics is None or (v == 0 and not req.topics):
-        return _response(ctx, [_topic_response(broker, ti, v) for ti in md.topics.values()])
+        return _response(ctx, [_topic_response(services, ti, v) for ti in md.topics.values()])
     allow_auto = (req.allow_auto_topic_creation if v >= 4 else True) and \
-        broker.resolver.broker_value("auto.create.topics.enable") == "true"
+        services.resolver.broker_value("auto.create.topics.enable") == "true"
     later: list[tuple[int, str]] = []  # (index in topics, name): answered once created
     create: list[str] = []  # names to auto-create
     for t in req.topics:
@@ -91,11 +92,11 @@ def handle(ctx, req):
             if ti is None:
                 topics.append(_error_topic(None, t.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
             else:
-                topics.append(_topic_response(broker, ti, v))
+                topics.append(_topic_response(services, ti, v))
             continue
         ti = md.topics.get(t.name)
         if ti is not None:
-            topics.append(_topic_response(broker, ti, v))
+            topics.append(_topic_response(services, ti, v))
             continue
         try:
             validate_topic_name(t.name)
@@ -111,24 +112,24 @@ def handle(ctx, req):
         topics.append(None)
     if not later:
         return _response(ctx, topics)
-    partitions = int(broker.resolver.broker_value("num.partitions") or 1)
-    if not broker.creates_inline(len(create) * partitions):
+    partitions = int(services.resolver.broker_value("num.partitions") or 1)
+    if not services.controller.creates_inline(len(create) * partitions):
         # Many: plan them in slices too (validation costs ~50 us a topic).
         return _respond_later(ctx, topics, later, create, partitions)
-    plans = _plan(broker, topics, later, create, partitions)
+    plans = _plan(services, topics, later, create, partitions)
     if plans:
-        broker.create_topics(list(plans.values()))  # small: in metadata now; the fsync follows in background
+        services.controller.create_topics(list(plans.values()))  # small: in metadata now; the fsync follows in background
     if all(name not in md.pending for _i, name in later):
-        _fill(broker, v, topics, later, plans)
+        _fill(services, v, topics, later, plans)
         return _response(ctx, topics)
     return _respond_later(ctx, topics, later, [], partitions)
 
 
-def _plan(broker, topics, later, create, partitions) -> dict:
+def _plan(services, topics, later, create, partitions) -> dict:
     plans = {}
     for name in create:
         try:
-            plans[name] = broker.plan_topic(name, partitions, {})
+            plans[name] = services.controller.plan_topic(name, partitions, {})
         except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # else created meanwhile: answered
                 i = next(i for i, n in later if n == name)
@@ -136,13 +137,13 @@ def _plan(broker, topics, later, create, partitions) -> dict:
     return plans
 
 
-def _fill(broker, v, topics, later, plans) -> None:
+def _fill(services, v, topics, later, plans) -> None:
     for i, name in later:
         if topics[i] is not None:
             continue
-        ti = broker.metadata.topics.get(name)
+        ti = services.metadata.topics.get(name)
         if ti is not None:
-            topics[i] = _topic_response(broker, ti, v)
+            topics[i] = _topic_response(services, ti, v)
         else:
             plan = plans.get(name)
             err = plan.error if plan is not None and plan.error is not None else None
@@ -151,31 +152,31 @@ def _fill(broker, v, topics, later, plans) -> None:
 
 
 async def _respond_later(ctx, topics, later, create, partitions):
-    broker = ctx.broker
+    services = ctx.services
     slicer = TimeSlice()
     plans = {}
     errors = {}
     try:
         for name in create:
             try:
-                plans[name] = broker.plan_topic(name, partitions, {})
+                plans[name] = services.controller.plan_topic(name, partitions, {})
             except KafkaError as e:
                 if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                     errors[name] = e.code
             await slicer.tick()
     except BaseException:  # cancelled (connection closed): free the names reserved so far
         for name in plans:
-            broker.metadata.release(name)
+            services.metadata.release(name)
         raise
     for i, name in later:
         if name in errors:
             topics[i] = _error_topic(name, None, errors[name])
     if plans:
-        await asyncio.shield(broker.create_topics(list(plans.values())))
+        await asyncio.shield(services.controller.create_topics(list(plans.values())))
     for _i, name in later:
-        await broker.wait_for_creation(name)
+        await services.controller.wait_for_creation(name)
     for i, name in later:  # in slices: a response of 10,000 topics
         if topics[i] is None:
-            _fill(broker, ctx.api_version, topics, [(i, name)], plans)
+            _fill(services, ctx.api_version, topics, [(i, name)], plans)
             await slicer.tick()
     return _response(ctx, topics)

@@ -21,21 +21,21 @@ API_KEY = 8
 
 
 def handle(ctx, req) -> OffsetCommitResponse:
-    broker = ctx.broker
+    services = ctx.services
     v = ctx.api_version
-    md = broker.metadata
+    md = services.metadata
     by_id = v >= 10
     group_err = ErrorCode.NONE
     if not req.group_id:
         group_err = ErrorCode.INVALID_GROUP_ID
     else:
-        group_err = broker.groups.validate_commit(
+        group_err = services.groups.validate_commit(
             req.group_id, req.member_id if v >= 1 else "",
             req.generation_id_or_member_epoch if v >= 1 else -1,
             req.group_instance_id if v >= 7 else None)
         # v9+ tell an unknown group apart (KIP-848 era); older versions keep ILLEGAL_GENERATION.
         if v >= 9 and group_err == ErrorCode.ILLEGAL_GENERATION and \
-                broker.groups.group_type(req.group_id) is None:
+                services.groups.group_type(req.group_id) is None:
             group_err = ErrorCode.GROUP_ID_NOT_FOUND
     out_topics = []
     entries = []
@@ -63,7 +63,7 @@ def handle(ctx, req) -> OffsetCommitResponse:
         out_topics.append(OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id,
                                                     partitions=parts))
     if entries:
-        for resp, err in zip(slots, broker.groups.commit_offsets(req.group_id, entries),
+        for resp, err in zip(slots, services.groups.commit_offsets(req.group_id, entries),
                              strict=True):
             resp.error_code = err
     return OffsetCommitResponse(throttle_time_ms=0, topics=out_topics)

@@ -17,7 +17,7 @@ API_KEY = 47
 
 
 def handle(ctx, req) -> OffsetDeleteResponse:
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
     gid = req.group_id
     if not gid:
         return OffsetDeleteResponse(error_code=ErrorCode.INVALID_GROUP_ID, throttle_time_ms=0,
@@ -33,7 +33,7 @@ def handle(ctx, req) -> OffsetDeleteResponse:
         for p in t.partitions:
             if t.name in subscribed:
                 err = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-            elif t.name not in ctx.broker.metadata.topics:
+            elif t.name not in ctx.services.metadata.topics:
                 err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 err = ErrorCode.NONE

@@ -23,13 +23,13 @@ from snakka.protocol.primitives import ZERO_UUID
 API_KEY = 9
 
 
-def _fetch(broker, group_id: str, topics):
+def _fetch(services, group_id: str, topics):
     """topics: None or [(name, [partitions])]. Returns {name: [(partition, offset, epoch, md)]}."""
     wanted = None
     if topics is not None:
         wanted = [(name, p) for name, parts in topics for p in parts]
     out: dict[str, list] = {}
-    for topic, partition, co in broker.groups.offsets.fetch(group_id, wanted):
+    for topic, partition, co in services.groups.offsets.fetch(group_id, wanted):
         row = (partition, -1, -1, "") if co is None else \
             (partition, co.offset, co.leader_epoch, co.metadata)
         out.setdefault(topic, []).append(row)
@@ -40,15 +40,15 @@ def _fetch(broker, group_id: str, topics):
 
 
 def handle(ctx, req) -> OffsetFetchResponse:
-    broker = ctx.broker
+    services = ctx.services
     v = ctx.api_version
-    md = broker.metadata
+    md = services.metadata
     if v < 8:
         if not req.group_id:
             return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID,
                                        topics=[])
         topics = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
-        rows = _fetch(broker, req.group_id, topics)
+        rows = _fetch(services, req.group_id, topics)
         return OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=[
             OffsetFetchResponseTopic(name=name, partitions=[
                 OffsetFetchResponsePartition(partition_index=p, committed_offset=o,
@@ -60,7 +60,7 @@ def handle(ctx, req) -> OffsetFetchResponse:
         if not g.group_id:
             err = ErrorCode.INVALID_GROUP_ID
         elif v >= 9 and g.member_id is not None:
-            err = broker.groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
+            err = services.groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
         if err:
             groups.append(OffsetFetchResponseGroup(group_id=g.group_id, topics=[], error_code=err))
             continue
@@ -77,7 +77,7 @@ def handle(ctx, req) -> OffsetFetchResponse:
                     topics.append((ti.name, t.partition_indexes))
                 else:
                     topics.append((t.name, t.partition_indexes))
-        rows = _fetch(broker, g.group_id, topics)
+        rows = _fetch(services, g.group_id, topics)
         out_topics = []
         for name, parts in rows.items():
             ti = md.topics.get(name)

@@ -7,7 +7,6 @@ a requested epoch above it is unknown (epoch -1, offset -1, as Kafka answers); a
 
 from __future__ import annotations
 
-from snakka.handlers._common import LEADER_EPOCH, check_leader_epoch, lookup_log
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
@@ -19,20 +18,20 @@ API_KEY = 23
 
 
 def handle(ctx, req) -> OffsetForLeaderEpochResponse:
-    broker = ctx.broker
+    replicas = ctx.services.replicas
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            pl, err = lookup_log(broker, t.topic, p.partition)
+            pl, err = replicas.lookup(t.topic, p.partition)
             if pl is not None:
-                err = check_leader_epoch(p.current_leader_epoch)
+                err = replicas.check_leader_epoch(p.current_leader_epoch)
             if err:
                 parts.append(EpochEndOffset(error_code=err, partition=p.partition,
                                             leader_epoch=-1, end_offset=-1))
-            elif p.leader_epoch == LEADER_EPOCH:
+            elif p.leader_epoch == replicas.leader_epoch(t.topic, p.partition):
                 parts.append(EpochEndOffset(error_code=0, partition=p.partition,
-                                            leader_epoch=LEADER_EPOCH,
+                                            leader_epoch=p.leader_epoch,
                                             end_offset=pl.log_end_offset))
             else:
                 parts.append(EpochEndOffset(error_code=ErrorCode.NONE, partition=p.partition,

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import logging
 
-from snakka.handlers._common import lookup_log
-from snakka.metadata.core import RESERVED_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
@@ -42,28 +40,29 @@ from snakka.protocol.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from snakka.records import RecordValidationError
-from snakka.storage import ProducerStateError
-from snakka.topic_policy import maybe_recompress
+from snakka.replica.manager import AppendResult
 
 API_KEY = 0
 
 log = logging.getLogger("snakka.produce")
 
 _ATTR_TRANSACTIONAL = 0x10
-_ATTR_CONTROL = 0x20
 _ATTRIBUTES_OFFSET = 21  # of a v2 batch; see snakka.records.batch
 TRANSACTIONS_UNSUPPORTED = ("Transactions are not supported by this broker: snakka has no "
                             "transaction coordinator yet, so no transactional id can be used")
 
 
-def _error(index: int, code: int, message: str | None = None,
-           record_errors=()) -> PartitionProduceResponse:
+def _response(index: int, r: AppendResult) -> PartitionProduceResponse:
     return PartitionProduceResponse(
-        index=index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+        index=index, error_code=r.error_code, base_offset=r.base_offset,
+        log_append_time_ms=r.log_append_time_ms, log_start_offset=r.log_start_offset,
         record_errors=[BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                       for i, m in record_errors],
-        error_message=message)
+                       for i, m in r.record_errors],
+        error_message=r.error_message)
+
+
+def _error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:
+    return _response(index, AppendResult(error_code=code, error_message=message))
 
 
 def _has_transactional_batch(req) -> bool:
@@ -78,84 +77,22 @@ def _has_transactional_batch(req) -> bool:
     return False
 
 
-def _append_partition(broker, topic: str, partition: int, records, acks: int, waits: list,
-                      max_uncompressed: int):
-    if topic in RESERVED_TOPICS:
-        # Before the lookup, as Kafka's ReplicaManager: only a coordinator writes these, and
-        # a missing one is no different to a client.
-        return _error(partition, ErrorCode.INVALID_TOPIC_EXCEPTION,
-                      f"Cannot append to internal topic {topic}")
-    pl, err = lookup_log(broker, topic, partition)
-    if pl is None:
-        return _error(partition, err)
-    if records is None or len(records) == 0:
-        return _error(partition, ErrorCode.INVALID_RECORD,
-                      "Produce request must carry exactly one record batch per partition")
-    cfg = pl.config
-    if acks == -1 and cfg.min_insync_replicas > 1:
-        return _error(partition, ErrorCode.NOT_ENOUGH_REPLICAS,
-                      f"min.insync.replicas={cfg.min_insync_replicas} but only 1 replica exists")
-    try:
-        # The decoded records are a writable view into this request's own frame buffer: the log
-        # patches offsets into it and writes it as is, so the batch is never copied. (A
-        # read-only buffer, e.g. from a test, is copied once.)
-        buf = records if isinstance(records, memoryview) and not records.readonly \
-            else bytearray(records)
-        # Header, CRC32C, size, every record (C walk) and the topic's timestamp limits.
-        infos = pl.validate(buf, max_uncompressed_bytes=max_uncompressed)
-        if len(infos) != 1:
-            return _error(partition, ErrorCode.INVALID_RECORD,
-                          "Produce requests with version 3 and above must have exactly one "
-                          "record batch per partition")
-        attrs = infos[0].header.attributes
-        if attrs & _ATTR_CONTROL:
-            return _error(partition, ErrorCode.INVALID_RECORD,
-                          "Clients are not allowed to write control records")
-        if cfg.compression_type != "producer":
-            buf, infos = maybe_recompress(cfg.compression_type, buf, infos,
-                                          max_message_bytes=cfg.max_message_bytes)
-        result = pl.append(buf, infos)
-    except RecordValidationError as e:
-        return _error(partition, e.error_code, e.message, e.record_errors)
-    except ProducerStateError as e:  # with the log start offset, as Kafka (KIP-360 clients)
-        r = _error(partition, e.error_code, str(e))
-        r.log_start_offset = pl.log_start_offset
-        return r
-    except OSError as e:  # the disk failed under this partition: Kafka's storage error
-        log.error("append to %s-%d failed: %s", topic, partition, e)
-        return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, "Disk error when appending")
-    if not result.duplicate:
-        broker.notify_append(topic, partition)
-        flusher = broker.flusher
-        # Strict mode (log.flush.strict): acks=all waits for fsync. Kafka's flush.messages:
-        # once that many messages are unflushed, the write is fsynced before it is answered.
-        if acks != 0 and ((acks == -1 and flusher.strict)
-                          or pl.unflushed_messages >= cfg.flush_messages):
-            waits.append((pl, result.last_offset + 1))
-        else:
-            flusher.on_append(pl)
-    return PartitionProduceResponse(
-        index=partition, error_code=0, base_offset=result.base_offset,
-        log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset,
-        record_errors=[], error_message=None)
-
-
 def handle(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     v = ctx.api_version
     acks = req.acks
     waits: list = []
     topics_out = []
     failed = False
     by_id = v >= 13
-    max_uncompressed = broker.config.int("snakka.message.max.uncompressed.bytes")
+    replicas = services.replicas
     txn_refused = _has_transactional_batch(req)
     if txn_refused:
         log.info("refused a produce request with transactional batches (transactional.id %r): "
                  "transactions are not supported", req.transactional_id)
     for t in req.topic_data:
         if by_id:
-            ti = broker.metadata.topics_by_id.get(t.topic_id)
+            ti = services.metadata.topics_by_id.get(t.topic_id)
             name = ti.name if ti else None
         else:
             name = t.name
@@ -172,8 +109,10 @@ def handle(ctx, req):
             elif name is None:
                 r = _error(p.index, ErrorCode.UNKNOWN_TOPIC_ID)
             else:
-                r = _append_partition(broker, name, p.index, p.records, acks, waits,
-                                      max_uncompressed)
+                result = replicas.append_records(name, p.index, p.records, acks)
+                if result.mark is not None:
+                    waits.append(result.mark)
+                r = _response(p.index, result)
             if r.error_code:
                 failed = True
             parts.append(r)
@@ -187,10 +126,9 @@ def handle(ctx, req):
     response = ProduceResponse(responses=topics_out, throttle_time_ms=0)
     if not waits:
         return response
-    return _after_flush(broker, waits, response)
+    return _after_flush(replicas, waits, response)
 
 
-async def _after_flush(broker, waits, response):
-    for pl, last_offset in waits:
-        await broker.flusher.flush_through(pl, last_offset)
+async def _after_flush(replicas, waits, response):
+    await replicas.durable(waits)
     return response

@@ -11,7 +11,6 @@ acknowledgements are durable under the broker's flush policy (share.manager).
 
 from __future__ import annotations
 
-from snakka.handlers._common import LEADER_EPOCH
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_acknowledge_response import (
     LeaderIdAndEpoch,
@@ -33,8 +32,8 @@ def _error(code: ErrorCode, message: str | None = None) -> ShareAcknowledgeRespo
 
 
 def handle(ctx, req):
-    broker = ctx.broker
-    shares = broker.shares
+    services = ctx.services
+    shares = services.shares
     v = ctx.api_version
     group_id, member_id = req.group_id, req.member_id
     if not group_id or not member_id:
@@ -56,8 +55,9 @@ def handle(ctx, req):
     for (topic_id, partition), (code, msg) in results.items():
         topics.setdefault(topic_id, []).append(PartitionData(
             partition_index=partition, error_code=code, error_message=msg,
-            current_leader=LeaderIdAndEpoch(leader_id=broker.node_id,
-                                            leader_epoch=LEADER_EPOCH)))
+            current_leader=LeaderIdAndEpoch(
+                leader_id=services.replicas.leader_id(topic_id, partition),
+                leader_epoch=services.replicas.leader_epoch(topic_id, partition))))
     response = ShareAcknowledgeResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
         acquisition_lock_timeout_ms=shares.record_lock_duration_ms(group_id),

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 
-from snakka.handlers._common import LEADER_EPOCH
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_fetch_response import (
     AcquiredRecords,
@@ -54,7 +53,7 @@ def _error(code: ErrorCode, message: str | None, lock_ms: int = 0) -> ShareFetch
                               node_endpoints=[])
 
 
-def _response(node_id: int, lock_ms: int, results: list[PartitionResult],
+def _response(replicas, lock_ms: int, results: list[PartitionResult],
               ack_results: dict) -> ShareFetchResponse:
     by_tp = {(r.topic_id, r.partition): r for r in results}
     for tp in ack_results:
@@ -69,7 +68,9 @@ def _response(node_id: int, lock_ms: int, results: list[PartitionResult],
         topics.setdefault(topic_id, []).append(PartitionData(
             partition_index=partition, error_code=r.error, error_message=r.error_message,
             acknowledge_error_code=ack_code, acknowledge_error_message=ack_msg,
-            current_leader=LeaderIdAndEpoch(leader_id=node_id, leader_epoch=LEADER_EPOCH),
+            current_leader=LeaderIdAndEpoch(
+                leader_id=replicas.leader_id(topic_id, partition),
+                leader_epoch=replicas.leader_epoch(topic_id, partition)),
             records=r.records,
             acquired_records=[AcquiredRecords(first_offset=a.first_offset,
                                               last_offset=a.last_offset,
@@ -84,8 +85,8 @@ def _response(node_id: int, lock_ms: int, results: list[PartitionResult],
 
 
 def handle(ctx, req):
-    broker = ctx.broker
-    shares = broker.shares
+    services = ctx.services
+    shares = services.shares
     v = ctx.api_version
     group_id, member_id = req.group_id, req.member_id
     if not group_id or not member_id:
@@ -124,24 +125,24 @@ def handle(ctx, req):
             else AcquireMode.BATCH_OPTIMIZED
         # As Kafka's KafkaApis: MaxBytes capped by fetch.max.bytes (0 or less stays an error,
         # never "unlimited"), MinBytes by that.
-        max_bytes = min(req.max_bytes, int(broker.resolver.broker_value("fetch.max.bytes")))
+        max_bytes = min(req.max_bytes, int(services.resolver.broker_value("fetch.max.bytes")))
         results = shares.fetch(group_id, member_id, sctx.partitions,
                                max_wait_ms=req.max_wait_ms,
                                min_bytes=min(req.min_bytes, max_bytes), max_bytes=max_bytes,
                                max_records=req.max_records, batch_size=req.batch_size,
                                mode=mode, session_epoch=req.share_session_epoch)
     if not asyncio.iscoroutine(results) and not (marks and shares.persister.strict()):
-        return _response(broker.node_id, lock_ms, results, ack_results)
-    return _finish(broker, lock_ms, results, ack_results, marks)
+        return _response(services.replicas, lock_ms, results, ack_results)
+    return _finish(services, lock_ms, results, ack_results, marks)
 
 
-async def _finish(broker, lock_ms, results, ack_results, marks):
+async def _finish(services, lock_ms, results, ack_results, marks):
     try:
-        await broker.shares.durable(marks)
+        await services.shares.durable(marks)
     except BaseException:
         if asyncio.iscoroutine(results):
             results.close()  # never started: nothing was acquired for it
         raise
     if asyncio.iscoroutine(results):
         results = await results
-    return _response(broker.node_id, lock_ms, results, ack_results)
+    return _response(services.replicas, lock_ms, results, ack_results)

@@ -25,8 +25,8 @@ def _assignment(md, parts) -> Assignment:
 
 
 def handle(ctx, req) -> ShareGroupDescribeResponse:
-    md = ctx.broker.metadata
-    groups = ctx.broker.groups
+    md = ctx.services.metadata
+    groups = ctx.services.groups
     # No authorizer: authorized operations are reported as omitted, like the other describe
     # APIs (IncludeAuthorizedOperations is accepted and ignored).
     ops = AUTHORIZED_OPERATIONS_OMITTED

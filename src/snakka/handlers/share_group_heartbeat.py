@@ -20,7 +20,7 @@ MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
 
 def handle(ctx, req) -> ShareGroupHeartbeatResponse:
     peer = ctx.connection.peer.rsplit(":", 1)[0]
-    result = ctx.broker.groups.share_heartbeat(
+    result = ctx.services.groups.share_heartbeat(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
         rack_id=req.rack_id, subscribed_topic_names=req.subscribed_topic_names,
         client_id=ctx.client_id or "", client_host=f"/{peer}")

@@ -13,7 +13,7 @@ async def _handle(ctx, req):
     if not req.group_id:
         return SyncGroupResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID,
                                  assignment=b"")
-    result = await ctx.broker.groups.sync(
+    result = await ctx.services.groups.sync(
         group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id,
         group_instance_id=req.group_instance_id if v >= 3 else None,
         protocol_type=req.protocol_type if v >= 5 else None,

@@ -63,12 +63,13 @@ _CLOSE = object()
 class RequestContext:
     """What a handler may know about the request beyond its body."""
 
-    __slots__ = ("broker", "connection", "api_key", "api_version", "correlation_id", "client_id",
+    __slots__ = ("broker", "services", "connection", "api_key", "api_version", "correlation_id", "client_id",
                  "header", "response_bytes")
 
     def __init__(self, broker: Broker, connection: KafkaConnection, header: Any, api_key: int,
                  api_version: int) -> None:
         self.broker = broker
+        self.services = broker.services
         self.connection = connection
         self.header = header
         self.api_key = api_key
@@ -202,6 +203,10 @@ class KafkaConnection(asyncio.Protocol):
         self._memory.charge(grant)
         self._held += grant
         return grant
+
+    async def wait_for_response_memory(self, timeout_s: float) -> bool:
+        """Wait until the broker-wide response budget frees some bytes (True) or the timeout."""
+        return await self._memory.wait_for_release(timeout_s)
 
     def settle_response_bytes(self, reserved: int, actual: int) -> None:
         """Turn a reservation into the bytes really read (0 gives it back)."""

@@ -24,9 +24,9 @@ What it owns
   records, as Kafka), to topic deletion, and to log-start moves (retention, DeleteRecords:
   checked lazily whenever a share-partition is used, and after retention runs).
 
-Isolation: ``share.isolation.level`` read_committed reads up to the last stable offset; there
-are no transactional batches yet, so it equals the high watermark and both isolation levels
-return the same records.
+Isolation: ``share.isolation.level`` read_committed reads up to the last stable offset,
+read_uncommitted up to the high watermark; the replica manager reads (``ReplicaManager.read_log``)
+and decides both.
 
 Ordering: everything runs on the event loop; a request's acknowledgements are applied before
 its fetch, in request order per connection (handlers run synchronously up to their first await).
@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from snakka.config import parse_iso_duration_ms
+from snakka.controller import MetadataListener
 from snakka.protocol.errors import ErrorCode
 from snakka.share.partition import SharePartition
 from snakka.share.persister import SharePersister, StateKey
@@ -56,12 +57,16 @@ from snakka.share.types import (
     SharePartitionConfig,
     ShareState,
 )
-from snakka.storage import LogClosedError, OffsetOutOfRangeError
 from snakka.util.waiters import WaitList, wait_any, wake
 
 if TYPE_CHECKING:
-    from snakka.broker import Broker
+    from collections.abc import Callable
+
+    from snakka.config import BrokerConfig
+    from snakka.controller import Controller
     from snakka.coordinator_log import AppendMark
+    from snakka.metadata.core import TopicInfo
+    from snakka.replica.manager import ReplicaManager
     from snakka.storage import PartitionLog
 
 log = logging.getLogger("snakka.share")
@@ -124,16 +129,20 @@ def validate_ack_batches(batches: Sequence[AckBatch], *, allow_renew: bool) -> s
     return None
 
 
-class SharePartitionManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        cfg = broker.config
-        self.sessions = ShareSessionCache(cfg.int("group.share.max.share.sessions"),
-                                          broker.time_ms)
+class SharePartitionManager(MetadataListener):
+    def __init__(self, config: BrokerConfig, controller: Controller, replicas: ReplicaManager,
+                 time_ms: Callable[[], int]) -> None:
+        self.metadata = controller.metadata
+        self.resolver = controller.resolver
+        self.replicas = replicas
+        self.time_ms = time_ms
+        self.sessions = ShareSessionCache(config.int("group.share.max.share.sessions"), time_ms)
         self.persister = SharePersister(
-            broker, partitions=cfg.int("share.coordinator.state.topic.num.partitions"),
-            updates_per_snapshot=cfg.int(
-                "share.coordinator.snapshot.update.records.per.snapshot"))
+            controller, replicas, time_ms,
+            partitions=config.int("share.coordinator.state.topic.num.partitions"),
+            updates_per_snapshot=config.int(
+                "share.coordinator.snapshot.update.records.per.snapshot"),
+            on_rolled_back=self._unload)
         self._partitions: dict[StateKey, SharePartition] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
@@ -156,7 +165,7 @@ class SharePartitionManager:
 
     # -- group configs -------------------------------------------------------------------
     def _group_value(self, group_id: str, name: str) -> str:
-        return self.broker.resolver.group_value(group_id, name)
+        return self.resolver.group_value(group_id, name)
 
     def partition_config(self, group_id: str) -> SharePartitionConfig:
         v = self._group_value
@@ -164,7 +173,7 @@ class SharePartitionManager:
             record_lock_duration_ms=int(v(group_id, "share.record.lock.duration.ms")),
             delivery_count_limit=int(v(group_id, "share.delivery.count.limit")),
             # Broker-wide in Kafka 4.2 (a group-level override arrives only in 4.3).
-            max_record_locks=int(self.broker.resolver.broker_value(
+            max_record_locks=int(self.resolver.broker_value(
                 "group.share.partition.max.record.locks") or 2000))
 
     def record_lock_duration_ms(self, group_id: str) -> int:
@@ -173,18 +182,10 @@ class SharePartitionManager:
     # -- topics --------------------------------------------------------------------------
     def _log_for(self, topic_id: uuid.UUID, partition: int
                  ) -> tuple[PartitionLog | None, ErrorCode]:
-        ti = self.broker.metadata.topics_by_id.get(topic_id)
-        if ti is None:
-            return None, ErrorCode.UNKNOWN_TOPIC_ID
-        if not 0 <= partition < ti.partitions:
-            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        pl = self.broker.partition_log(ti.name, partition)
-        if pl is None:
-            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return pl, ErrorCode.NONE
+        return self.replicas.lookup_by_id(topic_id, partition)
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        ti = self.broker.metadata.topics_by_id.get(topic_id)
+        ti = self.metadata.topics_by_id.get(topic_id)
         return ti.name if ti else None
 
     # -- share-partitions ----------------------------------------------------------------
@@ -194,7 +195,7 @@ class SharePartitionManager:
         if reset == "earliest":
             return pl.log_start_offset
         if reset.startswith("by_duration:"):
-            ts = self.broker.time_ms() - parse_iso_duration_ms(reset.split(":", 1)[1])
+            ts = self.time_ms() - parse_iso_duration_ms(reset.split(":", 1)[1])
             found = pl.offset_for_timestamp(ts)
             # No record that recent: start at the end, as Kafka.
             return found[0] if found is not None else pl.high_watermark
@@ -222,11 +223,16 @@ class SharePartitionManager:
                 state = ShareState(start_offset=start)
                 self.persister.write_snapshot(key, state)
             sp = SharePartition(group_id, topic_id, partition, self.partition_config(group_id),
-                                self.broker.time_ms, state)
+                                self.time_ms, state)
             self._partitions[key] = sp
         if pl.log_start_offset > sp.start_offset:  # retention / DeleteRecords moved it
             sp.on_log_start_offset(pl.log_start_offset)
         return sp, ErrorCode.NONE
+
+    def _unload(self, key: StateKey) -> None:
+        """Forget a loaded share-partition (its state was rolled back to the durable one by
+        the persister; :meth:`get` rebuilds it from there on next use)."""
+        self._partitions.pop(key, None)
 
     def _drop(self, key: StateKey) -> AppendMark | None:
         self._partitions.pop(key, None)
@@ -268,13 +274,13 @@ class SharePartitionManager:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not on the loop (unit use): the caller drives on_timer
             return
-        delay = max(0.0, (deadline - self.broker.time_ms()) / 1000)
+        delay = max(0.0, (deadline - self.time_ms()) / 1000)
         self._timer = loop.call_later(delay, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
-        now = self.broker.time_ms()
+        now = self.time_ms()
         due = []
         for key, sp in self._partitions.items():
             d = sp.next_deadline()
@@ -291,7 +297,7 @@ class SharePartitionManager:
                     timeout_s: float) -> bool:
         """Wait for an append to one of ``log_keys`` or a wake-up of one of ``share_keys``."""
         return await wait_any([(self._waiters, share_keys),
-                               (self.broker.append_waiters, log_keys)], timeout_s)
+                               (self.replicas.append_waiters, log_keys)], timeout_s)
 
     # -- acknowledgements ----------------------------------------------------------------
     def acknowledge(self, group_id: str, member_id: str,
@@ -372,6 +378,7 @@ class SharePartitionManager:
         (MaxRecords <= 0 acquires nothing), or MaxBytes <= 0 gave per-partition errors."""
         results: list[PartitionResult] = []
         config = self.partition_config(group_id)
+        read_committed = self._group_value(group_id, "share.isolation.level") == "read_committed"
         acquirable: list[tuple[PartitionResult, SharePartition, PartitionLog]] = []
         for topic_id, partition in partitions:
             res = PartitionResult(topic_id, partition)
@@ -404,17 +411,13 @@ class SharePartitionManager:
             offset = max(sp.next_fetch_offset(), pl.log_start_offset)
             if offset >= pl.high_watermark:
                 continue
-            try:
-                # read_committed and read_uncommitted alike read up to the high watermark:
-                # with no transactional batches the last stable offset equals it.
-                data = pl.read(offset, min(partition_max_bytes, limit),
-                               max_offset=pl.high_watermark, min_one_message=min_one)
-            except OffsetOutOfRangeError:
-                continue
-            except LogClosedError:  # deleted while the fetch waited
+            read = self.replicas.read_log(pl, offset, min(partition_max_bytes, limit),
+                                          read_committed=read_committed, min_one_message=min_one)
+            if read.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:  # deleted meanwhile
                 res.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if not data:
+            data = read.records
+            if read.error_code != ErrorCode.NONE or not data:
                 continue
             min_one = False
             limit = max(0, limit - len(data))
@@ -465,9 +468,9 @@ class SharePartitionManager:
         return self._long_poll(group_id, member_id, partitions, max_wait_ms, min_bytes, opts)
 
     async def _long_poll(self, group_id, member_id, partitions, max_wait_ms, min_bytes, opts):
-        deadline = self.broker.time_ms() + max_wait_ms
+        deadline = self.time_ms() + max_wait_ms
         while True:
-            remaining = deadline - self.broker.time_ms()
+            remaining = deadline - self.time_ms()
             if remaining <= 0:
                 break
             share_keys = [(group_id, t, p) for t, p in partitions]
@@ -516,7 +519,8 @@ class SharePartitionManager:
         for s in self.sessions.remove_connection(connection):
             self.release_member(s.group_id, s.member_id, list(s.partitions))
 
-    def on_topic_deleted(self, topic_id: uuid.UUID) -> None:
+    def on_topic_deleted(self, topic: TopicInfo) -> None:
+        topic_id = topic.topic_id
         self.sessions.forget_topic(topic_id)
         for key in {k for k in self.persister.keys() if k[1] == topic_id} | \
                 {k for k in self._partitions if k[1] == topic_id}:

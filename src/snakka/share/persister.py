@@ -34,7 +34,10 @@ from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.share.types import ShareState, StateBatch
 
 if TYPE_CHECKING:
-    from snakka.broker import Broker
+    from collections.abc import Callable
+
+    from snakka.controller import Controller
+    from snakka.replica.manager import ReplicaManager
 
 log = logging.getLogger("snakka.share")
 
@@ -69,13 +72,17 @@ def _record_key(key: StateKey) -> tuple:
 
 
 class SharePersister:
-    def __init__(self, broker: Broker, *, partitions: int = DEFAULT_PARTITIONS,
-                 updates_per_snapshot: int = DEFAULT_UPDATES_PER_SNAPSHOT) -> None:
-        self.broker = broker
+    def __init__(self, controller: Controller, replicas: ReplicaManager,
+                 time_ms: Callable[[], int], *, partitions: int = DEFAULT_PARTITIONS,
+                 updates_per_snapshot: int = DEFAULT_UPDATES_PER_SNAPSHOT,
+                 on_rolled_back: Callable[[StateKey], None] | None = None) -> None:
+        self.replicas = replicas
+        # Told of every key rolled back to its durable state (the manager drops what it loaded).
+        self.on_rolled_back = on_rolled_back
         self.updates_per_snapshot = max(1, updates_per_snapshot)
         # Created on the first share-group write: brokers without share groups do not pay for
         # its partitions.
-        self.log = CoordinatorLog(broker, SHARE_STATE_TOPIC, partitions,
+        self.log = CoordinatorLog(controller, replicas, time_ms, SHARE_STATE_TOPIC, partitions,
                                   segment_bytes=SEGMENT_BYTES, lazy=True)
         self._states: dict[StateKey, ShareState] = {}
         self._updates: dict[StateKey, int] = {}  # updates since the key's last snapshot
@@ -175,17 +182,14 @@ class SharePersister:
                              f"Share-group state could not be written: {exc}") from exc
 
     def _roll_back(self, saved: list[tuple[StateKey, ShareState | None, int | None]]) -> None:
-        shares = getattr(self.broker, "shares", None)
-        loaded = getattr(shares, "_partitions", None)
         for key, state, updates in saved:
             if state is None:
                 self._forget(key)
             else:
                 self._set(key, state)
                 self._updates[key] = updates or 0
-            if loaded is not None:
-                # Rebuilt from the durable state by SharePartitionManager.get on next use.
-                loaded.pop(key, None)
+            if self.on_rolled_back is not None:
+                self.on_rolled_back(key)
 
     def _stage_snapshot(self, key: StateKey, state: ShareState) -> KeyValue:
         self._updates[key] = 0
@@ -253,7 +257,7 @@ class SharePersister:
                         SHARE_STATE_TOPIC, p, exc)
             return mark
         if trimmed:
-            pl = self.broker.partition_log(SHARE_STATE_TOPIC, p)
+            pl = self.replicas.get_log(SHARE_STATE_TOPIC, p)
             mark = (pl, pl.log_end_offset) if pl is not None else mark
         return mark
 

@@ -1,0 +1,437 @@
+"""The controller: every change to cluster metadata goes through here.
+
+Kafka's QuorumController with its ReplicationControlManager (topics, partitions),
+ConfigurationControlManager (dynamic configs) and ProducerIdControlManager, for one node. It
+owns:
+
+- the metadata state (metadata.core.ClusterMetadata, a sans-I/O core changed only by applying
+  records) and the config resolution over it (metadata.configs.ConfigResolver),
+- the durable metadata log and its group commit (controller.metadata_log),
+- topic creation, deletion and growth: the partition logs are made through the replica manager
+  first, the metadata records applied after, so metadata never names a topic whose logs do not
+  exist,
+- pushing resolved configs to partition logs after a config change,
+- producer-id blocks.
+
+What happens elsewhere when topics come and go (groups re-assign, share state is dropped, fetch
+sessions forget them) is the business of :class:`MetadataListener` s the broker registers: the
+controller knows none of them, so arrows point down (controller -> replica manager -> storage).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
+
+from snakka.config import BrokerConfig
+from snakka.controller.metadata_log import MetadataLog
+from snakka.metadata.configs import ConfigResolver
+from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo, uuid_to_base64
+from snakka.metadata.store import MetadataStore
+from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.storage import LogConfig, PartitionLog
+from snakka.util.slicing import TimeSlice
+
+if TYPE_CHECKING:
+    from snakka.replica.manager import ReplicaManager
+
+log = logging.getLogger("snakka.controller")
+
+# Partitions one request may create on the event loop itself (about 1-3 ms of file work each);
+# larger creations make their files in a worker thread.
+INLINE_CREATE_PARTITIONS = 8
+# Topics registered in metadata per event-loop slice when a large creation finishes.
+REGISTER_TOPICS_PER_SLICE = 500
+
+
+class MetadataListener:
+    """What other parts of the broker learn about topic changes (no-ops by default)."""
+
+    def on_topics_changed(self) -> None:
+        """Client topics were created or gained partitions (once per request)."""
+
+    def on_topic_deleted(self, topic: TopicInfo) -> None:
+        """One topic left metadata and its logs were detached (per topic, on the loop)."""
+
+    async def on_topics_deleted(self, names: list[str],
+                                tick: Callable[[], Awaitable[None]]) -> None:
+        """A request's topics are gone (once per request; ``tick`` yields to the loop)."""
+
+
+@dataclasses.dataclass
+class TopicCreation:
+    """One validated topic creation in flight (Controller.plan_topic -> create_topics)."""
+
+    record: dict  # the metadata record that creates it, applied once its logs exist
+    log_config: LogConfig | None = None
+    logs: list[PartitionLog] = dataclasses.field(default_factory=list)
+    error: KafkaError | None = None  # its logs could not be created: not in metadata
+
+    @property
+    def name(self) -> str:
+        return self.record["name"]
+
+    @property
+    def partitions(self) -> int:
+        return self.record["partitions"]
+
+    @property
+    def configs(self) -> dict[str, str]:
+        return self.record["configs"]
+
+    @property
+    def topic_id(self) -> uuid.UUID:
+        return uuid.UUID(hex=self.record["topic_id"])
+
+
+class Controller:
+    def __init__(self, config: BrokerConfig, log_dir: str) -> None:
+        self.config = config
+        self.log_dir = log_dir
+        self.metadata = ClusterMetadata()
+        self.resolver = ConfigResolver(config, self.metadata)
+        self.metadata_log: MetadataLog | None = None
+        self.replicas: ReplicaManager | None = None
+        self._listeners: list[MetadataListener] = []
+        self._creating: dict[str, asyncio.Future] = {}  # topic creations in a worker thread
+        self._growing: set[str] = set()  # topics whose new partitions are being created
+        self._pid_next = 0
+        self._pid_block_end = 0
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    # -- start-up ------------------------------------------------------------------------
+    def load(self) -> None:
+        """Open the metadata log and replay it (fails start-up on a record it cannot apply);
+        set or check the cluster id."""
+        store = MetadataStore(self.log_dir)
+        self.metadata_log = MetadataLog(store)
+        for offset, rec in store.replay():
+            try:
+                self.metadata.apply(rec)
+            except (KeyError, ValueError, TypeError) as e:
+                raise store.error(
+                    offset, f"cannot apply {rec.get('type')!r} record ({e!r})") from None
+        for rec in self.metadata.skipped:
+            log.warning("metadata log: skipped %s record for %s: a topic named %s cannot exist "
+                        "(created by an older version; its data shared the metadata log)",
+                        rec["type"], rec.get("name") or rec.get("topic_id"),
+                        "__cluster_metadata")
+        cluster_id = self.config.raw("cluster.id")
+        if self.metadata.cluster_id is None:
+            cid = cluster_id or uuid_to_base64(uuid.uuid4())
+            store.append(self.metadata.set_cluster_id(cid))
+        elif cluster_id and cluster_id != self.metadata.cluster_id:
+            raise RuntimeError(
+                f"cluster.id {cluster_id} does not match {self.metadata.cluster_id} stored in "
+                f"{self.log_dir}")
+
+    def attach(self, replicas: ReplicaManager) -> None:
+        """The replica manager that holds the partition logs this controller creates."""
+        self.replicas = replicas
+
+    async def stop(self) -> None:
+        creating = set(self._creating.values())  # topic creations in a worker thread
+        if creating:
+            await asyncio.gather(*creating, return_exceptions=True)
+        if self.metadata_log is not None:
+            await self.metadata_log.close()
+
+    def close_store(self) -> None:
+        """Release the metadata log after a failed start (no loop work pending)."""
+        if self.metadata_log is not None:
+            self.metadata_log.store.close()
+
+    @property
+    def _log(self) -> MetadataLog:
+        assert self.metadata_log is not None, "controller not loaded"
+        return self.metadata_log
+
+    @property
+    def _replicas(self) -> ReplicaManager:
+        assert self.replicas is not None, "controller has no replica manager"
+        return self.replicas
+
+    # -- configs -------------------------------------------------------------------------
+    def log_config_for(self, topic: TopicInfo | None) -> LogConfig:
+        cfg = LogConfig.from_dict(self.resolver.effective_topic_config_map(topic))
+        # A broker config the partition's producer state needs (not a topic config).
+        return dataclasses.replace(cfg, producer_id_expiration_ms=int(
+            self.resolver.broker_value("producer.id.expiration.ms")))
+
+    def reconfigure_topics(self, names: Iterable[str] | None = None) -> None:
+        """Push resolved configs to the partition logs after a config change."""
+        topics = (self.metadata.topics.values() if names is None
+                  else [self.metadata.topics[n] for n in names if n in self.metadata.topics])
+        for ti in topics:
+            self._replicas.set_config(ti.name, ti.partitions, self.log_config_for(ti))
+
+    # -- the metadata log ----------------------------------------------------------------
+    async def commit_metadata(self, records: list[dict]) -> None:
+        """Make applied metadata records durable (fsync off the loop) before answering."""
+        await self._log.commit(records)
+
+    def commit_metadata_soon(self, records: list[dict]) -> None:
+        """Append metadata records now and fsync them in the background (group commit);
+        :meth:`sync_metadata` waits for durability when a caller needs it."""
+        self._log.commit_soon(records)
+
+    async def sync_metadata(self) -> None:
+        await self._log.sync()
+
+    # -- topic creation (CreateTopics, Metadata auto-creation, coordinators' topics) -------
+    #
+    # Order of work, so that metadata never names a topic whose logs do not exist: validate and
+    # reserve the name (``plan_topic``), create every partition log, and only then apply the
+    # topic records and append them to the metadata log, all topics of a request in one append
+    # and one fsync. A topic whose logs cannot be created (EMFILE, ENOSPC, EACCES) gets
+    # KAFKA_STORAGE_ERROR, its partial directories are removed, and it never reaches metadata.
+    #
+    # Small creations (at most INLINE_CREATE_PARTITIONS partitions in the request) run on the
+    # loop at once, so a pipelined Produce right after them sees the topic. Larger ones create
+    # their files in a worker thread: the loop keeps serving other clients. Their names stay
+    # reserved meanwhile (a second creation is TOPIC_ALREADY_EXISTS; Metadata auto-creating a
+    # name in flight waits for it).
+
+    def plan_topic(self, name: str, partitions: int, configs: dict[str, str | None], *,
+                   topic_id: uuid.UUID | None = None, internal: bool = False) -> TopicCreation:
+        """Validate one topic creation and reserve its name (KafkaError if invalid). The plan
+        must then go through :meth:`create_topics` or :meth:`create_topics_inline`."""
+        self.metadata.check_create_topic(name, partitions, 1, configs, internal=internal)
+        self.metadata.reserve(name)
+        return TopicCreation(self.metadata.topic_record(name, partitions, configs, topic_id))
+
+    def auto_create_plan(self, name: str) -> TopicCreation:
+        """Plan a Metadata-triggered creation with broker defaults (auto.create.topics.enable)."""
+        n = int(self.resolver.broker_value("num.partitions") or 1)
+        return self.plan_topic(name, n, {})
+
+    def create_topics_inline(self, plans: list[TopicCreation]) -> list[dict]:
+        """Create planned topics now, on the loop (small creations only); returns the applied
+        records, which the caller commits (``commit_metadata`` / ``commit_metadata_soon``)."""
+        cache: dict[frozenset, LogConfig] = {}
+        for plan in plans:
+            self._resolve_log_config(plan, cache)
+        self._create_logs(plans)
+        records = self._register(plans)
+        self._announce(plans)
+        return records
+
+    def creation_is_small(self, plans: list[TopicCreation]) -> bool:
+        return self.creates_inline(sum(p.partitions for p in plans))
+
+    @staticmethod
+    def creates_inline(partitions: int) -> bool:
+        """Whether a creation of this many partitions happens on the loop, at once."""
+        return partitions <= INLINE_CREATE_PARTITIONS
+
+    def create_topics(self, plans: list[TopicCreation]) -> asyncio.Future:
+        """Create planned topics and make them durable (one append, one fsync); each plan's
+        ``error`` says if its topic failed. A small creation is done (in metadata) when this
+        returns, so requests after it see the topics; the future resolves once durable. A
+        large one runs in the background. Either way the work runs to the end even if the
+        caller is cancelled (a client disconnecting must not leave names reserved or logs half
+        made): await it through ``asyncio.shield``."""
+        if self.creation_is_small(plans):
+            self._log.append(self.create_topics_inline(plans))
+            return self._log.synced()
+        done = asyncio.get_running_loop().create_future()
+        for plan in plans:
+            self._creating[plan.name] = done
+        return asyncio.ensure_future(self._create_topics_off_loop(plans, done))
+
+    async def _create_topics_off_loop(self, plans: list[TopicCreation],
+                                      done: asyncio.Future) -> None:
+        slicer = TimeSlice()
+        try:
+            cache: dict[frozenset, LogConfig] = {}
+            for plan in plans:  # on the loop (it reads configs the loop changes), in slices
+                self._resolve_log_config(plan, cache)
+                await slicer.tick()
+            await asyncio.get_running_loop().run_in_executor(None, self._create_logs, plans)
+            # Register, apply and append in slices (each slice's records are appended right
+            # after they are applied, so the log keeps the order of changes); one fsync below.
+            for i in range(0, len(plans), REGISTER_TOPICS_PER_SLICE):
+                self._log.append(self._register(plans[i:i + REGISTER_TOPICS_PER_SLICE]))
+                await slicer.tick()
+            self._announce(plans)
+        finally:
+            for plan in plans:
+                self.metadata.release(plan.name)
+                if self._creating.get(plan.name) is done:
+                    del self._creating[plan.name]
+            if not done.done():
+                done.set_result(None)
+        await self._log.sync()
+
+    async def wait_for_creation(self, name: str) -> None:
+        """Wait until an in-flight creation of ``name`` (by another request) has finished."""
+        fut = self._creating.get(name)
+        if fut is not None:
+            await asyncio.shield(fut)
+
+    def _resolve_log_config(self, plan: TopicCreation,
+                            cache: dict[frozenset, LogConfig]) -> None:
+        # Resolving a topic's configs walks every topic config (~0.5 ms): once per distinct
+        # set of overrides in the request (auto-created topics all share the broker defaults).
+        key = frozenset(plan.configs.items())
+        cfg = cache.get(key)
+        if cfg is None:
+            cfg = cache[key] = self.log_config_for(
+                TopicInfo(plan.name, plan.topic_id, plan.partitions, plan.configs))
+        plan.log_config = cfg
+
+    def _create_logs(self, plans: list[TopicCreation]) -> None:
+        """Create every planned partition's files (on the loop or in a worker thread: touches
+        only the new directories). A topic that fails is rolled back and gets ``error``."""
+        for plan in plans:
+            try:
+                plan.logs = self._replicas.make_logs(plan.name, range(plan.partitions),
+                                                     plan.log_config, plan.topic_id)
+            except KafkaError as e:
+                plan.error = e
+
+    def _register(self, plans: list[TopicCreation]) -> list[dict]:
+        """On the loop, after the logs exist: register them and apply the records (returned for
+        the caller to append); release the names."""
+        records = []
+        for plan in plans:
+            self.metadata.release(plan.name)
+            if plan.error is not None:
+                continue
+            for pl in plan.logs:
+                self._replicas.add_log(pl)
+            records.append(plan.record)
+        return self.metadata.apply_all(records)
+
+    def _announce(self, plans: list[TopicCreation]) -> None:
+        """Log the outcome and tell the listeners, once per request (each pass walks every
+        topic and group: once per topic made creating N topics quadratic)."""
+        created = [p for p in plans if p.error is None]
+        for plan in plans:
+            if plan.error is not None:
+                log.error("cannot create topic %s: %s", plan.name, plan.error.message)
+        if len(created) <= 10:
+            for plan in created:
+                log.info("created topic %s (id %s, %d partitions%s)", plan.name,
+                         uuid_to_base64(plan.topic_id), plan.partitions,
+                         f", configs {plan.configs}" if plan.configs else "")
+        else:
+            log.info("created %d topics (%d partitions) in one request", len(created),
+                     sum(p.partitions for p in created))
+        if any(p.name not in RESERVED_TOPICS for p in created):
+            # Internal topics are never subscribed to; skipping them also keeps a coordinator
+            # that creates its topic lazily (share-group state) from re-entering the groups.
+            for listener in self._listeners:
+                listener.on_topics_changed()
+
+    def create_topic_now(self, name: str, partitions: int, configs: dict[str, str | None],
+                         topic_id: uuid.UUID | None = None) -> tuple[TopicInfo, list[dict]]:
+        """Create a coordinator's internal topic now, on the loop; returns (topic, records to
+        commit). Raises KafkaError if its logs cannot be created."""
+        plan = self.plan_topic(name, partitions, configs, topic_id=topic_id, internal=True)
+        recs = self.create_topics_inline([plan])
+        if plan.error is not None:
+            raise plan.error
+        return self.metadata.topics[name], recs
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str | None],
+                           topic_id: uuid.UUID | None = None) -> TopicInfo:
+        """Create one topic as a client would (reserved names refused) and make it durable."""
+        plan = self.plan_topic(name, partitions, configs, topic_id=topic_id)
+        await asyncio.shield(self.create_topics([plan]))
+        if plan.error is not None:
+            raise plan.error
+        return self.metadata.topics[name]
+
+    # -- topic deletion ------------------------------------------------------------------
+    async def delete_topic(self, name: str) -> None:
+        if name not in self.metadata.topics:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        await self.delete_topics([name])
+
+    async def delete_topics(self, names: list[str]) -> None:
+        """Delete existing topics (the caller checked): they leave metadata at once, in one
+        append and one fsync for the whole request; their logs are detached and their
+        directories removed in one worker-thread job; listeners learn of it once per topic and
+        once per request. The per-topic clean-up yields to the loop in slices."""
+        replicas = self._replicas
+        gone = [self.metadata.topics[n] for n in dict.fromkeys(names) if n in self.metadata.topics]
+        if not gone:
+            return
+        recs: list[dict] = []
+        for ti in gone:
+            recs += self.metadata.delete_topic(ti.name)
+        await self.commit_metadata(recs)
+        # Detach the logs now (nothing can reach them: the topics left the metadata above) and
+        # remove their directories on a worker thread: rmtree of a big topic would block the loop.
+        slicer = TimeSlice()
+        doomed: list[PartitionLog] = []
+        for ti in gone:
+            for p in range(ti.partitions):
+                pl = replicas.detach_log(ti.name, p)
+                if pl is not None:
+                    doomed.append(pl)
+            for listener in self._listeners:
+                listener.on_topic_deleted(ti)
+            await slicer.tick()
+        if doomed:
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: [pl.delete() for pl in doomed])
+        for listener in self._listeners:
+            await listener.on_topics_deleted([ti.name for ti in gone], slicer.tick)
+        for ti in gone[:10]:
+            log.info("deleted topic %s (id %s)", ti.name, uuid_to_base64(ti.topic_id))
+        if len(gone) > 10:
+            log.info("deleted %d topics in one request", len(gone))
+
+    # -- partitions ----------------------------------------------------------------------
+    async def create_partitions(self, name: str, count: int) -> None:
+        """Grow a topic: the new partitions' logs first (in a worker thread when many), then
+        the metadata record (one fsync). A log that cannot be created fails the request with
+        KAFKA_STORAGE_ERROR and leaves the partition count as it was."""
+        replicas = self._replicas
+        ti = self.metadata.check_create_partitions(name, count)
+        old = ti.partitions
+        cfg = self.log_config_for(ti)
+        if name in self._growing:
+            # Two requests would create the same partition directories.
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Topic {name} is already gaining partitions.")
+        self._growing.add(name)
+        try:
+            def make() -> list[PartitionLog]:
+                return replicas.make_logs(name, range(old, count), cfg, ti.topic_id)
+            if self.creates_inline(count - old):
+                made = make()
+            else:
+                made = await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, make))
+            if self.metadata.topics.get(name) is not ti:  # deleted meanwhile
+                for pl in made:
+                    pl.delete()
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"The topic '{name}' does not exist.")
+            for pl in made:
+                replicas.add_log(pl)
+            recs = self.metadata.create_partitions(name, count)
+        finally:
+            self._growing.discard(name)
+        await self.commit_metadata(recs)
+        for listener in self._listeners:
+            listener.on_topics_changed()
+
+    # -- producer ids --------------------------------------------------------------------
+    async def next_producer_id(self) -> int:
+        if self._pid_next >= self._pid_block_end:
+            recs, start = self.metadata.allocate_producer_id_block()
+            await self.commit_metadata(recs)
+            self._pid_next, self._pid_block_end = start, self.metadata.next_producer_id_block
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid

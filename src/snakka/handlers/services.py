@@ -1,0 +1,54 @@
+"""The services a request handler may use: one typed bundle, built once by the broker.
+
+Handlers see the broker only through this bundle (and their request context): the controller
+for metadata changes, the replica manager for records, the coordinators for groups and share
+groups, the fetch-session cache. Nothing here reaches back to the Broker object, which is wiring
+only. Adding a feature (transactions, ACLs, quotas) adds a field here rather than a back-pointer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from snakka.config import BrokerConfig, Listener
+    from snakka.controller import Controller
+    from snakka.fetch_sessions import FetchSessionCache
+    from snakka.groups.coordinator import GroupCoordinator
+    from snakka.metadata.configs import ConfigResolver
+    from snakka.metadata.core import ClusterMetadata
+    from snakka.replica.manager import ReplicaManager
+    from snakka.share.manager import SharePartitionManager
+
+
+class Endpoints(Protocol):
+    """Where clients reach this broker (the listeners know their bound ports)."""
+
+    def advertised_endpoint(self, listener: Listener) -> tuple[str, int]: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Services:
+    config: BrokerConfig
+    node_id: int
+    time_ms: Callable[[], int]
+    controller: Controller
+    replicas: ReplicaManager
+    groups: GroupCoordinator
+    shares: SharePartitionManager
+    fetch_sessions: FetchSessionCache
+    endpoints: Endpoints
+
+    @property
+    def metadata(self) -> ClusterMetadata:
+        """The cluster metadata (read it; change it only through the controller)."""
+        return self.controller.metadata
+
+    @property
+    def resolver(self) -> ConfigResolver:
+        return self.controller.resolver
+
+    def advertised_endpoint(self, listener: Listener) -> tuple[str, int]:
+        return self.endpoints.advertised_endpoint(listener)

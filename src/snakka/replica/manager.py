@@ -1,0 +1,387 @@
+"""The replica manager: the one layer between requests/coordinators and the partition logs.
+
+Kafka's ReplicaManager, for one broker. Everything that reads or writes a partition's records
+goes through here, so the rules are decided in one place:
+
+- **Leadership.** Whether this broker leads a partition and with which leader epoch, and the
+  KIP-320 epoch check (UNKNOWN_LEADER_EPOCH / FENCED_LEADER_EPOCH) every API that names an
+  epoch applies. snakka is one broker: it leads every partition with epoch 0 forever. When
+  replication arrives, this module (and only this module) learns leaders from metadata and
+  answers NOT_LEADER_OR_FOLLOWER.
+- **Append** (:meth:`append_records`): which topics clients may write (reserved internal topics
+  are INVALID_TOPIC_EXCEPTION), ``min.insync.replicas`` against ``acks``, batch validation
+  (storage's LogValidator: header, CRC, the C record walk, timestamps, recompression), the
+  producer-state checks and offset assignment (the log), long-poll wake-ups, and **durability**:
+  whether the write must be fsynced before it is answered (``log.flush.strict`` with acks=all,
+  or the topic's ``flush.messages`` reached). Coordinators append to their internal topics
+  through :meth:`append_internal`; their durability waits are decided here too
+  (:meth:`durable`), so produce, share acknowledgements and every coordinator follow one policy.
+- **Read** (:meth:`read`): the high watermark, the last stable offset and the isolation level
+  (read_committed reads stop at the LSO), offsets out of range, a log deleted under a reader.
+  Reads that fall below the local log start offset are where tiered storage (KIP-405) plugs in:
+  :attr:`remote_reader` (none today: such reads are OFFSET_OUT_OF_RANGE, as on a topic without
+  remote storage).
+- **Wake-ups**: appends resolve the futures of long polls parked on a partition
+  (:meth:`wait_for_append`).
+- **Partition lifecycle**: the controller creates, adds, detaches and reconfigures partition logs
+  through here; retention and checkpoints run here.
+
+Arrows point down: this module knows storage, records and the metadata core; handlers,
+coordinators and the controller know it; it knows none of them. It tells its listeners when
+retention moved log start offsets (:class:`ReplicaListener`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata
+from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.records import RecordValidationError, validate_batches
+from snakka.storage import (
+    LogClosedError,
+    LogConfig,
+    LogManager,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    ProducerStateError,
+)
+from snakka.storage.flush import FlushScheduler
+from snakka.topic_policy import maybe_recompress
+from snakka.util.waiters import WaitList, wait_any, wake
+
+log = logging.getLogger("snakka.replica")
+
+# A single broker leads every partition with this epoch, forever (KIP-320 epochs start at 0).
+LEADER_EPOCH = 0
+
+_ATTR_CONTROL = 0x20
+_EMPTY = b""
+
+# (partition log, offset after the appended records): what a durability wait waits for.
+AppendMark = tuple[PartitionLog, int]
+
+
+class ReplicaListener(Protocol):
+    def on_log_start_moved(self) -> None:
+        """Retention (or DeleteRecords) moved some partitions' log start offsets."""
+
+
+class RemoteLogReader(Protocol):
+    """Where reads below the local log start offset will go (tiered storage, KIP-405)."""
+
+    def read(self, topic: str, partition: int, fetch_offset: int, max_bytes: int) -> bytes: ...
+
+
+@dataclasses.dataclass(slots=True)
+class AppendResult:
+    """One partition's append, as Produce answers it."""
+
+    error_code: int = 0
+    error_message: str | None = None
+    record_errors: list[tuple[int, str | None]] = dataclasses.field(default_factory=list)
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    # Set when the answer must wait for fsync (see ReplicaManager.durable).
+    mark: AppendMark | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class ReadResult:
+    """One partition's read, as Fetch answers it (offsets -1 when ``error_code`` is set)."""
+
+    error_code: int
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes | memoryview = _EMPTY
+    # The partition exists here (an error came from reading it, not from looking it up).
+    found: bool = False
+
+
+def _error(code: int, message: str | None = None,
+           record_errors: list[tuple[int, str | None]] | None = None) -> AppendResult:
+    return AppendResult(error_code=code, error_message=message,
+                        record_errors=list(record_errors or ()))
+
+
+class ReplicaManager:
+    def __init__(self, metadata: ClusterMetadata, logs: LogManager, flusher: FlushScheduler, *,
+                 node_id: int, time_ms: Callable[[], int], log_dir: str,
+                 max_uncompressed_bytes: int) -> None:
+        self.metadata = metadata
+        self.logs = logs
+        self.flusher = flusher
+        self.node_id = node_id
+        self.time_ms = time_ms
+        self.log_dir = log_dir
+        self.max_uncompressed_bytes = max_uncompressed_bytes
+        # Tiered storage plugs in here (issue 12); None: all data is local.
+        self.remote_reader: RemoteLogReader | None = None
+        self._waiters: WaitList = {}
+        self._listeners: list[ReplicaListener] = []
+
+    def add_listener(self, listener: ReplicaListener) -> None:
+        self._listeners.append(listener)
+
+    # -- leadership ----------------------------------------------------------------------
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """This broker's leader epoch of the partition (it leads every partition)."""
+        return LEADER_EPOCH
+
+    def leader_id(self, topic: str, partition: int) -> int:
+        return self.node_id
+
+    @staticmethod
+    def check_leader_epoch(current_leader_epoch: int) -> ErrorCode:
+        """KIP-320 fencing: -1 means 'no check'; a newer epoch than ours is UNKNOWN_LEADER_EPOCH,
+        an older one FENCED_LEADER_EPOCH."""
+        if current_leader_epoch < 0 or current_leader_epoch == LEADER_EPOCH:
+            return ErrorCode.NONE
+        if current_leader_epoch > LEADER_EPOCH:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.FENCED_LEADER_EPOCH
+
+    # -- lookup --------------------------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log, or None (no metadata check: internal callers)."""
+        return self.logs.get_log(topic, partition)
+
+    def lookup(self, topic: str, partition: int) -> tuple[PartitionLog | None, ErrorCode]:
+        """(log, error) for a partition a client named: UNKNOWN_TOPIC_OR_PARTITION for an
+        unknown topic or partition index; NOT_LEADER_OR_FOLLOWER is decided here once there
+        are other brokers."""
+        ti = self.metadata.topics.get(topic)
+        if ti is None or not 0 <= partition < ti.partitions:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        pl = self.logs.get_log(topic, partition)
+        if pl is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return pl, ErrorCode.NONE
+
+    def lookup_by_id(self, topic_id: uuid.UUID, partition: int
+                     ) -> tuple[PartitionLog | None, ErrorCode]:
+        ti = self.metadata.topics_by_id.get(topic_id)
+        if ti is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_ID
+        return self.lookup(ti.name, partition)
+
+    # -- append --------------------------------------------------------------------------
+    def append_records(self, topic: str, partition: int, records: bytes | memoryview | None,
+                       acks: int) -> AppendResult:
+        """Append a client's batch (Produce v3+: exactly one batch per partition).
+
+        The answer's ``mark`` is set when it may be sent only once the batch is fsynced: pass
+        the marks of a request to :meth:`durable`."""
+        if topic in RESERVED_TOPICS:
+            # Before the lookup, as Kafka: only a coordinator writes these, and a missing one
+            # is no different to a client.
+            return _error(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                          f"Cannot append to internal topic {topic}")
+        pl, err = self.lookup(topic, partition)
+        if pl is None:
+            return _error(err)
+        if records is None or len(records) == 0:
+            return _error(ErrorCode.INVALID_RECORD,
+                          "Produce request must carry exactly one record batch per partition")
+        cfg = pl.config
+        if acks == -1 and cfg.min_insync_replicas > 1:
+            return _error(ErrorCode.NOT_ENOUGH_REPLICAS,
+                          f"min.insync.replicas={cfg.min_insync_replicas} but only 1 replica "
+                          "exists")
+        try:
+            # The decoded records are a writable view into the request's own frame buffer: the
+            # log patches offsets into it and writes it as is, so the batch is never copied.
+            # (A read-only buffer, e.g. from a test, is copied once.)
+            buf = records if isinstance(records, memoryview) and not records.readonly \
+                else bytearray(records)
+            # Header, CRC32C, size, every record (C walk) and the topic's timestamp limits.
+            infos = pl.validate(buf, max_uncompressed_bytes=self.max_uncompressed_bytes)
+            if len(infos) != 1:
+                return _error(ErrorCode.INVALID_RECORD,
+                              "Produce requests with version 3 and above must have exactly one "
+                              "record batch per partition")
+            if infos[0].header.attributes & _ATTR_CONTROL:
+                return _error(ErrorCode.INVALID_RECORD,
+                              "Clients are not allowed to write control records")
+            if cfg.compression_type != "producer":
+                buf, infos = maybe_recompress(cfg.compression_type, buf, infos,
+                                              max_message_bytes=cfg.max_message_bytes)
+            result = pl.append(buf, infos)
+        except RecordValidationError as e:
+            return _error(e.error_code, e.message, e.record_errors)
+        except ProducerStateError as e:  # with the log start offset, as Kafka (KIP-360)
+            r = _error(e.error_code, str(e))
+            r.log_start_offset = pl.log_start_offset
+            return r
+        except OSError as e:  # the disk failed under this partition: Kafka's storage error
+            log.error("append to %s-%d failed: %s", topic, partition, e)
+            return _error(ErrorCode.KAFKA_STORAGE_ERROR, "Disk error when appending")
+        out = AppendResult(base_offset=result.base_offset,
+                           log_append_time_ms=result.log_append_time_ms,
+                           log_start_offset=result.log_start_offset)
+        if not result.duplicate:
+            self.notify_append(topic, partition)
+            if acks != 0 and self._must_flush_before_answer(pl, acks):
+                out.mark = (pl, result.last_offset + 1)
+            else:
+                self.flusher.on_append(pl)
+        return out
+
+    def append_internal(self, topic: str, partition: int, buf: bytearray) -> AppendMark | None:
+        """A coordinator's append to its internal topic (batches it built itself). Returns the
+        mark :meth:`durable` takes, or None if the partition is missing (logged)."""
+        pl = self.logs.get_log(topic, partition)
+        if pl is None:
+            log.error("%s-%d is missing; a coordinator's records were not stored", topic,
+                      partition)
+            return None
+        # Built by the coordinator, not a client: the framing is checked, not the topic limits.
+        pl.append(buf, validate_batches(buf, max_message_bytes=1 << 30, from_client=False))
+        self.flusher.on_append(pl)
+        return pl, pl.log_end_offset
+
+    def _must_flush_before_answer(self, pl: PartitionLog, acks: int) -> bool:
+        """The durability rule: with ``log.flush.strict=true`` an acks=all write is answered
+        only once fsynced; with the topic's ``flush.messages`` reached, any acknowledged write."""
+        return (acks == -1 and self.flusher.strict) \
+            or pl.unflushed_messages >= pl.config.flush_messages
+
+    @property
+    def strict_durability(self) -> bool:
+        """True if acknowledged coordinator writes wait for fsync (``log.flush.strict``)."""
+        return self.flusher.strict
+
+    async def durable(self, marks: Iterable[AppendMark | None]) -> None:
+        """Return once every marked append is fsynced (group commit: concurrent waiters share
+        fsyncs). Produce passes only the marks :meth:`append_records` set; coordinators pass
+        theirs and wait only under ``log.flush.strict``."""
+        for mark in marks:
+            if mark is not None:
+                await self.flusher.flush_through(mark[0], mark[1])
+
+    async def coordinator_durable(self, marks: Iterable[AppendMark | None]) -> None:
+        """A coordinator's acknowledged write: fsynced before the answer in strict mode."""
+        if self.flusher.strict:
+            await self.durable(marks)
+
+    # -- read ----------------------------------------------------------------------------
+    def read(self, topic: str | None, partition: int, fetch_offset: int, max_bytes: int, *,
+             current_leader_epoch: int = -1, read_committed: bool = False,
+             min_one_message: bool = True, unknown: ErrorCode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+             ) -> ReadResult:
+        """Read whole stored batches from ``fetch_offset``, at most ``max_bytes`` (the first
+        batch whole if ``min_one_message``). ``topic`` None is a topic the caller could not
+        resolve (answered ``unknown``). A negative ``max_bytes`` reads one batch only to learn
+        whether there is data: Kafka's segment read refuses a negative size when there is
+        (UNKNOWN_SERVER_ERROR), and answers empty otherwise."""
+        if topic is None:
+            return ReadResult(unknown)
+        pl, err = self.lookup(topic, partition)
+        if pl is None:
+            return ReadResult(err)
+        err = self.check_leader_epoch(current_leader_epoch)
+        if err != ErrorCode.NONE:
+            return ReadResult(err, pl.high_watermark, pl.last_stable_offset, pl.log_start_offset,
+                              found=True)
+        if max_bytes == 0 and not min_one_message:
+            return ReadResult(ErrorCode.NONE, pl.high_watermark, pl.last_stable_offset,
+                              pl.log_start_offset, found=True)
+        return self.read_log(pl, fetch_offset, max_bytes, read_committed=read_committed,
+                             min_one_message=min_one_message)
+
+    def read_log(self, pl: PartitionLog, fetch_offset: int, max_bytes: int, *,
+                 read_committed: bool, min_one_message: bool) -> ReadResult:
+        """:meth:`read` of a partition already looked up (share fetches hold their logs):
+        read_committed stops at the last stable offset, read_uncommitted at the high
+        watermark."""
+        out = ReadResult(ErrorCode.NONE, pl.high_watermark, pl.last_stable_offset,
+                         pl.log_start_offset, found=True)
+        try:
+            records = pl.read(fetch_offset, max(max_bytes, 0),
+                              max_offset=(out.last_stable_offset if read_committed
+                                          else out.high_watermark),
+                              min_one_message=min_one_message or max_bytes < 0)
+        except OffsetOutOfRangeError:
+            out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            return out
+        except LogClosedError:  # deleted while the reader waited
+            out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return out
+        if records and max_bytes < 0:
+            out.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+            return out
+        out.records = records
+        return out
+
+    # -- long-poll wake-ups --------------------------------------------------------------
+    def notify_append(self, topic: str, partition: int) -> None:
+        wake(self._waiters, (topic, partition))
+
+    @property
+    def append_waiters(self) -> WaitList:
+        """The wait list appends wake: (topic, partition) -> parked futures (util.waiters)."""
+        return self._waiters
+
+    async def wait_for_append(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> bool:
+        """Wait until any of the partitions gets an append, or the timeout. True if woken."""
+        return await wait_any([(self._waiters, keys)], timeout_s)
+
+    # -- partition lifecycle (the controller's side) -------------------------------------
+    def make_logs(self, name: str, partitions: range, cfg: LogConfig | None,
+                  topic_id: uuid.UUID) -> list[PartitionLog]:
+        """Create these partitions' logs, unregistered (any thread). If one fails (EMFILE,
+        ENOSPC, EACCES, ...) those made are removed and KAFKA_STORAGE_ERROR is raised."""
+        made: list[PartitionLog] = []
+        try:
+            for p in partitions:
+                made.append(self.logs.open_new_log(name, p, cfg, topic_id))
+        except OSError as e:
+            for pl in made:
+                pl.delete()
+            failed = partitions[len(made)]
+            # The partition that failed may have left a directory behind.
+            shutil.rmtree(os.path.join(self.log_dir, f"{name}-{failed}"), ignore_errors=True)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"Cannot create the log of partition {name}-{failed}: {e}") from None
+        return made
+
+    def add_log(self, pl: PartitionLog) -> None:
+        self.logs.add_log(pl)
+
+    def detach_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """Stop serving a partition (its topic was deleted); readers parked on it wake up."""
+        pl = self.logs.detach_log(topic, partition)
+        self.notify_append(topic, partition)
+        return pl
+
+    def set_config(self, topic: str, partitions: int, cfg: LogConfig) -> None:
+        for p in range(partitions):
+            pl = self.logs.get_log(topic, p)
+            if pl is not None:
+                pl.set_config(cfg)
+
+    def delete_records_before(self, pl: PartitionLog, offset: int) -> None:
+        """DeleteRecords: move the log start offset and checkpoint it."""
+        pl.delete_records_before(offset)
+        self.logs.checkpoint()
+
+    # -- retention and checkpoints -------------------------------------------------------
+    def enforce_retention(self) -> int:
+        deleted = self.logs.enforce_retention_all(self.time_ms())
+        if deleted:
+            log.info("retention deleted %d segment(s)", deleted)
+            for listener in self._listeners:
+                listener.on_log_start_moved()
+        return deleted
+
+    async def checkpoint(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.logs.checkpoint)
