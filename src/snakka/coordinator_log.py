@@ -169,7 +169,7 @@ class CoordinatorLog:
         start = pl.log_end_offset
         for i in range(0, len(live), self.snapshot_batch_records):
             self.append(partition, live[i:i + self.snapshot_batch_records])
-        pl.delete_records_before(start)
+        self.replicas.delete_records_before(pl, start, checkpoint=False)
         self._held[partition] = len(live)
         log.info("%s-%d: %d live record(s) rewritten, log start offset now %d", self.topic,
                  partition, len(live), start)

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from snakka.config import BrokerConfig
-from snakka.controller.metadata_log import MetadataLog
+from snakka.controller.metadata_log import MetadataLog, MetadataRecord
 from snakka.metadata.configs import ConfigResolver
 from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo, uuid_to_base64
 from snakka.metadata.store import MetadataStore
@@ -46,6 +46,11 @@ log = logging.getLogger("snakka.controller")
 INLINE_CREATE_PARTITIONS = 8
 # Topics registered in metadata per event-loop slice when a large creation finishes.
 REGISTER_TOPICS_PER_SLICE = 500
+
+
+def _delete_logs(logs: list[PartitionLog]) -> None:
+    for pl in logs:
+        pl.delete()
 
 
 class MetadataListener:
@@ -66,22 +71,23 @@ class MetadataListener:
 class TopicCreation:
     """One validated topic creation in flight (Controller.plan_topic -> create_topics)."""
 
-    record: dict  # the metadata record that creates it, applied once its logs exist
+    record: MetadataRecord  # the metadata record that creates it, applied once its logs exist
     log_config: LogConfig | None = None
     logs: list[PartitionLog] = dataclasses.field(default_factory=list)
     error: KafkaError | None = None  # its logs could not be created: not in metadata
 
     @property
     def name(self) -> str:
-        return self.record["name"]
+        return str(self.record["name"])
 
     @property
     def partitions(self) -> int:
-        return self.record["partitions"]
+        return int(self.record["partitions"])
 
     @property
     def configs(self) -> dict[str, str]:
-        return self.record["configs"]
+        configs: dict[str, str] = self.record["configs"]
+        return configs
 
     @property
     def topic_id(self) -> uuid.UUID:
@@ -97,7 +103,7 @@ class Controller:
         self.metadata_log: MetadataLog | None = None
         self.replicas: ReplicaManager | None = None
         self._listeners: list[MetadataListener] = []
-        self._creating: dict[str, asyncio.Future] = {}  # topic creations in a worker thread
+        self._creating: dict[str, asyncio.Future[None]] = {}  # topic creations in a worker thread
         self._growing: set[str] = set()  # topics whose new partitions are being created
         self._pid_next = 0
         self._pid_block_end = 0
@@ -117,10 +123,10 @@ class Controller:
             except (KeyError, ValueError, TypeError) as e:
                 raise store.error(
                     offset, f"cannot apply {rec.get('type')!r} record ({e!r})") from None
-        for rec in self.metadata.skipped:
+        for skipped in self.metadata.skipped:
             log.warning("metadata log: skipped %s record for %s: a topic named %s cannot exist "
                         "(created by an older version; its data shared the metadata log)",
-                        rec["type"], rec.get("name") or rec.get("topic_id"),
+                        skipped["type"], skipped.get("name") or skipped.get("topic_id"),
                         "__cluster_metadata")
         cluster_id = self.config.raw("cluster.id")
         if self.metadata.cluster_id is None:
@@ -161,8 +167,9 @@ class Controller:
     def log_config_for(self, topic: TopicInfo | None) -> LogConfig:
         cfg = LogConfig.from_dict(self.resolver.effective_topic_config_map(topic))
         # A broker config the partition's producer state needs (not a topic config).
-        return dataclasses.replace(cfg, producer_id_expiration_ms=int(
-            self.resolver.broker_value("producer.id.expiration.ms")))
+        expiration = self.resolver.broker_value("producer.id.expiration.ms")
+        assert expiration is not None  # config.py defines a default
+        return dataclasses.replace(cfg, producer_id_expiration_ms=int(expiration))
 
     def reconfigure_topics(self, names: Iterable[str] | None = None) -> None:
         """Push resolved configs to the partition logs after a config change."""
@@ -172,11 +179,11 @@ class Controller:
             self._replicas.set_config(ti.name, ti.partitions, self.log_config_for(ti))
 
     # -- the metadata log ----------------------------------------------------------------
-    async def commit_metadata(self, records: list[dict]) -> None:
+    async def commit_metadata(self, records: list[MetadataRecord]) -> None:
         """Make applied metadata records durable (fsync off the loop) before answering."""
         await self._log.commit(records)
 
-    def commit_metadata_soon(self, records: list[dict]) -> None:
+    def commit_metadata_soon(self, records: list[MetadataRecord]) -> None:
         """Append metadata records now and fsync them in the background (group commit);
         :meth:`sync_metadata` waits for durability when a caller needs it."""
         self._log.commit_soon(records)
@@ -208,13 +215,13 @@ class Controller:
 
     def auto_create_plan(self, name: str) -> TopicCreation:
         """Plan a Metadata-triggered creation with broker defaults (auto.create.topics.enable)."""
-        n = int(self.resolver.broker_value("num.partitions") or 1)
+        n = int(self.resolver.broker_value("num.partitions") or "1")
         return self.plan_topic(name, n, {})
 
-    def create_topics_inline(self, plans: list[TopicCreation]) -> list[dict]:
+    def create_topics_inline(self, plans: list[TopicCreation]) -> list[MetadataRecord]:
         """Create planned topics now, on the loop (small creations only); returns the applied
         records, which the caller commits (``commit_metadata`` / ``commit_metadata_soon``)."""
-        cache: dict[frozenset, LogConfig] = {}
+        cache: dict[frozenset[tuple[str, str]], LogConfig] = {}
         for plan in plans:
             self._resolve_log_config(plan, cache)
         self._create_logs(plans)
@@ -230,7 +237,7 @@ class Controller:
         """Whether a creation of this many partitions happens on the loop, at once."""
         return partitions <= INLINE_CREATE_PARTITIONS
 
-    def create_topics(self, plans: list[TopicCreation]) -> asyncio.Future:
+    def create_topics(self, plans: list[TopicCreation]) -> asyncio.Future[None]:
         """Create planned topics and make them durable (one append, one fsync); each plan's
         ``error`` says if its topic failed. A small creation is done (in metadata) when this
         returns, so requests after it see the topics; the future resolves once durable. A
@@ -246,10 +253,10 @@ class Controller:
         return asyncio.ensure_future(self._create_topics_off_loop(plans, done))
 
     async def _create_topics_off_loop(self, plans: list[TopicCreation],
-                                      done: asyncio.Future) -> None:
+                                      done: asyncio.Future[None]) -> None:
         slicer = TimeSlice()
         try:
-            cache: dict[frozenset, LogConfig] = {}
+            cache: dict[frozenset[tuple[str, str]], LogConfig] = {}
             for plan in plans:  # on the loop (it reads configs the loop changes), in slices
                 self._resolve_log_config(plan, cache)
                 await slicer.tick()
@@ -276,7 +283,7 @@ class Controller:
             await asyncio.shield(fut)
 
     def _resolve_log_config(self, plan: TopicCreation,
-                            cache: dict[frozenset, LogConfig]) -> None:
+                            cache: dict[frozenset[tuple[str, str]], LogConfig]) -> None:
         # Resolving a topic's configs walks every topic config (~0.5 ms): once per distinct
         # set of overrides in the request (auto-created topics all share the broker defaults).
         key = frozenset(plan.configs.items())
@@ -296,7 +303,7 @@ class Controller:
             except KafkaError as e:
                 plan.error = e
 
-    def _register(self, plans: list[TopicCreation]) -> list[dict]:
+    def _register(self, plans: list[TopicCreation]) -> list[MetadataRecord]:
         """On the loop, after the logs exist: register them and apply the records (returned for
         the caller to append); release the names."""
         records = []
@@ -331,7 +338,7 @@ class Controller:
                 listener.on_topics_changed()
 
     def create_topic_now(self, name: str, partitions: int, configs: dict[str, str | None],
-                         topic_id: uuid.UUID | None = None) -> tuple[TopicInfo, list[dict]]:
+                         topic_id: uuid.UUID | None = None) -> tuple[TopicInfo, list[MetadataRecord]]:
         """Create a coordinator's internal topic now, on the loop; returns (topic, records to
         commit). Raises KafkaError if its logs cannot be created."""
         plan = self.plan_topic(name, partitions, configs, topic_id=topic_id, internal=True)
@@ -365,7 +372,7 @@ class Controller:
         gone = [self.metadata.topics[n] for n in dict.fromkeys(names) if n in self.metadata.topics]
         if not gone:
             return
-        recs: list[dict] = []
+        recs: list[MetadataRecord] = []
         for ti in gone:
             recs += self.metadata.delete_topic(ti.name)
         await self.commit_metadata(recs)
@@ -383,7 +390,7 @@ class Controller:
             await slicer.tick()
         if doomed:
             await asyncio.get_running_loop().run_in_executor(
-                None, lambda: [pl.delete() for pl in doomed])
+                None, _delete_logs, doomed)
         for listener in self._listeners:
             await listener.on_topics_deleted([ti.name for ti in gone], slicer.tick)
         for ti in gone[:10]:

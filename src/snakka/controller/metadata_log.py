@@ -10,26 +10,30 @@ append now and wait later (:meth:`commit_soon`, :meth:`sync`).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from snakka.metadata.store import MetadataStore
+
+# One metadata record (metadata.core): a JSON object.
+MetadataRecord = dict[str, Any]
 
 
 class MetadataLog:
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
-        self._sync_task: asyncio.Future | None = None  # the group-commit task (fsyncs)
-        self._sync_next: asyncio.Future | None = None  # waiters of the next fsync
+        self._sync_task: asyncio.Future[None] | None = None  # the group-commit task (fsyncs)
+        self._sync_next: asyncio.Future[None] | None = None  # waiters of the next fsync
 
-    def append(self, records: list[dict]) -> None:
+    def append(self, records: list[MetadataRecord]) -> None:
         """Append applied records without waiting for them to be durable."""
         self.store.append(records, sync=False)
 
-    async def commit(self, records: list[dict]) -> None:
+    async def commit(self, records: list[MetadataRecord]) -> None:
         """Make applied metadata records durable (fsync off the loop) before answering."""
         self.store.append(records, sync=False)
         await self.sync()
 
-    def commit_soon(self, records: list[dict]) -> None:
+    def commit_soon(self, records: list[MetadataRecord]) -> None:
         """Append records now and fsync them in the background; :meth:`sync` waits for
         durability when a caller needs it."""
         self.store.append(records, sync=False)
@@ -39,7 +43,7 @@ class MetadataLog:
         """fsync everything appended so far (shared with concurrent callers)."""
         await asyncio.shield(self.synced())
 
-    def synced(self) -> asyncio.Future:
+    def synced(self) -> asyncio.Future[None]:
         """A future that resolves once everything appended so far is fsynced. Group commit:
         one fsync runs at a time, and every caller that arrives meanwhile shares the next."""
         if self._sync_next is None:

@@ -1,32 +1,22 @@
-"""Produce (0): validate record batches, check idempotent-producer state, append, acknowledge.
+"""Produce (0): the request-level rules; each partition's append is the replica manager's.
 
-Hot path, per partition: look up the log, validate the batch header and CRC32C (C extension),
-let the log assign offsets by patching the header, write the bytes. No per-record Python work
-unless a topic config asks for it (``compression.type`` other than ``producer`` recompresses;
-``message.timestamp.before/after.max.ms`` checks record timestamps).
+Here: versions, ``acks``, topic ids, transactional batches, the response and acks=0 closing.
+Per partition, ``ReplicaManager.append_records`` decides the rest (validation, reserved topics,
+``min.insync.replicas``, producer state, offsets, durability): see snakka.replica.manager.
 
 Kafka's rules kept here:
-- v3+ carries exactly one magic-v2 batch per partition with base offset 0 (INVALID_RECORD
-  otherwise, as Kafka); older magic is INVALID_RECORD too. Produce v0-2 are advertised only
-  because librdkafka needs them in ApiVersions (KAFKA-18659); they are answered with
-  UNSUPPORTED_VERSION.
-- acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS); acks=-1 with ``min.insync.replicas`` > 1
-  is NOT_ENOUGH_REPLICAS on a single broker.
+- Produce v0-2 are advertised only because librdkafka needs them in ApiVersions (KAFKA-18659);
+  they are answered with UNSUPPORTED_VERSION (message formats v0/v1 are not stored).
+- acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS).
 - acks=0 gets no response; if anything failed the connection is closed so the client notices
   (Kafka does the same).
-- Every record of a batch is checked against its header (count, offset deltas, lengths,
-  timestamps; compressed batches are decompressed for it, bounded by
-  ``snakka.message.max.uncompressed.bytes``), in C: see snakka.records.walk. A lie is
-  INVALID_RECORD, timestamps out of range INVALID_TIMESTAMP, with Kafka's RecordErrors.
-- Clients may not write control batches (INVALID_RECORD). A request carrying transactional
-  batches is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka answers
-  a producer not authorized for a transactional id: snakka has no transaction coordinator yet,
-  so no transactional id is usable (FindCoordinator and InitProducerId say the same).
-- Clients may not write to a reserved topic (``__consumer_offsets``, ``__cluster_metadata``, ...):
-  INVALID_TOPIC_EXCEPTION, as Kafka answers for its internal topics.
-- Strict durability (``log.flush.strict=true``): an acks=all response waits until the batch is
-  fsynced; with Kafka's ``flush.messages`` reached, any acknowledged write waits. Concurrent
-  waiters share one fsync (group commit in storage.flush).
+- A request carrying transactional batches is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on
+  every partition, as Kafka answers a producer not authorized for a transactional id: snakka has
+  no transaction coordinator yet, so no transactional id is usable (FindCoordinator and
+  InitProducerId say the same).
+- Strict durability (``log.flush.strict=true``, or a topic's ``flush.messages`` reached): the
+  replica manager marks the appends that must be fsynced before the answer, and the response
+  waits for them (``ReplicaManager.durable``; concurrent waiters share one fsync).
 """
 
 from __future__ import annotations

@@ -369,10 +369,14 @@ class ReplicaManager:
             if pl is not None:
                 pl.set_config(cfg)
 
-    def delete_records_before(self, pl: PartitionLog, offset: int) -> None:
-        """DeleteRecords: move the log start offset and checkpoint it."""
+    def delete_records_before(self, pl: PartitionLog, offset: int, *,
+                              checkpoint: bool = True) -> None:
+        """DeleteRecords: move the log start offset (and checkpoint it, so the new start survives
+        an unclean restart; a coordinator trimming its own topic restates what it removed and
+        skips that)."""
         pl.delete_records_before(offset)
-        self.logs.checkpoint()
+        if checkpoint:
+            self.logs.checkpoint()
 
     # -- retention and checkpoints -------------------------------------------------------
     def enforce_retention(self) -> int:
