@@ -44,7 +44,7 @@ from snakka.protocol.messages.produce_response import (
 )
 from snakka.records import RecordValidationError
 from snakka.storage import ProducerStateError
-from snakka.topic_policy import maybe_recompress
+from snakka.storage.validator import maybe_recompress
 
 API_KEY = 0
 
