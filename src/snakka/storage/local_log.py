@@ -134,6 +134,9 @@ class LocalLog:
         self._closed = False
         self._dir_dirty = False
         self._last_flush_ms = time_ms()
+        # Told of every new segment, after it became the active one: UnifiedLog snapshots
+        # producer state there (Kafka takes a producer snapshot at each roll).
+        self.roll_listener: Callable[[LogSegment], object] | None = None
 
     # ------------------------------------------------------------ properties
 
@@ -190,24 +193,6 @@ class LocalLog:
             now_ms=self._time_ms(),
         )
 
-    def should_roll(
-        self,
-        append_bytes: int,
-        last_offset: int,
-        infos: Sequence[BatchInfo],
-        log_append_time_ms: int | None,
-    ) -> bool:
-        """Kafka's LogSegment.shouldRoll for an append of ``append_bytes`` ending at
-        ``last_offset``: ``segment.bytes``, a full index, relative offsets beyond int32,
-        ``segment.ms``. An empty active segment never rolls."""
-        seg = self._active
-        return bool(seg.size) and (
-            seg.size + append_bytes > self.config.segment_bytes
-            or seg.index_full()
-            or last_offset - seg.base_offset > INT32_MAX
-            or self._segment_ms_elapsed(seg, infos, log_append_time_ms)
-        )
-
     def _segment_ms_elapsed(
         self, seg: LogSegment, infos: Sequence[BatchInfo], log_append_time_ms: int | None
     ) -> bool:
@@ -230,7 +215,7 @@ class LocalLog:
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (the caller checks that the
-        active segment is not empty; :class:`UnifiedLog` also snapshots producer state)."""
+        active segment is not empty), then tell :attr:`roll_listener`."""
         old = self._active
         assert old.size > 0 and self._leo > old.base_offset, (
             f"partition {self.name}: roll of an empty segment {old.base_offset}"
@@ -242,6 +227,8 @@ class LocalLog:
         self._active = new
         self._dir_dirty = True
         log.debug("partition %s: rolled new segment %d", self.name, new.base_offset)
+        if self.roll_listener is not None:
+            self.roll_listener(new)
         return new
 
     def append(
@@ -253,13 +240,23 @@ class LocalLog:
         log_append_time_ms: int | None,
     ) -> None:
         """Write batches already numbered ``base_offset..last_offset`` (see
-        :func:`snakka.records.batch.assign_offsets`) at the end of the active segment."""
+        :func:`snakka.records.batch.assign_offsets`) at the end of the log, first rolling
+        a new segment if the active one is due (Kafka's LogSegment.shouldRoll:
+        ``segment.bytes``, a full index, relative offsets beyond int32, ``segment.ms``;
+        an empty segment never rolls)."""
         leo = self._leo
         # Offsets are assigned monotonically, without gaps, and a batch is never empty.
         assert base_offset == leo and last_offset >= base_offset, (
             f"partition {self.name}: append of {base_offset}..{last_offset} at log end {leo}"
         )
         seg = self._active
+        if seg.size and (
+            seg.size + len(buf) > self.config.segment_bytes
+            or seg.index_full()
+            or last_offset - seg.base_offset > INT32_MAX
+            or self._segment_ms_elapsed(seg, infos, log_append_time_ms)
+        ):
+            seg = self.roll()
         start_pos = seg.size
         seg.append(buf, infos, leo, log_append_time_ms)
         self._leo = last_offset + 1

@@ -9,8 +9,9 @@ What this module owns
       watermark);
     * producer state (:class:`snakka.txn.producer_state.ProducerStateManager`): the
       idempotent-producer checks at append, snapshots at roll and close;
-    * append: producer checks, offset assignment (patching the batch header), the roll
-      decision, then the bytes to the LocalLog;
+    * append: producer checks, offset assignment (patching the batch header), then the
+      bytes to the LocalLog (which rolls a segment when due; this class snapshots
+      producer state at each roll);
     * reads for Fetch (bounded by ``max_offset``: the HW or LSO the caller chose), for
       ListOffsets (by time, max timestamp) and for replaying internal topics;
     * retention policy (``retention.ms``, ``retention.bytes``): which segments go (the
@@ -181,6 +182,7 @@ class UnifiedLog:
             recovery_point=loaded.recovery_point,
             time_ms=self._time_ms,
         )
+        self._local.roll_listener = self._on_roll
         self._log_start_offset = loaded.log_start_offset
         # Single broker: a replica set of one has everything it wrote, so the high
         # watermark is the log end at load and after each append. A replicated leader
@@ -334,10 +336,8 @@ class UnifiedLog:
                 self._check_multi(infos, leo)
         last = leo + count - 1
 
-        if local.should_roll(len(buf), last, infos, log_append_time_ms):
-            self._roll()
         assign_offsets(buf, infos, leo, log_append_time_ms, self.leader_epoch)
-        local.append(buf, infos, leo, last, log_append_time_ms)
+        local.append(buf, infos, leo, last, log_append_time_ms)  # rolls if due (_on_roll)
         self._high_watermark = last + 1  # single broker: committed once written
         if idempotent:
             now = self._time_ms()
@@ -396,9 +396,10 @@ class UnifiedLog:
         return self._roll()
 
     def _roll(self) -> LogSegment:
-        new = self._local.roll()
+        return self._local.roll()  # calls _on_roll
+
+    def _on_roll(self, _new: LogSegment) -> None:
         self.take_snapshot()  # as Kafka: producer state at each segment's base offset
-        return new
 
     # ------------------------------------------------------------ reads
 
