@@ -6,7 +6,10 @@ What this module owns
     checkpoint files (``recovery-point-offset-checkpoint``,
     ``log-start-offset-checkpoint``), ``partition.metadata`` per partition,
     ``meta.properties``, the ``.lock`` that keeps two brokers off one directory, and
-    fan-out of flush/retention over all logs.
+    fan-out of flush/retention over all logs. Each partition is opened as a
+    :class:`~snakka.storage.unified_log.UnifiedLog`, whose construction runs
+    :class:`~snakka.storage.loader.LogLoader` (recovery) over the directory; the manager
+    sums what the loaders did into one start-up log line.
 
     ``log_dirs`` is a list like Kafka's ``log.dirs``; only the first is used today (the
     list is kept for JBOD later).
@@ -146,6 +149,7 @@ class LogManager:
         if not clean and not self._fresh:
             log.info("log dir %s was not shut down cleanly: recovering logs", self.log_dir)
         loaded = []
+        scanned = repaired = truncated = deleted = rebuilt = 0
         for name in sorted(os.listdir(self.log_dir)):
             path = os.path.join(self.log_dir, name)
             if not os.path.isdir(path):
@@ -181,11 +185,23 @@ class LogManager:
             plog.topic_id = read_partition_metadata(path)
             self._logs[key] = plog
             loaded.append(plog)
+            done = plog.load_result
+            scanned += done.segments_recovered
+            truncated += done.bytes_truncated
+            deleted += done.segments_deleted
+            rebuilt += done.indexes_rebuilt
+            repaired += done.did_recovery_work
         if clean:
             # From now on a crash must be detected at the next start.
             os.unlink(clean_path)
         log.info("loaded %d partition logs from %s (clean=%s)", len(loaded), self.log_dir,
                  clean or self._fresh)
+        if scanned or repaired:
+            log.info(
+                "recovery of %s: %d segments re-scanned; %d partitions repaired (%d bytes "
+                "truncated, %d segments deleted, %d segment indexes rebuilt)",
+                self.log_dir, scanned, repaired, truncated, deleted, rebuilt,
+            )
         return loaded
 
     def _config_for(
