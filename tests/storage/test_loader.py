@@ -31,7 +31,7 @@ def write_log(path, n_batches: int, cfg: LogConfig = CFG, *, flush: bool = False
     for seg in plog.segments:
         seg.file.close()
         seg.closed = True
-    plog.local_log._closed = True
+    plog.local_log.closed = True
     return leo
 
 

@@ -189,7 +189,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
         for seg in self.log.segments:
             seg.file.close()
             seg.closed = True
-        self.log.local_log._closed = True
+        self.log.local_log.closed = True
 
 
 PartitionLogMachine.TestCase.settings = settings(

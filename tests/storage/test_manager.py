@@ -33,7 +33,7 @@ def crash(lm: LogManager):
         for seg in plog.segments:
             seg.file.close()
             seg.closed = True
-        plog.local_log._closed = True
+        plog.local_log.closed = True
     lm.abandon()
 
 

@@ -44,7 +44,7 @@ from typing import NamedTuple
 from snakka.txn.producer_state import ProducerStateManager
 
 from .config import LogConfig
-from .local_log import check_segment_order, unlink_if_present
+from .local_log import check_segment_order, create_segment, unlink_if_present
 from .segment import LogSegment, ScanStop
 
 log = logging.getLogger("snakka.storage")
@@ -117,13 +117,7 @@ class LogLoader:
         self._time_ms = time_ms
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.create(
-            self.dir_path,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_size=self.config.segment_index_bytes,
-            now_ms=self._time_ms(),
-        )
+        return create_segment(self.dir_path, self.config, base_offset, self._time_ms())
 
     def _segment_bases(self) -> list[int]:
         """Base offsets of the ``.log`` files, after removing leftovers and orphan

@@ -102,6 +102,17 @@ def check_segment_order(segments: Sequence[LogSegment]) -> None:
         )
 
 
+def create_segment(dir_path: str, config: LogConfig, base_offset: int, now_ms: int) -> LogSegment:
+    """A new empty segment file with the topic's index settings."""
+    return LogSegment.create(
+        dir_path,
+        base_offset,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        now_ms=now_ms,
+    )
+
+
 class LocalLog:
     """The segments of one partition directory. See the module docstring for what it
     owns, what it leaves to :class:`~snakka.storage.unified_log.UnifiedLog`, and the
@@ -128,10 +139,12 @@ class LocalLog:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._active = segments[-1]
-        self._leo = self._active.next_offset
-        self._recovery_point = min(recovery_point, self._leo)
+        # Plain attributes, not properties: the append and read paths read them per
+        # request. Only this class writes them.
+        self.log_end_offset: int = self._active.next_offset  # the next offset to assign
+        self._recovery_point = min(recovery_point, self.log_end_offset)
         self._read_cache: dict[int, tuple[LogSegment, int]] = {}
-        self._closed = False
+        self.closed: bool = False
         self._dir_dirty = False
         self._last_flush_ms = time_ms()
         # Told of every new segment, after it became the active one: UnifiedLog snapshots
@@ -141,18 +154,13 @@ class LocalLog:
     # ------------------------------------------------------------ properties
 
     @property
-    def log_end_offset(self) -> int:
-        """The next offset to be assigned."""
-        return self._leo
-
-    @property
     def recovery_point(self) -> int:
         """Offsets below this are known to be on disk (fsynced)."""
         return self._recovery_point
 
     @property
     def unflushed_messages(self) -> int:
-        return self._leo - self._recovery_point
+        return self.log_end_offset - self._recovery_point
 
     @property
     def last_flush_ms(self) -> int:
@@ -176,22 +184,12 @@ class LocalLog:
         bound: nothing below it is on this disk)."""
         return self._bases[0]
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     # ------------------------------------------------------------ append / roll
 
     def new_segment(self, base_offset: int) -> LogSegment:
         """A new empty segment file at ``base_offset`` with this log's index settings (not
         added to the log)."""
-        return LogSegment.create(
-            self.dir_path,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_size=self.config.segment_index_bytes,
-            now_ms=self._time_ms(),
-        )
+        return create_segment(self.dir_path, self.config, base_offset, self._time_ms())
 
     def _segment_ms_elapsed(
         self, seg: LogSegment, infos: Sequence[BatchInfo], log_append_time_ms: int | None
@@ -217,11 +215,11 @@ class LocalLog:
         """Start a new active segment at the log end offset (the caller checks that the
         active segment is not empty), then tell :attr:`roll_listener`."""
         old = self._active
-        assert old.size > 0 and self._leo > old.base_offset, (
+        assert old.size > 0 and self.log_end_offset > old.base_offset, (
             f"partition {self.name}: roll of an empty segment {old.base_offset}"
         )
         old.on_become_inactive()
-        new = self.new_segment(self._leo)
+        new = self.new_segment(self.log_end_offset)
         self._segments.append(new)
         self._bases.append(new.base_offset)
         self._active = new
@@ -244,7 +242,7 @@ class LocalLog:
         a new segment if the active one is due (Kafka's LogSegment.shouldRoll:
         ``segment.bytes``, a full index, relative offsets beyond int32, ``segment.ms``;
         an empty segment never rolls)."""
-        leo = self._leo
+        leo = self.log_end_offset
         # Offsets are assigned monotonically, without gaps, and a batch is never empty.
         assert base_offset == leo and last_offset >= base_offset, (
             f"partition {self.name}: append of {base_offset}..{last_offset} at log end {leo}"
@@ -259,7 +257,7 @@ class LocalLog:
             seg = self.roll()
         start_pos = seg.size
         seg.append(buf, infos, leo, log_append_time_ms)
-        self._leo = last_offset + 1
+        self.log_end_offset = last_offset + 1
         cache = self._read_cache
         cache[leo] = (seg, start_pos)  # a consumer tailing the log asks for exactly this
         if len(cache) > READ_CACHE_ENTRIES:
@@ -375,7 +373,7 @@ class LocalLog:
     def max_timestamp_offset(self, start: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp at or after offset
         ``start`` (the first such record on ties), or None if there is no record."""
-        if self._leo <= start:
+        if self.log_end_offset <= start:
             return None
         segs = [s for s in self._segments if s.next_offset > start and s.size]
         if not segs:
@@ -399,7 +397,7 @@ class LocalLog:
                     return found
         # The max-timestamp record lies below ``start``: fall back to a full scan.
         best_pair: tuple[int, int] | None = None
-        for h, seg, p in self.read_batch_headers(start, self._leo):
+        for h, seg, p in self.read_batch_headers(start, self.log_end_offset):
             if best_pair is None or h.max_timestamp > best_pair[1]:
                 data = seg.read(p, h.batch_length + LOG_OVERHEAD)
                 for rec in batch_records(data, 0, h):
@@ -489,8 +487,8 @@ class LocalLog:
     def _after_truncation(self) -> None:
         self._bases = [s.base_offset for s in self._segments]
         self._active = self._segments[-1]
-        self._leo = self._active.next_offset
-        self._recovery_point = min(self._recovery_point, self._leo)
+        self.log_end_offset = self._active.next_offset
+        self._recovery_point = min(self._recovery_point, self.log_end_offset)
 
     # ------------------------------------------------------------ durability / lifecycle
 
@@ -500,9 +498,9 @@ class LocalLog:
         while the loop appends. Returns the new recovery point (the log end offset as it
         was when the flush started)."""
         with self.flush_lock:
-            if self._closed:
+            if self.closed:
                 return self._recovery_point
-            leo = self._leo
+            leo = self.log_end_offset
             for seg in list(self._segments):
                 seg.flush()
             if self._dir_dirty:
@@ -518,17 +516,17 @@ class LocalLog:
         """Clean close: final time-index entries, flush everything, close the files.
         Blocks on a running flush."""
         with self.flush_lock:
-            if self._closed:
+            if self.closed:
                 return
             for seg in self._segments:
                 seg.on_become_inactive()
                 seg.flush()
             fsync_dir(self.dir_path)
-            self._recovery_point = self._leo
+            self._recovery_point = self.log_end_offset
             self._process_pending_deletes()
             for seg in self._segments:
                 seg.close()
-            self._closed = True
+            self.closed = True
 
     def delete(self) -> None:
         """Close without flushing and remove the partition directory (DeleteTopics).
@@ -538,7 +536,7 @@ class LocalLog:
             self._process_pending_deletes()
             for seg in self._segments:
                 seg.close()
-            self._closed = True
+            self.closed = True
             self._read_cache.clear()
             doomed = f"{self.dir_path}.{uuid.uuid4().hex}-delete"
             try:
@@ -555,7 +553,8 @@ class LocalLog:
         self._active.index_interval_bytes = config.index_interval_bytes
 
     def __repr__(self) -> str:
-        return f"LocalLog({self.name}, end={self._leo}, segments={len(self._segments)})"
+        return (f"LocalLog({self.name}, end={self.log_end_offset}, "
+                f"segments={len(self._segments)})")
 
 
 def _first_record_at_or_after(
