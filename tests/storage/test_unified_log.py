@@ -98,6 +98,7 @@ def test_reads_below_the_local_part_fall_through_to_the_remote_reader(tmp_path):
     plog.delete_records_before(plog.segments[1].base_offset)
     local_start = plog.local_log.base_offset
     assert local_start > 0
+    assert plog.local_log_start_offset == plog.log_start_offset == local_start
     with pytest.raises(Exception, match="out of range"):
         plog.read(0, 1 << 20)  # no remote part: below the log start is out of range
     remote = _RecordingRemote()
@@ -105,6 +106,7 @@ def test_reads_below_the_local_part_fall_through_to_the_remote_reader(tmp_path):
     plog.remote_log_reader = reader
     plog._log_start_offset = 0  # what a tiered log's loader keeps: the remote start
     plog._check_offsets()  # legal with a remote part
+    assert plog.local_log_start_offset == local_start
     assert plog.read(1, 1 << 20) == b"remote"
     assert remote.asked == [1]
     local = plog.read(local_start, 1 << 20)

@@ -218,6 +218,13 @@ class UnifiedLog:
         return self._log_start_offset
 
     @property
+    def local_log_start_offset(self) -> int:
+        """The first offset held on this disk (Kafka's localLogStartOffset; ListOffsets
+        -4, EARLIEST_LOCAL). Equal to the log start offset until a remote part holds the
+        offsets below the first local segment."""
+        return max(self._log_start_offset, self._local.base_offset)
+
+    @property
     def log_end_offset(self) -> int:
         """The next offset to be assigned."""
         return self._local.log_end_offset
