@@ -156,7 +156,7 @@ def test_flush_thread_concurrent_with_appends_rolls_and_deletions(tmp_path):
         t.join()
     assert not errors
     plog.flush()
-    assert plog._pending_delete == []
+    assert plog.local_log._pending_delete == []
     on_disk = sorted(n for n in os.listdir(tmp_path / "t-0") if n.endswith((".log", ".index", ".timeindex")))
     expected = sorted(
         f"{s.base_offset:020d}.{ext}" for s in plog.segments for ext in ("log", "index", "timeindex")

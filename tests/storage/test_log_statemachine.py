@@ -115,7 +115,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
         self.end = self.batches.pop()[0]
         if self.start > self.end:
             # DeleteRecords had moved the start past what survived: the log restarts
-            # empty at the checkpointed start (see PartitionLog._load)
+            # empty at the checkpointed start (see LogLoader.load)
             self.batches, self.end = [], self.start
         self._reopen_after_crash(rp)
 
@@ -189,7 +189,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
         for seg in self.log.segments:
             seg.file.close()
             seg.closed = True
-        self.log._closed = True
+        self.log.local_log.closed = True
 
 
 PartitionLogMachine.TestCase.settings = settings(

@@ -33,7 +33,7 @@ def crash(lm: LogManager):
         for seg in plog.segments:
             seg.file.close()
             seg.closed = True
-        plog._closed = True
+        plog.local_log.closed = True
     lm.abandon()
 
 
@@ -232,3 +232,32 @@ def test_partition_metadata_lost_in_a_crash_is_rewritten_from_the_topic_id(tmp_p
         text = (data / f"t-{p}" / "partition.metadata").read_text()
         assert text == f"version: 0\ntopic_id: {topic_id_to_str(tid)}\n"
     lm2.close()
+
+
+def test_start_up_sums_what_the_loaders_did(tmp_path, caplog):
+    """Each log is opened through the LogLoader; the manager says once what recovery did
+    (segments re-scanned, bytes truncated, partitions repaired)."""
+    lm = manager(tmp_path)
+    logs = [lm.get_or_create_log("t", i) for i in range(2)]
+    for p in logs:
+        for _ in range(3):
+            append(p, batch(3))
+    lm.flush_all()
+    paths = [p.active_segment.path for p in logs]
+    crash(lm)
+    os.truncate(paths[0], os.path.getsize(paths[0]) - 2)
+    lm2 = manager(tmp_path)
+    with caplog.at_level(logging.INFO, logger="snakka.storage"):
+        lm2.load_all()
+    assert [lm2.get_log("t", i).load_result.bytes_truncated > 0 for i in range(2)] == \
+        [True, False]
+    summary = [r.getMessage() for r in caplog.records if "recovery of" in r.getMessage()]
+    assert len(summary) == 1
+    assert "2 segments re-scanned; 1 partitions repaired" in summary[0]
+    lm2.close()
+    lm3 = manager(tmp_path)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="snakka.storage"):
+        lm3.load_all()  # clean: nothing re-scanned, no summary
+    assert not any("recovery of" in r.getMessage() for r in caplog.records)
+    lm3.close()

@@ -171,7 +171,7 @@ def test_producer_state_rebuilt_after_unclean_restart(tmp_path, caplog):
     for seg in plog.segments:
         seg.file.close()
         seg.closed = True
-    plog._closed = True
+    plog.local_log.closed = True
     with caplog.at_level(logging.INFO, logger="snakka.storage"):
         again = open_log(path, cfg, recover=True, clock=Clock())
     assert again.log_end_offset == leo
@@ -191,7 +191,7 @@ def test_replay_after_torn_tail_forgets_lost_batch(tmp_path):
     append(plog, idem(1, 1))
     for seg in plog.segments:
         seg.file.close()
-    plog._closed = True
+    plog.local_log.closed = True
     log_file = path / "00000000000000000000.log"
     os.truncate(log_file, os.path.getsize(log_file) - 3)
     again = open_log(path, recover=True)

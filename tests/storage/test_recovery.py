@@ -30,7 +30,7 @@ def crash(plog):
     for seg in plog.segments:
         seg.file.close()
         seg.closed = True
-    plog._closed = True
+    plog.local_log.closed = True
 
 
 def all_offsets(plog):

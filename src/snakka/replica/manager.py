@@ -54,7 +54,7 @@ from snakka.storage import (
     ProducerStateError,
 )
 from snakka.storage.flush import FlushScheduler
-from snakka.topic_policy import maybe_recompress
+from snakka.storage.validator import maybe_recompress
 from snakka.util.waiters import WaitList, wait_any, wake
 
 log = logging.getLogger("snakka.replica")

@@ -4,17 +4,30 @@
 ``partition.metadata``; in the log dir ``recovery-point-offset-checkpoint``,
 ``log-start-offset-checkpoint``, ``meta.properties``, ``.kafka_cleanshutdown``, ``.lock``.
 
-* :mod:`.config`: :class:`LogConfig` (typed topic configs; the table is snakka.config).
-* :mod:`.index`: :class:`OffsetIndex`, :class:`TimeIndex`.
-* :mod:`.segment`: :class:`LogSegment`.
-* :mod:`.log`: :class:`PartitionLog` (Kafka's UnifiedLog): append, read, ListOffsets,
-  DeleteRecords, retention, truncation, recovery, producer-state snapshots.
-* :mod:`.manager`: :class:`LogManager`: all logs, checkpoints, start-up recovery.
+Layers inside this package, top to bottom (arrows point down only):
+
+* :mod:`.manager`: :class:`LogManager`: all logs, checkpoints, start-up recovery (opens
+  each partition's :class:`UnifiedLog`, which runs the loader).
 * :mod:`.flush`: :class:`FlushScheduler`: background group commit, strict mode.
-* :mod:`.checkpoint`: the small files' formats.
+* :mod:`.unified_log`: :class:`UnifiedLog` (Kafka's UnifiedLog): the partition's log as
+  the broker sees it: log start offset, high watermark, last stable offset, producer
+  state, append (producer checks, offset assignment), reads, ListOffsets, DeleteRecords,
+  retention policy, truncation; the seam where a remote (tiered) part will plug in
+  (:class:`RemoteLogReader`). :data:`PartitionLog` is an alias kept for the merge.
+* :mod:`.validator`: :class:`LogValidator`: produced batches against the topic's configs,
+  broker-side recompression.
+* :mod:`.loader`: :class:`LogLoader`: start-up recovery of a partition directory and
+  producer-state rebuilding (snapshots + log).
+* :mod:`.local_log`: :class:`LocalLog` (Kafka's LocalLog): the segments on this disk:
+  roll, append bytes, read by offset / time, truncate, delete segments, recovery point,
+  flush, close.
+* :mod:`.segment`: :class:`LogSegment`; :mod:`.index`: :class:`OffsetIndex`,
+  :class:`TimeIndex`; :mod:`.files`: the segment file-descriptor pool.
+* :mod:`.config`: :class:`LogConfig` (typed topic configs; the table is snakka.config);
+  :mod:`.checkpoint`: the small files' formats.
 
 Threading, in one line: everything on the event-loop thread, except fsync (flush) on one
-worker thread; see :mod:`.log` for the lock discipline.
+worker thread; see :mod:`.local_log` for the lock discipline.
 """
 
 from .checkpoint import (
@@ -36,14 +49,8 @@ from .flush import (
     FlushScheduler,
 )
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
-from .log import (
-    AppendResult,
-    LogClosedError,
-    OffsetOutOfRangeError,
-    PartitionLog,
-    ProducerStateError,
-    parse_partition_dir_name,
-)
+from .loader import LoadedLog, LogLoader
+from .local_log import LocalLog, parse_partition_dir_name
 from .manager import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
@@ -51,6 +58,17 @@ from .manager import (
     LogManager,
 )
 from .segment import LogSegment
+from .unified_log import (
+    AppendResult,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    ProducerStateError,
+    RemoteLogReader,
+    UnifiedLog,
+)
+from .validator import LogValidator
+
+PartitionLog = UnifiedLog  # the old name, until every user says UnifiedLog (issue 10)
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
@@ -65,13 +83,19 @@ __all__ = [
     "FlushScheduler",
     "LogClosedError",
     "LogConfig",
+    "LoadedLog",
+    "LocalLog",
+    "LogLoader",
     "LogManager",
     "LogSegment",
+    "LogValidator",
     "OffsetIndex",
     "OffsetOutOfRangeError",
     "PartitionLog",
     "ProducerStateError",
+    "RemoteLogReader",
     "TimeIndex",
+    "UnifiedLog",
     "ensure_meta_properties",
     "parse_partition_dir_name",
     "read_meta_properties",

@@ -2,7 +2,7 @@
 
 What this module owns
     :class:`FlushScheduler`, the asyncio-side policy that decides when
-    :meth:`PartitionLog.flush` (fsync) runs. Appends never fsync; fsync runs on a
+    :meth:`UnifiedLog.flush` (fsync) runs. Appends never fsync; fsync runs on a
     single worker thread (``run_in_executor`` with a 1-thread pool), so the event loop
     never waits for the disk.
 
@@ -24,9 +24,9 @@ Modes (broker configs; names are snakka's unless marked Kafka)
         not N.
 
 Threading
-    Coroutines and :meth:`on_append` run on the event loop; ``PartitionLog.flush`` and
+    Coroutines and :meth:`on_append` run on the event loop; ``UnifiedLog.flush`` and
     checkpoint writes run on the scheduler's worker thread. See
-    :mod:`snakka.storage.log` for why that is safe.
+    :mod:`snakka.storage.local_log` for why that is safe.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 
-from .log import PartitionLog
 from .manager import LogManager
+from .unified_log import UnifiedLog
 
 log = logging.getLogger("snakka.storage")
 
@@ -70,9 +70,9 @@ class FlushScheduler:
             max_workers=1, thread_name_prefix="snakka-flush"
         )
         self._background: asyncio.Task[None] | None = None
-        self._waiters: list[tuple[PartitionLog, int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[UnifiedLog, int, asyncio.Future[None]]] = []
         self._committer: asyncio.Task[None] | None = None
-        self._urgent: set[PartitionLog] = set()
+        self._urgent: set[UnifiedLog] = set()
         self._urgent_task: asyncio.Task[None] | None = None
         self.fsync_rounds = 0  # number of worker flush rounds (for tests/metrics)
 
@@ -111,7 +111,7 @@ class FlushScheduler:
 
     # ------------------------------------------------------------ background mode
 
-    def due_logs(self, now_ms: int | None = None) -> list[PartitionLog]:
+    def due_logs(self, now_ms: int | None = None) -> list[UnifiedLog]:
         """Logs whose unflushed data is due: older than min(interval, flush.ms) or more
         than flush.messages records."""
         now = self._time_ms() if now_ms is None else now_ms
@@ -143,7 +143,7 @@ class FlushScheduler:
             self._executor, self.log_manager.flush_all
         )
 
-    def on_append(self, plog: PartitionLog) -> None:
+    def on_append(self, plog: UnifiedLog) -> None:
         """Cheap hook after an append: schedules a flush when the topic's
         ``flush.messages`` is reached (Kafka's per-topic setting; off by default)."""
         if plog.unflushed_messages >= plog.config.flush_messages:
@@ -159,7 +159,7 @@ class FlushScheduler:
                 self._executor, self._flush_logs, logs, False
             )
 
-    def _flush_logs(self, logs: list[PartitionLog], checkpoint: bool) -> None:
+    def _flush_logs(self, logs: list[UnifiedLog], checkpoint: bool) -> None:
         self.fsync_rounds += 1
         for plog in logs:
             if not plog.closed:
@@ -169,7 +169,7 @@ class FlushScheduler:
 
     # ------------------------------------------------------------ strict mode
 
-    async def flush_through(self, plog: PartitionLog, offset: int) -> None:
+    async def flush_through(self, plog: UnifiedLog, offset: int) -> None:
         """Return once every offset below ``offset`` of ``plog`` is fsynced.
 
         Concurrent callers share fsyncs: all waiters registered while one worker round

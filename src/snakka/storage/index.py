@@ -26,7 +26,7 @@ Threading
     snapshots the length of the append-only ``bytearray`` (atomic under the GIL) and
     writes that prefix; entries appended meanwhile are written by the next flush.
     Truncation must not run concurrently with a flush: the owner
-    (:class:`~snakka.storage.log.PartitionLog`) holds its flush lock for truncations.
+    (:class:`~snakka.storage.local_log.LocalLog`) holds its flush lock for truncations.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ What this module owns
     checkpoint files (``recovery-point-offset-checkpoint``,
     ``log-start-offset-checkpoint``), ``partition.metadata`` per partition,
     ``meta.properties``, the ``.lock`` that keeps two brokers off one directory, and
-    fan-out of flush/retention over all logs.
+    fan-out of flush/retention over all logs. Each partition is opened as a
+    :class:`~snakka.storage.unified_log.UnifiedLog`, whose construction runs
+    :class:`~snakka.storage.loader.LogLoader` (recovery) over the directory; the manager
+    sums what the loaders did into one start-up log line.
 
     ``log_dirs`` is a list like Kafka's ``log.dirs``; only the first is used today (the
     list is kept for JBOD later).
@@ -42,7 +45,8 @@ from .checkpoint import (
     write_partition_metadata,
 )
 from .config import LogConfig
-from .log import PartitionLog, parse_partition_dir_name
+from .local_log import parse_partition_dir_name
+from .unified_log import UnifiedLog
 
 log = logging.getLogger("snakka.storage")
 
@@ -84,7 +88,7 @@ class LogDirError(RuntimeError):
 
 
 class LogManager:
-    """Owner of every :class:`PartitionLog` in the log dir."""
+    """Owner of every :class:`UnifiedLog` in the log dir."""
 
     def __init__(
         self,
@@ -98,7 +102,7 @@ class LogManager:
         self.log_dir = self.log_dirs[0]
         self.default_config = default_config or LogConfig()
         self.time_ms = time_ms
-        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._logs: dict[tuple[str, int], UnifiedLog] = {}
         self._checkpoint_lock = threading.Lock()
         self._closed = False
         if os.path.exists(self.log_dir) and not os.path.isdir(self.log_dir):
@@ -134,7 +138,7 @@ class LogManager:
     def load_all(
         self,
         topic_configs: Mapping[str, LogConfig] | Callable[[str], LogConfig | None] | None = None,
-    ) -> list[PartitionLog]:
+    ) -> list[UnifiedLog]:
         """Open every partition dir. Without ``.kafka_cleanshutdown`` every log is
         recovered from its checkpointed recovery point. ``topic_configs`` gives a
         topic's config (default: the manager's default config)."""
@@ -145,6 +149,7 @@ class LogManager:
         if not clean and not self._fresh:
             log.info("log dir %s was not shut down cleanly: recovering logs", self.log_dir)
         loaded = []
+        scanned = repaired = truncated = deleted = rebuilt = 0
         for name in sorted(os.listdir(self.log_dir)):
             path = os.path.join(self.log_dir, name)
             if not os.path.isdir(path):
@@ -161,7 +166,7 @@ class LogManager:
                 log.warning("ignoring directory %s in log dir: not <topic>-<partition>", name)
                 continue
             if topic == CLUSTER_METADATA_TOPIC:
-                # Owned by the metadata store (its own PartitionLog), as in Kafka, whose
+                # Owned by the metadata store (its own UnifiedLog), as in Kafka, whose
                 # LogManager never loads the KRaft metadata partition: two owners of one
                 # directory would corrupt it, and retention must never touch it.
                 continue
@@ -169,7 +174,7 @@ class LogManager:
             if key in self._logs:
                 continue
             cfg = self._config_for(topic, topic_configs)
-            plog = PartitionLog(
+            plog = UnifiedLog(
                 path,
                 cfg,
                 recover=not clean,
@@ -180,11 +185,23 @@ class LogManager:
             plog.topic_id = read_partition_metadata(path)
             self._logs[key] = plog
             loaded.append(plog)
+            done = plog.load_result
+            scanned += done.segments_recovered
+            truncated += done.bytes_truncated
+            deleted += done.segments_deleted
+            rebuilt += done.indexes_rebuilt
+            repaired += done.did_recovery_work
         if clean:
             # From now on a crash must be detected at the next start.
             os.unlink(clean_path)
         log.info("loaded %d partition logs from %s (clean=%s)", len(loaded), self.log_dir,
                  clean or self._fresh)
+        if scanned or repaired:
+            log.info(
+                "recovery of %s: %d segments re-scanned; %d partitions repaired (%d bytes "
+                "truncated, %d segments deleted, %d segment indexes rebuilt)",
+                self.log_dir, scanned, repaired, truncated, deleted, rebuilt,
+            )
         return loaded
 
     def _config_for(
@@ -208,7 +225,7 @@ class LogManager:
         partition: int,
         config: LogConfig | None = None,
         topic_id: uuid.UUID | bytes | str | None = None,
-    ) -> PartitionLog:
+    ) -> UnifiedLog:
         key = (topic, partition)
         plog = self._logs.get(key)
         if plog is None:
@@ -224,7 +241,7 @@ class LogManager:
         partition: int,
         config: LogConfig | None = None,
         topic_id: uuid.UUID | bytes | str | None = None,
-    ) -> PartitionLog:
+    ) -> UnifiedLog:
         """Create (or open) a partition's directory and files WITHOUT registering the log:
         it touches nothing but that directory, so it may run in a worker thread (creating
         thousands of partitions must not stall the event loop); :meth:`add_log` registers it
@@ -234,7 +251,7 @@ class LogManager:
         if partition < 0:
             raise ValueError(f"illegal partition {partition}")
         path = os.path.join(self.log_dir, f"{topic}-{partition}")
-        plog = PartitionLog(path, config or self.default_config, recover=False,
+        plog = UnifiedLog(path, config or self.default_config, recover=False,
                             time_ms=self.time_ms)
         if topic_id is not None:
             try:
@@ -244,26 +261,26 @@ class LogManager:
                 raise
         return plog
 
-    def add_log(self, plog: PartitionLog) -> None:
+    def add_log(self, plog: UnifiedLog) -> None:
         """Register a log made by :meth:`open_new_log` (event-loop thread)."""
         self._logs[(plog.topic, plog.partition)] = plog
 
     @staticmethod
-    def _write_topic_id(plog: PartitionLog, topic_id: uuid.UUID | bytes | str) -> None:
+    def _write_topic_id(plog: UnifiedLog, topic_id: uuid.UUID | bytes | str) -> None:
         # No fsync: creating a 50-partition internal topic on the event loop would otherwise
         # cost 100 fsyncs (~0.2 s of stalled loop); see write_partition_metadata.
         write_partition_metadata(plog.dir_path, topic_id, sync=False)
         plog.topic_id = topic_id_to_str(topic_id)
 
-    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
         return self._logs.get((topic, partition))
 
-    def all_logs(self) -> list[PartitionLog]:
+    def all_logs(self) -> list[UnifiedLog]:
         return list(self._logs.values())
 
-    def detach_log(self, topic: str, partition: int) -> PartitionLog | None:
+    def detach_log(self, topic: str, partition: int) -> UnifiedLog | None:
         """Forget a partition's log without touching its files; the caller then calls
-        ``PartitionLog.delete()`` (possibly on a worker thread, so a large directory's removal
+        ``UnifiedLog.delete()`` (possibly on a worker thread, so a large directory's removal
         never blocks the event loop)."""
         return self._logs.pop((topic, partition), None)
 

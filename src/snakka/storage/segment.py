@@ -18,7 +18,7 @@ File handles
 Threading
     Everything runs on the owning partition's event-loop thread except :meth:`flush`,
     which a flush worker thread may call concurrently with :meth:`append`/reads; see
-    :class:`~snakka.storage.log.PartitionLog` for the lock discipline (the partition's
+    :class:`~snakka.storage.local_log.LocalLog` for the lock discipline (the partition's
     flush lock serialises flush, truncation, close and file deletion).
 """
 
