@@ -6,10 +6,10 @@
 
 What is measured (one process, no network, page cache warm):
   append: bytearray copy of a pre-built batch (what the network layer hands over),
-          PartitionLog.validate (header checks + CRC32C), PartitionLog.append
+          UnifiedLog.validate (header checks + CRC32C), UnifiedLog.append
           (offset assignment, pwrite, sparse index updates), segment rolls at 1 GiB;
   flush:  one fsync of everything appended (reported separately);
-  read:   a sequential consumer: PartitionLog.read(offset, max_bytes) and a walk of the
+  read:   a sequential consumer: UnifiedLog.read(offset, max_bytes) and a walk of the
           returned batch headers to find the next offset (what a client does; per batch,
           not per record).
 
@@ -32,7 +32,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from snakka.records import Record, build_batch  # noqa: E402
-from snakka.storage import LogConfig, PartitionLog  # noqa: E402
+from snakka.storage import LogConfig, UnifiedLog  # noqa: E402
 
 _PREFIX = struct.Struct(">qi11xi")
 
@@ -47,7 +47,7 @@ def make_template(record_bytes: int, batch_bytes: int) -> tuple[bytes, int]:
     return build_batch(records), n
 
 
-def bench_append(plog: PartitionLog, template: bytes, n_batches: int) -> float:
+def bench_append(plog: UnifiedLog, template: bytes, n_batches: int) -> float:
     validate = plog.validate
     append = plog.append
     t0 = time.perf_counter()
@@ -57,7 +57,7 @@ def bench_append(plog: PartitionLog, template: bytes, n_batches: int) -> float:
     return time.perf_counter() - t0
 
 
-def bench_read(plog: PartitionLog, max_bytes: int) -> tuple[float, int, int]:
+def bench_read(plog: UnifiedLog, max_bytes: int) -> tuple[float, int, int]:
     offset = plog.log_start_offset
     end = plog.log_end_offset
     read = plog.read
@@ -93,7 +93,7 @@ def main() -> None:
     n_records = n_batches * per_batch
     base = tempfile.mkdtemp(prefix="snakka-bench-", dir=args.dir)
     try:
-        plog = PartitionLog(os.path.join(base, "bench-0"), LogConfig(), recover=False)
+        plog = UnifiedLog(os.path.join(base, "bench-0"), LogConfig(), recover=False)
         if args.profile == "append":
             prof = cProfile.Profile()
             prof.enable()

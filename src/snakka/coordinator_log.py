@@ -40,7 +40,7 @@ from snakka.records import Record, build_batch
 if TYPE_CHECKING:
     from snakka.controller import Controller
     from snakka.replica.manager import ReplicaManager
-    from snakka.storage import PartitionLog
+    from snakka.storage import UnifiedLog
 
 log = logging.getLogger("snakka.coordinator")
 
@@ -49,7 +49,7 @@ _REPLAY_CHUNK = 8 << 20
 # One stored fact: (key, value); value None is a tombstone.
 KeyValue = tuple[tuple, dict | None]
 # (partition log, offset after the appended records): what durable() waits for.
-AppendMark = tuple["PartitionLog", int]
+AppendMark = tuple["UnifiedLog", int]
 
 
 def encode(key: tuple, value: dict | None, timestamp: int) -> Record:

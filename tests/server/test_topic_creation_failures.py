@@ -31,7 +31,7 @@ from snakka.protocol.messages.create_partitions_request import (
 from snakka.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from snakka.records import Record, build_batch, validate_batches
-from snakka.storage import log as storage_log
+from snakka.storage import unified_log as storage_log
 from snakka.testing import EmbeddedBroker
 
 
@@ -39,7 +39,7 @@ from snakka.testing import EmbeddedBroker
 def failing_logs(monkeypatch):
     """Partition directories of topics named ``doomed*`` fail to open with EMFILE, at their
     third partition (so some partitions were made before the failure)."""
-    real = storage_log.PartitionLog._load
+    real = storage_log.UnifiedLog._load
 
     def load(self, *a, **kw):
         if self.topic.startswith("doomed") and self.partition >= 2 or \
@@ -47,7 +47,7 @@ def failing_logs(monkeypatch):
             raise OSError(errno.EMFILE, "Too many open files")
         return real(self, *a, **kw)
 
-    monkeypatch.setattr(storage_log.PartitionLog, "_load", load)
+    monkeypatch.setattr(storage_log.UnifiedLog, "_load", load)
 
 
 def _send(b: EmbeddedBroker, *requests):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from snakka.records import Record, build_batch
-from snakka.storage import LogConfig, PartitionLog
+from snakka.storage import LogConfig, UnifiedLog
 
 
 class Clock:
@@ -51,11 +51,11 @@ def batch(
     )
 
 
-def append(plog: PartitionLog, buf: bytearray, **kw):
+def append(plog: UnifiedLog, buf: bytearray, **kw):
     return plog.append(buf, plog.validate(buf), **kw)
 
 
 def open_log(path, config: LogConfig | None = None, *, clock: Clock | None = None, recover=False, **kw):
-    return PartitionLog(
+    return UnifiedLog(
         os.fspath(path), config or LogConfig(), recover=recover, time_ms=clock or Clock(), **kw
     )

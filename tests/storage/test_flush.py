@@ -123,12 +123,12 @@ def test_background_ticker_runs(tmp_path):
 
 
 def test_flush_thread_concurrent_with_appends_rolls_and_deletions(tmp_path):
-    """The discipline of PartitionLog: a worker thread flushing in a loop while the
+    """The discipline of UnifiedLog: a worker thread flushing in a loop while the
     owner appends (rolling segments) and retention deletes segments under it."""
-    from snakka.storage import PartitionLog
+    from snakka.storage import UnifiedLog
 
     clock = Clock()
-    plog = PartitionLog(
+    plog = UnifiedLog(
         str(tmp_path / "t-0"),
         LogConfig(segment_bytes=400, index_interval_bytes=50, retention_bytes=2000, retention_ms=-1),
         recover=False,
@@ -163,6 +163,6 @@ def test_flush_thread_concurrent_with_appends_rolls_and_deletions(tmp_path):
     )
     assert on_disk == expected  # no deleted segment's file came back, none is missing
     plog.close()
-    again = PartitionLog(str(tmp_path / "t-0"), plog.config, recover=True, time_ms=clock, log_start_offset=plog.log_start_offset)
+    again = UnifiedLog(str(tmp_path / "t-0"), plog.config, recover=True, time_ms=clock, log_start_offset=plog.log_start_offset)
     assert again.log_end_offset == 800
     again.close()

@@ -1,4 +1,4 @@
-"""PartitionLog: appends, rolls, reads, ListOffsets, DeleteRecords, retention, restart."""
+"""UnifiedLog: appends, rolls, reads, ListOffsets, DeleteRecords, retention, restart."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from snakka.records import Record, build_batch, iter_records, parse_header
-from snakka.storage import LogClosedError, LogConfig, OffsetOutOfRangeError, PartitionLog
+from snakka.storage import LogClosedError, LogConfig, OffsetOutOfRangeError, UnifiedLog
 from snakka.storage.index import OffsetIndex
 
 from .helpers import Clock, append, batch, open_log
@@ -30,7 +30,7 @@ def batch_bases(data) -> list[int]:
     return out
 
 
-def read_all(plog: PartitionLog, start: int | None = None) -> list[int]:
+def read_all(plog: UnifiedLog, start: int | None = None) -> list[int]:
     off = plog.log_start_offset if start is None else start
     seen = []
     while off < plog.log_end_offset:
@@ -65,7 +65,7 @@ def test_offsets_contiguous_over_many_appends(tmp_path):
 
 
 def test_append_patches_leader_epoch(tmp_path):
-    plog = PartitionLog(str(tmp_path / "t-0"), LogConfig(), recover=False, time_ms=Clock(), partition_leader_epoch=4)
+    plog = UnifiedLog(str(tmp_path / "t-0"), LogConfig(), recover=False, time_ms=Clock(), partition_leader_epoch=4)
     append(plog, batch(2))
     assert parse_header(bytes(plog.read(0, 1000))).partition_leader_epoch == 4
 

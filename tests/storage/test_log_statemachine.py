@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from snakka.records import iter_records, parse_header
-from snakka.storage import LogConfig, OffsetOutOfRangeError, PartitionLog
+from snakka.storage import LogConfig, OffsetOutOfRangeError, UnifiedLog
 
 from .helpers import Clock, batch
 
@@ -27,7 +27,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
         self.path = os.path.join(self.tmp, "t-0")
         self.cfg = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=interval)
         self.clock = Clock()
-        self.log = PartitionLog(self.path, self.cfg, recover=False, time_ms=self.clock)
+        self.log = UnifiedLog(self.path, self.cfg, recover=False, time_ms=self.clock)
         self.batches: list[tuple[int, list[bytes]]] = []  # (base offset, values)
         self.start = 0
         self.end = 0
@@ -85,7 +85,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
     @rule()
     def clean_restart(self):
         self.log.close()
-        self.log = PartitionLog(
+        self.log = UnifiedLog(
             self.path, self.cfg, recover=False, time_ms=self.clock, log_start_offset=self.start
         )
 
@@ -176,7 +176,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
         assert got == self.model_records()
 
     def _reopen_after_crash(self, recovery_point: int) -> None:
-        self.log = PartitionLog(
+        self.log = UnifiedLog(
             self.path,
             self.cfg,
             recover=True,

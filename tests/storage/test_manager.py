@@ -141,9 +141,9 @@ def test_load_all_skips_foreign_dirs_and_removes_deleted(tmp_path):
 
 
 def test_load_all_leaves_the_cluster_metadata_log_alone(tmp_path):
-    from snakka.storage import PartitionLog
+    from snakka.storage import UnifiedLog
 
-    meta = PartitionLog(str(tmp_path / "data" / "__cluster_metadata-0"), LogConfig(), recover=False)
+    meta = UnifiedLog(str(tmp_path / "data" / "__cluster_metadata-0"), LogConfig(), recover=False)
     append(meta, batch(1))
     lm = manager(tmp_path)
     assert lm.load_all() == []

@@ -1,4 +1,4 @@
-"""Idempotent producer state: the sans-I/O core and its integration in PartitionLog."""
+"""Idempotent producer state: the sans-I/O core and its integration in UnifiedLog."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_snapshot_round_trip_and_corruption():
             decode_snapshot(bad)
 
 
-# ---------------------------------------------------------------- in PartitionLog
+# ---------------------------------------------------------------- in UnifiedLog
 
 
 def idem(n, seq, *, epoch=0, pid=PID, **kw):

@@ -7,15 +7,9 @@ from __future__ import annotations
 import pytest
 
 from snakka.records import RecordValidationError, iter_records
-from snakka.storage import LogConfig, PartitionLog, RemoteLogReader, UnifiedLog
-from snakka.storage import log as storage_log
+from snakka.storage import LogConfig, RemoteLogReader
 
 from .helpers import Clock, append, batch, open_log
-
-
-def test_partition_log_is_the_unified_log():
-    assert PartitionLog is UnifiedLog
-    assert storage_log.PartitionLog is UnifiedLog
 
 
 def test_high_watermark_follows_appends_and_truncation(tmp_path):

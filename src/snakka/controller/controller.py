@@ -33,7 +33,7 @@ from snakka.metadata.configs import ConfigResolver
 from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo, uuid_to_base64
 from snakka.metadata.store import MetadataStore
 from snakka.protocol.errors import ErrorCode, KafkaError
-from snakka.storage import LogConfig, PartitionLog
+from snakka.storage import LogConfig, UnifiedLog
 from snakka.util.slicing import TimeSlice
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ INLINE_CREATE_PARTITIONS = 8
 REGISTER_TOPICS_PER_SLICE = 500
 
 
-def _delete_logs(logs: list[PartitionLog]) -> None:
+def _delete_logs(logs: list[UnifiedLog]) -> None:
     for pl in logs:
         pl.delete()
 
@@ -73,7 +73,7 @@ class TopicCreation:
 
     record: MetadataRecord  # the metadata record that creates it, applied once its logs exist
     log_config: LogConfig | None = None
-    logs: list[PartitionLog] = dataclasses.field(default_factory=list)
+    logs: list[UnifiedLog] = dataclasses.field(default_factory=list)
     error: KafkaError | None = None  # its logs could not be created: not in metadata
 
     @property
@@ -379,7 +379,7 @@ class Controller:
         # Detach the logs now (nothing can reach them: the topics left the metadata above) and
         # remove their directories on a worker thread: rmtree of a big topic would block the loop.
         slicer = TimeSlice()
-        doomed: list[PartitionLog] = []
+        doomed: list[UnifiedLog] = []
         for ti in gone:
             for p in range(ti.partitions):
                 pl = replicas.detach_log(ti.name, p)
@@ -413,7 +413,7 @@ class Controller:
                              f"Topic {name} is already gaining partitions.")
         self._growing.add(name)
         try:
-            def make() -> list[PartitionLog]:
+            def make() -> list[UnifiedLog]:
                 return replicas.make_logs(name, range(old, count), cfg, ti.topic_id)
             if self.creates_inline(count - old):
                 made = make()

@@ -37,8 +37,10 @@ def _lookup(services, topic, p, v: int, read_committed: bool):
     ts = p.timestamp
     if ts < 0 and v < _MIN_VERSION.get(ts, 0):
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
-    if ts in (EARLIEST, EARLIEST_LOCAL):
+    if ts == EARLIEST:
         return ErrorCode.NONE, -1, pl.log_start_offset
+    if ts == EARLIEST_LOCAL:  # the log start offset too until a remote part exists
+        return ErrorCode.NONE, -1, pl.local_log_start_offset
     if ts == LATEST:
         return ErrorCode.NONE, -1, pl.last_stable_offset if read_committed else pl.high_watermark
     if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):

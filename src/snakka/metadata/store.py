@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 
 from snakka.records import Record, build_batch, validate_batches
-from snakka.storage import LogConfig, PartitionLog
+from snakka.storage import LogConfig, UnifiedLog
 
 log = logging.getLogger("snakka.metadata")
 
@@ -44,7 +44,7 @@ class MetadataStore:
         os.makedirs(path, exist_ok=True)
         # Retention off: the metadata log is the source of truth and is never trimmed.
         cfg = LogConfig.from_dict({"retention.ms": "-1", "retention.bytes": "-1"})
-        self.log = PartitionLog(path, cfg, recover=True)
+        self.log = UnifiedLog(path, cfg, recover=True)
 
     def replay(self) -> Iterator[tuple[int, dict]]:
         """Every record as (offset, record), in log order; MetadataLogError if one is not a

@@ -18,9 +18,9 @@ goes through here, so the rules are decided in one place:
   (:meth:`durable`), so produce, share acknowledgements and every coordinator follow one policy.
 - **Read** (:meth:`read`): the high watermark, the last stable offset and the isolation level
   (read_committed reads stop at the LSO), offsets out of range, a log deleted under a reader.
-  Reads that fall below the local log start offset are where tiered storage (KIP-405) plugs in:
-  :attr:`remote_reader` (none today: such reads are OFFSET_OUT_OF_RANGE, as on a topic without
-  remote storage).
+  Reads below a partition's local log start offset fall through to its remote part (tiered
+  storage, KIP-405: ``UnifiedLog.remote_log_reader``, none today), so fetches, share fetches
+  and ListOffsets need no change when it arrives.
 - **Wake-ups**: appends resolve the futures of long polls parked on a partition
   (:meth:`wait_for_append`).
 - **Partition lifecycle**: the controller creates, adds, detaches and reconfigures partition logs
@@ -50,8 +50,8 @@ from snakka.storage import (
     LogConfig,
     LogManager,
     OffsetOutOfRangeError,
-    PartitionLog,
     ProducerStateError,
+    UnifiedLog,
 )
 from snakka.storage.flush import FlushScheduler
 from snakka.storage.validator import maybe_recompress
@@ -66,18 +66,12 @@ _ATTR_CONTROL = 0x20
 _EMPTY = b""
 
 # (partition log, offset after the appended records): what a durability wait waits for.
-AppendMark = tuple[PartitionLog, int]
+AppendMark = tuple[UnifiedLog, int]
 
 
 class ReplicaListener(Protocol):
     def on_log_start_moved(self) -> None:
         """Retention (or DeleteRecords) moved some partitions' log start offsets."""
-
-
-class RemoteLogReader(Protocol):
-    """Where reads below the local log start offset will go (tiered storage, KIP-405)."""
-
-    def read(self, topic: str, partition: int, fetch_offset: int, max_bytes: int) -> bytes: ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -124,8 +118,6 @@ class ReplicaManager:
         self.time_ms = time_ms
         self.log_dir = log_dir
         self.max_uncompressed_bytes = max_uncompressed_bytes
-        # Tiered storage plugs in here (issue 12); None: all data is local.
-        self.remote_reader: RemoteLogReader | None = None
         self._waiters: WaitList = {}
         self._listeners: list[ReplicaListener] = []
 
@@ -151,11 +143,11 @@ class ReplicaManager:
         return ErrorCode.FENCED_LEADER_EPOCH
 
     # -- lookup --------------------------------------------------------------------------
-    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
         """The partition's log, or None (no metadata check: internal callers)."""
         return self.logs.get_log(topic, partition)
 
-    def lookup(self, topic: str, partition: int) -> tuple[PartitionLog | None, ErrorCode]:
+    def lookup(self, topic: str, partition: int) -> tuple[UnifiedLog | None, ErrorCode]:
         """(log, error) for a partition a client named: UNKNOWN_TOPIC_OR_PARTITION for an
         unknown topic or partition index; NOT_LEADER_OR_FOLLOWER is decided here once there
         are other brokers."""
@@ -168,7 +160,7 @@ class ReplicaManager:
         return pl, ErrorCode.NONE
 
     def lookup_by_id(self, topic_id: uuid.UUID, partition: int
-                     ) -> tuple[PartitionLog | None, ErrorCode]:
+                     ) -> tuple[UnifiedLog | None, ErrorCode]:
         ti = self.metadata.topics_by_id.get(topic_id)
         if ti is None:
             return None, ErrorCode.UNKNOWN_TOPIC_ID
@@ -249,7 +241,7 @@ class ReplicaManager:
         self.flusher.on_append(pl)
         return pl, pl.log_end_offset
 
-    def _must_flush_before_answer(self, pl: PartitionLog, acks: int) -> bool:
+    def _must_flush_before_answer(self, pl: UnifiedLog, acks: int) -> bool:
         """The durability rule: with ``log.flush.strict=true`` an acks=all write is answered
         only once fsynced; with the topic's ``flush.messages`` reached, any acknowledged write."""
         return (acks == -1 and self.flusher.strict) \
@@ -298,7 +290,7 @@ class ReplicaManager:
         return self.read_log(pl, fetch_offset, max_bytes, read_committed=read_committed,
                              min_one_message=min_one_message)
 
-    def read_log(self, pl: PartitionLog, fetch_offset: int, max_bytes: int, *,
+    def read_log(self, pl: UnifiedLog, fetch_offset: int, max_bytes: int, *,
                  read_committed: bool, min_one_message: bool) -> ReadResult:
         """:meth:`read` of a partition already looked up (share fetches hold their logs):
         read_committed stops at the last stable offset, read_uncommitted at the high
@@ -337,10 +329,10 @@ class ReplicaManager:
 
     # -- partition lifecycle (the controller's side) -------------------------------------
     def make_logs(self, name: str, partitions: range, cfg: LogConfig | None,
-                  topic_id: uuid.UUID) -> list[PartitionLog]:
+                  topic_id: uuid.UUID) -> list[UnifiedLog]:
         """Create these partitions' logs, unregistered (any thread). If one fails (EMFILE,
         ENOSPC, EACCES, ...) those made are removed and KAFKA_STORAGE_ERROR is raised."""
-        made: list[PartitionLog] = []
+        made: list[UnifiedLog] = []
         try:
             for p in partitions:
                 made.append(self.logs.open_new_log(name, p, cfg, topic_id))
@@ -354,10 +346,10 @@ class ReplicaManager:
                              f"Cannot create the log of partition {name}-{failed}: {e}") from None
         return made
 
-    def add_log(self, pl: PartitionLog) -> None:
+    def add_log(self, pl: UnifiedLog) -> None:
         self.logs.add_log(pl)
 
-    def detach_log(self, topic: str, partition: int) -> PartitionLog | None:
+    def detach_log(self, topic: str, partition: int) -> UnifiedLog | None:
         """Stop serving a partition (its topic was deleted); readers parked on it wake up."""
         pl = self.logs.detach_log(topic, partition)
         self.notify_append(topic, partition)
@@ -369,7 +361,7 @@ class ReplicaManager:
             if pl is not None:
                 pl.set_config(cfg)
 
-    def delete_records_before(self, pl: PartitionLog, offset: int, *,
+    def delete_records_before(self, pl: UnifiedLog, offset: int, *,
                               checkpoint: bool = True) -> None:
         """DeleteRecords: move the log start offset (and checkpoint it, so the new start survives
         an unclean restart; a coordinator trimming its own topic restates what it removed and

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from snakka.coordinator_log import AppendMark
     from snakka.metadata.core import TopicInfo
     from snakka.replica.manager import ReplicaManager
-    from snakka.storage import PartitionLog
+    from snakka.storage import UnifiedLog
 
 log = logging.getLogger("snakka.share")
 
@@ -181,7 +181,7 @@ class SharePartitionManager(MetadataListener):
 
     # -- topics --------------------------------------------------------------------------
     def _log_for(self, topic_id: uuid.UUID, partition: int
-                 ) -> tuple[PartitionLog | None, ErrorCode]:
+                 ) -> tuple[UnifiedLog | None, ErrorCode]:
         return self.replicas.lookup_by_id(topic_id, partition)
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
@@ -189,7 +189,7 @@ class SharePartitionManager(MetadataListener):
         return ti.name if ti else None
 
     # -- share-partitions ----------------------------------------------------------------
-    def initial_start_offset(self, group_id: str, pl: PartitionLog) -> int:
+    def initial_start_offset(self, group_id: str, pl: UnifiedLog) -> int:
         """Where a new share-partition starts (``share.auto.offset.reset``)."""
         reset = self._group_value(group_id, "share.auto.offset.reset")
         if reset == "earliest":
@@ -379,7 +379,7 @@ class SharePartitionManager(MetadataListener):
         results: list[PartitionResult] = []
         config = self.partition_config(group_id)
         read_committed = self._group_value(group_id, "share.isolation.level") == "read_committed"
-        acquirable: list[tuple[PartitionResult, SharePartition, PartitionLog]] = []
+        acquirable: list[tuple[PartitionResult, SharePartition, UnifiedLog]] = []
         for topic_id, partition in partitions:
             res = PartitionResult(topic_id, partition)
             results.append(res)

@@ -13,7 +13,7 @@ Layers inside this package, top to bottom (arrows point down only):
   the broker sees it: log start offset, high watermark, last stable offset, producer
   state, append (producer checks, offset assignment), reads, ListOffsets, DeleteRecords,
   retention policy, truncation; the seam where a remote (tiered) part will plug in
-  (:class:`RemoteLogReader`). :data:`PartitionLog` is an alias kept for the merge.
+  (:class:`RemoteLogReader`).
 * :mod:`.validator`: :class:`LogValidator`: produced batches against the topic's configs,
   broker-side recompression.
 * :mod:`.loader`: :class:`LogLoader`: start-up recovery of a partition directory and
@@ -68,8 +68,6 @@ from .unified_log import (
 )
 from .validator import LogValidator
 
-PartitionLog = UnifiedLog  # the old name, until every user says UnifiedLog (issue 10)
-
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
     "DEFAULT_FLUSH_INTERVAL_MS",
@@ -91,7 +89,6 @@ __all__ = [
     "LogValidator",
     "OffsetIndex",
     "OffsetOutOfRangeError",
-    "PartitionLog",
     "ProducerStateError",
     "RemoteLogReader",
     "TimeIndex",

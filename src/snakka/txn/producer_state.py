@@ -8,7 +8,7 @@ What this module owns
     (:meth:`ProducerStateManager.update`), expiry, and a byte encoding for snapshots.
 
     File I/O (``NNNNNNNNNNNNNNNNNNNN.snapshot`` files, replay of the log) belongs to
-    :mod:`snakka.storage.log`, which owns the partition directory. This module never
+    :mod:`snakka.storage.unified_log`, which owns the partition directory. This module never
     touches a file, a socket or a clock: times are passed in.
 
 Semantics (Kafka 2.5+ / 4.x ``ProducerAppendInfo`` and ``UnifiedLog``)
