@@ -27,14 +27,9 @@ import platform
 import time
 import uuid
 
+from snakka.protocol.share import AckBatch, AcquireMode
 from snakka.share.partition import SharePartition
-from snakka.share.types import (
-    AckBatch,
-    AcquireMode,
-    FetchedBatch,
-    SharePartitionConfig,
-    ShareState,
-)
+from snakka.share.types import FetchedBatch, SharePartitionConfig, ShareState
 
 BATCH = 16
 MAX_RECORDS = 500

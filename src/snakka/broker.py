@@ -35,14 +35,10 @@ from snakka.fetch_sessions import FetchSessionCache
 from snakka.groups.coordinator import GroupCoordinator
 from snakka.handlers import load_handlers
 from snakka.metadata.configs import ConfigResolver
-from snakka.metadata.core import (
-    RESERVED_TOPICS,
-    ClusterMetadata,
-    TopicInfo,
-    uuid_to_base64,
-)
+from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo
 from snakka.metadata.store import MetadataStore
 from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.primitives import uuid_to_base64
 from snakka.server.listener import ListenerServer, idle_sweeper
 from snakka.server.memory import ResponseMemoryPool
 from snakka.server.quotas import ConnectionQuotas

@@ -238,8 +238,8 @@ def topics_list(bootstrap) -> None:
 def topics_describe(names, bootstrap) -> None:
     """Partitions, offsets and config overrides; exits 1 if a named topic does not exist."""
     from snakka.client.admin import Admin
-    from snakka.metadata.core import uuid_to_base64
     from snakka.protocol.errors import ErrorCode
+    from snakka.protocol.primitives import uuid_to_base64
 
     async def go():
         async with Admin(bootstrap) as admin:

@@ -10,12 +10,10 @@ import uuid
 import pytest
 
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
 from snakka.share.partition import SharePartition, apply_delta
 from snakka.share.types import (
-    AckBatch,
-    AcknowledgeType,
     AcquiredRange,
-    AcquireMode,
     FetchedBatch,
     RecordState,
     SharePartitionConfig,

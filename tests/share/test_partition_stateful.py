@@ -23,15 +23,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.share import AckBatch, AcquireMode
 from snakka.share.partition import SharePartition, apply_delta
-from snakka.share.types import (
-    AckBatch,
-    AcquireMode,
-    FetchedBatch,
-    RecordState,
-    SharePartitionConfig,
-    ShareState,
-)
+from snakka.share.types import FetchedBatch, RecordState, SharePartitionConfig, ShareState
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (int(RecordState.AVAILABLE),
                                                int(RecordState.ACQUIRED),

@@ -13,7 +13,6 @@ import time
 from collections.abc import Awaitable, Callable
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
-from snakka.metadata.core import uuid_to_base64
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.create_topics_request import (
     CreatableTopic,
@@ -37,6 +36,7 @@ from snakka.protocol.messages.produce_request import (
     ProduceRequest,
     TopicProduceData,
 )
+from snakka.protocol.primitives import uuid_to_base64
 from snakka.records import Record, build_batch, iter_records
 from snakka.util.murmur2 import murmur2_partition
 

@@ -38,7 +38,7 @@ from snakka.protocol.messages.share_fetch_request import (
     ForgottenTopic,
     ShareFetchRequest,
 )
-from snakka.share.types import AckBatch
+from snakka.protocol.share import AckBatch
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1

@@ -69,7 +69,6 @@ dynamic per-group configs.
 
 from __future__ import annotations
 
-import base64
 import heapq
 import itertools
 import logging
@@ -83,6 +82,7 @@ from functools import lru_cache
 from snakka.groups.assignors import ASSIGNORS
 from snakka.groups.types import Clock, ConsumerState, GroupConfig, GroupRecord
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.primitives import random_uuid, uuid_to_base64
 
 __all__ = [
     "LEAVE_GROUP_MEMBER_EPOCH",
@@ -215,10 +215,7 @@ class _Group:
 def _new_member_id() -> str:
     """Kafka's ``Uuid.randomUuid().toString()``: URL-safe base64 without padding, never
     starting with '-'."""
-    while True:
-        s = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        if not s.startswith("-"):
-            return s
+    return uuid_to_base64(random_uuid())
 
 
 @lru_cache(maxsize=REGEX_CACHE_SIZE)

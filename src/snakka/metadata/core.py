@@ -19,7 +19,6 @@ Records are small dicts with a ``type`` key:
 
 from __future__ import annotations
 
-import base64
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -34,6 +33,7 @@ from snakka.config import (
     validate_topic_configs,
 )
 from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.primitives import random_uuid
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -65,19 +65,7 @@ RESERVED_TOPICS = INTERNAL_TOPICS | {CLUSTER_METADATA_TOPIC, "__remote_log_metad
 
 def random_topic_id() -> uuid.UUID:
     """A random non-zero topic id whose base64 form does not start with '-' (as Kafka does)."""
-    while True:
-        u = uuid.uuid4()
-        if u.int != 0 and u.int != 1 and not uuid_to_base64(u).startswith("-"):
-            return u
-
-
-def uuid_to_base64(u: uuid.UUID) -> str:
-    """Kafka's textual topic-id/cluster-id form: url-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
-def base64_to_uuid(s: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+    return random_uuid()
 
 
 def validate_topic_name(name: str) -> None:
@@ -378,7 +366,7 @@ class ClusterMetadata:
 
 
 __all__ = [
-    "ClusterMetadata", "TopicInfo", "random_topic_id", "uuid_to_base64", "base64_to_uuid",
+    "ClusterMetadata", "TopicInfo", "random_topic_id",
     "validate_topic_name", "RESOURCE_TOPIC", "RESOURCE_BROKER", "RESOURCE_GROUP", "INTERNAL_TOPICS",
     "RESERVED_TOPICS", "CLUSTER_METADATA_TOPIC", "check_client_topic",
     "TOPIC_CONFIGS", "PRODUCER_ID_BLOCK_SIZE",

@@ -26,6 +26,7 @@ The varint/varlong (zigzag) helpers are also meant for the record-batch layer.
 
 from __future__ import annotations
 
+import base64 as _base64
 import struct as _struct
 import uuid as _uuid
 
@@ -48,6 +49,9 @@ __all__ = [
     "write_varlong",
     "size_of_uvarint",
     "uuid_from_bytes",
+    "uuid_to_base64",
+    "base64_to_uuid",
+    "random_uuid",
     "skip_tagged_fields",
 ]
 
@@ -113,6 +117,28 @@ def _make_fast_uuid():
 
 
 uuid_from_bytes = _make_fast_uuid()
+
+
+# Kafka's textual form of a Uuid (topic ids, cluster ids, member ids): what clients, tools and
+# the broker print and parse, so both sides of the protocol share this one definition.
+def uuid_to_base64(u: _uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString()``: url-safe base64 of the 16 bytes, no padding."""
+    return _base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def base64_to_uuid(s: str) -> _uuid.UUID:
+    """Kafka's ``Uuid.fromString()``. Raises ``ValueError`` (``binascii.Error`` is one) for text
+    that is not the base64 of 16 bytes."""
+    return _uuid.UUID(bytes=_base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+
+
+def random_uuid() -> _uuid.UUID:
+    """Kafka's ``Uuid.randomUuid()``: random, never the zero or metadata-topic id (0 and 1), and
+    never one whose text starts with '-' (it would read as a command-line option)."""
+    while True:
+        u = _uuid.uuid4()
+        if u.int > 1 and not uuid_to_base64(u).startswith("-"):
+            return u
 
 
 # ----------------------------------------------------------------------- varints

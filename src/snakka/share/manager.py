@@ -44,18 +44,11 @@ from typing import TYPE_CHECKING
 
 from snakka.config import parse_iso_duration_ms
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
 from snakka.share.partition import SharePartition
 from snakka.share.persister import SharePersister, StateKey
 from snakka.share.sessions import ShareSessionCache, rotate_partitions
-from snakka.share.types import (
-    AckBatch,
-    AcknowledgeType,
-    AcquiredRange,
-    AcquireMode,
-    FetchedBatch,
-    SharePartitionConfig,
-    ShareState,
-)
+from snakka.share.types import AcquiredRange, FetchedBatch, SharePartitionConfig, ShareState
 from snakka.storage import LogClosedError, OffsetOutOfRangeError
 from snakka.util.waiters import WaitList, wait_any, wake
 

@@ -98,11 +98,9 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
 from snakka.share.types import (
-    AckBatch,
-    AcknowledgeType,
     AcquiredRange,
-    AcquireMode,
     FetchedBatch,
     RecordState,
     SharePartitionConfig,

@@ -29,8 +29,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
-from snakka.metadata.core import uuid_to_base64
 from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.primitives import uuid_to_base64
 from snakka.share.types import ShareState, StateBatch
 
 if TYPE_CHECKING:

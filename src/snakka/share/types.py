@@ -9,7 +9,8 @@ may fetch which partitions; ``groups.share``); the *share-partition leader* owns
 ``__share_group_state`` and wakes long polls.
 
 Kafka's names and numeric ids are used throughout (``RecordState`` ids are the ones Kafka
-persists; ``AcknowledgeType`` ids are the wire values of ShareFetch/ShareAcknowledge).
+persists). The wire-level values the share consumer uses too (``AcknowledgeType``, ``AckBatch``,
+``AcquireMode``) live in ``snakka.protocol.share``, so the client imports nothing broker-side.
 """
 
 from __future__ import annotations
@@ -20,16 +21,6 @@ from enum import IntEnum
 from typing import Protocol
 
 
-class AcknowledgeType(IntEnum):
-    """Wire values of ``AcknowledgeTypes`` in ShareFetch/ShareAcknowledge."""
-
-    GAP = 0      # the offset holds no record (e.g. a control record); treated as archived
-    ACCEPT = 1   # processed: Acknowledged
-    RELEASE = 2  # give it back: Available again (delivery count kept), Archived at the limit
-    REJECT = 3   # unprocessable: Archived, never delivered again
-    RENEW = 4    # KIP-1222 (v2, IsRenewAck): extend the acquisition lock, state unchanged
-
-
 class RecordState(IntEnum):
     """State of an in-flight record; ids as Kafka persists them."""
 
@@ -37,13 +28,6 @@ class RecordState(IntEnum):
     ACQUIRED = 1
     ACKNOWLEDGED = 2
     ARCHIVED = 4
-
-
-class AcquireMode(IntEnum):
-    """ShareFetch v2 ``ShareAcquireMode``."""
-
-    BATCH_OPTIMIZED = 0  # whole log batches may be acquired; MaxRecords is a soft limit
-    RECORD_LIMIT = 1     # never acquire more than MaxRecords records
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,16 +56,6 @@ class AcquiredRange:
     first_offset: int
     last_offset: int
     delivery_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class AckBatch:
-    """One ``AcknowledgementBatch``: ``types`` has one entry for every offset of
-    ``first_offset..last_offset``, or a single entry that applies to all of them."""
-
-    first_offset: int
-    last_offset: int
-    types: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
