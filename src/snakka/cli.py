@@ -660,7 +660,7 @@ def pipeline_demo(bootstrap, events, rate, seed, event_rate, partitions, max_off
     _require_spark()
     from rich.console import Console
 
-    from snakka.spark.pipeline.demo import run_demo
+    from snakka.demo import run_demo
 
     with _pipeline_errors():
         result = run_demo(console=Console(), master=master, bootstrap=bootstrap, events=events,
@@ -706,13 +706,13 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
     _require_spark()
     from rich.console import Console
 
-    from snakka.spark.pipeline.demo import build_spark
     from snakka.spark.pipeline.job import (
         LogEndOffsets,
         ProgressMonitor,
         check_query_failed,
         start_query,
     )
+    from snakka.spark.pipeline.session import build_spark
 
     settings = _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_ms,
                                   watermark_ms, max_offsets_per_trigger=max_offsets_per_trigger,
@@ -749,7 +749,7 @@ def pipeline_check(master, output_dir, input_topic, output_topic, window_ms, wat
     from rich.console import Console
 
     from snakka.spark.pipeline.check import run_check
-    from snakka.spark.pipeline.demo import build_spark
+    from snakka.spark.pipeline.session import build_spark
 
     settings = _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_ms,
                                   watermark_ms)

@@ -41,3 +41,45 @@ def test_client_side_imports_no_broker_side_package(package: str) -> None:
            if name != "snakka" and not name.startswith(tuple(p + "." for p in ALLOWED))
            and name not in ALLOWED]
     assert bad == []
+
+
+def _module_name(path: Path) -> str:
+    parts = ("snakka",) + path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@pytest.mark.parametrize("package", ("records", "spark", "client", "protocol"))
+def test_package_modules_form_no_import_cycle(package: str) -> None:
+    """Inside a low package, imports point one way: the ``__init__`` only re-exports from leaf
+    modules, and no leaf imports its package (or a module that imports it) back. Imports inside
+    functions count: a lazy import is still an arrow."""
+    root = f"snakka.{package}"
+    files = [p for p in (SRC / package).rglob("*.py")]
+    # Generated protocol messages and C extensions (their .pyi stubs) are leaves: modules that
+    # import nothing of the package.
+    leaves = {_module_name(p) for p in (SRC / package).rglob("*.pyi")}
+    leaves |= {_module_name(p) for p in files if "messages" in p.parts}
+    modules = {_module_name(p): p for p in files if _module_name(p) not in leaves}
+
+    def target(name: str) -> str | None:
+        while name and name not in modules and name not in leaves:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {m: {t for _, name in _snakka_imports(p) if name.startswith(root)
+                 and (t := target(name)) is not None and t != m and t not in leaves}
+             for m, p in modules.items()}
+    seen: dict[str, int] = {}  # 1 = on the stack, 2 = done
+
+    def visit(m: str, stack: list[str]) -> list[str] | None:
+        seen[m] = 1
+        for d in sorted(graph[m]):
+            if seen.get(d) == 1:
+                return stack + [m, d]
+            if d not in seen and (cycle := visit(d, stack + [m])):
+                return cycle
+        seen[m] = 2
+        return None
+
+    cycles = [c for m in sorted(graph) if m not in seen and (c := visit(m, []))]
+    assert cycles == []

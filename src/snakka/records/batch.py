@@ -42,6 +42,9 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from .compression import COMPRESSION_NONE, COMPRESSION_ZSTD, CompressionError
+from .walk import decompress_records, timestamp_bounds, walk_records
+
 # Kafka error codes used here. They mirror snakka.protocol.errors.ErrorCode (an IntEnum,
 # so plain ints compare equal); kept local so this low layer imports nothing above it.
 CORRUPT_MESSAGE = 2
@@ -76,12 +79,6 @@ TIMESTAMP_TYPE_MASK = 0x08  # 1 = LogAppendTime
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 DELETE_HORIZON_MASK = 0x40
-
-COMPRESSION_NONE = 0
-COMPRESSION_GZIP = 1
-COMPRESSION_SNAPPY = 2
-COMPRESSION_LZ4 = 3
-COMPRESSION_ZSTD = 4
 
 NO_TIMESTAMP = -1
 INT32_MAX = 0x7FFFFFFF
@@ -499,5 +496,3 @@ def read_prefix(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int
     return _PREFIX.unpack_from(buf, pos)
 
 
-# At the end: walk.py imports compression.py, which imports this module's constants.
-from .walk import CompressionError, decompress_records, timestamp_bounds, walk_records  # noqa: E402

@@ -32,6 +32,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# The name users pass to ``spark.read.format(...)``; re-exported by ``snakka.spark``. It lives in
+# this leaf module so the source can name itself without importing its own package.
+FORMAT_NAME = "snakka"
+
 EARLIEST = -2  # Kafka's ListOffsets sentinel, and Spark's JSON marker for "earliest"
 LATEST = -1
 
