@@ -43,7 +43,7 @@ from snakka.coordinator_log import CoordinatorLog
 from snakka.groups.classic import ClassicGroups
 from snakka.groups.consumer import ConsumerGroups, HeartbeatResult
 from snakka.groups.offsets import OffsetStore
-from snakka.groups.share import GroupDeleted, MemberLeft, PartitionsAssigned, ShareGroups
+from snakka.groups.share_group import GroupDeleted, MemberLeft, PartitionsAssigned, ShareGroups
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
 from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode, KafkaError

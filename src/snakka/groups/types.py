@@ -91,7 +91,10 @@ class ClassicState:
     DEAD = "Dead"
 
 
-class ShareState:
+class ShareGroupState:
+    """A share group's state (Kafka's ShareGroupState); not a share-partition's persisted
+    state, which is ``snakka.share.types.SharePartitionState``."""
+
     EMPTY = "Empty"
     STABLE = "Stable"
     DEAD = "Dead"

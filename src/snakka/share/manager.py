@@ -48,7 +48,8 @@ from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
 from snakka.share.partition import SharePartition
 from snakka.share.persister import SharePersister, StateKey
 from snakka.share.sessions import ShareSessionCache, rotate_partitions
-from snakka.share.types import AcquiredRange, FetchedBatch, SharePartitionConfig, ShareState
+from snakka.share.types import AcquiredRange, FetchedBatch, SharePartitionConfig
+from snakka.share.types import SharePartitionState as ShareState
 from snakka.storage import LogClosedError, OffsetOutOfRangeError
 from snakka.util.waiters import WaitList, wait_any, wake
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.primitives import uuid_to_base64
-from snakka.share.types import ShareState, StateBatch
+from snakka.share.types import SharePartitionState as ShareState
+from snakka.share.types import StateBatch
 
 if TYPE_CHECKING:
     from snakka.broker import Broker

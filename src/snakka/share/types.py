@@ -2,7 +2,7 @@
 the I/O shell (``share.manager``) and the group coordinator.
 
 The split follows Kafka's: the *group coordinator* owns membership and assignment (which member
-may fetch which partitions; ``groups.share``); the *share-partition leader* owns, per
+may fetch which partitions; ``groups.share_group``); the *share-partition leader* owns, per
 (group, topic-partition), which records are in flight, who holds them and for how long
 (``share.partition.SharePartition``, a sans-I/O core with an injected clock); the shell
 (``share.manager``) reads the log, keeps share sessions, persists share-partition state in
@@ -69,10 +69,12 @@ class StateBatch:
 
 
 @dataclass(frozen=True, slots=True)
-class ShareState:
+class SharePartitionState:
     """Durable state of one share-partition: the share-partition start offset (SPSO) and the
     state batches at or after it. Records before ``start_offset`` are done; offsets at or after
-    it and not covered by a batch have never been delivered."""
+    it and not covered by a batch have never been delivered. (A share *group*'s state, Empty or
+    Stable, is ``snakka.groups.types.ShareGroupState``; the persister's record key keeps the
+    name ``"ShareState"``, an on-disk format.)"""
 
     start_offset: int
     state_epoch: int = 0
