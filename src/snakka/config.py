@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from snakka.limits import DEFAULT_MAX_UNCOMPRESSED_BYTES, INT32_MAX, INT64_MAX
+
 
 # Kafka's ConfigType ids as used by DescribeConfigs v3+.
 class ConfigType(IntEnum):
@@ -46,8 +48,9 @@ class ConfigSource(IntEnum):
     GROUP_CONFIG = 8
 
 
-INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
+# Kafka's validators name these Integer.MAX_VALUE / Long.MAX_VALUE; defined in snakka.limits.
+INT_MAX = INT32_MAX
+LONG_MAX = INT64_MAX
 
 
 class ConfigError(ValueError):
@@ -415,7 +418,7 @@ _BROKER_LIST: list[ConfigDef] = [
        "Incremental fetch sessions (KIP-227) kept; 0 disables sessions.", read_only=True),
     _d("fetch.max.bytes", _I, "57671680", _parse_int(1024, INT_MAX),
        "Largest Fetch response the broker builds."),
-    _d("snakka.message.max.uncompressed.bytes", _I, str(64 * 1024 * 1024),
+    _d("snakka.message.max.uncompressed.bytes", _I, str(DEFAULT_MAX_UNCOMPRESSED_BYTES),
        _parse_int(1024, INT_MAX),
        "Largest size a produced compressed batch's records may decompress to. The broker "
        "decompresses each compressed batch once to check its records (as Kafka's LogValidator "
@@ -550,6 +553,22 @@ BROKER_CONFIGS["log.roll.ms"] = ConfigDef(
 BROKER_CONFIGS["log.flush.interval.ms"] = ConfigDef(
     "log.flush.interval.ms", _L, None, _nonneg_long,
     "Maximum time data may stay un-fsynced; defaults to log.flush.scheduler.interval.ms.")
+
+
+def broker_default(name: str) -> object:
+    """The parsed default of broker config ``name``. The table above is the one place a default
+    is written: a core's own fallback values (``GroupConfig``, ``SharePartitionConfig``, the
+    producer-state expiry) read it from here instead of repeating the number."""
+    d = BROKER_CONFIGS[name]
+    return d.value(d.default)
+
+
+def broker_default_int(name: str) -> int:
+    """:func:`broker_default` of an INT/LONG config (TypeError for any other type)."""
+    v = broker_default(name)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeError(f"{name} has no integer default")
+    return v
 
 # Broker configs that may be changed at run time (IncrementalAlterConfigs on a BROKER resource):
 # the cluster-wide defaults of topic configs, plus the topic-creation defaults.

@@ -91,6 +91,7 @@ from snakka.groups.membership import (
     partitions_to_wire,
 )
 from snakka.groups.types import Clock, ConsumerState, GroupConfig, GroupRecord
+from snakka.limits import REGEX_CACHE_SIZE
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.primitives import random_uuid, uuid_to_base64
 
@@ -109,8 +110,6 @@ log = logging.getLogger(__name__)
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 #: From this ConsumerGroupHeartbeat version on the client generates its member id (KIP-1082).
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
-#: Bound of the compiled-regex cache (patterns are per group, usually a handful).
-REGEX_CACHE_SIZE = 1024
 
 
 

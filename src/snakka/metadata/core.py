@@ -32,14 +32,11 @@ from snakka.config import (
     validate_group_configs,
     validate_topic_configs,
 )
+from snakka.limits import MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LENGTH
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.primitives import random_uuid
 
-MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-# Partitions one CreateTopics/CreatePartitions may ask for; a named bound (Kafka has none, but
-# a typo like 1000000 would create a million directories).
-MAX_PARTITIONS_PER_TOPIC = 10_000
 # Producer ids are handed out in blocks; only the block boundary is logged (Kafka's
 # AllocateProducerIds does the same with blocks of 1000).
 PRODUCER_ID_BLOCK_SIZE = 1000

@@ -21,6 +21,8 @@ Threading
 
 from __future__ import annotations
 
+from snakka.limits import INT64_MAX, INT64_MIN
+
 from .compression import CompressionError, decompress_bounded
 
 try:  # the C walker, built by setup.py; optional (see module docstring)
@@ -28,8 +30,6 @@ try:  # the C walker, built by setup.py; optional (see module docstring)
 except ImportError:  # pragma: no cover - exercised only where the build failed
     _walk_c = None
 
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
 MIN_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key len, value len, headers
 
 __all__ = ["walk_records", "walk_records_py", "decompress_records", "HAVE_C_WALKER"]

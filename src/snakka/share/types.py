@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
+from snakka.config import broker_default_int
+
 
 class RecordState(IntEnum):
     """State of an in-flight record; ids as Kafka persists them."""
@@ -32,11 +34,12 @@ class RecordState(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class SharePartitionConfig:
-    """Effective limits of one share-partition (group config overrides broker defaults)."""
+    """Effective limits of one share-partition (group config overrides broker defaults). The
+    defaults are the broker configs' (snakka.config, one definition)."""
 
-    record_lock_duration_ms: int = 30_000  # share.record.lock.duration.ms
-    delivery_count_limit: int = 5          # share.delivery.count.limit
-    max_record_locks: int = 2_000          # group.share.partition.max.record.locks
+    record_lock_duration_ms: int = broker_default_int("group.share.record.lock.duration.ms")
+    delivery_count_limit: int = broker_default_int("group.share.delivery.count.limit")
+    max_record_locks: int = broker_default_int("group.share.partition.max.record.locks")
 
 
 @dataclass(frozen=True, slots=True)
