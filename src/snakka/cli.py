@@ -26,8 +26,12 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 # consume: how long to wait for a record before exiting when reading history (--from-beginning
@@ -120,6 +124,7 @@ def serve(config_file, override, listeners, data_dir, strict_durability, log_lev
         raise click.ClickException(str(e)) from None
     for k in cfg.unknown_keys():
         logging.getLogger("snakka").warning("unknown config %s ignored", k)
+    runner: Callable[..., Any]
     try:
         import uvloop
         runner = uvloop.run
@@ -727,7 +732,8 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
                 while query.isActive:
                     monitor.poll(query)
                     try:
-                        query.awaitTermination(0.5)
+                        # PySpark takes int or float seconds; its annotation says int only.
+                        query.awaitTermination(0.5)  # type: ignore[arg-type]
                     except Exception:  # the query failed: reported below
                         break
                 monitor.poll(query)

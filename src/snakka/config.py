@@ -853,12 +853,12 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         if "node.id" not in self.overrides and "broker.id" in self.overrides:
-            return int(self.get("broker.id"))  # type: ignore[arg-type]
-        return int(self.get("node.id"))  # type: ignore[arg-type]
+            return self.int("broker.id")
+        return self.int("node.id")
 
     @property
     def listeners(self) -> list[Listener]:
-        ls = [Listener.parse(s) for s in self.get("listeners")]  # type: ignore[union-attr]
+        ls = [Listener.parse(s) for s in self.list("listeners")]
         if not ls:
             raise ConfigError("listeners", "", "at least one listener is required")
         names = [listener.name for listener in ls]
@@ -868,28 +868,37 @@ class BrokerConfig:
 
     @property
     def advertised_listeners(self) -> list[Listener]:
-        raw = self.get("advertised.listeners")
-        if raw is None:
+        if self.get("advertised.listeners") is None:
             return self.listeners
-        adv = [Listener.parse(s) for s in raw]  # type: ignore[union-attr]
+        adv = [Listener.parse(s) for s in self.list("advertised.listeners")]
         return adv
 
     @property
     def log_dirs(self) -> list[str]:
         if "log.dirs" not in self.overrides and "log.dir" in self.overrides:
             return [str(self.get("log.dir"))]
-        return list(self.get("log.dirs"))  # type: ignore[arg-type]
+        return list(self.list("log.dirs"))
 
     @property
     def num_partitions(self) -> int:
-        return int(self.get("num.partitions"))  # type: ignore[arg-type]
+        return self.int("num.partitions")
 
     @property
     def default_replication_factor(self) -> int:
-        return int(self.get("default.replication.factor"))  # type: ignore[arg-type]
+        return self.int("default.replication.factor")
 
     def int(self, name: str) -> int:
-        return int(self.get(name))  # type: ignore[arg-type]
+        v = self.get(name)
+        if isinstance(v, (int, float, str)):
+            return int(v)
+        raise TypeError(f"{name} is not a number: {v!r}")
+
+    def list(self, name: str) -> list[str]:
+        """A LIST config's value (TypeError if ``name`` is unset or not a list)."""
+        v = self.get(name)
+        if not isinstance(v, list):
+            raise TypeError(f"{name} is not a list: {v!r}")
+        return v
 
     def bool(self, name: str) -> bool:
         return bool(self.get(name))

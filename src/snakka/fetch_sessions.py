@@ -126,11 +126,12 @@ class FetchSessionCache:
                 self.close(session_id)
             if self.max_slots <= 0 or not self._make_room(now):
                 return FetchContext(ErrorCode.NONE, 0, False, fetch, None)
-            s = FetchSession(self._new_id(), now)
+            new = FetchSession(self._new_id(), now)
             for key, cp in fetch:
-                s.partitions[key] = cp
-            self._sessions[s.session_id] = s
-            return FetchContext(ErrorCode.NONE, s.session_id, False, list(s.partitions.items()), s)
+                new.partitions[key] = cp
+            self._sessions[new.session_id] = new
+            return FetchContext(ErrorCode.NONE, new.session_id, False,
+                                list(new.partitions.items()), new)
         s = self._sessions.get(session_id)
         if s is None:
             return FetchContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, True, [], None)

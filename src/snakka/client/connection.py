@@ -114,6 +114,7 @@ class KafkaConnection:
                     try:
                         _hdr, pos = decode_response_header(frame, api_key, version)
                         spec = api_spec(api_key)
+                        assert spec is not None  # we sent a request of this key
                         fut.set_result(spec.response_class.read(frame, pos, version)[0])
                     except Exception as e:  # a decode error fails that request only
                         fut.set_exception(e)

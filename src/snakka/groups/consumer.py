@@ -78,6 +78,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from snakka.groups.assignors import ASSIGNORS
 from snakka.groups.membership import (
@@ -174,7 +175,7 @@ class _Member:
     rebalance_deadline: int | None = None
     rebalance_epoch: int = 0
     queued: dict[str, int] = field(default_factory=dict)  # timer kind -> earliest heap entry
-    persisted: dict | None = None  # last value written (to skip no-op records)
+    persisted: dict[str, Any] | None = None  # last value written (to skip no-op records)
 
 
 @dataclass(slots=True, eq=False)
@@ -190,7 +191,7 @@ class _Group:
     # topic name -> (topic id, partitions) of the existing topics the group subscribes to
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     resolved_regex: dict[str, frozenset[str]] = field(default_factory=dict)
-    persisted: dict | None = None
+    persisted: dict[str, Any] | None = None
     dirty: set[str] = field(default_factory=set)  # members whose record may be out of date
 
     @property
@@ -1053,7 +1054,7 @@ class ConsumerGroups:
             member.queued[kind] = deadline
             heapq.heappush(self._timers, (deadline, next(self._seq), kind, gid, member.member_id))
 
-    def _group_value(self, group: _Group) -> dict:
+    def _group_value(self, group: _Group) -> dict[str, Any]:
         return {
             "group_epoch": group.group_epoch,
             "assignment_epoch": group.assignment_epoch,
@@ -1065,7 +1066,7 @@ class ConsumerGroups:
             "resolved_regex": {r: sorted(ns) for r, ns in sorted(group.resolved_regex.items())},
         }
 
-    def _member_value(self, group: _Group, m: _Member) -> dict:
+    def _member_value(self, group: _Group, m: _Member) -> dict[str, Any]:
         return {
             "instance_id": m.instance_id,
             "rack_id": m.rack_id,

@@ -62,6 +62,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 # The response shape, wire/record encodings of assignments and the rejection carrier are the
 # KIP-848 core's too (groups.membership): the two heartbeat APIs answer alike.
@@ -152,7 +153,7 @@ class _Member:
     # Soft state, rebuilt at load.
     session_deadline: int | None = None
     queued: int | None = None  # deadline of this member's earliest heap entry
-    persisted: dict | None = None
+    persisted: dict[str, Any] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -166,7 +167,7 @@ class _Group:
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     # Partitions already announced to the share side (PartitionsAssigned); derived state.
     announced: set[tuple[uuid.UUID, int]] = field(default_factory=set)
-    persisted: dict | None = None
+    persisted: dict[str, Any] | None = None
     dirty: set[str] = field(default_factory=set)
 
     @property

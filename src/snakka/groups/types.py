@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from snakka.config import broker_default, broker_default_int
 
@@ -57,8 +58,8 @@ class GroupRecord:
     ``("consumer", group)``, ``("consumer_member", group, member_id)``; ``value`` is a
     JSON-serialisable dict (bytes as base64 strings), or ``None`` for a tombstone."""
 
-    key: tuple
-    value: dict | None
+    key: tuple[Any, ...]
+    value: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,7 @@ class GroupConfig:
     group_share_session_timeout_ms: int = _default("group.share.session.timeout.ms")
     group_share_heartbeat_interval_ms: int = _default("group.share.heartbeat.interval.ms")
     group_share_max_size: int = _default("group.share.max.size")
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def offsets_retention_ms(self) -> int:

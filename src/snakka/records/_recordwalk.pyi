@@ -1,5 +1,5 @@
 # Type stub of the C extension _recordwalk.c (built by setup.py; see snakka.records.walk).
-from collections.abc import Buffer
+from typing_extensions import Buffer
 
 def walk_records(
     buf: Buffer, start: int, end: int, count: int, base_timestamp: int, check_timestamps: bool,

@@ -1,5 +1,5 @@
 # Type stub of the C extension _fastdecode.c (built by setup.py; see snakka.spark.arrow_decode).
-from collections.abc import Buffer
+from typing_extensions import Buffer
 
 def decode_records(
     bufs: list[bytearray], data: Buffer, count: int, base_offset: int, base_ts: int,

@@ -101,7 +101,10 @@ def _bytes(v: object) -> bytes | None:
         return v
     if isinstance(v, str):
         return v.encode("utf-8")
-    return bytes(v)  # bytearray / memoryview
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    # check_write_schema admits only binary and string columns
+    raise TypeError(f"a {type(v).__name__} cannot be written as Kafka bytes")
 
 
 class _PartitionProducer:
