@@ -46,8 +46,11 @@ serve: setup
 	  echo "make serve: kcat could not be installed (needs apt-get and root or sudo); the broker runs without it" >&2
 	$(VENV)/bin/snakka serve
 
+# ruff everywhere; mypy over src/snakka (strict on the sans-I/O cores: see [tool.mypy] in
+# pyproject.toml).
 lint: setup
 	$(PY) -m ruff check src tests tools bench
+	$(PY) -m mypy
 
 # The suite mostly waits (brokers, clients, JVMs), so it runs on more workers than cores;
 # tests/conftest.py keeps the Spark tests and the reference-Kafka tests on one worker each.
@@ -63,4 +66,4 @@ bench-produce: setup
 	$(PY) bench/bench_produce_consume.py
 
 clean:
-	rm -rf $(VENV) snakka-data pipeline-output .pytest_cache .hypothesis
+	rm -rf $(VENV) snakka-data pipeline-output .pytest_cache .hypothesis .mypy_cache

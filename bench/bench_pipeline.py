@@ -36,8 +36,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
+from snakka.demo import _create_topics  # noqa: E402
 from snakka.spark.pipeline.check import run_check  # noqa: E402
-from snakka.spark.pipeline.demo import _create_topics, build_spark  # noqa: E402
 from snakka.spark.pipeline.events import generate_events  # noqa: E402
 from snakka.spark.pipeline.generator import produce_events  # noqa: E402
 from snakka.spark.pipeline.job import (  # noqa: E402
@@ -48,6 +48,7 @@ from snakka.spark.pipeline.job import (  # noqa: E402
     run_until_drained,
     start_query,
 )
+from snakka.spark.pipeline.session import build_spark  # noqa: E402
 from snakka.testing import EmbeddedBroker  # noqa: E402
 
 

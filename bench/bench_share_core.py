@@ -27,14 +27,9 @@ import platform
 import time
 import uuid
 
+from snakka.protocol.share import AckBatch, AcquireMode
 from snakka.share.partition import SharePartition
-from snakka.share.types import (
-    AckBatch,
-    AcquireMode,
-    FetchedBatch,
-    SharePartitionConfig,
-    ShareState,
-)
+from snakka.share.types import FetchedBatch, SharePartitionConfig, SharePartitionState
 
 BATCH = 16
 MAX_RECORDS = 500
@@ -56,7 +51,7 @@ def _partition() -> tuple[SharePartition, list[int]]:
         now[0] += 1
         return now[0]
 
-    sp = SharePartition("bench", uuid.uuid4(), 0, SharePartitionConfig(), clock, ShareState(0))
+    sp = SharePartition("bench", uuid.uuid4(), 0, SharePartitionConfig(), clock, SharePartitionState(0))
     return sp, now
 
 

@@ -39,7 +39,7 @@ from common import BrokerProcess  # noqa: E402
 
 from snakka.client.admin import Admin  # noqa: E402
 from snakka.client.connection import KafkaConnection  # noqa: E402
-from snakka.groups.share import simple_assign  # noqa: E402
+from snakka.groups.share_group import simple_assign  # noqa: E402
 from snakka.protocol.messages.share_group_describe_request import (  # noqa: E402
     ShareGroupDescribeRequest,
 )

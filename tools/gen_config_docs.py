@@ -132,7 +132,12 @@ def render() -> str:
               "when the budget is spent and its connection still holds unsent bytes; such "
               "connections are not read from until they take their bytes. Response memory is "
               "therefore at most `queued.max.response.bytes` plus one response (a batch, or a "
-              "small non-Fetch response) per connection."]
+              "small non-Fetch response) per connection.",
+              "- Fixed bounds that are not configs (protocol ranges such as INT32_MAX, "
+              "10,000 partitions per topic, 10,000 pending classic members per group, 10 "
+              "record-error messages per batch, ...) have one definition each in "
+              "`src/snakka/limits.py`, which says what each bounds, why that value, and the "
+              "Kafka name it mirrors."]
     return "\n".join(lines) + "\n" + NOTES
 
 

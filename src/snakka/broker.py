@@ -36,6 +36,7 @@ from snakka.fetch_sessions import FetchSessionCache
 from snakka.groups.coordinator import GroupCoordinator
 from snakka.handlers import load_handlers
 from snakka.handlers.services import Services
+from snakka.limits import MIN_FREE_FDS_AT_START
 from snakka.metadata.core import ClusterMetadata, TopicInfo
 from snakka.replica.manager import ReplicaManager
 from snakka.server.listener import ListenerServer, idle_sweeper
@@ -52,9 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("snakka.broker")
 
-# Descriptors that must be free once everything is loaded, or start-up fails (loudly) instead of
-# listening without being able to accept.
-MIN_FREE_FDS_AT_START = 32
 
 
 def _wall_ms() -> int:

@@ -26,8 +26,12 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 # consume: how long to wait for a record before exiting when reading history (--from-beginning
@@ -120,6 +124,7 @@ def serve(config_file, override, listeners, data_dir, strict_durability, log_lev
         raise click.ClickException(str(e)) from None
     for k in cfg.unknown_keys():
         logging.getLogger("snakka").warning("unknown config %s ignored", k)
+    runner: Callable[..., Any]
     try:
         import uvloop
         runner = uvloop.run
@@ -238,8 +243,8 @@ def topics_list(bootstrap) -> None:
 def topics_describe(names, bootstrap) -> None:
     """Partitions, offsets and config overrides; exits 1 if a named topic does not exist."""
     from snakka.client.admin import Admin
-    from snakka.metadata.core import uuid_to_base64
     from snakka.protocol.errors import ErrorCode
+    from snakka.protocol.primitives import uuid_to_base64
 
     async def go():
         async with Admin(bootstrap) as admin:
@@ -660,7 +665,7 @@ def pipeline_demo(bootstrap, events, rate, seed, event_rate, partitions, max_off
     _require_spark()
     from rich.console import Console
 
-    from snakka.spark.pipeline.demo import run_demo
+    from snakka.demo import run_demo
 
     with _pipeline_errors():
         result = run_demo(console=Console(), master=master, bootstrap=bootstrap, events=events,
@@ -706,13 +711,13 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
     _require_spark()
     from rich.console import Console
 
-    from snakka.spark.pipeline.demo import build_spark
     from snakka.spark.pipeline.job import (
         LogEndOffsets,
         ProgressMonitor,
         check_query_failed,
         start_query,
     )
+    from snakka.spark.pipeline.session import build_spark
 
     settings = _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_ms,
                                   watermark_ms, max_offsets_per_trigger=max_offsets_per_trigger,
@@ -727,7 +732,8 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
                 while query.isActive:
                     monitor.poll(query)
                     try:
-                        query.awaitTermination(0.5)
+                        # PySpark takes int or float seconds; its annotation says int only.
+                        query.awaitTermination(0.5)  # type: ignore[arg-type]
                     except Exception:  # the query failed: reported below
                         break
                 monitor.poll(query)
@@ -749,7 +755,7 @@ def pipeline_check(master, output_dir, input_topic, output_topic, window_ms, wat
     from rich.console import Console
 
     from snakka.spark.pipeline.check import run_check
-    from snakka.spark.pipeline.demo import build_spark
+    from snakka.spark.pipeline.session import build_spark
 
     settings = _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_ms,
                                   watermark_ms)

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from snakka.limits import DEFAULT_MAX_UNCOMPRESSED_BYTES, INT32_MAX, INT64_MAX
+
 
 # Kafka's ConfigType ids as used by DescribeConfigs v3+.
 class ConfigType(IntEnum):
@@ -46,8 +48,9 @@ class ConfigSource(IntEnum):
     GROUP_CONFIG = 8
 
 
-INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
+# Kafka's validators name these Integer.MAX_VALUE / Long.MAX_VALUE; defined in snakka.limits.
+INT_MAX = INT32_MAX
+LONG_MAX = INT64_MAX
 
 
 class ConfigError(ValueError):
@@ -415,7 +418,7 @@ _BROKER_LIST: list[ConfigDef] = [
        "Incremental fetch sessions (KIP-227) kept; 0 disables sessions.", read_only=True),
     _d("fetch.max.bytes", _I, "57671680", _parse_int(1024, INT_MAX),
        "Largest Fetch response the broker builds."),
-    _d("snakka.message.max.uncompressed.bytes", _I, str(64 * 1024 * 1024),
+    _d("snakka.message.max.uncompressed.bytes", _I, str(DEFAULT_MAX_UNCOMPRESSED_BYTES),
        _parse_int(1024, INT_MAX),
        "Largest size a produced compressed batch's records may decompress to. The broker "
        "decompresses each compressed batch once to check its records (as Kafka's LogValidator "
@@ -550,6 +553,22 @@ BROKER_CONFIGS["log.roll.ms"] = ConfigDef(
 BROKER_CONFIGS["log.flush.interval.ms"] = ConfigDef(
     "log.flush.interval.ms", _L, None, _nonneg_long,
     "Maximum time data may stay un-fsynced; defaults to log.flush.scheduler.interval.ms.")
+
+
+def broker_default(name: str) -> object:
+    """The parsed default of broker config ``name``. The table above is the one place a default
+    is written: a core's own fallback values (``GroupConfig``, ``SharePartitionConfig``, the
+    producer-state expiry) read it from here instead of repeating the number."""
+    d = BROKER_CONFIGS[name]
+    return d.value(d.default)
+
+
+def broker_default_int(name: str) -> int:
+    """:func:`broker_default` of an INT/LONG config (TypeError for any other type)."""
+    v = broker_default(name)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeError(f"{name} has no integer default")
+    return v
 
 # Broker configs that may be changed at run time (IncrementalAlterConfigs on a BROKER resource):
 # the cluster-wide defaults of topic configs, plus the topic-creation defaults.
@@ -834,12 +853,12 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         if "node.id" not in self.overrides and "broker.id" in self.overrides:
-            return int(self.get("broker.id"))  # type: ignore[arg-type]
-        return int(self.get("node.id"))  # type: ignore[arg-type]
+            return self.int("broker.id")
+        return self.int("node.id")
 
     @property
     def listeners(self) -> list[Listener]:
-        ls = [Listener.parse(s) for s in self.get("listeners")]  # type: ignore[union-attr]
+        ls = [Listener.parse(s) for s in self.list("listeners")]
         if not ls:
             raise ConfigError("listeners", "", "at least one listener is required")
         names = [listener.name for listener in ls]
@@ -849,28 +868,37 @@ class BrokerConfig:
 
     @property
     def advertised_listeners(self) -> list[Listener]:
-        raw = self.get("advertised.listeners")
-        if raw is None:
+        if self.get("advertised.listeners") is None:
             return self.listeners
-        adv = [Listener.parse(s) for s in raw]  # type: ignore[union-attr]
+        adv = [Listener.parse(s) for s in self.list("advertised.listeners")]
         return adv
 
     @property
     def log_dirs(self) -> list[str]:
         if "log.dirs" not in self.overrides and "log.dir" in self.overrides:
             return [str(self.get("log.dir"))]
-        return list(self.get("log.dirs"))  # type: ignore[arg-type]
+        return list(self.list("log.dirs"))
 
     @property
     def num_partitions(self) -> int:
-        return int(self.get("num.partitions"))  # type: ignore[arg-type]
+        return self.int("num.partitions")
 
     @property
     def default_replication_factor(self) -> int:
-        return int(self.get("default.replication.factor"))  # type: ignore[arg-type]
+        return self.int("default.replication.factor")
 
     def int(self, name: str) -> int:
-        return int(self.get(name))  # type: ignore[arg-type]
+        v = self.get(name)
+        if isinstance(v, (int, float, str)):
+            return int(v)
+        raise TypeError(f"{name} is not a number: {v!r}")
+
+    def list(self, name: str) -> list[str]:
+        """A LIST config's value (TypeError if ``name`` is unset or not a list)."""
+        v = self.get(name)
+        if not isinstance(v, list):
+            raise TypeError(f"{name} is not a list: {v!r}")
+        return v
 
     def bool(self, name: str) -> bool:
         return bool(self.get(name))

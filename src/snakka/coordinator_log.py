@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from snakka.groups.partitioning import offsets_partition
+from snakka.limits import COMPACT_MIN_RECORDS, COMPACT_RATIO, SNAPSHOT_BATCH_RECORDS
 from snakka.protocol.errors import KafkaError
 from snakka.records import Record, build_batch
 
@@ -64,8 +65,10 @@ class CoordinatorLog:
 
     def __init__(self, controller: Controller, replicas: ReplicaManager,
                  time_ms: Callable[[], int], topic: str, partitions: int, *, segment_bytes: int,
-                 compact_min_records: int = 10_000, compact_ratio: int = 4,
-                 snapshot_batch_records: int = 5_000, lazy: bool = False) -> None:
+                 compact_min_records: int = COMPACT_MIN_RECORDS,
+                 compact_ratio: int = COMPACT_RATIO,
+                 snapshot_batch_records: int = SNAPSHOT_BATCH_RECORDS,
+                 lazy: bool = False) -> None:
         self.controller = controller
         self.replicas = replicas
         self.time_ms = time_ms

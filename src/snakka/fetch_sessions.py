@@ -27,10 +27,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from snakka.limits import INT32_MAX, MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
 from snakka.protocol.errors import ErrorCode
 
-# Kafka's min.incremental.fetch.session.eviction.ms default.
-EVICTION_MS = 120_000
+# Kafka's min.incremental.fetch.session.eviction.ms default (see snakka.limits).
+EVICTION_MS = MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
 
 # A partition is identified by (topic key, partition) where the topic key is the topic name
 # (Fetch < v13) or the topic id (v13+); the handler decides which.
@@ -94,7 +95,7 @@ class FetchSessionCache:
 
     def _new_id(self) -> int:
         while True:
-            sid = self._rng.randint(1, 2**31 - 1)
+            sid = self._rng.randint(1, INT32_MAX)
             if sid not in self._sessions:
                 return sid
 
@@ -125,11 +126,12 @@ class FetchSessionCache:
                 self.close(session_id)
             if self.max_slots <= 0 or not self._make_room(now):
                 return FetchContext(ErrorCode.NONE, 0, False, fetch, None)
-            s = FetchSession(self._new_id(), now)
+            new = FetchSession(self._new_id(), now)
             for key, cp in fetch:
-                s.partitions[key] = cp
-            self._sessions[s.session_id] = s
-            return FetchContext(ErrorCode.NONE, s.session_id, False, list(s.partitions.items()), s)
+                new.partitions[key] = cp
+            self._sessions[new.session_id] = new
+            return FetchContext(ErrorCode.NONE, new.session_id, False,
+                                list(new.partitions.items()), new)
         s = self._sessions.get(session_id)
         if s is None:
             return FetchContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, True, [], None)
@@ -146,7 +148,7 @@ class FetchSessionCache:
                 old.max_bytes = cp.max_bytes
                 old.current_leader_epoch = cp.current_leader_epoch
                 old.log_start_offset = cp.log_start_offset
-        s.epoch = s.epoch + 1 if s.epoch < 2**31 - 1 else 1
+        s.epoch = s.epoch + 1 if s.epoch < INT32_MAX else 1
         s.last_used_ms = now
         self._sessions.move_to_end(session_id)
         return FetchContext(ErrorCode.NONE, s.session_id, True, list(s.partitions.items()), s)

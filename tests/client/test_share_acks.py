@@ -13,6 +13,7 @@ from snakka.client.share_acks import (
     TopicPartition,
     ack_batches,
 )
+from snakka.protocol.share import AckBatch, AcknowledgeType
 from snakka.records import (
     COMPRESSION_GZIP,
     COMPRESSION_ZSTD,
@@ -20,7 +21,6 @@ from snakka.records import (
     RecordValidationError,
     build_batch,
 )
-from snakka.share.types import AckBatch, AcknowledgeType
 
 TID = uuid.UUID(int=7)
 KEY = (TID, 0, 1)  # topic id, partition, node

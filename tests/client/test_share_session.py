@@ -14,7 +14,7 @@ from snakka.client.share_session import (
     next_epoch,
 )
 from snakka.protocol.errors import ErrorCode
-from snakka.share.types import AckBatch
+from snakka.protocol.share import AckBatch
 
 A, B = uuid.UUID(int=1), uuid.UUID(int=2)
 P = FetchParams(max_wait_ms=100, max_records=50, batch_size=50)

@@ -1,4 +1,4 @@
-"""The share groups' simple assignor (:func:`snakka.groups.share.simple_assign`): properties
+"""The share groups' simple assignor (:func:`snakka.groups.share_group.simple_assign`): properties
 checked with hypothesis — every partition of a subscribed topic has a member, only subscribers
 get a topic's partitions, homogeneous groups are balanced (counts differ by at most one, each
 partition shared by ceil(M/P) members), and a balanced assignment is kept as it is."""
@@ -10,7 +10,7 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from snakka.groups.share import simple_assign
+from snakka.groups.share_group import simple_assign
 
 T = [uuid.UUID(int=i + 1) for i in range(3)]
 

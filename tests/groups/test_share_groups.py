@@ -1,4 +1,4 @@
-"""Share groups (:mod:`snakka.groups.share`) driven with a fake clock: ShareGroupHeartbeat
+"""Share groups (:mod:`snakka.groups.share_group`) driven with a fake clock: ShareGroupHeartbeat
 semantics (join, rejoin, leave, fencing, session expiry, max size), assignments sent only when
 they change, reaction to topic changes, the events the share side is told about, and
 persistence (every state survives a replay of the records the core wrote); then a hypothesis
@@ -14,14 +14,14 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from snakka.groups.share import (
+from snakka.groups.share_group import (
     GroupDeleted,
     MemberLeft,
     PartitionsAssigned,
     ShareGroups,
     ShareHeartbeatResult,
 )
-from snakka.groups.types import GroupConfig, GroupRecord, ShareState
+from snakka.groups.types import GroupConfig, GroupRecord, ShareGroupState
 from snakka.protocol.errors import ErrorCode as E
 
 A, B = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -95,7 +95,7 @@ def test_first_member_gets_every_partition_and_the_share_side_is_told():
     assert w.events == [PartitionsAssigned("g", [(A, p) for p in range(4)])]
     d = w.sg.describe("g")
     assert (d.state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
-        ShareState.STABLE, 1, 1, "simple")
+        ShareGroupState.STABLE, 1, 1, "simple")
     assert d.members[0].subscribed_topic_names == ["a"]
     assert d.members[0].client_host == "/127.0.0.1"
 
@@ -178,7 +178,7 @@ def test_leave_removes_member_reassigns_and_tells_share_side():
     assert r1.member_epoch == 3 and r1.assignment is None
     assert w.sg.assignment("g", "m1") == {(A, p) for p in range(4)}
     w.hb("m1", -1)
-    assert w.sg.describe("g").state == ShareState.EMPTY
+    assert w.sg.describe("g").state == ShareGroupState.EMPTY
     assert w.sg.is_empty("g") and w.sg.has_group("g")
     assert w.sg.assignment("g", "m1") is None
 

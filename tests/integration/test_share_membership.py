@@ -23,7 +23,6 @@ import uuid
 
 import pytest
 
-from snakka.metadata.core import uuid_to_base64
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.consumer_group_describe_request import (
     ConsumerGroupDescribeRequest,
@@ -34,6 +33,7 @@ from snakka.protocol.messages.find_coordinator_request import FindCoordinatorReq
 from snakka.protocol.messages.list_groups_request import ListGroupsRequest
 from snakka.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 from snakka.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from snakka.protocol.primitives import uuid_to_base64
 from snakka.testing import EmbeddedBroker
 
 from .helpers import SNAKKA, ck_admin, ck_create_topic, raw_connect, run, run_async, wait_until

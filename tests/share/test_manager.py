@@ -14,10 +14,10 @@ import pytest
 
 from snakka.broker import Broker
 from snakka.config import BrokerConfig
+from snakka.protocol.share import AckBatch, AcquireMode
 from snakka.records import Record, build_batch, validate_batches
 from snakka.share.manager import split_batches
 from snakka.share.persister import SHARE_STATE_TOPIC
-from snakka.share.types import AckBatch, AcquireMode
 
 
 class Clock:

@@ -10,16 +10,14 @@ import uuid
 import pytest
 
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
 from snakka.share.partition import SharePartition, apply_delta
 from snakka.share.types import (
-    AckBatch,
-    AcknowledgeType,
     AcquiredRange,
-    AcquireMode,
     FetchedBatch,
     RecordState,
     SharePartitionConfig,
-    ShareState,
+    SharePartitionState,
     StateBatch,
 )
 
@@ -50,10 +48,10 @@ def log(first: int = 0, last: int = 319, size: int = 16) -> list[FetchedBatch]:
     return out
 
 
-def make(state: ShareState | None = None, **cfg) -> tuple[SharePartition, Clock]:
+def make(state: SharePartitionState | None = None, **cfg) -> tuple[SharePartition, Clock]:
     clock = Clock()
     config = SharePartitionConfig(**cfg)
-    sp = SharePartition("g", uuid.UUID(int=1), 0, config, clock, state or ShareState(0))
+    sp = SharePartition("g", uuid.UUID(int=1), 0, config, clock, state or SharePartitionState(0))
     return sp, clock
 
 
@@ -127,7 +125,7 @@ def test_batch_size_splits_new_records_on_log_batch_bases():
 
 
 def test_acquire_skips_acquired_acknowledged_and_offsets_before_spso():
-    sp, _ = make(ShareState(10))
+    sp, _ = make(SharePartitionState(10))
     # The log batch starts before SPSO: offsets 0..9 are not acquired.
     got = sp.acquire("m1", log(0, 47), max_records=500, batch_size=500, mode=BATCH)
     assert got == [AcquiredRange(10, 47, 1)]
@@ -309,7 +307,7 @@ def test_second_batch_not_owned_fails_the_whole_request():
 
 
 def test_acknowledge_when_nothing_is_in_flight_is_invalid_record_state():
-    sp, _ = make(ShareState(50))
+    sp, _ = make(SharePartitionState(50))
     assert ack(sp, "m1", 50, 52, ACCEPT) == ErrorCode.INVALID_RECORD_STATE
 
 
@@ -522,11 +520,11 @@ def test_reset_to_an_earlier_offset_is_a_full_snapshot_for_replay():
     replayed = apply_delta(replayed, sp.drain_delta())
     assert sp.reset_start_offset(0) == ErrorCode.NONE
     delta = sp.drain_delta()
-    assert delta == ShareState(0, 1, ())
+    assert delta == SharePartitionState(0, 1, ())
     replayed = apply_delta(replayed, delta)
-    assert replayed == sp.state() == ShareState(0, 1, ())
+    assert replayed == sp.state() == SharePartitionState(0, 1, ())
     # A delta of the old epoch arriving late is ignored.
-    assert apply_delta(replayed, ShareState(5, 0, (StateBatch(5, 9, 2, 1),))) == replayed
+    assert apply_delta(replayed, SharePartitionState(5, 0, (StateBatch(5, 9, 2, 1),))) == replayed
 
 
 def test_log_start_moving_past_spso_drops_records():
@@ -559,7 +557,7 @@ def test_log_start_inside_the_window_moves_spso_over_following_done_records():
 
 
 def test_lag_counts_records_not_delivery_complete():
-    sp, _ = make(ShareState(100))
+    sp, _ = make(SharePartitionState(100))
     assert sp.lag(100) == 0
     assert sp.lag(50) == 0
     assert sp.lag(150) == 50
@@ -625,12 +623,12 @@ def test_acquire_produces_a_delta_with_the_counted_delivery():
     sp, _ = make()
     assert sp.drain_delta() is None
     fetch(sp, "m1", max_records=16)
-    assert sp.drain_delta() == ShareState(0, 0, (StateBatch(0, 15, 0, 1),))
+    assert sp.drain_delta() == SharePartitionState(0, 0, (StateBatch(0, 15, 0, 1),))
     assert sp.drain_delta() is None
     assert ack(sp, "m1", 0, 7, ACCEPT) == ErrorCode.NONE
-    assert sp.drain_delta() == ShareState(8, 0, ())
+    assert sp.drain_delta() == SharePartitionState(8, 0, ())
     assert ack(sp, "m1", 10, 11, ACCEPT) == ErrorCode.NONE
-    assert sp.drain_delta() == ShareState(8, 0, (StateBatch(10, 11, 2, 1),))
+    assert sp.drain_delta() == SharePartitionState(8, 0, (StateBatch(10, 11, 2, 1),))
 
 
 def test_restart_keeps_acknowledged_and_returns_in_flight_records():
@@ -652,7 +650,7 @@ def test_restart_keeps_acknowledged_and_returns_in_flight_records():
 
 
 def test_load_archives_records_that_reached_the_limit_and_fills_gaps():
-    state = ShareState(10, 3, (StateBatch(10, 14, 0, 5), StateBatch(20, 24, 0, 2),
+    state = SharePartitionState(10, 3, (StateBatch(10, 14, 0, 5), StateBatch(20, 24, 0, 2),
                                StateBatch(25, 29, 2, 1), StateBatch(5, 8, 2, 1)))
     sp, _ = make(state, delivery_count_limit=5)
     # 10..14 were delivered 5 times: archived; SPSO moves to the gap at 15 (never delivered).
@@ -661,29 +659,29 @@ def test_load_archives_records_that_reached_the_limit_and_fills_gaps():
                           (25, 29, ACKNOWLEDGED, 1, None)]
     assert sp.next_fetch_offset() == 15
     # The archiving is persisted with the first delta.
-    assert sp.drain_delta() == ShareState(15, 3, ())
+    assert sp.drain_delta() == SharePartitionState(15, 3, ())
     got = sp.acquire("m1", log(15, 40, 5), max_records=500, batch_size=500, mode=BATCH)
     assert got == [AcquiredRange(15, 19, 1), AcquiredRange(20, 24, 3), AcquiredRange(30, 44, 1)]
 
 
 def test_load_with_overlapping_batches_takes_the_later_one():
-    state = ShareState(0, 0, (StateBatch(0, 9, 0, 1), StateBatch(5, 6, 2, 1)))
+    state = SharePartitionState(0, 0, (StateBatch(0, 9, 0, 1), StateBatch(5, 6, 2, 1)))
     sp, _ = make(state)
     assert window(sp) == [(0, 4, AVAILABLE, 1, None), (5, 6, ACKNOWLEDGED, 1, None),
                           (7, 9, AVAILABLE, 1, None)]
 
 
 def test_apply_delta_overlays_and_merges():
-    base = ShareState(0, 0, (StateBatch(0, 9, 0, 1), StateBatch(10, 19, 2, 1)))
-    delta = ShareState(2, 0, (StateBatch(5, 12, 0, 1), StateBatch(15, 15, 4, 2)))
-    assert apply_delta(base, delta) == ShareState(2, 0, (
+    base = SharePartitionState(0, 0, (StateBatch(0, 9, 0, 1), StateBatch(10, 19, 2, 1)))
+    delta = SharePartitionState(2, 0, (StateBatch(5, 12, 0, 1), StateBatch(15, 15, 4, 2)))
+    assert apply_delta(base, delta) == SharePartitionState(2, 0, (
         StateBatch(2, 12, 0, 1), StateBatch(13, 14, 2, 1), StateBatch(15, 15, 4, 2),
         StateBatch(16, 19, 2, 1)))
     # AVAILABLE with count 0 in a delta erases (never delivered).
-    assert apply_delta(base, ShareState(0, 0, (StateBatch(0, 9, 0, 0),))) == ShareState(
+    assert apply_delta(base, SharePartitionState(0, 0, (StateBatch(0, 9, 0, 0),))) == SharePartitionState(
         0, 0, (StateBatch(10, 19, 2, 1),))
     # A newer epoch replaces everything.
-    assert apply_delta(base, ShareState(50, 1, (StateBatch(40, 55, 2, 1),))) == ShareState(
+    assert apply_delta(base, SharePartitionState(50, 1, (StateBatch(40, 55, 2, 1),))) == SharePartitionState(
         50, 1, (StateBatch(50, 55, 2, 1),))
 
 

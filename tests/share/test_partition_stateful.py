@@ -23,15 +23,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.share import AckBatch, AcquireMode
 from snakka.share.partition import SharePartition, apply_delta
-from snakka.share.types import (
-    AckBatch,
-    AcquireMode,
-    FetchedBatch,
-    RecordState,
-    SharePartitionConfig,
-    ShareState,
-)
+from snakka.share.types import FetchedBatch, RecordState, SharePartitionConfig, SharePartitionState
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (int(RecordState.AVAILABLE),
                                                int(RecordState.ACQUIRED),
@@ -114,7 +108,7 @@ class ShareMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = Clock()
-        self.sp = SharePartition("g", uuid.UUID(int=7), 0, CONFIG, self.clock, ShareState(0))
+        self.sp = SharePartition("g", uuid.UUID(int=7), 0, CONFIG, self.clock, SharePartitionState(0))
         self.shadow = Shadow(0)
         self.replayed = self.sp.state()
         self.high_count: dict[int, int] = {}

@@ -10,7 +10,8 @@ import io
 from confluent_kafka import Producer
 from rich.console import Console
 
-from snakka.spark.pipeline.demo import prepare_output_dir, run_demo
+from snakka.demo import run_demo
+from snakka.spark.pipeline.session import prepare_output_dir
 
 
 def test_demo_runs_and_cross_check_agrees(spark, spark_broker, new_topic, tmp_path):

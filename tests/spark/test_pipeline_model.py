@@ -96,7 +96,7 @@ def test_model_without_late_rows_equals_batch_aggregate():
 
 
 def test_trigger_interval_parsing():
-    from snakka.spark.pipeline.demo import interval_seconds
+    from snakka.spark.pipeline.session import interval_seconds
 
     assert interval_seconds("1 second") == 1.0
     assert interval_seconds("500 milliseconds") == 0.5

@@ -9,11 +9,10 @@ from snakka.metadata.core import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     ClusterMetadata,
-    base64_to_uuid,
     random_topic_id,
-    uuid_to_base64,
 )
 from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.primitives import base64_to_uuid, uuid_to_base64
 
 
 def replay(records):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Awaitable, Callable
+from typing import NoReturn
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
-from snakka.metadata.core import uuid_to_base64
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.create_topics_request import (
     CreatableTopic,
@@ -37,6 +37,7 @@ from snakka.protocol.messages.produce_request import (
     ProduceRequest,
     TopicProduceData,
 )
+from snakka.protocol.primitives import uuid_to_base64
 from snakka.records import Record, build_batch, iter_records
 from snakka.util.murmur2 import murmur2_partition
 
@@ -57,8 +58,12 @@ class AdminError(RuntimeError):
 
 def _check(code: int, what: str, message: str | None = None) -> None:
     if code:
-        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
-        raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""), code)
+        _fail(code, what, message)
+
+
+def _fail(code: int, what: str, message: str | None = None) -> NoReturn:
+    name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+    raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""), code)
 
 
 class Admin:
@@ -144,7 +149,7 @@ class Admin:
                 _check(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"list offsets of {topic}-{p}")
             addr = brokers.get(leaders[p])
             if addr is None:
-                _check(ErrorCode.LEADER_NOT_AVAILABLE, f"list offsets of {topic}-{p}")
+                _fail(ErrorCode.LEADER_NOT_AVAILABLE, f"list offsets of {topic}-{p}")
             by_leader.setdefault(addr, []).append(p)
         out = {}
         for (host, port), parts in by_leader.items():
@@ -190,7 +195,7 @@ class Admin:
             else:
                 p = next(rr) % n_parts
             by_partition.setdefault(p, []).append(
-                Record(timestamp=now, key=key, value=value.encode(), headers=headers))
+                Record(timestamp=now, key=key, value=value.encode(), headers=tuple(headers)))
         total = 0
         for p, recs in by_partition.items():
             for i in range(0, len(recs), PRODUCE_CHUNK):

@@ -15,6 +15,7 @@ import itertools
 import struct
 from typing import Any
 
+from snakka.limits import INT32_MAX
 from snakka.protocol import decode_response_header, encode_request
 from snakka.protocol.apis import api_spec
 from snakka.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -75,7 +76,7 @@ class KafkaConnection:
         api_key = request.API_KEY
         if version is None:
             version = self.version_for(api_key)
-        corr = next(self._corr) & 0x7FFFFFFF
+        corr = next(self._corr) & INT32_MAX
         fut = asyncio.get_running_loop().create_future()
         self._inflight[corr] = (fut, api_key, version, request)
         self._writer.write(encode_request(corr, self.client_id, version, request))
@@ -90,7 +91,7 @@ class KafkaConnection:
             raise ConnectionClosed("not connected")
         if version is None:
             version = self.version_for(request.API_KEY)
-        corr = next(self._corr) & 0x7FFFFFFF
+        corr = next(self._corr) & INT32_MAX
         self._writer.write(encode_request(corr, self.client_id, version, request))
         await self._writer.drain()
 
@@ -113,6 +114,7 @@ class KafkaConnection:
                     try:
                         _hdr, pos = decode_response_header(frame, api_key, version)
                         spec = api_spec(api_key)
+                        assert spec is not None  # we sent a request of this key
                         fut.set_result(spec.response_class.read(frame, pos, version)[0])
                     except Exception as e:  # a decode error fails that request only
                         fut.set_exception(e)

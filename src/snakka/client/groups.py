@@ -207,6 +207,8 @@ class GroupsAdmin(ShareAdmin):
         current = (await self.share_start_offsets(group_id) if share
                    else await self.committed(group_id))
         rows = []
+        if how in ("offset", "shift", "datetime") and value is None:
+            raise ValueError(f"reset by {how} needs a value")
         for p in partitions:
             cur = current.get((topic, p), -1)
             if how == "earliest":
@@ -214,10 +216,13 @@ class GroupsAdmin(ShareAdmin):
             elif how == "latest":
                 new = latest[p]
             elif how == "offset":
+                assert value is not None  # checked above
                 new = value
             elif how == "shift":
+                assert value is not None
                 new = (cur if cur >= 0 else latest[p]) + value
             elif how == "datetime":
+                assert value is not None
                 found = await self.list_offsets(topic, [p], value)
                 new = found[p] if found[p] >= 0 else latest[p]
             else:

@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.share import AckBatch, AcknowledgeType
 from snakka.records import iter_batches
 from snakka.records.batch import CONTROL_MASK
 from snakka.records.record import batch_records
-from snakka.share.types import AckBatch, AcknowledgeType
 
 TopicIdPartition = tuple[uuid.UUID, int]
 # (topic id, partition, id of the node that acquired the records)

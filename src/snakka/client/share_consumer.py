@@ -67,8 +67,8 @@ from snakka.client.share_session import FetchParams, ShareSession
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from snakka.protocol.share import AcknowledgeType
 from snakka.records import RecordValidationError
-from snakka.share.types import AcknowledgeType
 
 __all__ = [
     "AcknowledgeType",

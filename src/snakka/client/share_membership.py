@@ -30,14 +30,13 @@ Backoff is exponential from ``retry.backoff.ms`` to ``retry.backoff.max.ms`` (Ka
 
 from __future__ import annotations
 
-import base64
-import uuid
 from collections.abc import Callable
 from enum import Enum
 
 from snakka.client.share_acks import TopicIdPartition
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from snakka.protocol.primitives import random_uuid, uuid_to_base64
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -59,7 +58,7 @@ class HeartbeatOutcome(Enum):
 
 def new_member_id() -> str:
     """A member id like Kafka's consumer makes (Uuid.randomUuid().toString())."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return uuid_to_base64(random_uuid())
 
 
 class ShareMembership:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from snakka.client.share_acks import TopicIdPartition
+from snakka.limits import INT32_MAX
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_acknowledge_request import (
     AcknowledgementBatch as AckBatchAck,
@@ -38,11 +39,10 @@ from snakka.protocol.messages.share_fetch_request import (
     ForgottenTopic,
     ShareFetchRequest,
 )
-from snakka.share.types import AckBatch
+from snakka.protocol.share import AckBatch
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
-INT32_MAX = 2**31 - 1
 
 
 def next_epoch(epoch: int) -> int:

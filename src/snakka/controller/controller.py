@@ -29,10 +29,12 @@ from typing import TYPE_CHECKING
 
 from snakka.config import BrokerConfig
 from snakka.controller.metadata_log import MetadataLog, MetadataRecord
+from snakka.limits import INLINE_CREATE_PARTITIONS, REGISTER_TOPICS_PER_SLICE
 from snakka.metadata.configs import ConfigResolver
-from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo, uuid_to_base64
+from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo
 from snakka.metadata.store import MetadataStore
 from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.primitives import uuid_to_base64
 from snakka.storage import LogConfig, UnifiedLog
 from snakka.util.slicing import TimeSlice
 
@@ -41,11 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("snakka.controller")
 
-# Partitions one request may create on the event loop itself (about 1-3 ms of file work each);
-# larger creations make their files in a worker thread.
-INLINE_CREATE_PARTITIONS = 8
-# Topics registered in metadata per event-loop slice when a large creation finishes.
-REGISTER_TOPICS_PER_SLICE = 500
 
 
 def _delete_logs(logs: list[UnifiedLog]) -> None:

@@ -1,4 +1,5 @@
-"""Group coordination: classic consumer groups, KIP-848 consumer groups, committed offsets.
+"""Group coordination: classic consumer groups, KIP-848 consumer groups, share groups, committed
+offsets.
 
 Layout (the cores are sans-I/O: no sockets, no files, no asyncio, no wall clock):
 
@@ -7,6 +8,10 @@ Layout (the cores are sans-I/O: no sockets, no files, no asyncio, no wall clock)
                      Kafka's group state machine, static membership, timers.
 * :mod:`.consumer`   the KIP-848 consumer protocol (ConsumerGroupHeartbeat): member epochs,
                      server-side assignors, incremental revoke-then-assign.
+* :mod:`.share_group` KIP-932 share groups (ShareGroupHeartbeat): membership and the
+                     ``simple`` assignor; which records a member holds is ``snakka.share``'s.
+* :mod:`.membership` what the consumer and share heartbeat protocols share (result shape,
+                     assignment encodings, the rejection carrier).
 * :mod:`.assignors`  the ``uniform`` and ``range`` server-side assignors.
 * :mod:`.offsets`    committed offsets: commit/fetch/delete, expiry, pending transactional
                      offsets later.

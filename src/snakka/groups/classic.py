@@ -63,6 +63,7 @@ from snakka.groups.types import (
     GroupRecord,
     _Pending,
 )
+from snakka.limits import MAX_PENDING_MEMBERS_PER_GROUP, NEW_MEMBER_JOIN_TIMEOUT_MS
 from snakka.protocol.errors import ErrorCode
 
 __all__ = [
@@ -77,18 +78,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("snakka.groups.classic")
-
-#: How long a member added by a still-unanswered JoinGroup may wait before it is dropped. It has
-#: no session yet (it does not know its member id), and a client whose connection broke retries
-#: with a fresh join, so without this bound defunct members would pile up (Kafka's new-member
-#: join timeout, also 5 minutes).
-NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-
-#: Member ids handed out with MEMBER_ID_REQUIRED that have not rejoined yet, per group. Kafka
-#: leaves these unbounded (they expire after the session timeout); a client looping on JoinGroup
-#: could otherwise grow a group's memory without limit. Past it, new members get
-#: GROUP_MAX_SIZE_REACHED.
-MAX_PENDING_MEMBERS_PER_GROUP = 10_000
 
 #: Version of the ``("classic", group)`` record values this module writes.
 RECORD_VERSION = 0

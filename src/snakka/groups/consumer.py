@@ -69,7 +69,6 @@ dynamic per-group configs.
 
 from __future__ import annotations
 
-import base64
 import heapq
 import itertools
 import logging
@@ -79,10 +78,23 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from snakka.groups.assignors import ASSIGNORS
+from snakka.groups.membership import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    GroupRejected,
+    HeartbeatResult,
+    Partitions,
+    TopicPartitions,
+    decode_partitions,
+    encode_partitions,
+    partitions_to_wire,
+)
 from snakka.groups.types import Clock, ConsumerState, GroupConfig, GroupRecord
+from snakka.limits import REGEX_CACHE_SIZE
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.primitives import random_uuid, uuid_to_base64
 
 __all__ = [
     "LEAVE_GROUP_MEMBER_EPOCH",
@@ -96,15 +108,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 #: From this ConsumerGroupHeartbeat version on the client generates its member id (KIP-1082).
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
-#: Bound of the compiled-regex cache (patterns are per group, usually a handful).
-REGEX_CACHE_SIZE = 1024
 
-TopicPartitions = list[tuple[uuid.UUID, list[int]]]
-_Partitions = dict[uuid.UUID, frozenset[int]]
 
 
 class MemberState:
@@ -113,19 +120,6 @@ class MemberState:
     STABLE = "stable"
     UNREVOKED_PARTITIONS = "unrevoked_partitions"
     UNRELEASED_PARTITIONS = "unreleased_partitions"
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatResult:
-    """A ConsumerGroupHeartbeat response. ``assignment`` is ``None`` when it is not sent
-    (unchanged); otherwise the member's complete assignment, sorted."""
-
-    error_code: int
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: TopicPartitions | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,14 +168,14 @@ class _Member:
     member_epoch: int = 0
     previous_member_epoch: int = 0
     state: str = MemberState.STABLE
-    assigned: _Partitions = field(default_factory=dict)
-    pending_revocation: _Partitions = field(default_factory=dict)
+    assigned: Partitions = field(default_factory=dict)
+    pending_revocation: Partitions = field(default_factory=dict)
     # Soft state, rebuilt at load.
     session_deadline: int | None = None
     rebalance_deadline: int | None = None
     rebalance_epoch: int = 0
     queued: dict[str, int] = field(default_factory=dict)  # timer kind -> earliest heap entry
-    persisted: dict | None = None  # last value written (to skip no-op records)
+    persisted: dict[str, Any] | None = None  # last value written (to skip no-op records)
 
 
 @dataclass(slots=True, eq=False)
@@ -192,12 +186,12 @@ class _Group:
     assignment_epoch: int = 0
     members: dict[str, _Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    target: dict[str, _Partitions] = field(default_factory=dict)
+    target: dict[str, Partitions] = field(default_factory=dict)
     owners: dict[tuple[uuid.UUID, int], str] = field(default_factory=dict)
     # topic name -> (topic id, partitions) of the existing topics the group subscribes to
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     resolved_regex: dict[str, frozenset[str]] = field(default_factory=dict)
-    persisted: dict | None = None
+    persisted: dict[str, Any] | None = None
     dirty: set[str] = field(default_factory=set)  # members whose record may be out of date
 
     @property
@@ -215,10 +209,7 @@ class _Group:
 def _new_member_id() -> str:
     """Kafka's ``Uuid.randomUuid().toString()``: URL-safe base64 without padding, never
     starting with '-'."""
-    while True:
-        s = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        if not s.startswith("-"):
-            return s
+    return uuid_to_base64(random_uuid())
 
 
 @lru_cache(maxsize=REGEX_CACHE_SIZE)
@@ -239,38 +230,17 @@ def _to_partitions(tps: TopicPartitions | None) -> dict[uuid.UUID, set[int]] | N
     return out
 
 
-def _to_wire(parts: _Partitions) -> TopicPartitions:
-    return [(tid, sorted(parts[tid])) for tid in sorted(parts, key=str)]
-
-
-def _enc(parts: _Partitions) -> dict[str, list[int]]:
-    return {str(tid): sorted(ps) for tid, ps in sorted(parts.items(), key=lambda kv: str(kv[0]))}
-
-
-def _dec(value: dict[str, list[int]] | None) -> _Partitions:
-    return {uuid.UUID(t): frozenset(ps) for t, ps in (value or {}).items() if ps}
-
-
-def _owns_any(owned: dict[uuid.UUID, set[int]] | None, parts: _Partitions) -> bool:
+def _owns_any(owned: dict[uuid.UUID, set[int]] | None, parts: Partitions) -> bool:
     """Kafka's ``ownsRevokedPartitions``: unknown ownership (not reported) counts as owning."""
     if owned is None:
         return True
     return any(owned[tid] & ps for tid, ps in parts.items() if tid in owned)
 
 
-def _is_subset(owned: dict[uuid.UUID, set[int]] | None, assigned: _Partitions) -> bool:
+def _is_subset(owned: dict[uuid.UUID, set[int]] | None, assigned: Partitions) -> bool:
     if owned is None:
         return False
     return all(ps <= assigned.get(tid, frozenset()) for tid, ps in owned.items())
-
-
-class _Reject(Exception):
-    """A client error; carries the error code and message of the response."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class ConsumerGroups:
@@ -346,7 +316,7 @@ class ConsumerGroups:
                 client_id=client_id,
                 client_host=client_host,
             )
-        except _Reject as e:
+        except GroupRejected as e:
             return HeartbeatResult(error_code=e.code, error_message=e.message)
 
     def describe(self, group_id: str) -> ConsumerGroupDescription | None:
@@ -356,8 +326,8 @@ class ConsumerGroups:
             return None
         existing = {tid for tid, _n in self._topics().values()}
 
-        def described(parts: _Partitions) -> TopicPartitions:
-            return [(tid, ps) for tid, ps in _to_wire(parts) if tid in existing]
+        def described(parts: Partitions) -> TopicPartitions:
+            return [(tid, ps) for tid, ps in partitions_to_wire(parts) if tid in existing]
 
         members = [
             MemberDescription(
@@ -555,11 +525,11 @@ class ConsumerGroups:
                 member_epoch=v["member_epoch"],
                 previous_member_epoch=v["previous_member_epoch"],
                 state=v["state"],
-                assigned=_dec(v["assigned"]),
-                pending_revocation=_dec(v["pending_revocation"]),
+                assigned=decode_partitions(v["assigned"]),
+                pending_revocation=decode_partitions(v["pending_revocation"]),
                 persisted=v,
             )
-            group.target[mid] = _dec(v["target"])
+            group.target[mid] = decode_partitions(v["target"])
 
     def loaded(self) -> None:
         """All records replayed: rebuild derived state, restart timers from now, and catch up
@@ -618,31 +588,31 @@ class ConsumerGroups:
             or member_epoch > 0
             or member_epoch == LEAVE_GROUP_MEMBER_EPOCH
         ) and member_id == "":
-            raise _Reject(bad, "MemberId can't be empty.")
+            raise GroupRejected(bad, "MemberId can't be empty.")
         if group_id == "":
-            raise _Reject(bad, "GroupId can't be empty.")
+            raise GroupRejected(bad, "GroupId can't be empty.")
         if instance_id == "":
-            raise _Reject(bad, "InstanceId can't be empty.")
+            raise GroupRejected(bad, "InstanceId can't be empty.")
         if rack_id == "":
-            raise _Reject(bad, "RackId can't be empty.")
+            raise GroupRejected(bad, "RackId can't be empty.")
         if member_epoch == 0:
             if rebalance_timeout_ms == -1:
-                raise _Reject(bad, "RebalanceTimeoutMs must be provided in first request.")
+                raise GroupRejected(bad, "RebalanceTimeoutMs must be provided in first request.")
             if topic_partitions is None or topic_partitions:
-                raise _Reject(bad, "TopicPartitions must be empty when (re-)joining.")
+                raise GroupRejected(bad, "TopicPartitions must be empty when (re-)joining.")
             if subscribed_topic_names is None and subscribed_topic_regex is None:
-                raise _Reject(
+                raise GroupRejected(
                     bad,
                     "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
                     "when (re-)joining.",
                 )
         elif member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if instance_id is None:
-                raise _Reject(bad, "InstanceId can't be null.")
+                raise GroupRejected(bad, "InstanceId can't be null.")
         elif member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise _Reject(bad, "MemberEpoch is invalid.")
+            raise GroupRejected(bad, "MemberEpoch is invalid.")
         if server_assignor is not None and server_assignor not in self._assignors:
-            raise _Reject(
+            raise GroupRejected(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
                 f"ServerAssignor {server_assignor} is not supported. Supported assignors: "
                 f"{', '.join(self._assignors)}.",
@@ -650,7 +620,7 @@ class ConsumerGroups:
         if subscribed_topic_regex:
             compiled = _compile(subscribed_topic_regex)
             if isinstance(compiled, str):
-                raise _Reject(
+                raise GroupRejected(
                     ErrorCode.INVALID_REGULAR_EXPRESSION,
                     f"SubscribedTopicRegex `{subscribed_topic_regex}` is not a valid regular "
                     f"expression: {compiled}.",
@@ -661,11 +631,11 @@ class ConsumerGroups:
     ) -> HeartbeatResult:
         group = self._groups.get(group_id)
         if group is None:
-            raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            raise GroupRejected(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
-                raise _Reject(
+                raise GroupRejected(
                     ErrorCode.UNKNOWN_MEMBER_ID,
                     f"Member {member_id} is not a member of group {group_id}.",
                 )
@@ -689,9 +659,9 @@ class ConsumerGroups:
         """The static member holding ``instance_id``, which must be ``member_id``."""
         mid = group.static_members.get(instance_id)
         if mid is None:
-            raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            raise GroupRejected(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if mid != member_id:
-            raise _Reject(
+            raise GroupRejected(
                 ErrorCode.FENCED_INSTANCE_ID,
                 f"Static member {member_id} with instance id {instance_id} was fenced by "
                 f"member {mid}.",
@@ -704,7 +674,7 @@ class ConsumerGroups:
         if epoch == 0:
             return
         if epoch > member.member_epoch:
-            raise _Reject(
+            raise GroupRejected(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 f"The consumer group member has a greater member epoch ({epoch}) than the one "
                 f"known by the group coordinator ({member.member_epoch}). The member must "
@@ -713,7 +683,7 @@ class ConsumerGroups:
         if epoch < member.member_epoch and (
             epoch != member.previous_member_epoch or not _is_subset(owned, member.assigned)
         ):
-            raise _Reject(
+            raise GroupRejected(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 f"The consumer group member has a smaller member epoch ({epoch}) than the one "
                 f"known by the group coordinator ({member.member_epoch}). The member must "
@@ -739,11 +709,11 @@ class ConsumerGroups:
         joining = member_epoch == 0
         group = self._groups.get(group_id)
         if group is None and not joining:
-            raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            raise GroupRejected(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         members = group.members if group is not None else {}
         max_size = self._config.group_consumer_max_size
         if len(members) >= max_size and (member_id == "" or member_id not in members):
-            raise _Reject(
+            raise GroupRejected(
                 ErrorCode.GROUP_MAX_SIZE_REACHED,
                 f"The consumer group has reached its maximum capacity of {max_size} members.",
             )
@@ -756,13 +726,13 @@ class ConsumerGroups:
         if instance_id is None or (group is not None and member is not None and joining):
             # Dynamic member, or a static member rejoining under its own member id.
             if member is None and not joining:
-                raise _Reject(
+                raise GroupRejected(
                     ErrorCode.UNKNOWN_MEMBER_ID,
                     f"Member {member_id} is not a member of group {group_id}.",
                 )
             if member is not None:
                 if instance_id is not None and member.instance_id not in (None, instance_id):
-                    raise _Reject(
+                    raise GroupRejected(
                         ErrorCode.INVALID_REQUEST,
                         f"Member {member_id} cannot change its instance id from "
                         f"{member.instance_id} to {instance_id}.",
@@ -770,7 +740,7 @@ class ConsumerGroups:
                 if instance_id is not None and member.instance_id is None:
                     owner_id = group.static_members.get(instance_id) if group else None
                     if owner_id is not None:
-                        raise _Reject(
+                        raise GroupRejected(
                             ErrorCode.UNRELEASED_INSTANCE_ID,
                             f"Static member {member_id} with instance id {instance_id} cannot "
                             f"join the group because the instance id is owned by {owner_id} "
@@ -782,7 +752,7 @@ class ConsumerGroups:
             if holder_id is not None:
                 static = members[holder_id]
                 if static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                    raise _Reject(
+                    raise GroupRejected(
                         ErrorCode.UNRELEASED_INSTANCE_ID,
                         f"Static member {member_id} with instance id {instance_id} cannot join "
                         f"the group because the instance id is owned by {holder_id} member.",
@@ -860,7 +830,7 @@ class ConsumerGroups:
             member_id=member_id,
             member_epoch=member.member_epoch,
             heartbeat_interval_ms=self._config.group_consumer_heartbeat_interval_ms,
-            assignment=_to_wire(member.assigned)
+            assignment=partitions_to_wire(member.assigned)
             if full or member.assigned != old_assigned
             else None,
         )
@@ -976,7 +946,7 @@ class ConsumerGroups:
         )  # fmt: skip
 
     def _set_partitions(
-        self, group: _Group, member: _Member, assigned: _Partitions, pending: _Partitions
+        self, group: _Group, member: _Member, assigned: Partitions, pending: Partitions
     ) -> None:
         """Replace a member's assigned and pending-revocation sets, keeping ``owners``."""
         for parts in (member.assigned, member.pending_revocation):
@@ -1084,7 +1054,7 @@ class ConsumerGroups:
             member.queued[kind] = deadline
             heapq.heappush(self._timers, (deadline, next(self._seq), kind, gid, member.member_id))
 
-    def _group_value(self, group: _Group) -> dict:
+    def _group_value(self, group: _Group) -> dict[str, Any]:
         return {
             "group_epoch": group.group_epoch,
             "assignment_epoch": group.assignment_epoch,
@@ -1096,7 +1066,7 @@ class ConsumerGroups:
             "resolved_regex": {r: sorted(ns) for r, ns in sorted(group.resolved_regex.items())},
         }
 
-    def _member_value(self, group: _Group, m: _Member) -> dict:
+    def _member_value(self, group: _Group, m: _Member) -> dict[str, Any]:
         return {
             "instance_id": m.instance_id,
             "rack_id": m.rack_id,
@@ -1109,9 +1079,9 @@ class ConsumerGroups:
             "member_epoch": m.member_epoch,
             "previous_member_epoch": m.previous_member_epoch,
             "state": m.state,
-            "assigned": _enc(m.assigned),
-            "pending_revocation": _enc(m.pending_revocation),
-            "target": _enc(group.target.get(m.member_id, {})),
+            "assigned": encode_partitions(m.assigned),
+            "pending_revocation": encode_partitions(m.pending_revocation),
+            "target": encode_partitions(group.target.get(m.member_id, {})),
         }
 
     def _flush(self, group: _Group) -> None:

@@ -44,8 +44,14 @@ from snakka.coordinator_log import CoordinatorLog
 from snakka.groups.classic import ClassicGroups
 from snakka.groups.consumer import ConsumerGroups, HeartbeatResult
 from snakka.groups.offsets import OffsetStore
-from snakka.groups.share import GroupDeleted, MemberLeft, PartitionsAssigned, ShareGroups
+from snakka.groups.share_group import GroupDeleted, MemberLeft, PartitionsAssigned, ShareGroups
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
+from snakka.limits import (
+    COMPACT_MIN_RECORDS,
+    COMPACT_RATIO,
+    OFFSETS_SEGMENT_BYTES,
+    SNAPSHOT_BATCH_RECORDS,
+)
 from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode, KafkaError
 
@@ -63,10 +69,6 @@ log = logging.getLogger("snakka.groups")
 OFFSETS_TOPIC = "__consumer_offsets"
 # Snapshot-and-trim thresholds (see the module docstring) and the topic's segment size, small so
 # that trimmed records are actually deleted from disk.
-COMPACT_MIN_RECORDS = 10_000
-COMPACT_RATIO = 4
-SNAPSHOT_BATCH_RECORDS = 5_000
-OFFSETS_SEGMENT_BYTES = 16 * 1024 * 1024
 
 
 def group_config(resolver: ConfigResolver) -> GroupConfig:
@@ -129,7 +131,8 @@ class GroupCoordinator(MetadataListener):
         # Created on the first group write, as Kafka creates __consumer_offsets on first use: a
         # broker nobody runs groups on does not pay for its partitions at start-up and shutdown.
         self.log = CoordinatorLog(
-            controller, replicas, time_ms, OFFSETS_TOPIC, self.num_partitions, segment_bytes=OFFSETS_SEGMENT_BYTES,
+            controller, replicas, time_ms, OFFSETS_TOPIC, self.num_partitions,
+            segment_bytes=OFFSETS_SEGMENT_BYTES,
             compact_min_records=COMPACT_MIN_RECORDS, compact_ratio=COMPACT_RATIO,
             snapshot_batch_records=SNAPSHOT_BATCH_RECORDS, lazy=True)
         # partition -> {key: record}: the latest non-tombstone record per key (what a snapshot

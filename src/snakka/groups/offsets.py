@@ -46,7 +46,7 @@ class OffsetStore:
         per entry, in order."""
         now = self.clock()
         limit = self.config.offset_metadata_max_bytes
-        errors = []
+        errors: list[int] = []
         group = self._offsets.setdefault(group_id, {})
         for topic, partition, offset, leader_epoch, metadata in entries:
             md = metadata or ""

@@ -27,10 +27,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from snakka.config import INT_MAX
+from snakka.config import broker_default, broker_default_int
 
 Clock = Callable[[], int]
+_default = broker_default_int
+
+
+def _default_list(name: str) -> list[str]:
+    v = broker_default(name)
+    assert isinstance(v, list)
+    return v
 
 
 class _Pending:
@@ -50,32 +58,33 @@ class GroupRecord:
     ``("consumer", group)``, ``("consumer_member", group, member_id)``; ``value`` is a
     JSON-serialisable dict (bytes as base64 strings), or ``None`` for a tombstone."""
 
-    key: tuple
-    value: dict | None
+    key: tuple[Any, ...]
+    value: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
-    """Broker configs of the group coordinator (Kafka's names, dots → underscores)."""
+    """Broker configs of the group coordinator (Kafka's names, dots → underscores). The defaults
+    are snakka.config's (one definition); the shell passes the broker's configured values."""
 
-    group_min_session_timeout_ms: int = 6_000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 3_000
-    group_max_size: int = INT_MAX
-    offsets_retention_minutes: int = 10_080
-    offset_metadata_max_bytes: int = 4_096
-    group_consumer_session_timeout_ms: int = 45_000
-    group_consumer_min_session_timeout_ms: int = 45_000
-    group_consumer_max_session_timeout_ms: int = 60_000
-    group_consumer_heartbeat_interval_ms: int = 5_000
-    group_consumer_min_heartbeat_interval_ms: int = 5_000
-    group_consumer_max_heartbeat_interval_ms: int = 15_000
-    group_consumer_max_size: int = INT_MAX
-    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
-    group_share_session_timeout_ms: int = 45_000
-    group_share_heartbeat_interval_ms: int = 5_000
-    group_share_max_size: int = 200
-    extra: dict = field(default_factory=dict)
+    group_min_session_timeout_ms: int = _default("group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = _default("group.max.session.timeout.ms")
+    group_initial_rebalance_delay_ms: int = _default("group.initial.rebalance.delay.ms")
+    group_max_size: int = _default("group.max.size")
+    offsets_retention_minutes: int = _default("offsets.retention.minutes")
+    offset_metadata_max_bytes: int = _default("offset.metadata.max.bytes")
+    group_consumer_session_timeout_ms: int = _default("group.consumer.session.timeout.ms")
+    group_consumer_min_session_timeout_ms: int = _default("group.consumer.min.session.timeout.ms")
+    group_consumer_max_session_timeout_ms: int = _default("group.consumer.max.session.timeout.ms")
+    group_consumer_heartbeat_interval_ms: int = _default("group.consumer.heartbeat.interval.ms")
+    group_consumer_min_heartbeat_interval_ms: int = _default("group.consumer.min.heartbeat.interval.ms")
+    group_consumer_max_heartbeat_interval_ms: int = _default("group.consumer.max.heartbeat.interval.ms")
+    group_consumer_max_size: int = _default("group.consumer.max.size")
+    group_consumer_assignors: tuple[str, ...] = tuple(_default_list("group.consumer.assignors"))
+    group_share_session_timeout_ms: int = _default("group.share.session.timeout.ms")
+    group_share_heartbeat_interval_ms: int = _default("group.share.heartbeat.interval.ms")
+    group_share_max_size: int = _default("group.share.max.size")
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -91,7 +100,10 @@ class ClassicState:
     DEAD = "Dead"
 
 
-class ShareState:
+class ShareGroupState:
+    """A share group's state (Kafka's ShareGroupState); not a share-partition's persisted
+    state, which is ``snakka.share.types.SharePartitionState``."""
+
     EMPTY = "Empty"
     STABLE = "Stable"
     DEAD = "Dead"

@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 from snakka.fetch_sessions import CachedPartition
+from snakka.limits import INT32_MAX
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.fetch_response import (
     FetchableTopicResponse,
@@ -140,7 +141,7 @@ def handle(ctx, req):
     if fctx.error != ErrorCode.NONE:
         return FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0,
                              responses=[])
-    max_bytes = min(req.max_bytes if v >= 3 else 2**31 - 1,
+    max_bytes = min(req.max_bytes if v >= 3 else INT32_MAX,
                     int(services.resolver.broker_value("fetch.max.bytes")))
     read_committed = v >= 4 and req.isolation_level == 1
     deadline = services.time_ms() + max(req.max_wait_ms, 0)

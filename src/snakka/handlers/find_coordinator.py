@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import logging
 
-from snakka.metadata.core import base64_to_uuid, uuid_to_base64
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
+from snakka.protocol.primitives import base64_to_uuid, uuid_to_base64
 
 API_KEY = 10
 

@@ -6,7 +6,7 @@ classic groups with an empty protocol type, as Kafka does.
 
 from __future__ import annotations
 
-from snakka.groups.share import SHARE_PROTOCOL_TYPE
+from snakka.groups.share_group import SHARE_PROTOCOL_TYPE
 from snakka.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 
 API_KEY = 16

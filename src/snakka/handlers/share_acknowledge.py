@@ -18,8 +18,8 @@ from snakka.protocol.messages.share_acknowledge_response import (
     ShareAcknowledgeResponse,
     ShareAcknowledgeTopicResponse,
 )
+from snakka.protocol.share import AckBatch
 from snakka.share.sessions import FINAL_EPOCH
-from snakka.share.types import AckBatch
 
 API_KEY = 79
 MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1

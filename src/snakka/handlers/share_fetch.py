@@ -40,8 +40,8 @@ from snakka.protocol.messages.share_fetch_response import (
     ShareFetchableTopicResponse,
     ShareFetchResponse,
 )
+from snakka.protocol.share import AckBatch, AcquireMode
 from snakka.share.manager import PartitionResult
-from snakka.share.types import AckBatch, AcquireMode
 
 API_KEY = 78
 MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1

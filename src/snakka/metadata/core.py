@@ -19,11 +19,11 @@ Records are small dicts with a ``type`` key:
 
 from __future__ import annotations
 
-import base64
 import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from snakka.config import (
     BROKER_CONFIGS,
@@ -33,13 +33,11 @@ from snakka.config import (
     validate_group_configs,
     validate_topic_configs,
 )
+from snakka.limits import MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LENGTH
 from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.primitives import random_uuid
 
-MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-# Partitions one CreateTopics/CreatePartitions may ask for; a named bound (Kafka has none, but
-# a typo like 1000000 would create a million directories).
-MAX_PARTITIONS_PER_TOPIC = 10_000
 # Producer ids are handed out in blocks; only the block boundary is logged (Kafka's
 # AllocateProducerIds does the same with blocks of 1000).
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -62,22 +60,14 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 # partition count and configs they created the topic with (see docs/configuration.md).
 RESERVED_TOPICS = INTERNAL_TOPICS | {CLUSTER_METADATA_TOPIC, "__remote_log_metadata"}
 
+#: One record of the metadata log (``__cluster_metadata``): a JSON object whose ``type`` says
+#: which change it is.
+MetadataRecord = dict[str, Any]
+
 
 def random_topic_id() -> uuid.UUID:
     """A random non-zero topic id whose base64 form does not start with '-' (as Kafka does)."""
-    while True:
-        u = uuid.uuid4()
-        if u.int != 0 and u.int != 1 and not uuid_to_base64(u).startswith("-"):
-            return u
-
-
-def uuid_to_base64(u: uuid.UUID) -> str:
-    """Kafka's textual topic-id/cluster-id form: url-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
-def base64_to_uuid(s: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+    return random_uuid()
 
 
 def validate_topic_name(name: str) -> None:
@@ -142,10 +132,10 @@ class ClusterMetadata:
         self.dynamic_configs: dict[tuple[int, str], dict[str, str]] = {}
         self.next_producer_id_block = 0  # first id of the next unallocated block
         self.version = 0  # bumps on every applied record (cheap change detection)
-        self.skipped: list[Mapping] = []  # replayed records that could not apply (see apply)
+        self.skipped: list[Mapping[str, Any]] = []  # replayed records that could not apply (see apply)
 
     # -- replay --------------------------------------------------------------------------
-    def apply(self, rec: Mapping) -> None:
+    def apply(self, rec: Mapping[str, Any]) -> None:
         t = rec["type"]
         if t == "topic":
             if rec["name"] == CLUSTER_METADATA_TOPIC:
@@ -153,11 +143,11 @@ class ClusterMetadata:
                 # directory). It cannot be a topic: forget it; the shell logs the skip.
                 self.skipped.append(rec)
                 return
-            ti = TopicInfo(rec["name"], uuid.UUID(hex=rec["topic_id"]), int(rec["partitions"]),
-                           dict(rec.get("configs") or {}))
-            self.topics[ti.name] = ti
-            self.topics_by_id[ti.topic_id] = ti
-            self._collisions[_collision_key(ti.name)] = ti.name
+            new = TopicInfo(rec["name"], uuid.UUID(hex=rec["topic_id"]), int(rec["partitions"]),
+                            dict(rec.get("configs") or {}))
+            self.topics[new.name] = new
+            self.topics_by_id[new.topic_id] = new
+            self._collisions[_collision_key(new.name)] = new.name
         elif t == "partitions":
             ti = self.topics_by_id.get(uuid.UUID(hex=rec["topic_id"]))
             if ti is None:  # a skipped topic's
@@ -197,7 +187,7 @@ class ClusterMetadata:
             raise ValueError(f"unknown metadata record type {t!r}")
         self.version += 1
 
-    def _emit(self, recs: list[dict]) -> list[dict]:
+    def _emit(self, recs: list[MetadataRecord]) -> list[MetadataRecord]:
         for r in recs:
             self.apply(r)
         return recs
@@ -241,12 +231,12 @@ class ClusterMetadata:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
 
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str | None],
-                     topic_id: uuid.UUID | None = None, *, internal: bool = False) -> list[dict]:
+                     topic_id: uuid.UUID | None = None, *, internal: bool = False) -> list[MetadataRecord]:
         self.check_create_topic(name, partitions, 1, configs, internal=internal)
         return self._emit([self.topic_record(name, partitions, configs, topic_id)])
 
     def topic_record(self, name: str, partitions: int, configs: Mapping[str, str | None],
-                     topic_id: uuid.UUID | None = None) -> dict:
+                     topic_id: uuid.UUID | None = None) -> MetadataRecord:
         """The record that creates a (validated) topic, with a fresh topic id; not applied."""
         tid = topic_id or random_topic_id()
         while tid in self.topics_by_id:
@@ -264,11 +254,11 @@ class ClusterMetadata:
         if self.pending.pop(name, 0) is None:
             self._pending_collisions.pop(_collision_key(name), None)
 
-    def apply_all(self, records: list[dict]) -> list[dict]:
+    def apply_all(self, records: list[MetadataRecord]) -> list[MetadataRecord]:
         """Apply records built elsewhere (e.g. ``topic_record``) and return them."""
         return self._emit(records)
 
-    def delete_topic(self, name: str) -> list[dict]:
+    def delete_topic(self, name: str) -> list[MetadataRecord]:
         ti = self.topics.get(name)
         if ti is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -296,7 +286,7 @@ class ClusterMetadata:
                              f"Number of partitions {count} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC}.")
         return ti
 
-    def create_partitions(self, name: str, count: int) -> list[dict]:
+    def create_partitions(self, name: str, count: int) -> list[MetadataRecord]:
         ti = self.check_create_partitions(name, count)
         return self._emit([{"type": "partitions", "topic_id": ti.topic_id.hex, "partitions": count}])
 
@@ -349,7 +339,7 @@ class ClusterMetadata:
 
     def alter_configs(self, resource_type: int, resource_name: str,
                       changes: Mapping[str, str | None], *, replace: bool = False,
-                      broker_value: Callable[[str], str | None] | None = None) -> list[dict]:
+                      broker_value: Callable[[str], str | None] | None = None) -> list[MetadataRecord]:
         """Apply config changes (None deletes). ``replace`` = legacy AlterConfigs semantics:
         every existing override not named in ``changes`` is removed."""
         self.check_config_change(resource_type, resource_name, changes, broker_value,
@@ -368,17 +358,17 @@ class ClusterMetadata:
         return dict(self.dynamic_configs.get((resource_type, resource_name), {}))
 
     # -- producer ids --------------------------------------------------------------------
-    def allocate_producer_id_block(self) -> tuple[list[dict], int]:
+    def allocate_producer_id_block(self) -> tuple[list[MetadataRecord], int]:
         """Reserve the next block; returns (records, first id of the block)."""
         start = self.next_producer_id_block
         return self._emit([{"type": "producer_ids", "next": start + PRODUCER_ID_BLOCK_SIZE}]), start
 
-    def set_cluster_id(self, cluster_id: str) -> list[dict]:
+    def set_cluster_id(self, cluster_id: str) -> list[MetadataRecord]:
         return self._emit([{"type": "cluster", "cluster_id": cluster_id}])
 
 
 __all__ = [
-    "ClusterMetadata", "TopicInfo", "random_topic_id", "uuid_to_base64", "base64_to_uuid",
+    "ClusterMetadata", "TopicInfo", "random_topic_id",
     "validate_topic_name", "RESOURCE_TOPIC", "RESOURCE_BROKER", "RESOURCE_GROUP", "INTERNAL_TOPICS",
     "RESERVED_TOPICS", "CLUSTER_METADATA_TOPIC", "check_client_topic",
     "TOPIC_CONFIGS", "PRODUCER_ID_BLOCK_SIZE",

@@ -26,6 +26,10 @@ from .messages.request_header import RequestHeader
 from .messages.response_header import ResponseHeader
 from .primitives import ZERO_UUID, ProtocolStruct, ScatterBuffer
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # keep `typing` out of the import path (startup time)
+    from typing import Any
+
 __all__ = [
     "API_SPECS",
     "ApiSpec",
@@ -50,7 +54,9 @@ _HH = _struct.Struct(">hh")
 _I32 = _struct.Struct(">i")
 
 
-def decode_request_header(buf) -> tuple[RequestHeader, int, ApiSpec | None]:
+def decode_request_header(
+    buf: bytes | bytearray | memoryview,
+) -> tuple[RequestHeader, int, ApiSpec | None]:
     """Decode the header of one request frame (``buf`` excludes the 4-byte size).
 
     Returns ``(header, body_offset, spec)``.  ``spec`` is None for an unknown
@@ -71,7 +77,9 @@ def decode_request_header(buf) -> tuple[RequestHeader, int, ApiSpec | None]:
     return header, pos, spec
 
 
-def decode_request(buf):
+def decode_request(
+    buf: bytes | bytearray | memoryview,
+) -> tuple[RequestHeader, Any, ApiSpec]:
     """Decode a whole request frame: returns ``(header, request_obj, spec)``.
 
     Raises :class:`DecodeError` for malformed bytes and for an unknown API key
@@ -137,8 +145,12 @@ def encode_request(
     return bytes(out)
 
 
-def decode_response_header(buf, api_key: int, version: int) -> tuple[ResponseHeader, int]:
+def decode_response_header(
+    buf: bytes | bytearray | memoryview, api_key: int, version: int
+) -> tuple[ResponseHeader, int]:
     """Decode a response header (``buf`` excludes the size); returns ``(header, body_offset)``."""
     spec = API_SPECS.get(api_key)
     hv = spec.response_header_version(version) if spec is not None else 0
-    return ResponseHeader.read(buf, 0, hv)
+    header: ResponseHeader
+    header, pos = ResponseHeader.read(buf, 0, hv)
+    return header, pos

@@ -7,18 +7,25 @@ Newer versions than we know are read with our newest schema, as Kafka's Consumer
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from snakka.protocol.errors import DecodeError
 from snakka.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from snakka.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
+from snakka.protocol.primitives import ProtocolStruct
+
+_Payload = TypeVar("_Payload", bound=ProtocolStruct)
 
 
-def _decode(cls, data: bytes):
+def _decode(cls: type[_Payload], data: bytes) -> _Payload:
     if len(data) < 2:
         raise DecodeError("consumer protocol payload shorter than its version")
     version = int.from_bytes(data[:2], "big", signed=True)
     if version < 0:
         raise DecodeError(f"negative consumer protocol version {version}")
-    return cls.decode(data[2:], min(version, cls.VALID_VERSIONS[1]))
+    obj = cls.decode(data[2:], min(version, cls.VALID_VERSIONS[1]))
+    assert isinstance(obj, cls)
+    return obj
 
 
 def decode_subscription(data: bytes) -> ConsumerProtocolSubscription:

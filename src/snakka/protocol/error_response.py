@@ -42,6 +42,7 @@ from typing import Any
 
 from snakka.protocol.apis import api_spec
 from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.primitives import ProtocolStruct
 
 __all__ = ["COORDINATOR_APIS", "STORAGE_ERRNOS", "error_code_for", "error_response", "mirror"]
 
@@ -111,8 +112,9 @@ def error_code_for(exc: BaseException, api_key: int) -> ErrorCode:
     return mapped
 
 
-def _resolve(cls: type, name: str) -> type:
-    return getattr(importlib.import_module(cls.__module__), name)
+def _resolve(cls: type[ProtocolStruct], name: str) -> type[ProtocolStruct]:
+    found: type[ProtocolStruct] = getattr(importlib.import_module(cls.__module__), name)
+    return found
 
 
 def _lookup(src: Any, attr: str) -> tuple[bool, Any]:
@@ -126,9 +128,9 @@ def _lookup(src: Any, attr: str) -> tuple[bool, Any]:
     return False, None
 
 
-def _struct_lists(obj: Any) -> dict[str, list]:
+def _struct_lists(obj: Any) -> dict[str, list[Any]]:
     """Request attributes that hold arrays of structs (None lists skipped)."""
-    out = {}
+    out: dict[str, list[Any]] = {}
     for attr in getattr(type(obj), "STRUCT_FIELDS", {}):
         v = getattr(obj, attr, None)
         if isinstance(v, list):
@@ -136,9 +138,9 @@ def _struct_lists(obj: Any) -> dict[str, list]:
     return out
 
 
-def _id_lists(obj: Any) -> dict[str, list]:
+def _id_lists(obj: Any) -> dict[str, list[Any]]:
     """Request attributes that are arrays of plain ids (int or str), e.g. partition_indexes."""
-    out = {}
+    out: dict[str, list[Any]] = {}
     if obj is None:
         return out
     structs = getattr(type(obj), "STRUCT_FIELDS", {})
@@ -152,7 +154,7 @@ def _id_lists(obj: Any) -> dict[str, list]:
     return out
 
 
-def mirror(resp_cls: type, src: Any, code: int, message: str | None) -> Any:
+def mirror(resp_cls: type[ProtocolStruct], src: Any, code: int, message: str | None) -> Any:
     """An instance of ``resp_cls`` shaped like ``src`` (a request struct, a plain id, or None)
     with every error field set (module doc)."""
     obj = resp_cls()
@@ -162,7 +164,7 @@ def mirror(resp_cls: type, src: Any, code: int, message: str | None) -> Any:
     used: set[str] = set()
     id_set = False
     # Pair response struct arrays with request arrays: same name first, then by elimination.
-    pairs: dict[str, list | None] = {}
+    pairs: dict[str, list[Any] | None] = {}
     for attr in structs:
         if attr in src_structs:
             pairs[attr] = src_structs[attr]
@@ -208,10 +210,10 @@ def mirror(resp_cls: type, src: Any, code: int, message: str | None) -> Any:
     return obj
 
 
-_CARRIES: dict[type, bool] = {}
+_CARRIES: dict[type[ProtocolStruct], bool] = {}
 
 
-def _carries_errors(cls: type) -> bool:
+def _carries_errors(cls: type[ProtocolStruct]) -> bool:
     """Whether ``cls`` or a struct below it has an ``error_code`` (lists such as Produce's
     ``node_endpoints`` do not, and are not paired with request arrays)."""
     known = _CARRIES.get(cls)

@@ -26,6 +26,7 @@ The varint/varlong (zigzag) helpers are also meant for the record-batch layer.
 
 from __future__ import annotations
 
+import base64 as _base64
 import struct as _struct
 import uuid as _uuid
 
@@ -33,7 +34,11 @@ from .errors import DecodeError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # keep `typing` out of the import path (startup time)
-    from typing import Any, ClassVar
+    from collections.abc import Callable
+    from typing import Any, ClassVar, TypeAlias
+
+    #: What a record set or BYTES field may be written from.
+    BytesLike: TypeAlias = bytes | bytearray | memoryview
 
 __all__ = [
     "UNSET",
@@ -48,6 +53,9 @@ __all__ = [
     "write_varlong",
     "size_of_uvarint",
     "uuid_from_bytes",
+    "uuid_to_base64",
+    "base64_to_uuid",
+    "random_uuid",
     "skip_tagged_fields",
 ]
 
@@ -62,7 +70,7 @@ class _Unset:
     def __repr__(self) -> str:
         return "<default>"
 
-    def __reduce__(self):
+    def __reduce__(self) -> str:
         return "UNSET"
 
 
@@ -86,7 +94,7 @@ def _uuid_from_bytes_slow(b: bytes) -> _uuid.UUID:
     return _uuid.UUID(bytes=bytes(b))
 
 
-def _make_fast_uuid():
+def _make_fast_uuid() -> Callable[[bytes], _uuid.UUID]:
     # uuid.UUID(bytes=...) validates and is ~1 us; building the (immutable,
     # slotted) instance directly is ~3x faster.  Verify once, else fall back.
     new = object.__new__
@@ -115,10 +123,32 @@ def _make_fast_uuid():
 uuid_from_bytes = _make_fast_uuid()
 
 
+# Kafka's textual form of a Uuid (topic ids, cluster ids, member ids): what clients, tools and
+# the broker print and parse, so both sides of the protocol share this one definition.
+def uuid_to_base64(u: _uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString()``: url-safe base64 of the 16 bytes, no padding."""
+    return _base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def base64_to_uuid(s: str) -> _uuid.UUID:
+    """Kafka's ``Uuid.fromString()``. Raises ``ValueError`` (``binascii.Error`` is one) for text
+    that is not the base64 of 16 bytes."""
+    return _uuid.UUID(bytes=_base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+
+
+def random_uuid() -> _uuid.UUID:
+    """Kafka's ``Uuid.randomUuid()``: random, never the zero or metadata-topic id (0 and 1), and
+    never one whose text starts with '-' (it would read as a command-line option)."""
+    while True:
+        u = _uuid.uuid4()
+        if u.int > 1 and not uuid_to_base64(u).startswith("-"):
+            return u
+
+
 # ----------------------------------------------------------------------- varints
 
 
-def read_uvarint(buf, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
     """Unsigned LEB128 varint of at most 5 bytes (Kafka's readUnsignedVarint)."""
     b = buf[pos]
     if b < 0x80:
@@ -157,7 +187,7 @@ def size_of_uvarint(value: int) -> int:
     return n
 
 
-def _read_unsigned_long_varint(buf, pos: int, max_shift: int) -> tuple[int, int]:
+def _read_unsigned_long_varint(buf: memoryview, pos: int, max_shift: int) -> tuple[int, int]:
     value = 0
     shift = 0
     while True:
@@ -171,7 +201,7 @@ def _read_unsigned_long_varint(buf, pos: int, max_shift: int) -> tuple[int, int]
             raise DecodeError("varint is too long")
 
 
-def read_varint(buf, pos: int) -> tuple[int, int]:
+def read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
     """Zigzag-encoded signed 32-bit varint (record headers, record fields)."""
     b = buf[pos]
     if b < 0x80:
@@ -180,7 +210,7 @@ def read_varint(buf, pos: int) -> tuple[int, int]:
     return (v >> 1) ^ -(v & 1), pos
 
 
-def read_varlong(buf, pos: int) -> tuple[int, int]:
+def read_varlong(buf: memoryview, pos: int) -> tuple[int, int]:
     """Zigzag-encoded signed 64-bit varint."""
     b = buf[pos]
     if b < 0x80:
@@ -200,11 +230,11 @@ def write_varlong(out: bytearray, value: int) -> None:
 # ------------------------------------------------------------------ length words
 
 
-def _too_long(n: int, pos: int, buf) -> DecodeError:
+def _too_long(n: int, pos: int, buf: memoryview) -> DecodeError:
     return DecodeError(f"length {n} at offset {pos} exceeds the {len(buf) - pos} remaining bytes")
 
 
-def read_array_len(buf, pos: int) -> tuple[int, int]:
+def read_array_len(buf: memoryview, pos: int) -> tuple[int, int]:
     """int32 element count of a non-nullable classic array."""
     (n,) = _unpack_i32(buf, pos)
     pos += 4
@@ -215,7 +245,7 @@ def read_array_len(buf, pos: int) -> tuple[int, int]:
     return n, pos
 
 
-def read_nullable_array_len(buf, pos: int) -> tuple[int, int]:
+def read_nullable_array_len(buf: memoryview, pos: int) -> tuple[int, int]:
     """int32 element count, -1 for a null array."""
     (n,) = _unpack_i32(buf, pos)
     pos += 4
@@ -228,7 +258,7 @@ def read_nullable_array_len(buf, pos: int) -> tuple[int, int]:
     return n, pos
 
 
-def read_compact_array_len(buf, pos: int) -> tuple[int, int]:
+def read_compact_array_len(buf: memoryview, pos: int) -> tuple[int, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -242,7 +272,7 @@ def read_compact_array_len(buf, pos: int) -> tuple[int, int]:
     return n, pos
 
 
-def read_compact_nullable_array_len(buf, pos: int) -> tuple[int, int]:
+def read_compact_nullable_array_len(buf: memoryview, pos: int) -> tuple[int, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -257,7 +287,7 @@ def read_compact_nullable_array_len(buf, pos: int) -> tuple[int, int]:
 # ----------------------------------------------------------------------- strings
 
 
-def read_string(buf, pos: int) -> tuple[str, int]:
+def read_string(buf: memoryview, pos: int) -> tuple[str, int]:
     (n,) = _unpack_i16(buf, pos)
     pos += 2
     if n < 0:
@@ -270,7 +300,7 @@ def read_string(buf, pos: int) -> tuple[str, int]:
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_nullable_string(buf, pos: int) -> tuple[str | None, int]:
+def read_nullable_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
     (n,) = _unpack_i16(buf, pos)
     pos += 2
     if n < 0:
@@ -283,7 +313,7 @@ def read_nullable_string(buf, pos: int) -> tuple[str | None, int]:
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_compact_string(buf, pos: int) -> tuple[str, int]:
+def read_compact_string(buf: memoryview, pos: int) -> tuple[str, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -297,7 +327,7 @@ def read_compact_string(buf, pos: int) -> tuple[str, int]:
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_compact_nullable_string(buf, pos: int) -> tuple[str | None, int]:
+def read_compact_nullable_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -363,7 +393,7 @@ def write_compact_nullable_string(out: bytearray, s: str | None) -> None:
 # ------------------------------------------------------------- bytes and records
 
 
-def read_bytes(buf, pos: int) -> tuple[bytes, int]:
+def read_bytes(buf: memoryview, pos: int) -> tuple[bytes, int]:
     (n,) = _unpack_i32(buf, pos)
     pos += 4
     if n < 0:
@@ -374,7 +404,7 @@ def read_bytes(buf, pos: int) -> tuple[bytes, int]:
     return bytes(buf[pos:end]), end
 
 
-def read_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+def read_nullable_bytes(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
     (n,) = _unpack_i32(buf, pos)
     pos += 4
     if n < 0:
@@ -387,7 +417,7 @@ def read_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos:end]), end
 
 
-def read_compact_bytes(buf, pos: int) -> tuple[bytes, int]:
+def read_compact_bytes(buf: memoryview, pos: int) -> tuple[bytes, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -401,7 +431,7 @@ def read_compact_bytes(buf, pos: int) -> tuple[bytes, int]:
     return bytes(buf[pos:end]), end
 
 
-def read_compact_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+def read_compact_nullable_bytes(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -415,7 +445,7 @@ def read_compact_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos:end]), end
 
 
-def read_records(buf, pos: int) -> tuple[memoryview, int]:
+def read_records(buf: memoryview, pos: int) -> tuple[memoryview, int]:
     (n,) = _unpack_i32(buf, pos)
     pos += 4
     if n < 0:
@@ -428,7 +458,7 @@ def read_records(buf, pos: int) -> tuple[memoryview, int]:
     return buf[pos:end], end
 
 
-def read_nullable_records(buf, pos: int) -> tuple[memoryview | None, int]:
+def read_nullable_records(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
     (n,) = _unpack_i32(buf, pos)
     pos += 4
     if n < 0:
@@ -441,7 +471,7 @@ def read_nullable_records(buf, pos: int) -> tuple[memoryview | None, int]:
     return buf[pos:end], end
 
 
-def read_compact_records(buf, pos: int) -> tuple[memoryview, int]:
+def read_compact_records(buf: memoryview, pos: int) -> tuple[memoryview, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -455,7 +485,7 @@ def read_compact_records(buf, pos: int) -> tuple[memoryview, int]:
     return buf[pos:end], end
 
 
-def read_compact_nullable_records(buf, pos: int) -> tuple[memoryview | None, int]:
+def read_compact_nullable_records(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -469,14 +499,14 @@ def read_compact_nullable_records(buf, pos: int) -> tuple[memoryview | None, int
     return buf[pos:end], end
 
 
-def write_bytes(out: bytearray, b) -> None:
+def write_bytes(out: bytearray, b: BytesLike) -> None:
     if b is None:
         raise ValueError("non-nullable bytes field is None")
     out += _pack_i32(len(b))
     out += b
 
 
-def write_nullable_bytes(out: bytearray, b) -> None:
+def write_nullable_bytes(out: bytearray, b: BytesLike | None) -> None:
     if b is None:
         out += _NULL32
         return
@@ -484,7 +514,7 @@ def write_nullable_bytes(out: bytearray, b) -> None:
     out += b
 
 
-def write_compact_bytes(out: bytearray, b) -> None:
+def write_compact_bytes(out: bytearray, b: BytesLike) -> None:
     if b is None:
         raise ValueError("non-nullable bytes field is None")
     n = len(b) + 1
@@ -495,7 +525,7 @@ def write_compact_bytes(out: bytearray, b) -> None:
     out += b
 
 
-def write_compact_nullable_bytes(out: bytearray, b) -> None:
+def write_compact_nullable_bytes(out: bytearray, b: BytesLike | None) -> None:
     if b is None:
         out.append(0)
         return
@@ -507,7 +537,7 @@ def write_compact_nullable_bytes(out: bytearray, b) -> None:
     out += b
 
 
-def _nbytes(b) -> int:
+def _nbytes(b: BytesLike) -> int:
     return b.nbytes if type(b) is memoryview else len(b)
 
 
@@ -527,19 +557,19 @@ class ScatterBuffer(bytearray):
 
     def __init__(self) -> None:
         super().__init__()
-        self.chunks: list[tuple[int, object]] = []  # (position in self, bytes-like)
+        self.chunks: list[tuple[int, BytesLike]] = []  # (position in self, bytes-like)
 
-    def add_chunk(self, data) -> None:
+    def add_chunk(self, data: BytesLike) -> None:
         self.chunks.append((len(self), data))
 
     def total_length(self) -> int:
         return len(self) + sum(_nbytes(d) for _, d in self.chunks)
 
-    def pieces(self) -> list:
+    def pieces(self) -> list[BytesLike]:
         if not self.chunks:
             return [self]
         view = memoryview(self)
-        out: list = []
+        out: list[BytesLike] = []
         prev = 0
         for pos, data in self.chunks:
             if pos > prev:
@@ -551,14 +581,14 @@ class ScatterBuffer(bytearray):
         return out
 
 
-def _put_records(out: bytearray, b, n: int) -> None:
+def _put_records(out: bytearray, b: BytesLike, n: int) -> None:
     if n >= ZERO_COPY_MIN_BYTES and type(out) is ScatterBuffer:
         out.add_chunk(b)
     else:
         out += b
 
 
-def write_records(out: bytearray, b) -> None:
+def write_records(out: bytearray, b: BytesLike | None) -> None:
     """Non-nullable records: None is written as an empty record set."""
     if b is None:
         out += _pack_i32(0)
@@ -568,7 +598,7 @@ def write_records(out: bytearray, b) -> None:
     _put_records(out, b, n)
 
 
-def write_nullable_records(out: bytearray, b) -> None:
+def write_nullable_records(out: bytearray, b: BytesLike | None) -> None:
     if b is None:
         out += _NULL32
         return
@@ -577,7 +607,7 @@ def write_nullable_records(out: bytearray, b) -> None:
     _put_records(out, b, n)
 
 
-def write_compact_records(out: bytearray, b) -> None:
+def write_compact_records(out: bytearray, b: BytesLike | None) -> None:
     """Non-nullable records: None is written as an empty record set."""
     if b is None:
         out.append(1)
@@ -587,7 +617,7 @@ def write_compact_records(out: bytearray, b) -> None:
     _put_records(out, b, n)
 
 
-def write_compact_nullable_records(out: bytearray, b) -> None:
+def write_compact_nullable_records(out: bytearray, b: BytesLike | None) -> None:
     if b is None:
         out.append(0)
         return
@@ -599,19 +629,20 @@ def write_compact_nullable_records(out: bytearray, b) -> None:
 # ----------------------------------------------------------- arrays of primitives
 
 
-def read_fixed_array(buf, pos: int, n: int, code: str, width: int) -> tuple[list, int]:
+def read_fixed_array(buf: memoryview, pos: int, n: int, code: str, width: int
+                     ) -> tuple[list[Any], int]:
     """``n`` big-endian values of struct format ``code`` (``width`` bytes each)."""
     if n == 0:
         return [], pos
     return list(_struct.unpack_from(f">{n}{code}", buf, pos)), pos + n * width
 
 
-def write_fixed_array(out: bytearray, values: list, code: str) -> None:
+def write_fixed_array(out: bytearray, values: list[Any], code: str) -> None:
     if values:
         out += _struct.pack(f">{len(values)}{code}", *values)
 
 
-def read_uuid_array(buf, pos: int, n: int) -> tuple[list, int]:
+def read_uuid_array(buf: memoryview, pos: int, n: int) -> tuple[list[_uuid.UUID], int]:
     end = pos + 16 * n
     if end > len(buf):
         raise _too_long(16 * n, pos, buf)
@@ -619,59 +650,59 @@ def read_uuid_array(buf, pos: int, n: int) -> tuple[list, int]:
     return [uuid_from_bytes(raw[i : i + 16]) for i in range(0, 16 * n, 16)], end
 
 
-def write_uuid_array(out: bytearray, values: list) -> None:
+def write_uuid_array(out: bytearray, values: list[_uuid.UUID]) -> None:
     for u in values:
         out += u.bytes
 
 
-def read_string_array(buf, pos: int, n: int) -> tuple[list, int]:
-    res = []
+def read_string_array(buf: memoryview, pos: int, n: int) -> tuple[list[str], int]:
+    res: list[str] = []
     for _ in range(n):
         s, pos = read_string(buf, pos)
         res.append(s)
     return res, pos
 
 
-def read_compact_string_array(buf, pos: int, n: int) -> tuple[list, int]:
-    res = []
+def read_compact_string_array(buf: memoryview, pos: int, n: int) -> tuple[list[str], int]:
+    res: list[str] = []
     for _ in range(n):
         s, pos = read_compact_string(buf, pos)
         res.append(s)
     return res, pos
 
 
-def write_string_array(out: bytearray, values: list) -> None:
+def write_string_array(out: bytearray, values: list[str]) -> None:
     for s in values:
         write_string(out, s)
 
 
-def write_compact_string_array(out: bytearray, values: list) -> None:
+def write_compact_string_array(out: bytearray, values: list[str]) -> None:
     for s in values:
         write_compact_string(out, s)
 
 
-def read_bytes_array(buf, pos: int, n: int) -> tuple[list, int]:
-    res = []
+def read_bytes_array(buf: memoryview, pos: int, n: int) -> tuple[list[bytes], int]:
+    res: list[bytes] = []
     for _ in range(n):
         s, pos = read_bytes(buf, pos)
         res.append(s)
     return res, pos
 
 
-def read_compact_bytes_array(buf, pos: int, n: int) -> tuple[list, int]:
-    res = []
+def read_compact_bytes_array(buf: memoryview, pos: int, n: int) -> tuple[list[bytes], int]:
+    res: list[bytes] = []
     for _ in range(n):
         s, pos = read_compact_bytes(buf, pos)
         res.append(s)
     return res, pos
 
 
-def write_bytes_array(out: bytearray, values: list) -> None:
+def write_bytes_array(out: bytearray, values: list[bytes]) -> None:
     for b in values:
         write_bytes(out, b)
 
 
-def write_compact_bytes_array(out: bytearray, values: list) -> None:
+def write_compact_bytes_array(out: bytearray, values: list[bytes]) -> None:
     for b in values:
         write_compact_bytes(out, b)
 
@@ -679,7 +710,7 @@ def write_compact_bytes_array(out: bytearray, values: list) -> None:
 # ----------------------------------------------------------------- tagged fields
 
 
-def skip_tagged_fields(buf, pos: int) -> int:
+def skip_tagged_fields(buf: memoryview, pos: int) -> int:
     """Skip a tagged-field section (count, then tag/size/data triples)."""
     n, pos = read_uvarint(buf, pos)
     for _ in range(n):
@@ -691,7 +722,7 @@ def skip_tagged_fields(buf, pos: int) -> int:
     return pos
 
 
-def tagged_field_end(buf, pos: int, size: int) -> int:
+def tagged_field_end(buf: memoryview, pos: int, size: int) -> int:
     end = pos + size
     if end > len(buf):
         raise DecodeError("tagged field overruns the buffer")
@@ -709,12 +740,12 @@ def null_error(what: str) -> DecodeError:
 _DECODE_ERRORS = (IndexError, _struct.error, ValueError, TypeError, OverflowError, MemoryError)
 
 
-def _bad_version(cls, version) -> DecodeError:
+def _bad_version(cls: type[ProtocolStruct], version: object) -> DecodeError:
     lo, hi = cls.VALID_VERSIONS
     return DecodeError(f"{cls.__name__}: unsupported version {version!r} (supported {lo}-{hi})")
 
 
-def _decode_error(cls, version, e: Exception) -> DecodeError:
+def _decode_error(cls: type[ProtocolStruct], version: object, e: Exception) -> DecodeError:
     if isinstance(e, DecodeError):
         return DecodeError(f"malformed {cls.__name__} v{version}: {e}")
     return DecodeError(f"malformed {cls.__name__} v{version}: {type(e).__name__}: {e}")
@@ -733,12 +764,12 @@ class ProtocolStruct:
     reader/writer tables ``_READERS``/``_WRITERS`` (version -> function).
     """
 
-    __slots__ = ()
+    __slots__: ClassVar[tuple[str, ...]] = ()
     NAME: ClassVar[str] = ""
     VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, -1)
     FLEXIBLE_MIN: ClassVar[int | None] = None
-    _READERS: ClassVar[dict] = {}
-    _WRITERS: ClassVar[dict] = {}
+    _READERS: ClassVar[dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
+    _WRITERS: ClassVar[dict[int, Callable[[Any, bytearray], None]]] = {}
 
     def encode(self, version: int) -> bytes:
         """The encoding of this object at ``version`` (raises ValueError if unsupported)."""
@@ -763,7 +794,7 @@ class ProtocolStruct:
             raise ValueError(f"cannot encode {type(self).__name__} v{version}: {e}") from e
 
     @classmethod
-    def decode(cls, buf, version: int):
+    def decode(cls, buf: BytesLike, version: int) -> Any:
         """Decode one object from the start of ``buf``; trailing bytes are ignored."""
         r = cls._READERS.get(version)
         if r is None:
@@ -778,7 +809,7 @@ class ProtocolStruct:
             raise _decode_error(cls, version, e) from e
 
     @classmethod
-    def read(cls, buf, pos: int, version: int):
+    def read(cls, buf: BytesLike, pos: int, version: int) -> tuple[Any, int]:
         """Decode one object at ``buf[pos:]``; returns ``(obj, new_pos)``."""
         r = cls._READERS.get(version)
         if r is None:
@@ -815,7 +846,7 @@ def _plain(v: Any) -> Any:
 
 def version_table(*runs: tuple[int, int, Any]) -> dict[int, Any]:
     """Expand ``(first, last, fn)`` runs into the ``{version: fn}`` dispatch dict."""
-    table = {}
+    table: dict[int, Any] = {}
     for lo, hi, fn in runs:
         for v in range(lo, hi + 1):
             table[v] = fn

@@ -14,11 +14,6 @@ Error codes are plain ints (Kafka's numbering), compatible with
 """
 
 from .batch import (
-    COMPRESSION_GZIP,
-    COMPRESSION_LZ4,
-    COMPRESSION_NONE,
-    COMPRESSION_SNAPPY,
-    COMPRESSION_ZSTD,
     HEADER_SIZE,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
@@ -30,7 +25,16 @@ from .batch import (
     parse_header,
     validate_batches,
 )
-from .compression import CompressionError, compress, decompress
+from .compression import (
+    COMPRESSION_GZIP,
+    COMPRESSION_LZ4,
+    COMPRESSION_NONE,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
+    CompressionError,
+    compress,
+    decompress,
+)
 from .record import (
     Record,
     batch_records,

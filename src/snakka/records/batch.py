@@ -42,6 +42,11 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from snakka.limits import DEFAULT_MAX_UNCOMPRESSED_BYTES, INT32_MAX, MAX_RECORD_ERROR_MESSAGES
+
+from .compression import COMPRESSION_NONE, COMPRESSION_ZSTD, CompressionError
+from .walk import decompress_records, timestamp_bounds, walk_records
+
 # Kafka error codes used here. They mirror snakka.protocol.errors.ErrorCode (an IntEnum,
 # so plain ints compare equal); kept local so this low layer imports nothing above it.
 CORRUPT_MESSAGE = 2
@@ -77,14 +82,7 @@ TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 DELETE_HORIZON_MASK = 0x40
 
-COMPRESSION_NONE = 0
-COMPRESSION_GZIP = 1
-COMPRESSION_SNAPPY = 2
-COMPRESSION_LZ4 = 3
-COMPRESSION_ZSTD = 4
-
 NO_TIMESTAMP = -1
-INT32_MAX = 0x7FFFFFFF
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 assert _HEADER.size == HEADER_SIZE
@@ -198,12 +196,6 @@ def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
         return crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size])
 
 
-#: Default bound on a batch's records once decompressed (broker config
-#: ``snakka.message.max.uncompressed.bytes``).
-DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
-#: Record errors that carry a message; further ones carry only their index (bounds the
-#: Python work of answering a hostile batch with many bad records).
-MAX_RECORD_ERROR_MESSAGES = 10
 
 
 def validate_batches(
@@ -499,5 +491,3 @@ def read_prefix(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int
     return _PREFIX.unpack_from(buf, pos)
 
 
-# At the end: walk.py imports compression.py, which imports this module's constants.
-from .walk import CompressionError, decompress_records, timestamp_bounds, walk_records  # noqa: E402

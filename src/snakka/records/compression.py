@@ -35,13 +35,13 @@ import threading
 
 import cramjam
 
-from .batch import (
-    COMPRESSION_GZIP,
-    COMPRESSION_LZ4,
-    COMPRESSION_NONE,
-    COMPRESSION_SNAPPY,
-    COMPRESSION_ZSTD,
-)
+# The codec ids of a batch's attributes (bits 0-2; 5..7 are unassigned): their one home, which
+# batch.py and record.py import (this module imports nothing of the package, so no cycle).
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+COMPRESSION_SNAPPY = 2
+COMPRESSION_LZ4 = 3
+COMPRESSION_ZSTD = 4
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)

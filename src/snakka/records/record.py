@@ -33,7 +33,6 @@ from crc32c import crc32c
 from .batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
-    COMPRESSION_NONE,
     CONTROL_MASK,
     CORRUPT_MESSAGE,
     HEADER_SIZE,
@@ -47,7 +46,7 @@ from .batch import (
     RecordValidationError,
     parse_header,
 )
-from .compression import CompressionError, compress, decompress
+from .compression import COMPRESSION_NONE, CompressionError, compress, decompress
 
 Header = tuple[str, bytes | None]
 

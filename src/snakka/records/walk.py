@@ -21,15 +21,19 @@ Threading
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from snakka.limits import INT64_MAX, INT64_MIN
+
 from .compression import CompressionError, decompress_bounded
 
 try:  # the C walker, built by setup.py; optional (see module docstring)
-    from ._recordwalk import walk_records as _walk_c
+    from ._recordwalk import walk_records as _walk_c_ext
+
+    _walk_c: Callable[..., tuple[int, list[int] | None]] | None = _walk_c_ext
 except ImportError:  # pragma: no cover - exercised only where the build failed
     _walk_c = None
 
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
 MIN_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key len, value len, headers
 
 __all__ = ["walk_records", "walk_records_py", "decompress_records", "HAVE_C_WALKER"]

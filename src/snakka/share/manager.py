@@ -42,20 +42,18 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from snakka.config import parse_iso_duration_ms
+from snakka.config import broker_default_int, parse_iso_duration_ms
 from snakka.controller import MetadataListener
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
 from snakka.share.partition import SharePartition
 from snakka.share.persister import SharePersister, StateKey
 from snakka.share.sessions import ShareSessionCache, rotate_partitions
 from snakka.share.types import (
-    AckBatch,
-    AcknowledgeType,
     AcquiredRange,
-    AcquireMode,
     FetchedBatch,
     SharePartitionConfig,
-    ShareState,
+    SharePartitionState,
 )
 from snakka.util.waiters import WaitList, wait_any, wake
 
@@ -174,7 +172,8 @@ class SharePartitionManager(MetadataListener):
             delivery_count_limit=int(v(group_id, "share.delivery.count.limit")),
             # Broker-wide in Kafka 4.2 (a group-level override arrives only in 4.3).
             max_record_locks=int(self.resolver.broker_value(
-                "group.share.partition.max.record.locks") or 2000))
+                "group.share.partition.max.record.locks")
+                or broker_default_int("group.share.partition.max.record.locks")))
 
     def record_lock_duration_ms(self, group_id: str) -> int:
         return int(self._group_value(group_id, "share.record.lock.duration.ms"))
@@ -220,7 +219,7 @@ class SharePartitionManager(MetadataListener):
                     return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 start = pl.log_start_offset if from_log_start else \
                     self.initial_start_offset(group_id, pl)
-                state = ShareState(start_offset=start)
+                state = SharePartitionState(start_offset=start)
                 self.persister.write_snapshot(key, state)
             sp = SharePartition(group_id, topic_id, partition, self.partition_config(group_id),
                                 self.time_ms, state)
@@ -567,7 +566,7 @@ class SharePartitionManager(MetadataListener):
         if sp is None and self.persister.read(key) is None:
             # Not initialised yet: altering initialises it at the given offset.
             return ErrorCode.NONE, self.persister.write_snapshot(
-                key, ShareState(start_offset=start_offset, state_epoch=0))
+                key, SharePartitionState(start_offset=start_offset, state_epoch=0))
         sp, err = self.get(group_id, topic_id, partition)
         if sp is None:
             return err, None

@@ -98,15 +98,13 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
 from snakka.share.types import (
-    AckBatch,
-    AcknowledgeType,
     AcquiredRange,
-    AcquireMode,
     FetchedBatch,
     RecordState,
     SharePartitionConfig,
-    ShareState,
+    SharePartitionState,
     StateBatch,
 )
 
@@ -167,7 +165,7 @@ class SharePartition:
 
     def __init__(self, group_id: str, topic_id: uuid.UUID, partition: int,
                  config: SharePartitionConfig, clock: Callable[[], int],
-                 state: ShareState) -> None:
+                 state: SharePartitionState) -> None:
         self.group_id = group_id
         self.topic_id = topic_id
         self.partition = partition
@@ -194,7 +192,7 @@ class SharePartition:
 
     # ------------------------------------------------------------------ loading
 
-    def _load(self, state: ShareState) -> None:
+    def _load(self, state: SharePartitionState) -> None:
         limit = self.config.delivery_count_limit
         start = self.start_offset
         runs = self._runs
@@ -692,16 +690,16 @@ class SharePartition:
 
     # ------------------------------------------------------------------ persistence
 
-    def state(self) -> ShareState:
+    def state(self) -> SharePartitionState:
         """Full snapshot (persisted form); also resets delta tracking."""
         self._dirty.clear()
         self._persisted_start = self.start_offset
         self._persisted_epoch = self.state_epoch
-        return ShareState(self.start_offset, self.state_epoch,
+        return SharePartitionState(self.start_offset, self.state_epoch,
                           tuple(_persisted_batches(self._runs, self.start_offset,
                                                    self.end_offset - 1, keep_untouched=False)))
 
-    def drain_delta(self) -> ShareState | None:
+    def drain_delta(self) -> SharePartitionState | None:
         """Changes since the last ``state()``/``drain_delta()``: the current SPSO and the
         persisted form of every changed range (None if nothing changed). After a
         ``reset_start_offset`` this is a full snapshot with the new ``state_epoch``."""
@@ -730,7 +728,7 @@ class SharePartition:
         if not out and start == self._persisted_start:
             return None
         self._persisted_start = start
-        return ShareState(start, self.state_epoch, tuple(out))
+        return SharePartitionState(start, self.state_epoch, tuple(out))
 
     # ------------------------------------------------------------------ internals
 
@@ -977,7 +975,7 @@ def _overlay(old: Sequence[StateBatch], new: Sequence[StateBatch]) -> list[State
     return out
 
 
-def apply_delta(state: ShareState, delta: ShareState) -> ShareState:
+def apply_delta(state: SharePartitionState, delta: SharePartitionState) -> SharePartitionState:
     """Replay one delta onto a state: the delta's SPSO, its batches overlaid on the older ones,
     batches before SPSO dropped, equal neighbours merged. A delta with a newer ``state_epoch``
     is a re-initialisation and replaces the state; one with an older epoch is stale and
@@ -990,4 +988,4 @@ def apply_delta(state: ShareState, delta: ShareState) -> ShareState:
         merged = new
     else:
         merged = _overlay(_sorted_disjoint(state.batches), new)
-    return ShareState(start, delta.state_epoch, tuple(_canonical(start, merged)))
+    return SharePartitionState(start, delta.state_epoch, tuple(_canonical(start, merged)))

@@ -2,7 +2,7 @@
 
 What it owns
     The internal topic ``__share_group_state`` (``share.coordinator.state.topic.num.partitions``
-    partitions, fixed once created) and, in memory, the latest durable :class:`ShareState` of
+    partitions, fixed once created) and, in memory, the latest durable :class:`SharePartitionState` of
     every share-partition (group, topic id, partition) that has one. The share-partition for a
     key lives in partition ``abs(hash("group:topicId:partition")) % partitions``, as Kafka.
 
@@ -28,10 +28,12 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from snakka.config import broker_default_int
 from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
-from snakka.metadata.core import uuid_to_base64
+from snakka.limits import SHARE_STATE_SEGMENT_BYTES
 from snakka.protocol.errors import ErrorCode, KafkaError
-from snakka.share.types import ShareState, StateBatch
+from snakka.protocol.primitives import uuid_to_base64
+from snakka.share.types import SharePartitionState, StateBatch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,9 +44,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("snakka.share")
 
 SHARE_STATE_TOPIC = "__share_group_state"
-DEFAULT_PARTITIONS = 50  # share.coordinator.state.topic.num.partitions
-DEFAULT_UPDATES_PER_SNAPSHOT = 500  # share.coordinator.snapshot.update.records.per.snapshot
-SEGMENT_BYTES = 16 * 1024 * 1024
+DEFAULT_PARTITIONS = broker_default_int("share.coordinator.state.topic.num.partitions")
+DEFAULT_UPDATES_PER_SNAPSHOT = broker_default_int(
+    "share.coordinator.snapshot.update.records.per.snapshot")
 
 # (group id, topic id, partition index)
 StateKey = tuple[str, uuid.UUID, int]
@@ -53,14 +55,14 @@ _SNAPSHOT = "ShareSnapshot"
 _UPDATE = "ShareUpdate"
 
 
-def encode_state(kind: str, state: ShareState) -> dict:
+def encode_state(kind: str, state: SharePartitionState) -> dict:
     return {"type": kind, "start_offset": state.start_offset, "state_epoch": state.state_epoch,
             "batches": [[b.first_offset, b.last_offset, int(b.delivery_state), b.delivery_count]
                         for b in state.batches]}
 
 
-def decode_state(value: dict) -> ShareState:
-    return ShareState(
+def decode_state(value: dict) -> SharePartitionState:
+    return SharePartitionState(
         start_offset=int(value["start_offset"]), state_epoch=int(value.get("state_epoch", 0)),
         batches=tuple(StateBatch(int(f), int(last), int(s), int(c))
                       for f, last, s, c in value.get("batches", ())))
@@ -83,8 +85,8 @@ class SharePersister:
         # Created on the first share-group write: brokers without share groups do not pay for
         # its partitions.
         self.log = CoordinatorLog(controller, replicas, time_ms, SHARE_STATE_TOPIC, partitions,
-                                  segment_bytes=SEGMENT_BYTES, lazy=True)
-        self._states: dict[StateKey, ShareState] = {}
+                                  segment_bytes=SHARE_STATE_SEGMENT_BYTES, lazy=True)
+        self._states: dict[StateKey, SharePartitionState] = {}
         self._updates: dict[StateKey, int] = {}  # updates since the key's last snapshot
         self._by_partition: dict[int, set[StateKey]] = {}
         self._partition_of: dict[StateKey, int] = {}  # cache of _partition()
@@ -122,7 +124,7 @@ class SharePersister:
         return n
 
     # -- reads ---------------------------------------------------------------------------
-    def read(self, key: StateKey) -> ShareState | None:
+    def read(self, key: StateKey) -> SharePartitionState | None:
         return self._states.get(key)
 
     def keys(self) -> list[StateKey]:
@@ -135,19 +137,19 @@ class SharePersister:
         return {k[0] for k in self._states}
 
     # -- writes --------------------------------------------------------------------------
-    def write_snapshot(self, key: StateKey, state: ShareState) -> AppendMark | None:
+    def write_snapshot(self, key: StateKey, state: SharePartitionState) -> AppendMark | None:
         p = self._partition(key)
         saved = self._save([key])
         record = self._stage_snapshot(key, state)
         return self._append_or_roll_back(p, [record], saved)
 
-    def write_delta(self, key: StateKey, delta: ShareState) -> AppendMark | None:
+    def write_delta(self, key: StateKey, delta: SharePartitionState) -> AppendMark | None:
         return self.write_deltas([(key, delta)])[0]
 
-    def write_deltas(self, items: Iterable[tuple[StateKey, ShareState]]
+    def write_deltas(self, items: Iterable[tuple[StateKey, SharePartitionState]]
                      ) -> list[AppendMark | None]:
         """Write the deltas of one request: one append per ``__share_group_state`` partition."""
-        by_partition: dict[int, list[tuple[StateKey, ShareState]]] = {}
+        by_partition: dict[int, list[tuple[StateKey, SharePartitionState]]] = {}
         for key, delta in items:
             by_partition.setdefault(self._partition(key), []).append((key, delta))
         marks = []
@@ -166,11 +168,11 @@ class SharePersister:
     # when its persister write fails (the share coordinator's NOT_COORDINATOR for a storage
     # error, seen through the persister).
 
-    def _save(self, keys: list[StateKey]) -> list[tuple[StateKey, ShareState | None, int | None]]:
+    def _save(self, keys: list[StateKey]) -> list[tuple[StateKey, SharePartitionState | None, int | None]]:
         return [(k, self._states.get(k), self._updates.get(k)) for k in keys]
 
     def _append_or_roll_back(self, p: int, records: list[KeyValue],
-                             saved: list[tuple[StateKey, ShareState | None, int | None]]
+                             saved: list[tuple[StateKey, SharePartitionState | None, int | None]]
                              ) -> AppendMark | None:
         try:
             return self._append(p, records)
@@ -181,7 +183,7 @@ class SharePersister:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                              f"Share-group state could not be written: {exc}") from exc
 
-    def _roll_back(self, saved: list[tuple[StateKey, ShareState | None, int | None]]) -> None:
+    def _roll_back(self, saved: list[tuple[StateKey, SharePartitionState | None, int | None]]) -> None:
         for key, state, updates in saved:
             if state is None:
                 self._forget(key)
@@ -191,12 +193,12 @@ class SharePersister:
             if self.on_rolled_back is not None:
                 self.on_rolled_back(key)
 
-    def _stage_snapshot(self, key: StateKey, state: ShareState) -> KeyValue:
+    def _stage_snapshot(self, key: StateKey, state: SharePartitionState) -> KeyValue:
         self._updates[key] = 0
         self._set(key, state)
         return _record_key(key), encode_state(_SNAPSHOT, state)
 
-    def _stage_delta(self, key: StateKey, delta: ShareState) -> KeyValue:
+    def _stage_delta(self, key: StateKey, delta: SharePartitionState) -> KeyValue:
         from snakka.share.partition import apply_delta
 
         base = self._states.get(key)
@@ -244,7 +246,7 @@ class SharePersister:
             self._partition_of[key] = p
         return p
 
-    def _set(self, key: StateKey, state: ShareState) -> None:
+    def _set(self, key: StateKey, state: SharePartitionState) -> None:
         self._states[key] = state
         self._by_partition.setdefault(self._partition(key), set()).add(key)
 

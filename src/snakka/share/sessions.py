@@ -37,11 +37,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
+from snakka.limits import INT32_MAX
 from snakka.protocol.errors import ErrorCode
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
-_INT32_MAX = 2**31 - 1
 
 # (topic id, partition index)
 SharePartitionKey = tuple[object, int]
@@ -50,7 +50,7 @@ SharePartitionKey = tuple[object, int]
 def next_epoch(epoch: int) -> int:
     if epoch < 0:
         return FINAL_EPOCH
-    return 1 if epoch == _INT32_MAX else epoch + 1
+    return 1 if epoch == INT32_MAX else epoch + 1
 
 
 def rotate_partitions(partitions: list[SharePartitionKey], epoch: int) -> list[SharePartitionKey]:

@@ -2,14 +2,15 @@
 the I/O shell (``share.manager``) and the group coordinator.
 
 The split follows Kafka's: the *group coordinator* owns membership and assignment (which member
-may fetch which partitions; ``groups.share``); the *share-partition leader* owns, per
+may fetch which partitions; ``groups.share_group``); the *share-partition leader* owns, per
 (group, topic-partition), which records are in flight, who holds them and for how long
 (``share.partition.SharePartition``, a sans-I/O core with an injected clock); the shell
 (``share.manager``) reads the log, keeps share sessions, persists share-partition state in
 ``__share_group_state`` and wakes long polls.
 
 Kafka's names and numeric ids are used throughout (``RecordState`` ids are the ones Kafka
-persists; ``AcknowledgeType`` ids are the wire values of ShareFetch/ShareAcknowledge).
+persists). The wire-level values the share consumer uses too (``AcknowledgeType``, ``AckBatch``,
+``AcquireMode``) live in ``snakka.protocol.share``, so the client imports nothing broker-side.
 """
 
 from __future__ import annotations
@@ -19,15 +20,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
-
-class AcknowledgeType(IntEnum):
-    """Wire values of ``AcknowledgeTypes`` in ShareFetch/ShareAcknowledge."""
-
-    GAP = 0      # the offset holds no record (e.g. a control record); treated as archived
-    ACCEPT = 1   # processed: Acknowledged
-    RELEASE = 2  # give it back: Available again (delivery count kept), Archived at the limit
-    REJECT = 3   # unprocessable: Archived, never delivered again
-    RENEW = 4    # KIP-1222 (v2, IsRenewAck): extend the acquisition lock, state unchanged
+from snakka.config import broker_default_int
 
 
 class RecordState(IntEnum):
@@ -39,20 +32,14 @@ class RecordState(IntEnum):
     ARCHIVED = 4
 
 
-class AcquireMode(IntEnum):
-    """ShareFetch v2 ``ShareAcquireMode``."""
-
-    BATCH_OPTIMIZED = 0  # whole log batches may be acquired; MaxRecords is a soft limit
-    RECORD_LIMIT = 1     # never acquire more than MaxRecords records
-
-
 @dataclass(frozen=True, slots=True)
 class SharePartitionConfig:
-    """Effective limits of one share-partition (group config overrides broker defaults)."""
+    """Effective limits of one share-partition (group config overrides broker defaults). The
+    defaults are the broker configs' (snakka.config, one definition)."""
 
-    record_lock_duration_ms: int = 30_000  # share.record.lock.duration.ms
-    delivery_count_limit: int = 5          # share.delivery.count.limit
-    max_record_locks: int = 2_000          # group.share.partition.max.record.locks
+    record_lock_duration_ms: int = broker_default_int("group.share.record.lock.duration.ms")
+    delivery_count_limit: int = broker_default_int("group.share.delivery.count.limit")
+    max_record_locks: int = broker_default_int("group.share.partition.max.record.locks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +62,6 @@ class AcquiredRange:
 
 
 @dataclass(frozen=True, slots=True)
-class AckBatch:
-    """One ``AcknowledgementBatch``: ``types`` has one entry for every offset of
-    ``first_offset..last_offset``, or a single entry that applies to all of them."""
-
-    first_offset: int
-    last_offset: int
-    types: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class StateBatch:
     """A persisted run of offsets in one state (Kafka's PersisterStateBatch)."""
 
@@ -95,10 +72,12 @@ class StateBatch:
 
 
 @dataclass(frozen=True, slots=True)
-class ShareState:
+class SharePartitionState:
     """Durable state of one share-partition: the share-partition start offset (SPSO) and the
     state batches at or after it. Records before ``start_offset`` are done; offsets at or after
-    it and not covered by a batch have never been delivered."""
+    it and not covered by a batch have never been delivered. (A share *group*'s state, Empty or
+    Stable, is ``snakka.groups.types.ShareGroupState``; the persister's record key keeps the
+    name ``"ShareState"``, an on-disk format.)"""
 
     start_offset: int
     state_epoch: int = 0

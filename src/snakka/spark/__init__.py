@@ -27,9 +27,10 @@ import subprocess
 import sys
 from typing import Any
 
+from .options import FORMAT_NAME
+
 __all__ = ["FORMAT_NAME", "SnakkaDataSource", "SparkSetupError", "register"]
 
-FORMAT_NAME = "snakka"
 # What a Python worker imports to run the source (snakka.spark.source and its decoder).
 WORKER_MODULES = ("snakka.spark.source", "pyarrow")
 _WORKER_CHECK_TIMEOUT_S = 60

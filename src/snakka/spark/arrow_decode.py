@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import struct
 from array import array
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -60,7 +61,9 @@ from snakka.records.record import batch_records
 try:  # the C decoder is optional: a machine without a compiler still gets a working source
     if os.environ.get("SNAKKA_SPARK_PURE_PYTHON"):
         raise ImportError("pure Python decoding forced")
-    from snakka.spark._fastdecode import decode_records as _decode_records_c
+    from snakka.spark._fastdecode import decode_records as _decode_records_ext
+
+    _decode_records_c: Callable[..., int] | None = _decode_records_ext
 except ImportError:  # pragma: no cover - depends on the build
     _decode_records_c = None
 
@@ -97,7 +100,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
 
 
-def decode_records_py(bufs: list[bytearray], data: bytes, count: int, base_offset: int,
+def decode_records_py(bufs: list[bytearray], data: bytes | memoryview, count: int, base_offset: int,
                       base_ts: int, ts_override: int, ts_type: int, lo: int, hi: int,
                       with_headers: bool) -> int:
     """Pure-Python twin of the C ``decode_records``: append the records of one batch's

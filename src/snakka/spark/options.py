@@ -32,6 +32,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# The name users pass to ``spark.read.format(...)``; re-exported by ``snakka.spark``. It lives in
+# this leaf module so the source can name itself without importing its own package.
+FORMAT_NAME = "snakka"
+
 EARLIEST = -2  # Kafka's ListOffsets sentinel, and Spark's JSON marker for "earliest"
 LATEST = -1
 
@@ -290,7 +294,7 @@ def _parse_assign(value: str) -> tuple[TopicPartition, ...]:
     if not isinstance(data, dict) or not data:
         raise SnakkaSparkOptionError(
             f"option 'assign' must be a non-empty JSON object like {example}, got {value!r}")
-    out = []
+    out: list[tuple[str, int]] = []
     for topic, parts in data.items():
         if not isinstance(parts, list) or not all(
                 isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts):
@@ -309,8 +313,7 @@ def _offset_spec(opts: dict[str, str], side: str, default: OffsetSpec) -> Offset
     ts_name, by_ts_name, off_name = f"{side}timestamp", f"{side}offsetsbytimestamp", f"{side}offsets"
     disp_ts = f"{side}Timestamp"
     if ts_name in opts:
-        v = _int(opts, ts_name, disp_ts, minimum=0)
-        return ("timestamp", v)
+        return ("timestamp", _int(opts, ts_name, disp_ts, minimum=0))
     if by_ts_name in opts:
         m = _parse_partition_json(opts[by_ts_name], f"{side}OffsetsByTimestamp",
                                   '{"topicA":{"0":1700000000000,"1":1700000000000}}')

@@ -20,9 +20,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from . import FORMAT_NAME
 from .arrow_decode import kafka_schema
 from .options import (
+    FORMAT_NAME,
     SnakkaSparkOptionError,
     include_headers,
     parse_read_options,

@@ -44,7 +44,7 @@ from pyspark.sql.types import (
 )
 
 from snakka.protocol.errors import ErrorCode
-from snakka.records import Record, build_batch
+from snakka.records import Record, build_batch, increment_sequence
 from snakka.util.murmur2 import murmur2_partition
 
 from .client import SnakkaSparkError, SparkKafkaClient, error_name, is_retriable
@@ -101,7 +101,10 @@ def _bytes(v: object) -> bytes | None:
         return v
     if isinstance(v, str):
         return v.encode("utf-8")
-    return bytes(v)  # bytearray / memoryview
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    # check_write_schema admits only binary and string columns
+    raise TypeError(f"a {type(v).__name__} cannot be written as Kafka bytes")
 
 
 class _PartitionProducer:
@@ -176,7 +179,7 @@ class _PartitionProducer:
             return
         self._send(tp, batch, len(records))
         if self.pid >= 0:
-            self.sequences[tp] = (seq + len(records)) & 0x7FFFFFFF
+            self.sequences[tp] = increment_sequence(seq, len(records))  # wraps at INT32_MAX
         self.records += len(records)
         self.batches += 1
 

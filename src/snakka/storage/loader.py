@@ -41,6 +41,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from snakka.limits import SNAPSHOTS_KEPT
 from snakka.txn.producer_state import ProducerStateManager
 
 from .config import LogConfig
@@ -49,7 +50,6 @@ from .segment import LogSegment, ScanStop
 
 log = logging.getLogger("snakka.storage")
 
-SNAPSHOTS_KEPT = 2  # producer-state snapshots kept per partition (latest + one fallback)
 
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")

@@ -66,6 +66,7 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 
+from snakka.limits import READ_CACHE_ENTRIES
 from snakka.records.batch import (
     INT32_MAX,
     LOG_OVERHEAD,
@@ -81,7 +82,6 @@ from .segment import LogSegment, ScanStop
 log = logging.getLogger("snakka.storage")
 
 _NEVER_ROLL_MS = LONG_MAX // 2
-READ_CACHE_ENTRIES = 64  # bound of the next-offset -> position cache per partition
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int]:

@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 
 from crc32c import crc32c
 
+from snakka.limits import RECOVERY_CHUNK
 from snakka.records.batch import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
@@ -53,7 +54,6 @@ log = logging.getLogger("snakka.storage")
 _STEP = struct.Struct(">qi11xiqq")
 _STEP_SIZE = _STEP.size  # 43
 _STEP_CHUNK = 16 * 1024  # header walks: covers an index interval of small batches
-RECOVERY_CHUNK = 1024 * 1024  # recovery/rebuild scans read this much at a time
 
 
 def log_filename(base_offset: int) -> str:

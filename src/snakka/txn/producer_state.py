@@ -51,6 +51,8 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from snakka.config import broker_default_int
+from snakka.limits import INT32_MAX, NUM_BATCHES_TO_RETAIN
 from snakka.records.batch import BatchHeader, increment_sequence
 
 # Kafka error codes (mirror snakka.protocol.errors.ErrorCode; plain ints compare equal).
@@ -60,10 +62,8 @@ INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 UNKNOWN_PRODUCER_ID = 59
 
-NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (= max.in.flight 5)
-DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = broker_default_int("producer.id.expiration.ms")
 NO_PRODUCER_EPOCH = -1
-INT32_MAX = 0x7FFFFFFF
 
 
 class ProducerStateError(Exception):

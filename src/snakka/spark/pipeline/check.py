@@ -184,7 +184,8 @@ def _classify(spark: SparkSession, events: DataFrame, committed: list[MicroBatch
     # infers the UDF kind (Series -> Series) from the hints.
     batch_of.__annotations__ = {"partition": pd.Series, "offset": pd.Series,
                                 "return": pd.Series}
-    batch_of_udf = F.pandas_udf(batch_of, T.LongType())
+    # PySpark's overloads cannot see the hints set just above (they are set at run time).
+    batch_of_udf = F.pandas_udf(batch_of, T.LongType())  # type: ignore[call-overload]
     wm_late = [(b.batch_id, committed[i - 1].watermark_ms if i else 0)
                for i, b in enumerate(committed)]
     wm_df = spark.createDataFrame(wm_late, "batch_id long, wm_late_ms long")

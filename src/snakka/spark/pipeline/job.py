@@ -392,7 +392,8 @@ def run_until_drained(query: StreamingQuery, monitor: ProgressMonitor, *,
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError("the streaming query did not drain the topic in time")
             try:
-                query.awaitTermination(poll_seconds)
+                # PySpark takes seconds as int or float; its annotation says int only.
+                query.awaitTermination(poll_seconds)  # type: ignore[arg-type]
             except Exception:  # the query failed: reported by check_query_failed below
                 break
     finally:

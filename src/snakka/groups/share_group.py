@@ -62,12 +62,21 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 # The response shape, wire/record encodings of assignments and the rejection carrier are the
-# KIP-848 core's: the two heartbeat APIs answer alike.
-from snakka.groups.consumer import HeartbeatResult as ShareHeartbeatResult
-from snakka.groups.consumer import TopicPartitions, _dec, _enc, _Partitions, _Reject, _to_wire
-from snakka.groups.types import Clock, GroupConfig, GroupRecord, ShareState
+# KIP-848 core's too (groups.membership): the two heartbeat APIs answer alike.
+from snakka.groups.membership import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    GroupRejected,
+    Partitions,
+    TopicPartitions,
+    decode_partitions,
+    encode_partitions,
+    partitions_to_wire,
+)
+from snakka.groups.membership import HeartbeatResult as ShareHeartbeatResult
+from snakka.groups.types import Clock, GroupConfig, GroupRecord, ShareGroupState
 from snakka.protocol.errors import ErrorCode
 
 __all__ = [
@@ -82,7 +91,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-LEAVE_GROUP_MEMBER_EPOCH = -1
 #: The protocol type ListGroups reports for share groups.
 SHARE_PROTOCOL_TYPE = "share"
 #: The only assignor (Kafka's built-in share assignor name).
@@ -141,11 +149,11 @@ class _Member:
     subscribed_topic_names: tuple[str, ...] = ()
     member_epoch: int = 0
     previous_member_epoch: int = 0
-    assigned: _Partitions = field(default_factory=dict)
+    assigned: Partitions = field(default_factory=dict)
     # Soft state, rebuilt at load.
     session_deadline: int | None = None
     queued: int | None = None  # deadline of this member's earliest heap entry
-    persisted: dict | None = None
+    persisted: dict[str, Any] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -154,24 +162,24 @@ class _Group:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, _Member] = field(default_factory=dict)
-    target: dict[str, _Partitions] = field(default_factory=dict)
+    target: dict[str, Partitions] = field(default_factory=dict)
     # topic name -> (topic id, partitions) of the existing topics the group subscribes to
     subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     # Partitions already announced to the share side (PartitionsAssigned); derived state.
     announced: set[tuple[uuid.UUID, int]] = field(default_factory=set)
-    persisted: dict | None = None
+    persisted: dict[str, Any] | None = None
     dirty: set[str] = field(default_factory=set)
 
     @property
     def state(self) -> str:
-        return ShareState.STABLE if self.members else ShareState.EMPTY
+        return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
 
 
-def _flat(parts: _Partitions) -> set[tuple[uuid.UUID, int]]:
+def _flat(parts: Partitions) -> set[tuple[uuid.UUID, int]]:
     return {(tid, p) for tid, ps in parts.items() for p in ps}
 
 
-def _group_by_topic(pairs: Iterable[tuple[uuid.UUID, int]]) -> _Partitions:
+def _group_by_topic(pairs: Iterable[tuple[uuid.UUID, int]]) -> Partitions:
     out: dict[uuid.UUID, set[int]] = {}
     for tid, p in pairs:
         out.setdefault(tid, set()).add(p)
@@ -252,8 +260,8 @@ def _spread(
 def simple_assign(
     subscriptions: dict[str, set[uuid.UUID]],
     topics: dict[uuid.UUID, int],
-    current: dict[str, _Partitions],
-) -> dict[str, _Partitions]:
+    current: dict[str, Partitions],
+) -> dict[str, Partitions]:
     """The target assignment of a share group.
 
     ``subscriptions``: member id → ids of the existing topics it subscribes to; ``topics``:
@@ -336,7 +344,7 @@ class ShareGroups:
                 return self._leave(group_id, member_id)
             return self._heartbeat(group_id, member_id, member_epoch, rack_id,
                                    subscribed_topic_names, client_id, client_host)
-        except _Reject as e:
+        except GroupRejected as e:
             return ShareHeartbeatResult(error_code=e.code, error_message=e.message)
 
     def describe(self, group_id: str) -> ShareGroupDescription | None:
@@ -352,7 +360,7 @@ class ShareGroups:
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed_topic_names),
-                assignment=[(t, ps) for t, ps in _to_wire(m.assigned) if t in existing],
+                assignment=[(t, ps) for t, ps in partitions_to_wire(m.assigned) if t in existing],
             )
             for m in sorted(group.members.values(), key=lambda m: m.member_id)
         ]
@@ -498,10 +506,10 @@ class ShareGroups:
                 subscribed_topic_names=tuple(v["subscribed_topic_names"]),
                 member_epoch=v["member_epoch"],
                 previous_member_epoch=v["previous_member_epoch"],
-                assigned=_dec(v["assigned"]),
+                assigned=decode_partitions(v["assigned"]),
                 persisted=v,
             )
-            group.target[mid] = _dec(v["target"])
+            group.target[mid] = decode_partitions(v["target"])
 
     def loaded(self) -> None:
         """All records replayed: restart session timers from now and catch up with topic
@@ -532,24 +540,24 @@ class ShareGroups:
         """Kafka's ``throwIfShareGroupHeartbeatRequestIsInvalid`` (same order, messages)."""
         bad = ErrorCode.INVALID_REQUEST
         if not member_id.strip():
-            raise _Reject(bad, "MemberId can't be empty.")
+            raise GroupRejected(bad, "MemberId can't be empty.")
         if not group_id.strip():
-            raise _Reject(bad, "GroupId can't be empty.")
+            raise GroupRejected(bad, "GroupId can't be empty.")
         if rack_id is not None and not rack_id.strip():
-            raise _Reject(bad, "RackId can't be empty.")
+            raise GroupRejected(bad, "RackId can't be empty.")
         if member_epoch == 0:
             if not subscribed_topic_names:
-                raise _Reject(bad, "SubscribedTopicNames must be set in first request.")
+                raise GroupRejected(bad, "SubscribedTopicNames must be set in first request.")
         elif member_epoch < LEAVE_GROUP_MEMBER_EPOCH:
-            raise _Reject(bad, "MemberEpoch is invalid.")
+            raise GroupRejected(bad, "MemberEpoch is invalid.")
 
     def _leave(self, group_id: str, member_id: str) -> ShareHeartbeatResult:
         group = self._groups.get(group_id)
         if group is None:
-            raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+            raise GroupRejected(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
         member = group.members.get(member_id)
         if member is None:
-            raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID,
+            raise GroupRejected(ErrorCode.UNKNOWN_MEMBER_ID,
                           f"Member {member_id} is not a member of group {group_id}.")
         log.info("[GroupId %s] member %s left the share group", group_id, member_id)
         self._remove_member(group, member)
@@ -563,16 +571,16 @@ class ShareGroups:
         joining = member_epoch == 0
         group = self._groups.get(group_id)
         if group is None and not joining:
-            raise _Reject(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+            raise GroupRejected(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
         members = group.members if group is not None else {}
         max_size = self._config.group_share_max_size
         if len(members) >= max_size and member_id not in members:
-            raise _Reject(ErrorCode.GROUP_MAX_SIZE_REACHED,
+            raise GroupRejected(ErrorCode.GROUP_MAX_SIZE_REACHED,
                           f"The share group has reached its maximum capacity of {max_size} "
                           f"members.")
         member = members.get(member_id)
         if member is None and not joining:
-            raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID,
+            raise GroupRejected(ErrorCode.UNKNOWN_MEMBER_ID,
                           f"Member {member_id} is not a member of group {group_id}.")
         if member is not None and not joining:
             self._check_epoch(member, member_epoch)
@@ -616,7 +624,7 @@ class ShareGroups:
             member_id=member_id,
             member_epoch=member.member_epoch,
             heartbeat_interval_ms=self._heartbeat_interval_ms(group_id),
-            assignment=_to_wire(member.assigned)
+            assignment=partitions_to_wire(member.assigned)
             if joining or member.assigned != old_assigned else None,
         )
 
@@ -624,13 +632,13 @@ class ShareGroups:
     def _check_epoch(member: _Member, epoch: int) -> None:
         """Kafka's ``throwIfShareGroupMemberEpochIsInvalid``."""
         if epoch > member.member_epoch:
-            raise _Reject(
+            raise GroupRejected(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 f"The share group member has a greater member epoch ({epoch}) than the one "
                 f"known by the group coordinator ({member.member_epoch}). The member must "
                 f"abandon all its partitions and rejoin.")
         if epoch < member.member_epoch and epoch != member.previous_member_epoch:
-            raise _Reject(
+            raise GroupRejected(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 f"The share group member has a smaller member epoch ({epoch}) than the one "
                 f"known by the group coordinator ({member.member_epoch}), and it does not "
@@ -729,8 +737,8 @@ class ShareGroups:
                 "subscribed_topic_names": list(m.subscribed_topic_names),
                 "member_epoch": m.member_epoch,
                 "previous_member_epoch": m.previous_member_epoch,
-                "assigned": _enc(m.assigned),
-                "target": _enc(group.target.get(mid, {})),
+                "assigned": encode_partitions(m.assigned),
+                "target": encode_partitions(group.target.get(mid, {})),
             }
             if mv != m.persisted:
                 m.persisted = mv

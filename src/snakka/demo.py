@@ -1,10 +1,15 @@
 """``snakka pipeline demo``: generator -> streaming job -> batch cross-check, in one command.
 
 What this module owns
-    The orchestration behind the CLI's ``pipeline`` verbs: building the SparkSession
-    (:func:`build_spark`), running the generator in a background thread while the streaming job
-    chases it (:func:`run_demo`), and the final verdict. The pieces themselves live in
-    :mod:`.events`, :mod:`.generator`, :mod:`.job` and :mod:`.check`.
+    The orchestration behind the CLI's ``pipeline demo`` verb: running the generator in a
+    background thread while the streaming job chases it (:func:`run_demo`), and the final
+    verdict. The pieces themselves live in :mod:`snakka.spark.pipeline` (``events``,
+    ``generator``, ``job``, ``check``, and ``session`` for the SparkSession).
+
+Why it is not in ``snakka.spark``
+    It is an entry point, like the CLI: without ``--bootstrap-server`` it starts an embedded
+    snakka broker (:mod:`snakka.testing`), and ``snakka.spark`` is client-side code that never
+    imports the broker.
 
 The embedded default
     Without ``--bootstrap-server``, the demo starts a snakka broker in a child process (its own
@@ -18,17 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import statistics
-import sys
 import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .events import DEFAULT_EVENTS_PER_SECOND, generate_events
-from .generator import ProduceStats, ensure_topic, produce_events
-from .job import (
+from snakka.spark.pipeline.events import DEFAULT_EVENTS_PER_SECOND, generate_events
+from snakka.spark.pipeline.generator import ProduceStats, ensure_topic, produce_events
+from snakka.spark.pipeline.job import (
     LogEndOffsets,
     PipelineSettings,
     ProgressMonitor,
@@ -36,50 +39,19 @@ from .job import (
     run_until_drained,
     start_query,
 )
+from snakka.spark.pipeline.session import (
+    DEFAULT_MASTER,
+    DEFAULT_OUTPUT_DIR,
+    build_spark,
+    interval_seconds,
+    prepare_output_dir,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
     from rich.console import Console
 
-    from .check import CheckReport
-
-DEFAULT_MASTER = "local[*]"
-DEFAULT_OUTPUT_DIR = "pipeline-output"
-# Few shuffle partitions: each is a state-store instance per micro-batch; Spark's default of
-# 200 costs seconds per batch on a small machine for no gain at this data size.
-DEFAULT_SHUFFLE_PARTITIONS = 4
-OUR_OUTPUT_ENTRIES = {"checkpoint", "aggregates"}
-
-
-def build_spark(master: str = DEFAULT_MASTER, *, app_name: str = "snakka-pipeline",
-                shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> SparkSession:
-    """A SparkSession for the pipeline: ``master`` is any Spark master URL."""
-    # Python workers (the data source's readers, UDFs) must run this interpreter, where snakka
-    # and pyarrow are installed, unless the user chose one (on a cluster, they must).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master(master).appName(app_name)
-             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def prepare_output_dir(path: str) -> None:
-    """Start from an empty output directory; refuse to delete anything we did not write."""
-    if not os.path.exists(path):
-        return
-    entries = set(os.listdir(path))
-    if entries - OUR_OUTPUT_ENTRIES:
-        raise RuntimeError(f"output directory {path!r} holds files the pipeline did not write "
-                           f"({', '.join(sorted(entries - OUR_OUTPUT_ENTRIES))}); choose another "
-                           "--output-dir")
-    shutil.rmtree(path)
+    from snakka.spark.pipeline.check import CheckReport
 
 
 @dataclass
@@ -125,7 +97,7 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
     """Run the whole pipeline; ``spark`` reuses a session instead of building one for
     ``master``. ``rate`` paces the producer in wall time; ``events_per_second`` is the
     stream's own pace in event time (the demo replays event time faster than real time)."""
-    from .check import run_check
+    from snakka.spark.pipeline.check import run_check
 
     prepare_output_dir(output_dir)
     embedded = bootstrap is None
@@ -182,23 +154,6 @@ def run_demo(*, console: Console, master: str = DEFAULT_MASTER,
                       + (f", topic '{output_topic}' on {bootstrap}" if not embedded else
                          " (the embedded broker and its topics are gone when the demo ends)"))
         return DemoResult(gen.stats, summary, report)
-
-
-def interval_seconds(interval: str) -> float:
-    """A Spark interval string as the processing-time trigger takes it ("1 second",
-    "500 milliseconds", "2 minutes") -> seconds; unknown forms count as 1 s."""
-    units = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0, "sec": 1.0,
-             "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
-             "minutes": 60.0}
-    parts = interval.strip().lower().removeprefix("interval ").split()
-    try:
-        if len(parts) == 2 and parts[1] in units:
-            return float(parts[0]) * units[parts[1]]
-        if len(parts) == 1:
-            return float(parts[0]) / 1000  # Spark reads a bare number as milliseconds
-    except ValueError:
-        pass
-    return 1.0
 
 
 async def _create_topics(bootstrap: str, input_topic: str, partitions: int,

@@ -1,0 +1,146 @@
+"""Every fixed bound of snakka that is not a config: protocol integer ranges and internal limits.
+
+What this module owns
+    The one definition of each constant below: what it bounds, why that value, and the Kafka
+    name when it mirrors one. A bound a user may change is a *config* instead (Kafka's name,
+    default and validation in :mod:`snakka.config`, a line in docs/configuration.md); a constant
+    here is either fixed by the protocol or an internal safety bound whose behaviour when hit is
+    described next to it.
+
+Why a leaf
+    It imports nothing, so every layer may use it: the record-batch code, the protocol client
+    (``snakka.client``, ``snakka.spark``), the cores and the shells. Keep it that way.
+
+Layout: protocol ranges first, then one section per owner (records, metadata, groups, fetch
+sessions, producer state), then the bounds of the I/O shells (broker wiring, server,
+coordinators, storage), which those modules import from here.
+"""
+
+from __future__ import annotations
+
+# --------------------------------------------------------------------------- protocol ranges
+
+#: Java's ``Integer.MAX_VALUE``: the largest INT32 on the wire. Producer sequences wrap from
+#: here to 0 (Kafka's ``DefaultRecordBatch.incrementSequence``); session epochs and correlation
+#: ids wrap before it; INT configs (``group.max.size``, ...) are bounded by it; a pre-v3 Fetch
+#: has no MaxBytes field and means "no limit", i.e. this value.
+INT32_MAX = 2**31 - 1
+
+#: Java's ``Long.MIN_VALUE`` / ``Long.MAX_VALUE``: the INT64 range (offsets, timestamps, LONG
+#: configs such as ``retention.bytes``).
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+# ----------------------------------------------------------------------------------- records
+
+#: Default of ``snakka.message.max.uncompressed.bytes`` (its definition in snakka.config uses
+#: this value): the most a produced batch's records may decompress to, so a small
+#: "decompression bomb" costs at most this much memory and time. 64 MiB is well above any
+#: batch a client builds (``max.request.size`` defaults to 1 MiB). Kept here because
+#: ``snakka.records``, used by the protocol client too, never imports the broker's config.
+DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
+
+#: Per produced batch, the invalid records that get an error *message*; further ones get only
+#: their index (Kafka's RecordErrors). Bounds the Python work of answering a hostile batch full
+#: of bad records.
+MAX_RECORD_ERROR_MESSAGES = 10
+
+# ---------------------------------------------------------------------------------- metadata
+
+#: Kafka's ``Topic.MAX_NAME_LENGTH``: a topic's directory name is ``<topic>-<partition>``, and
+#: 249 characters leave room for the partition suffix within a 255-byte file name.
+MAX_TOPIC_NAME_LENGTH = 249
+
+#: Partitions one CreateTopics / CreatePartitions may ask for (INVALID_PARTITIONS beyond). Kafka
+#: has no such bound; a typo like 1000000 would create a million directories.
+MAX_PARTITIONS_PER_TOPIC = 10_000
+
+# ------------------------------------------------------------------------------------ groups
+
+#: How long a member added by a still-unanswered classic JoinGroup may wait before it is
+#: dropped: it has no session yet, and a client whose connection broke retries with a fresh
+#: join (Kafka's new-member join timeout, also 5 minutes).
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+#: Member ids handed out with MEMBER_ID_REQUIRED that have not rejoined yet, per classic group.
+#: Kafka leaves these unbounded (they expire after the session timeout); a client looping on
+#: JoinGroup could otherwise grow a group's memory without limit. Past it, new members get
+#: GROUP_MAX_SIZE_REACHED.
+MAX_PENDING_MEMBERS_PER_GROUP = 10_000
+
+#: Compiled ``subscribed_topic_regex`` patterns cached by the KIP-848 core (LRU). Patterns are
+#: per group, usually a handful; the bound keeps a client cycling through patterns from
+#: growing the cache.
+REGEX_CACHE_SIZE = 1024
+
+# ---------------------------------------------------------------------------- fetch sessions
+
+#: Kafka's ``min.incremental.fetch.session.eviction.ms`` default: a fetch session unused for
+#: this long may be evicted by a new one when ``max.incremental.fetch.session.cache.slots`` are
+#: all taken (a busy session is never evicted for a newer one before then).
+MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
+
+# ---------------------------------------------------------------------------- producer state
+
+#: Kafka's ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``: the latest batches remembered per
+#: producer id for duplicate detection, which is what a client's
+#: ``max.in.flight.requests.per.connection`` (at most 5 with idempotence) can retry.
+NUM_BATCHES_TO_RETAIN = 5
+
+# ------------------------------------------------------------ broker wiring (broker.py)
+
+#: File descriptors that must be free once every log is loaded, or start-up fails loudly
+#: instead of listening without being able to accept a connection.
+MIN_FREE_FDS_AT_START = 32
+
+#: Partitions one CreateTopics request may create on the event loop itself (about 1-3 ms of
+#: file work each); larger creations make their files in a worker thread.
+INLINE_CREATE_PARTITIONS = 8
+
+#: Topics registered in metadata per event-loop slice when a large creation finishes (keeps a
+#: slice well under the ~50 ms a request may hold the loop).
+REGISTER_TOPICS_PER_SLICE = 500
+
+# ------------------------------------------------------------------- server (connections)
+
+#: asyncio write-buffer marks of a client connection (``transport.set_write_buffer_limits``):
+#: 0/0 pauses writing whenever anything is buffered and resumes once all of it is written, so
+#: the connection itself accounts every buffered byte against
+#: ``queued.max.response.bytes.per.connection`` (the configured bound) instead of asyncio
+#: holding an unaccounted 64 KiB default.
+TRANSPORT_WRITE_BUFFER_HIGH = 0
+TRANSPORT_WRITE_BUFFER_LOW = 0
+
+# ---------------------------------------------------------------- coordinators' internal topics
+
+#: Segment size of ``__consumer_offsets``: small, so that records trimmed after a snapshot are
+#: actually deleted from disk (a 1 GiB segment would keep them for ever at a low write rate).
+OFFSETS_SEGMENT_BYTES = 16 * 1024 * 1024
+
+#: Snapshot-and-trim of ``__consumer_offsets`` (instead of Kafka's log cleaner): once a
+#: partition holds more than COMPACT_MIN_RECORDS records and more than COMPACT_RATIO times its
+#: live keys, the live records are appended again as a snapshot and the log start offset moves
+#: past everything before it.
+COMPACT_MIN_RECORDS = 10_000
+COMPACT_RATIO = 4
+
+#: Records per batch when a coordinator writes a snapshot (bounds one batch's size and the
+#: event-loop time of building it).
+SNAPSHOT_BATCH_RECORDS = 5_000
+
+#: Segment size of ``__share_group_state``, small for the same reason as the offsets topic's.
+SHARE_STATE_SEGMENT_BYTES = 16 * 1024 * 1024
+
+# ------------------------------------------------------------------------------------- storage
+
+#: Entries of a partition's next-offset -> file-position cache (sequential consumers hit it;
+#: the bound keeps many readers at different offsets from growing it).
+READ_CACHE_ENTRIES = 64
+
+#: Producer-state snapshots kept per partition: the latest and one fallback in case the latest
+#: is torn by a crash.
+SNAPSHOTS_KEPT = 2
+
+#: Bytes read at a time when recovery or an index rebuild scans a segment (bounds memory and
+#: the event-loop time of one step).
+RECOVERY_CHUNK = 1024 * 1024

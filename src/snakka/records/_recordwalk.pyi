@@ -1,0 +1,7 @@
+# Type stub of the C extension _recordwalk.c (built by setup.py; see snakka.records.walk).
+from typing_extensions import Buffer
+
+def walk_records(
+    buf: Buffer, start: int, end: int, count: int, base_timestamp: int, check_timestamps: bool,
+    ts_lo: int, ts_hi: int, /,
+) -> tuple[int, list[int] | None]: ...
