@@ -61,9 +61,11 @@ FAST_TESTS = (
     "storage",
     "client",
     "server/test_response_memory.py",
+    "server/test_channel.py",  # the sans-I/O connection core (issue 10)
     "spark/test_decode.py",
     "spark/test_options.py",
     "spark/test_pipeline_model.py",
+    "test_import_graph.py",
 )
 
 # Tests inside FAST_TESTS that are not fast, each with what makes it slow. The run-time guard
