@@ -124,8 +124,10 @@ def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
         rel = Path(collection_path).resolve().relative_to(_TESTS).as_posix()
     except ValueError:
         return None
-    if rel == "." or rel in NOT_FAST:
-        return None if rel == "." else True
+    if rel == ".":
+        return None
+    if rel in NOT_FAST:  # a whole file that is not fast
+        return True
     inside = any(_matches(rel, e) for e in FAST_TESTS)
     above = any(e.startswith(rel + "/") for e in FAST_TESTS)
     return None if inside or above else True
@@ -250,6 +252,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         for rep in terminalreporter.stats.get(key, ()):
             if getattr(rep, "nodeid", None):
                 durations[rep.nodeid] = durations.get(rep.nodeid, 0.0) + rep.duration
+    if not durations:  # --collect-only, or nothing selected
+        return
     tr = terminalreporter
     tr.write_sep("-", "make test-fast budget")
     tr.write_line(f"{len(durations)} fast tests, {wall:.1f} s wall, "
