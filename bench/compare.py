@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -220,15 +221,16 @@ def rank_sum_p(va: list[float], vb: list[float]) -> float:
     na, n = len(va), len(va) + len(vb)
     mean = na * (n + 1) / 2
     observed = abs(sum(ranks[:na]) - mean) - 1e-9
-    if math.comb(n, na) <= EXACT_PERMUTATIONS:
-        splits = itertools.combinations(range(n), na)
-        total = math.comb(n, na)
-    else:
+    sampled = math.comb(n, na) > EXACT_PERMUTATIONS
+    if sampled:
         rng = random.Random(0)
         total = EXACT_PERMUTATIONS
-        splits = (rng.sample(range(n), na) for _ in range(total))
+        splits: Iterable[Sequence[int]] = (rng.sample(range(n), na) for _ in range(total))
+    else:
+        total = math.comb(n, na)
+        splits = itertools.combinations(range(n), na)
     extreme = sum(1 for split in splits if abs(sum(ranks[i] for i in split) - mean) >= observed)
-    if total == EXACT_PERMUTATIONS:  # sampled: count the observed split too, never p = 0
+    if sampled:  # count the observed split too: a sampled p is never 0
         return (extreme + 1) / (total + 1)
     return extreme / total
 

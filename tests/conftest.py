@@ -66,6 +66,7 @@ FAST_TESTS = (
     "spark/test_options.py",
     "spark/test_pipeline_model.py",
     "test_import_graph.py",
+    "test_bench_compare.py",
 )
 
 # Tests inside FAST_TESTS that are not fast, each with what makes it slow. The run-time guard
