@@ -76,6 +76,8 @@ NOT_FAST = {
     "groups/test_share_coordinator.py": "an in-process broker, restarted",
     "share/test_manager.py": "the share-partition shell on a started Broker",
     "protocol/test_captured_client_frames.py": "real clients against an in-process broker",
+    "protocol/test_kafka_python_differential.py": "a real client's codecs (kafka-python)",
+    "protocol/test_fuzz.py": "a fuzzing sweep over every request type (~11 CPU-s)",
     "protocol/test_generated_current.py::test_check_cli_exit_code": "runs the generator's CLI",
     "unit/test_config_resolution.py::test_configuration_doc_is_current":
         "runs tools/gen_config_docs.py --check",
