@@ -59,6 +59,15 @@ TEST_WORKERS ?= 4
 test: setup system-deps lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
+# The cores and unit tests only, in well under a minute: tests/conftest.py marks them `fast`
+# (no broker, no child process, no real client, no Spark) and fails a fast test that starts
+# one. CPU-bound, so one worker per core; no lint, no system packages.
+.PHONY: test-fast
+FAST_WORKERS ?= auto
+
+test-fast: setup
+	$(PY) -m pytest -m fast -n $(FAST_WORKERS) --dist loadgroup -q
+
 gen-protocol: setup
 	$(PY) tools/gen_protocol.py
 

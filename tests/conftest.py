@@ -18,13 +18,24 @@ other's Python workers).
 
 ``SNAKKA_REFERENCE_KAFKA=host:port`` points the fixture at a reference broker you already run
 (``kafka-ref.sh start``), which saves its start-up on every run while you iterate.
+
+The ``fast`` marker (``make test-fast`` = ``pytest -m fast``): the cores and unit tests, which
+run inside the pytest process with no broker, no child process, no real client and no Spark, in
+well under a minute. Which tests are fast is decided here, by where they live (``FAST_TESTS``,
+minus ``NOT_FAST``), so a test file never has to remember to mark itself; what makes a test fast
+is checked while it runs: a ``fast`` test that starts a child process (a broker subprocess, a
+JVM, a CLI) or an in-process snakka ``Broker`` (an ``EmbeddedBroker`` included) fails, in every
+run (``make test`` too), with a message naming what it started. A ``-m fast`` run prints its
+wall time against the budget at the end.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,12 +48,224 @@ import reference_kafka as _ref  # noqa: E402  (tests/ is not a package)
 _TESTS = Path(__file__).resolve().parent
 
 
+# What ``make test-fast`` runs: paths under tests/ (a directory, a file, or a test's node id
+# below tests/). The directories hold the cores (sans-I/O state machines with a fake clock),
+# storage on a temporary directory, the codecs, and the client's state machines against an
+# in-process scripted broker (tests/client/fake_broker.py: loopback sockets, no snakka broker).
+FAST_TESTS = (
+    "unit",
+    "records",
+    "protocol",
+    "groups",
+    "share",
+    "storage",
+    "client",
+    "server/test_response_memory.py",
+    "server/test_channel.py",  # the sans-I/O connection core (issue 10)
+    "spark/test_decode.py",
+    "spark/test_options.py",
+    "spark/test_pipeline_model.py",
+    "test_import_graph.py",
+    "test_bench_compare.py",
+)
+
+# Tests inside FAST_TESTS that are not fast, each with what makes it slow. The run-time guard
+# below names a test that belongs here.
+NOT_FAST = {
+    "groups/test_coordinator_persistence.py": "an in-process broker, restarted",
+    "groups/test_share_coordinator.py": "an in-process broker, restarted",
+    "share/test_manager.py": "the share-partition shell on a started Broker",
+    "protocol/test_captured_client_frames.py": "real clients against an in-process broker",
+    "protocol/test_kafka_python_differential.py": "a real client's codecs (kafka-python)",
+    "protocol/test_fuzz.py": "a fuzzing sweep over every request type (~11 CPU-s)",
+    "protocol/test_generated_current.py::test_check_cli_exit_code": "runs the generator's CLI",
+    "unit/test_config_resolution.py::test_configuration_doc_is_current":
+        "runs tools/gen_config_docs.py --check",
+    "spark/test_options.py::test_readers_and_partitions_pickle_without_connections":
+        "an in-process broker (spark_broker)",
+}
+
+# A -m fast run longer than this prints a warning and its slowest tests (never a failure:
+# timings depend on the machine).
+FAST_BUDGET_S = 60.0
+
+
+def _tests_path(item: pytest.Item) -> str:
+    """The item's node id relative to tests/ ("share/test_partition.py::test_x[1]")."""
+    rel = Path(str(item.path)).resolve().relative_to(_TESTS).as_posix()
+    sep = item.nodeid.find("::")
+    return rel + (item.nodeid[sep:] if sep >= 0 else "")
+
+
+def _matches(path: str, entry: str) -> bool:
+    return path == entry or path.startswith((entry + "/", entry + "::", entry + "["))
+
+
+def is_fast(item: pytest.Item) -> bool:
+    """Whether ``item`` belongs to ``make test-fast`` (FAST_TESTS minus NOT_FAST and ``slow``)."""
+    try:
+        path = _tests_path(item)
+    except ValueError:  # not under tests/ (a pytester run elsewhere)
+        return False
+    return (any(_matches(path, e) for e in FAST_TESTS)
+            and not any(_matches(path, e) for e in NOT_FAST)
+            and item.get_closest_marker("slow") is None)
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "fast: a core or unit test (make test-fast); set by tests/conftest.py")
+    config._snakka_started = time.monotonic()  # type: ignore[attr-defined]
+
+
+def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
+    """With exactly ``-m fast``, skip importing test files that cannot hold a fast test (the
+    real-client and Spark modules take seconds to import). A shortcut only: the marker decides."""
+    if config.getoption("markexpr", "") != "fast":
+        return None
+    try:
+        rel = Path(collection_path).resolve().relative_to(_TESTS).as_posix()
+    except ValueError:
+        return None
+    if rel == ".":
+        return None
+    if rel in NOT_FAST:  # a whole file that is not fast
+        return True
+    inside = any(_matches(rel, e) for e in FAST_TESTS)
+    above = any(e.startswith(rel + "/") for e in FAST_TESTS)
+    return None if inside or above else True
+
+
 def pytest_collection_modifyitems(config, items) -> None:
+    fast = False
     for item in items:
         if "reference_kafka" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("reference-kafka"))
         elif (_TESTS / "spark") in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.xdist_group("spark"))
+        if is_fast(item):
+            item.add_marker(pytest.mark.fast)
+            fast = True
+    if fast:
+        _GUARD.install()
+
+
+class FastGuard:
+    """Records what a running ``fast`` test starts that a fast test must not: a child process
+    (Python's audit events: subprocess, fork, exec, spawn, system) or a snakka ``Broker``
+    (its ``start`` is wrapped once per session). Only the setup and call phases are watched:
+    a teardown may stop a session fixture of another test (the reference Kafka runs a stop
+    script), and background threads' work outside a fast test's phases is not attributed."""
+
+    CHILD_PROCESS_EVENTS = frozenset({
+        "subprocess.Popen", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
+        "os.forkpty",
+    })
+
+    def __init__(self) -> None:
+        self.item: str | None = None  # node id of the fast test being watched
+        self.found: list[str] = []
+        self._installed = False
+
+    def install(self) -> None:
+        if self._installed:
+            return
+        self._installed = True
+        sys.addaudithook(self._audit)
+        try:
+            from snakka.broker import Broker
+        except ImportError:  # a broken import fails the tests that use it, not the guard
+            return
+        start = Broker.start
+
+        @functools.wraps(start)
+        def guarded_start(broker, *args, **kwargs):
+            self.record("started an in-process snakka Broker (Broker.start)")
+            return start(broker, *args, **kwargs)
+
+        Broker.start = guarded_start  # type: ignore[method-assign]
+
+    def record(self, what: str) -> None:
+        if self.item is not None:
+            self.found.append(what)
+
+    def _audit(self, event: str, args: tuple) -> None:
+        # Called for every audited operation in the process: keep the common case one test.
+        if self.item is None or event not in self.CHILD_PROCESS_EVENTS:
+            return
+        self.found.append(f"started a child process ({event} {repr(args[:2])[:200]})")
+
+    def watch(self, item: pytest.Item):
+        if item.get_closest_marker("fast") is None:
+            yield
+            return
+        self.item = item.nodeid
+        try:
+            yield
+        finally:
+            self.item = None
+
+    def take(self) -> list[str]:
+        found, self.found = self.found, []
+        return found
+
+
+_GUARD = FastGuard()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _GUARD.watch(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield from _GUARD.watch(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "teardown":
+        return
+    found = _GUARD.take()
+    if not found:
+        return
+    report = outcome.get_result()
+    lines = "\n".join(f"  - {what}" for what in dict.fromkeys(found))
+    message = (f"{item.nodeid} is a fast test (make test-fast; FAST_TESTS in tests/conftest.py) "
+               f"but it:\n{lines}\nFast tests run in-process without brokers, child processes, "
+               f"real clients or Spark: list it in NOT_FAST in tests/conftest.py with the "
+               f"reason, or test the core without the broker.")
+    if report.passed:
+        report.outcome = "failed"
+        report.longrepr = message
+    else:
+        report.sections.append(("fast-test guard", message))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """After ``-m fast``: the run's wall time against FAST_BUDGET_S, and the slowest fast tests
+    when it is over."""
+    if config.getoption("markexpr", "") != "fast":
+        return
+    wall = time.monotonic() - config._snakka_started
+    durations: dict[str, float] = {}
+    for key in ("passed", "failed", "error"):
+        for rep in terminalreporter.stats.get(key, ()):
+            if getattr(rep, "nodeid", None):
+                durations[rep.nodeid] = durations.get(rep.nodeid, 0.0) + rep.duration
+    if not durations:  # --collect-only, or nothing selected
+        return
+    tr = terminalreporter
+    tr.write_sep("-", "make test-fast budget")
+    tr.write_line(f"{len(durations)} fast tests, {wall:.1f} s wall, "
+                  f"{sum(durations.values()):.1f} s in tests; budget {FAST_BUDGET_S:.0f} s")
+    if wall > FAST_BUDGET_S:
+        tr.write_line("OVER BUDGET: the slowest fast tests (make them cheaper, or move them to "
+                      "NOT_FAST in tests/conftest.py):", yellow=True)
+        for nodeid, d in sorted(durations.items(), key=lambda kv: -kv[1])[:8]:
+            tr.write_line(f"  {d:6.2f} s  {nodeid}")
 
 
 @pytest.fixture(scope="session")
