@@ -400,10 +400,6 @@ def test_every_module_has_a_layer():
                       "and docs/architecture.md): " + ", ".join(lost))
 
 
-IN_PROGRESS = pytest.mark.xfail(strict=True, reason="issue 10 in progress")
-
-
-@IN_PROGRESS
 def test_no_import_cycles():
     modules, edges = _snakka()
     found = cycles(modules, edges)
@@ -417,14 +413,12 @@ def test_lower_layers_never_import_handlers_server_or_entry_points():
                      + _report(bad))
 
 
-@IN_PROGRESS
 def test_client_side_imports_only_protocol_records_util_and_limits():
     _, edges = _snakka()
     bad = [v for v in layer_violations(edges) if v[0] == CLIENT]
     assert not bad, "client/ and spark/ import broker-side modules:\n" + _report(bad)
 
 
-@IN_PROGRESS
 def test_only_entry_points_import_the_broker():
     _, edges = _snakka()
     bad = [(layer_of(e.source) or "?", ENTRY, e) for e in edges
@@ -433,7 +427,6 @@ def test_only_entry_points_import_the_broker():
                      "demo:\n" + _report(bad))
 
 
-@IN_PROGRESS
 def test_arrows_point_down_the_layers():
     _, edges = _snakka()
     bad = layer_violations(edges)
