@@ -61,7 +61,13 @@ FAST_TESTS = (
     "storage",
     "client",
     "server/test_response_memory.py",
-    "server/test_channel.py",  # the sans-I/O connection core (issue 10)
+    # The sans-I/O connection core, dispatch, authentication and authorizer (issue 10, h10-server).
+    "server/test_channel.py",
+    "server/test_connection_shell.py",
+    "server/test_dispatch.py",
+    "server/test_api_declarations.py",
+    "server/test_authentication.py",
+    "server/test_authorizer.py",
     "spark/test_decode.py",
     "spark/test_options.py",
     "spark/test_pipeline_model.py",
@@ -81,6 +87,8 @@ NOT_FAST = {
     "protocol/test_generated_current.py::test_check_cli_exit_code": "runs the generator's CLI",
     "unit/test_config_resolution.py::test_configuration_doc_is_current":
         "runs tools/gen_config_docs.py --check",
+    "server/test_api_declarations.py::test_api_versions_answers_are_byte_identical_to_before":
+        "an in-process broker answering on a socket",
     "spark/test_options.py::test_readers_and_partitions_pickle_without_connections":
         "an in-process broker (spark_broker)",
 }
