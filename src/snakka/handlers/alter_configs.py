@@ -7,12 +7,13 @@ Shares validation and application with IncrementalAlterConfigs (handlers/_alter.
 from __future__ import annotations
 
 from snakka.handlers._alter import alter_resources
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse,
     AlterConfigsResponse,
 )
 
-API_KEY = 33
+API = ApiDeclaration(ApiKey.ALTER_CONFIGS)
 
 
 def handle(ctx, req):

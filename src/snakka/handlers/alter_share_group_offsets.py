@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.alter_share_group_offsets_response import (
     AlterShareGroupOffsetsResponse,
@@ -20,7 +21,7 @@ from snakka.protocol.messages.alter_share_group_offsets_response import (
     AlterShareGroupOffsetsResponseTopic,
 )
 
-API_KEY = 91
+API = ApiDeclaration(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
 _ZERO_UUID = uuid.UUID(int=0)
 
 

@@ -6,6 +6,7 @@ group.", as Kafka does."""
 from __future__ import annotations
 
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, named_assignment
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.consumer_group_describe_response import (
     Assignment,
@@ -15,7 +16,7 @@ from snakka.protocol.messages.consumer_group_describe_response import (
     TopicPartitions,
 )
 
-API_KEY = 69
+API = ApiDeclaration(ApiKey.CONSUMER_GROUP_DESCRIBE)
 
 
 def _assignment(md, parts) -> Assignment:

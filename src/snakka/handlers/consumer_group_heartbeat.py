@@ -7,6 +7,7 @@ client misconfigured with ``group.protocol=consumer`` learns why.
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.consumer_group_heartbeat_response import (
     Assignment,
@@ -14,7 +15,7 @@ from snakka.protocol.messages.consumer_group_heartbeat_response import (
     TopicPartitions,
 )
 
-API_KEY = 68
+API = ApiDeclaration(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 
 
 def handle(ctx, req) -> ConsumerGroupHeartbeatResponse:

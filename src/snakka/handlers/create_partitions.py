@@ -5,13 +5,14 @@ Manual assignments, when given, must place each new partition on this broker onl
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.create_partitions_response import (
     CreatePartitionsResponse,
     CreatePartitionsTopicResult,
 )
 
-API_KEY = 37
+API = ApiDeclaration(ApiKey.CREATE_PARTITIONS)
 
 
 async def _handle(ctx, req):

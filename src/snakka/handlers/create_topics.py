@@ -20,6 +20,7 @@ import asyncio
 import uuid
 from collections import Counter
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.metadata.core import TopicInfo
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.create_topics_response import (
@@ -30,7 +31,7 @@ from snakka.protocol.messages.create_topics_response import (
 from snakka.protocol.primitives import ZERO_UUID
 from snakka.util.slicing import TimeSlice
 
-API_KEY = 19
+API = ApiDeclaration(ApiKey.CREATE_TOPICS)
 
 
 def _configs_for(broker, ti):

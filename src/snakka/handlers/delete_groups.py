@@ -6,13 +6,14 @@ A group with members answers NON_EMPTY_GROUP; an unknown one GROUP_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.delete_groups_response import (
     DeletableGroupResult,
     DeleteGroupsResponse,
 )
 
-API_KEY = 42
+API = ApiDeclaration(ApiKey.DELETE_GROUPS)
 
 
 def handle(ctx, req) -> DeleteGroupsResponse:

@@ -9,6 +9,7 @@ INVALID_TOPIC_EXCEPTION, as Kafka answers: only its coordinator trims it.
 from __future__ import annotations
 
 from snakka.handlers._common import lookup_log
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.metadata.core import RESERVED_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.delete_records_response import (
@@ -18,7 +19,7 @@ from snakka.protocol.messages.delete_records_response import (
 )
 from snakka.storage import OffsetOutOfRangeError
 
-API_KEY = 21
+API = ApiDeclaration(ApiKey.DELETE_RECORDS)
 
 
 def handle(ctx, req) -> DeleteRecordsResponse:

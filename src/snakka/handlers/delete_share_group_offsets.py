@@ -13,13 +13,14 @@ from __future__ import annotations
 import uuid
 
 from snakka.handlers.alter_share_group_offsets import _group_error
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.delete_share_group_offsets_response import (
     DeleteShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsResponseTopic,
 )
 
-API_KEY = 92
+API = ApiDeclaration(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
 _ZERO_UUID = uuid.UUID(int=0)
 
 

@@ -9,6 +9,7 @@ fsync, one worker-thread job for the directories, clean-up in slices that yield 
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.delete_topics_response import (
     DeletableTopicResult,
@@ -16,7 +17,7 @@ from snakka.protocol.messages.delete_topics_response import (
 )
 from snakka.protocol.primitives import ZERO_UUID
 
-API_KEY = 20
+API = ApiDeclaration(ApiKey.DELETE_TOPICS)
 
 
 async def _handle(ctx, req):

@@ -7,13 +7,14 @@ answers either with itself. v2 may include fenced brokers: there are none.
 from __future__ import annotations
 
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.describe_cluster_response import (
     DescribeClusterBroker,
     DescribeClusterResponse,
 )
 
-API_KEY = 60
+API = ApiDeclaration(ApiKey.DESCRIBE_CLUSTER)
 
 
 def handle(ctx, req) -> DescribeClusterResponse:

@@ -23,6 +23,7 @@ from snakka.config import (
     ConfigSource,
     ConfigType,
 )
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.metadata.core import (
     RESOURCE_BROKER,
     RESOURCE_GROUP,
@@ -38,7 +39,7 @@ from snakka.protocol.messages.describe_configs_response import (
 )
 from snakka.util.slicing import TimeSlice
 
-API_KEY = 32
+API = ApiDeclaration(ApiKey.DESCRIBE_CONFIGS)
 RESOURCE_BROKER_LOGGER = 8
 
 

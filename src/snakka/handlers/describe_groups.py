@@ -10,6 +10,7 @@ with a message (ConsumerGroupDescribe / ShareGroupDescribe describe those).
 from __future__ import annotations
 
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.describe_groups_response import (
     DescribedGroup,
@@ -17,7 +18,7 @@ from snakka.protocol.messages.describe_groups_response import (
     DescribeGroupsResponse,
 )
 
-API_KEY = 15
+API = ApiDeclaration(ApiKey.DESCRIBE_GROUPS)
 
 
 def _describe(groups, gid: str, v: int) -> DescribedGroup:

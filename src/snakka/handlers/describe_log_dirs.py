@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsPartition,
     DescribeLogDirsResponse,
@@ -11,7 +12,7 @@ from snakka.protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsTopic,
 )
 
-API_KEY = 35
+API = ApiDeclaration(ApiKey.DESCRIBE_LOG_DIRS)
 
 
 def handle(ctx, req) -> DescribeLogDirsResponse:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 
 from snakka.handlers._common import LEADER_EPOCH
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.describe_share_group_offsets_response import (
     DescribeShareGroupOffsetsResponse,
@@ -21,7 +22,7 @@ from snakka.protocol.messages.describe_share_group_offsets_response import (
     DescribeShareGroupOffsetsResponseTopic,
 )
 
-API_KEY = 90
+API = ApiDeclaration(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
 _ZERO_UUID = uuid.UUID(int=0)
 
 

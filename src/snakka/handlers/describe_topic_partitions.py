@@ -13,6 +13,7 @@ Spark's connector) calls methods on them: null is a NullPointerException there.
 from __future__ import annotations
 
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.metadata.core import validate_topic_name
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.describe_topic_partitions_response import (
@@ -23,7 +24,7 @@ from snakka.protocol.messages.describe_topic_partitions_response import (
 )
 from snakka.protocol.primitives import ZERO_UUID
 
-API_KEY = 75
+API = ApiDeclaration(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
 MAX_PARTITION_LIMIT = 2000
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from snakka.fetch_sessions import CachedPartition
 from snakka.handlers._common import check_leader_epoch
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.fetch_response import (
     FetchableTopicResponse,
@@ -37,10 +38,9 @@ from snakka.protocol.messages.fetch_response import (
 )
 from snakka.storage import LogClosedError, OffsetOutOfRangeError
 
-API_KEY = 1
 # Fetch v0-3 expect message formats v0/v1, which snakka does not store and does not
 # down-convert (Kafka 4.0 dropped them too).
-MIN_VERSION = 4
+API = ApiDeclaration(ApiKey.FETCH, min_version=4)
 
 _EMPTY = b""
 

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import logging
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.metadata.core import base64_to_uuid, uuid_to_base64
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
 
-API_KEY = 10
+API = ApiDeclaration(ApiKey.FIND_COORDINATOR)
 
 KEY_GROUP, KEY_TRANSACTION, KEY_SHARE = 0, 1, 2
 TRANSACTIONS_UNSUPPORTED = ("Transactions are not supported by this broker: snakka has no "

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.heartbeat_response import HeartbeatResponse
 
-API_KEY = 12
+API = ApiDeclaration(ApiKey.HEARTBEAT)
 
 
 def handle(ctx, req) -> HeartbeatResponse:

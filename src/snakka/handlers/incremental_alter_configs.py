@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from snakka.config import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, ConfigType
 from snakka.handlers._alter import RESOURCE_BROKER_LOGGER, alter_resources
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.metadata.core import RESOURCE_GROUP, RESOURCE_TOPIC
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.incremental_alter_configs_response import (
@@ -15,7 +16,7 @@ from snakka.protocol.messages.incremental_alter_configs_response import (
     IncrementalAlterConfigsResponse,
 )
 
-API_KEY = 44
+API = ApiDeclaration(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 

@@ -13,10 +13,11 @@ where a retriable error would be retried until the client's timeout.
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.init_producer_id_response import InitProducerIdResponse
 
-API_KEY = 22
+API = ApiDeclaration(ApiKey.INIT_PRODUCER_ID)
 
 
 def handle(ctx, req):

@@ -8,10 +8,11 @@ INCONSISTENT_GROUP_PROTOCOL.
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 
-API_KEY = 11
+API = ApiDeclaration(ApiKey.JOIN_GROUP)
 
 
 def _error(code: int, member_id: str = "", v: int = 9) -> JoinGroupResponse:

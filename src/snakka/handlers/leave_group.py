@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
 
-API_KEY = 13
+API = ApiDeclaration(ApiKey.LEAVE_GROUP)
 
 
 def handle(ctx, req) -> LeaveGroupResponse:

@@ -7,9 +7,10 @@ classic groups with an empty protocol type, as Kafka does.
 from __future__ import annotations
 
 from snakka.groups.share import SHARE_PROTOCOL_TYPE
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 
-API_KEY = 16
+API = ApiDeclaration(ApiKey.LIST_GROUPS)
 
 
 def handle(ctx, req) -> ListGroupsResponse:

@@ -12,6 +12,7 @@ v0 (older clients) answers with ``old_style_offsets``.
 from __future__ import annotations
 
 from snakka.handlers._common import LEADER_EPOCH, check_leader_epoch, lookup_log
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
@@ -19,7 +20,7 @@ from snakka.protocol.messages.list_offsets_response import (
     ListOffsetsTopicResponse,
 )
 
-API_KEY = 2
+API = ApiDeclaration(ApiKey.LIST_OFFSETS)
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = (
     -2, -1, -3, -4, -5, -6)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.metadata.core import RESERVED_TOPICS, validate_topic_name
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.metadata_response import (
@@ -34,7 +35,7 @@ from snakka.protocol.messages.metadata_response import (
 from snakka.protocol.primitives import ZERO_UUID
 from snakka.util.slicing import TimeSlice
 
-API_KEY = 3
+API = ApiDeclaration(ApiKey.METADATA)
 
 
 def _topic_response(broker, ti, v: int) -> MetadataResponseTopic:

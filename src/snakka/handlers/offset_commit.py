@@ -10,6 +10,7 @@ string OFFSET_METADATA_TOO_LARGE. ``retention_time_ms`` (v2-4) is ignored, as in
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.offset_commit_response import (
     OffsetCommitResponse,
@@ -17,7 +18,7 @@ from snakka.protocol.messages.offset_commit_response import (
     OffsetCommitResponseTopic,
 )
 
-API_KEY = 8
+API = ApiDeclaration(ApiKey.OFFSET_COMMIT)
 
 
 def handle(ctx, req) -> OffsetCommitResponse:

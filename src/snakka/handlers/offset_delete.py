@@ -6,6 +6,7 @@ offsets of topics it is subscribed to (GROUP_SUBSCRIBED_TO_TOPIC per partition).
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.offset_delete_response import (
     OffsetDeleteResponse,
@@ -13,7 +14,7 @@ from snakka.protocol.messages.offset_delete_response import (
     OffsetDeleteResponseTopic,
 )
 
-API_KEY = 47
+API = ApiDeclaration(ApiKey.OFFSET_DELETE)
 
 
 def handle(ctx, req) -> OffsetDeleteResponse:

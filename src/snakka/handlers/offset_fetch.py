@@ -9,6 +9,7 @@ there are none until transactions exist.
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.offset_fetch_response import (
     OffsetFetchResponse,
@@ -20,7 +21,7 @@ from snakka.protocol.messages.offset_fetch_response import (
 )
 from snakka.protocol.primitives import ZERO_UUID
 
-API_KEY = 9
+API = ApiDeclaration(ApiKey.OFFSET_FETCH)
 
 
 def _fetch(broker, group_id: str, topics):

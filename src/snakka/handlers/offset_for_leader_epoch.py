@@ -8,6 +8,7 @@ a requested epoch above it is unknown (epoch -1, offset -1, as Kafka answers); a
 from __future__ import annotations
 
 from snakka.handlers._common import LEADER_EPOCH, check_leader_epoch, lookup_log
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
@@ -15,7 +16,7 @@ from snakka.protocol.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderTopicResult,
 )
 
-API_KEY = 23
+API = ApiDeclaration(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 
 
 def handle(ctx, req) -> OffsetForLeaderEpochResponse:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 
 from snakka.handlers._common import lookup_log
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.metadata.core import RESERVED_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.produce_response import (
@@ -46,7 +47,7 @@ from snakka.records import RecordValidationError
 from snakka.storage import ProducerStateError
 from snakka.topic_policy import maybe_recompress
 
-API_KEY = 0
+API = ApiDeclaration(ApiKey.PRODUCE)
 
 log = logging.getLogger("snakka.produce")
 

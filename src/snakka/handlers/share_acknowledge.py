@@ -12,6 +12,7 @@ acknowledgements are durable under the broker's flush policy (share.manager).
 from __future__ import annotations
 
 from snakka.handlers._common import LEADER_EPOCH
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_acknowledge_response import (
     LeaderIdAndEpoch,
@@ -22,8 +23,8 @@ from snakka.protocol.messages.share_acknowledge_response import (
 from snakka.share.sessions import FINAL_EPOCH
 from snakka.share.types import AckBatch
 
-API_KEY = 79
-MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
+# v0 was KIP-932's early-access version, removed in Kafka 4.1
+API = ApiDeclaration(ApiKey.SHARE_ACKNOWLEDGE, min_version=1)
 
 
 def _error(code: ErrorCode, message: str | None = None) -> ShareAcknowledgeResponse:

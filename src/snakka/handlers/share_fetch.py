@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 
 from snakka.handlers._common import LEADER_EPOCH
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_fetch_response import (
     AcquiredRecords,
@@ -44,8 +45,8 @@ from snakka.protocol.messages.share_fetch_response import (
 from snakka.share.manager import PartitionResult
 from snakka.share.types import AckBatch, AcquireMode
 
-API_KEY = 78
-MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
+# v0 was KIP-932's early-access version, removed in Kafka 4.1
+API = ApiDeclaration(ApiKey.SHARE_FETCH, min_version=1)
 
 
 def _error(code: ErrorCode, message: str | None, lock_ms: int = 0) -> ShareFetchResponse:

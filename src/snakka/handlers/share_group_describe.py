@@ -6,6 +6,7 @@ at their defaults, as Kafka does; an empty id INVALID_GROUP_ID."""
 from __future__ import annotations
 
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, named_assignment
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_group_describe_response import (
     Assignment,
@@ -15,8 +16,8 @@ from snakka.protocol.messages.share_group_describe_response import (
     TopicPartitions,
 )
 
-API_KEY = 77
-MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
+# v0 was KIP-932's early-access version, removed in Kafka 4.1
+API = ApiDeclaration(ApiKey.SHARE_GROUP_DESCRIBE, min_version=1)
 
 def _assignment(md, parts) -> Assignment:
     return Assignment(topic_partitions=[

@@ -7,6 +7,7 @@ share group."), as Kafka does: group types are never converted into share groups
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_group_heartbeat_response import (
     Assignment,
@@ -14,8 +15,8 @@ from snakka.protocol.messages.share_group_heartbeat_response import (
     TopicPartitions,
 )
 
-API_KEY = 76
-MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
+# v0 was KIP-932's early-access version, removed in Kafka 4.1
+API = ApiDeclaration(ApiKey.SHARE_GROUP_HEARTBEAT, min_version=1)
 
 
 def handle(ctx, req) -> ShareGroupHeartbeatResponse:

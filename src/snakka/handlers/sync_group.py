@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from snakka.handlers.context import ApiDeclaration, ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.sync_group_response import SyncGroupResponse
 
-API_KEY = 14
+API = ApiDeclaration(ApiKey.SYNC_GROUP)
 
 
 async def _handle(ctx, req):

@@ -1,0 +1,155 @@
+"""What a handler is given and what it declares: the typed request context and the API
+declaration.
+
+What it owns:
+
+- :class:`RequestContext`: everything a handler may know about a request beyond its body (Kafka's
+  ``RequestContext``): API key and version, correlation id, client id and address, the listener
+  it arrived on, the authenticated principal, the connection handle, the services it may use,
+  and the authorization hook. Built by dispatch (server/dispatch.py) once per request; read-only
+  except ``response_bytes`` (what a Fetch reserved in the response-memory budget, which the
+  connection converts into its response's charge).
+- :class:`ConnectionHandle`: exactly what a handler may do with its connection.
+- :class:`ApiDeclaration`: the line at the top of each handler module saying which API and
+  versions it serves (``API = ApiDeclaration(ApiKey.FETCH, min_version=4)``) and the API-level
+  authorization dispatch checks before calling it. ``handlers/__init__.py`` collects them and
+  ApiVersions advertises exactly them.
+
+Layering: handlers/ sits below server/; nothing here imports server/ or the broker. ``services``
+is typed loosely until ``handlers/services.py`` (the bundle of broker services) lands; until
+then it is the broker object, also reachable as ``ctx.broker`` for handlers not yet moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from snakka.protocol.api_keys import ApiKey
+from snakka.security.authorizer import Action, AllowAllAuthorizer, AuthorizationResult, Authorizer
+from snakka.security.principal import KafkaPrincipal
+
+if TYPE_CHECKING:
+    from snakka.config import Listener
+
+__all__ = ["ApiDeclaration", "ApiKey", "ConnectionHandle", "RequestContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiDeclaration:
+    """The API a handler module serves. ``min_version`` / ``max_version`` narrow the range the
+    schemas define (None: the schema's oldest version / newest stable version). ``actions``:
+    what dispatch authorizes before the handler runs (e.g. CLUSTER_ACTION on the cluster for an
+    inter-broker API); most client APIs declare none and authorize per resource themselves."""
+
+    api_key: ApiKey
+    min_version: int | None = None
+    max_version: int | None = None
+    actions: tuple[Action, ...] = ()
+
+    def __post_init__(self) -> None:
+        assert isinstance(self.api_key, ApiKey), self.api_key
+        if self.min_version is not None and self.max_version is not None:
+            assert self.min_version <= self.max_version, self
+
+
+class ConnectionHandle(Protocol):
+    """What a handler may do with the connection its request arrived on. The handle is also a
+    hashable identity (share sessions remember the connection that opened them)."""
+
+    @property
+    def peer(self) -> str:
+        """``host:port`` of the client (for logs; ``RequestContext.client_address`` is the
+        host)."""
+        ...
+
+    def close_with_error(self, reason: str) -> None:
+        """Close the connection with a log line (acks=0 produce failures)."""
+        ...
+
+    def reserve_response_bytes(self, wanted: int) -> int | None:
+        """Reserve response memory before reading from disk (server/memory.py)."""
+        ...
+
+    def settle_response_bytes(self, reserved: int, actual: int) -> None:
+        """Turn a reservation into the bytes really read."""
+        ...
+
+    async def wait_for_response_memory(self, timeout_s: float) -> bool:
+        """Wait until response memory is released (True) or the timeout (False)."""
+        ...
+
+
+_ALLOW_ALL = AllowAllAuthorizer()
+
+
+class RequestContext:
+    """What a handler may know about the request beyond its body. Read-only except
+    ``response_bytes``."""
+
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_address",
+                 "listener", "principal", "connection", "services", "apis", "header",
+                 "response_bytes", "_authorizer")
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_address: str
+    listener: Listener
+    principal: KafkaPrincipal
+    connection: ConnectionHandle
+    services: Any
+    apis: Mapping[int, Any]
+    header: Any
+    response_bytes: int
+
+    def __init__(self, *, api_key: int, api_version: int, correlation_id: int,
+                 client_id: str | None, client_address: str, listener: Listener,
+                 principal: KafkaPrincipal, connection: ConnectionHandle, services: Any,
+                 apis: Mapping[int, Any], header: Any = None,
+                 authorizer: Authorizer = _ALLOW_ALL) -> None:
+        set_ = object.__setattr__
+        set_(self, "api_key", api_key)
+        set_(self, "api_version", api_version)
+        set_(self, "correlation_id", correlation_id)
+        set_(self, "client_id", client_id)
+        set_(self, "client_address", client_address)
+        set_(self, "listener", listener)
+        set_(self, "principal", principal)
+        set_(self, "connection", connection)
+        set_(self, "services", services)
+        # The APIs the dispatcher serves (api key -> handlers.Handler): what ApiVersions
+        # advertises, so it can never advertise what dispatch would refuse.
+        set_(self, "apis", apis)
+        set_(self, "header", header)  # the decoded RequestHeader
+        # Bytes reserved in the response-memory budget for this request's response (Fetch).
+        set_(self, "response_bytes", 0)
+        set_(self, "_authorizer", authorizer)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name != "response_bytes":
+            raise AttributeError(f"RequestContext.{name} is read-only")
+        object.__setattr__(self, name, value)
+
+    @property
+    def listener_name(self) -> str:
+        return self.listener.name
+
+    @property
+    def broker(self) -> Any:
+        """The services, under their old name (handlers not yet moved to ``services``)."""
+        return self.services
+
+    def authorize(self, actions: Sequence[Action]) -> list[AuthorizationResult]:
+        """Ask the authorizer about ``actions`` for this request (one result per action)."""
+        results = self._authorizer.authorize(self, actions)
+        assert len(results) == len(actions), (actions, results)
+        return results
+
+    def __repr__(self) -> str:
+        return (f"RequestContext(api_key={self.api_key}, api_version={self.api_version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, "
+                f"client_address={self.client_address!r}, listener={self.listener_name}, "
+                f"principal={self.principal})")
