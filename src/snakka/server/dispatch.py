@@ -47,6 +47,7 @@ from snakka.security.authorizer import (
     Authorizer,
     denied_error_code,
 )
+from snakka.security.principal import ANONYMOUS
 from snakka.server.channel import (
     CLOSE,
     ClientInformation,
@@ -137,8 +138,9 @@ class RequestDispatcher:
                 channel.client_information = ClientInformation(
                     request.client_software_name, request.client_software_version)
             auth.api_versions_received(valid)
-        principal = auth.principal
-        assert principal is not None, "the gate lets only SASL requests through before auth"
+        # Before authentication completes only the SASL exchange gets here; Kafka's
+        # authenticator gives those requests the ANONYMOUS principal too.
+        principal = auth.principal if auth.principal is not None else ANONYMOUS
         ctx = RequestContext(api_key=api_key, api_version=api_version,
                              correlation_id=ev.correlation_id, client_id=header.client_id,
                              client_address=conn.peer_host, listener=conn.listener,
