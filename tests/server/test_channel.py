@@ -72,7 +72,7 @@ def sent_correlation_ids(items: list) -> list[int]:
     ids = []
     for item in items:
         assert isinstance(item, Send), item
-        frame = bytes(b"".join(bytes(p) for p in item.data.pieces()))
+        frame = bytes(b"".join(bytes(p) for p in item.pieces()))
         size = struct.unpack_from(">i", frame, 0)[0]
         assert size == len(frame) - 4
         header, _ = decode_response_header(frame[4:], 18, 0)
@@ -159,7 +159,7 @@ def test_arrival_clock_stops_while_we_do_not_read():
 def test_responses_leave_in_request_order():
     ch, _ = channel()
     ch.receive_data(b"".join(requests(4, metadata=False)), now=0.0)
-    ids = [e.request_id for e in drain_events(ch)]
+    ids = drain_events(ch)
     assert ch.complete(ids[2], answer(3), now=1.0) == []
     assert ch.complete(ids[1], NO_RESPONSE, now=1.0) == []
     assert sent_correlation_ids(ch.complete(ids[0], answer(1), now=1.0)) == [1, 3]
@@ -177,7 +177,7 @@ def test_any_completion_order_answers_in_request_order(order, silent):
     sent = []
     for i in order:
         result = NO_RESPONSE if i in silent else answer(i + 1)
-        sent += sent_correlation_ids(ch.complete(events[i].request_id, result, now=0.0))
+        sent += sent_correlation_ids(ch.complete(events[i], result, now=0.0))
     assert sent == [i + 1 for i in range(6) if i not in silent]
     assert ch.inflight == 0
 
@@ -190,9 +190,9 @@ def test_inflight_bound_pauses_reading_until_answers_leave():
     assert ch.read_decision(0) == (True, False)
     # Answers queued behind an unanswered request still count (they are not written yet).
     for ev in events[1:]:
-        ch.complete(ev.request_id, answer(ev.correlation_id), now=0.0)
+        ch.complete(ev, answer(ev.correlation_id), now=0.0)
     assert ch.read_decision(0) == (True, False) and ch.next_event(0.0) is PAUSED
-    assert len(ch.complete(events[0].request_id, answer(1), now=0.0)) == 4
+    assert len(ch.complete(events[0], answer(1), now=0.0)) == 4
     assert ch.read_decision(0) == (False, False)
     assert [e.correlation_id for e in drain_events(ch)] == [5, 6]
 
@@ -201,18 +201,18 @@ def test_close_is_ordered_behind_earlier_responses():
     ch, _ = channel()
     ch.receive_data(b"".join(requests(3, metadata=False)), now=0.0)
     a, b, c = drain_events(ch)
-    assert ch.complete(b.request_id, CLOSE, now=0.0) == []
-    out = ch.complete(a.request_id, answer(1), now=0.0)
+    assert ch.complete(b, CLOSE, now=0.0) == []
+    out = ch.complete(a, answer(1), now=0.0)
     assert sent_correlation_ids(out[:1]) == [1]
     assert out[1] == CloseConnection(None) and ch.closed
-    assert ch.complete(c.request_id, answer(3), now=0.0) == []  # nothing after the close
+    assert ch.complete(c, answer(3), now=0.0) == []  # nothing after the close
 
 
 def test_unencodable_response_closes_with_its_exception():
     ch, _ = channel()
     ch.receive_data(requests(1)[0], now=0.0)
     (ev,) = drain_events(ch)
-    out = ch.complete(ev.request_id, object(), now=0.0)
+    out = ch.complete(ev, object(), now=0.0)
     assert len(out) == 1 and isinstance(out[0], CloseConnection)
     assert "cannot encode response to API key 18" in out[0].reason and out[0].exc is not None
     assert ch.closed
@@ -222,11 +222,13 @@ def test_completing_unknown_or_twice_is_a_bug():
     ch, _ = channel()
     ch.receive_data(b"".join(requests(2, metadata=False)), now=0.0)
     a, b = drain_events(ch)
-    ch.complete(b.request_id, answer(2), now=0.0)
+    ch.complete(b, answer(2), now=0.0)
     with pytest.raises(AssertionError):
-        ch.complete(b.request_id, answer(2), now=0.0)
+        ch.complete(b, answer(2), now=0.0)
+    stranger, _ = channel()
+    stranger.receive_data(requests(1, metadata=False)[0], now=0.0)
     with pytest.raises(AssertionError):
-        ch.complete(99, answer(2), now=0.0)
+        ch.complete(stranger.next_event(0.0), answer(2), now=0.0)
 
 
 # -- response memory -----------------------------------------------------------------------
@@ -236,8 +238,8 @@ def test_written_bytes_are_charged_until_drained():
     (ev,) = drain_events(ch)
     grant = ch.reserve_response_bytes(300)
     assert grant == 300 and pool.used == 300 and ch.held == 300
-    (send,) = ch.complete(ev.request_id, answer(1), reserved=grant, now=0.0)
-    size = send.data.total_length()
+    (send,) = ch.complete(ev, answer(1), reserved=grant, now=0.0)
+    size = send.total_length()
     assert pool.used == ch.held == size  # the reservation became the frame's charge
     ch.drained(now=5.0)
     assert pool.used == ch.held == 0 and ch.last_active == 5.0
@@ -260,7 +262,7 @@ def test_memory_pause_and_buffered_pause():
     ch, pool = channel(budget=100)
     ch.receive_data(requests(1)[0], now=0.0)
     (ev,) = drain_events(ch)
-    ch.complete(ev.request_id, answer(1), now=0.0)  # not drained: held
+    ch.complete(ev, answer(1), now=0.0)  # not drained: held
     assert ch.read_decision(0) == (False, False)
     pool.charge(200)  # someone else spent the budget
     assert ch.read_decision(0) == (True, True)  # holds unsent bytes: wait for a release
@@ -277,12 +279,12 @@ def test_close_gives_everything_back():
     ch.receive_data(b"".join(requests(2, metadata=False)) + b"\0\0", now=0.0)
     a, b = drain_events(ch)
     ch.reserve_response_bytes(100)
-    ch.complete(a.request_id, answer(1), now=0.0)
+    ch.complete(a, answer(1), now=0.0)
     assert pool.used > 0
     assert ch.close() > 0
     assert pool.used == 0 and ch.held == 0 and ch.inflight == 0
     assert ch.reserve_response_bytes(50) == 50 and pool.used == 0  # nothing counted now
-    assert ch.complete(b.request_id, answer(2), now=0.0) == []
+    assert ch.complete(b, answer(2), now=0.0) == []
 
 
 def test_write_progress_counts_as_activity():

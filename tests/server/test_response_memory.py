@@ -64,7 +64,7 @@ class FakeDispatcher:
     """Answers every request with an empty ApiVersions v0 response (no handler reserved)."""
 
     def dispatch(self, conn, ev):
-        return Call(ev.request_id, 18, 0, None, None, None), ApiVersionsResponse(
+        return Call(ev, 18, 0, None, None, None), ApiVersionsResponse(
             error_code=0, api_keys=[])
 
 

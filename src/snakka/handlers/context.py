@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from snakka.protocol.api_keys import ApiKey
 from snakka.security.authorizer import Action, AllowAllAuthorizer, AuthorizationResult, Authorizer
@@ -85,53 +85,36 @@ _ALLOW_ALL = AllowAllAuthorizer()
 
 
 class RequestContext:
-    """What a handler may know about the request beyond its body. Read-only except
-    ``response_bytes``."""
+    """What a handler may know about the request beyond its body.
+
+    Read-only except ``response_bytes``: the fields are ``Final`` for the type checker (a
+    runtime guard would cost a Python-level ``__setattr__`` call per field and request)."""
 
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_address",
                  "listener", "principal", "connection", "services", "apis", "header",
                  "response_bytes", "_authorizer")
 
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    client_address: str
-    listener: Listener
-    principal: KafkaPrincipal
-    connection: ConnectionHandle
-    services: Any
-    apis: Mapping[int, Any]
-    header: Any
-    response_bytes: int
-
-    def __init__(self, *, api_key: int, api_version: int, correlation_id: int,
+    def __init__(self, api_key: int, api_version: int, correlation_id: int,
                  client_id: str | None, client_address: str, listener: Listener,
                  principal: KafkaPrincipal, connection: ConnectionHandle, services: Any,
                  apis: Mapping[int, Any], header: Any = None,
                  authorizer: Authorizer = _ALLOW_ALL) -> None:
-        set_ = object.__setattr__
-        set_(self, "api_key", api_key)
-        set_(self, "api_version", api_version)
-        set_(self, "correlation_id", correlation_id)
-        set_(self, "client_id", client_id)
-        set_(self, "client_address", client_address)
-        set_(self, "listener", listener)
-        set_(self, "principal", principal)
-        set_(self, "connection", connection)
-        set_(self, "services", services)
+        self.api_key: Final[int] = api_key
+        self.api_version: Final[int] = api_version
+        self.correlation_id: Final[int] = correlation_id
+        self.client_id: Final[str | None] = client_id
+        self.client_address: Final[str] = client_address  # the client's host (IP)
+        self.listener: Final[Listener] = listener
+        self.principal: Final[KafkaPrincipal] = principal
+        self.connection: Final[ConnectionHandle] = connection
+        self.services: Final[Any] = services
         # The APIs the dispatcher serves (api key -> handlers.Handler): what ApiVersions
         # advertises, so it can never advertise what dispatch would refuse.
-        set_(self, "apis", apis)
-        set_(self, "header", header)  # the decoded RequestHeader
+        self.apis: Final[Mapping[int, Any]] = apis
+        self.header: Final[Any] = header  # the decoded RequestHeader
         # Bytes reserved in the response-memory budget for this request's response (Fetch).
-        set_(self, "response_bytes", 0)
-        set_(self, "_authorizer", authorizer)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name != "response_bytes":
-            raise AttributeError(f"RequestContext.{name} is read-only")
-        object.__setattr__(self, name, value)
+        self.response_bytes = 0
+        self._authorizer: Final[Authorizer] = authorizer
 
     @property
     def listener_name(self) -> str:

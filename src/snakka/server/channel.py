@@ -25,7 +25,7 @@ What it owns (a plain class: bytes in, events out, an injected clock; h11's shap
 - **Authentication** (server/authentication.py) and the **client information** an ApiVersions
   request reports (KIP-511): typed fields of the connection, read by dispatch.
 
-What it does not own: the transport (server/connection.py writes the :class:`Send` events and
+What it does not own: the transport (server/connection.py writes the ``Send`` buffers and
 turns :class:`CloseConnection` into a close plus a log line), handler lookup, decoding and
 authorization (server/dispatch.py).
 
@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 _SIZE = struct.Struct(">i")
+_EMPTY = bytearray()
 _FIXED_HEADER = struct.Struct(">hhi")  # request_api_key, request_api_version, correlation_id
 # The smallest request: the fixed header above (8 bytes). Anything shorter is not a request.
 MIN_REQUEST_BYTES: Final = _FIXED_HEADER.size
@@ -120,47 +121,43 @@ class ClientInformation:
     software_version: str
 
 
-# -- events ------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+# -- events (plain slots classes: a frozen dataclass costs ~4x to build, once per request) -------
 class RequestReceived:
-    """One complete request frame (without its size prefix)."""
+    """One complete request frame (without its size prefix). The event is also the request's
+    place in this connection's response order (the fields after ``frame`` are the channel's)."""
 
-    request_id: int      # its slot in this connection's response order
-    api_key: int
-    api_version: int
-    correlation_id: int
-    frame: bytearray
+    __slots__ = ("request_id", "api_key", "api_version", "correlation_id", "frame", "result",
+                 "reserved", "done")
+
+    def __init__(self, request_id: int, api_key: int, api_version: int, correlation_id: int,
+                 frame: bytearray) -> None:
+        self.request_id = request_id  # its slot in this connection's response order
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.frame = frame
+        self.result: Any = None
+        self.reserved = 0
+        self.done = False
+
+    def __repr__(self) -> str:
+        return (f"RequestReceived(request_id={self.request_id}, api_key={self.api_key}, "
+                f"api_version={self.api_version}, correlation_id={self.correlation_id}, "
+                f"{len(self.frame)} bytes)")
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
-    """Bytes to write to the client, in this order (one response frame)."""
-
-    data: ScatterBuffer
+# A response frame to write, in the order complete() returns them: the transport writes its
+# pieces (records read from disk stay separate chunks: writev, no copy).
+Send = ScatterBuffer
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CloseConnection:
     """Close the connection. ``reason`` is for the log (None: already logged); ``exc`` is the
     exception behind it when it is a bug worth a traceback."""
 
     reason: str | None
     exc: BaseException | None = None
-
-
-class _Slot:
-    __slots__ = ("request_id", "correlation_id", "api_key", "api_version", "result", "reserved",
-                 "done")
-
-    def __init__(self, request_id: int, correlation_id: int, api_key: int,
-                 api_version: int) -> None:
-        self.request_id = request_id
-        self.correlation_id = correlation_id
-        self.api_key = api_key
-        self.api_version = api_version
-        self.result: Any = None
-        self.reserved = 0
-        self.done = False
 
 
 class KafkaChannel:
@@ -173,7 +170,7 @@ class KafkaChannel:
         self.auth = ChannelAuthentication(security_protocol)
         self.client_information: ClientInformation | None = None
         self._buf = bytearray()
-        self._slots: deque[_Slot] = deque()
+        self._slots: deque[RequestReceived] = deque()
         self._next_request_id = 0
         # Bytes counted in the response budget: reservations of responses not yet written plus
         # _in_transport (handed to the transport, not yet drained to the socket).
@@ -225,11 +222,11 @@ class KafkaChannel:
                     del buf[:end]
                 self.request_started = None
                 api_key, api_version, correlation_id = _FIXED_HEADER.unpack_from(frame, 0)
-                slot = _Slot(self._next_request_id, correlation_id, api_key, api_version)
+                ev = RequestReceived(self._next_request_id, api_key, api_version,
+                                     correlation_id, frame)
                 self._next_request_id += 1
-                self._slots.append(slot)
-                return RequestReceived(slot.request_id, api_key, api_version, correlation_id,
-                                       frame)
+                self._slots.append(ev)
+                return ev
         if not buf:
             self.request_started = None
         elif self.request_started is None:
@@ -254,13 +251,14 @@ class KafkaChannel:
         """Requests read and not yet answered (or answered behind an unanswered one)."""
         return len(self._slots)
 
-    def complete(self, request_id: int, result: Any, *, reserved: int = 0,
+    def complete(self, request: RequestReceived, result: Any, reserved: int = 0,
                  api_version: int | None = None,
-                 now: float) -> list[Send | CloseConnection]:
-        """Request ``request_id`` is done: ``result`` is its response object, ``NO_RESPONSE``
-        or ``CLOSE``. ``reserved`` is what its handler reserved in the response budget (turned
-        into the charge of the whole frame); ``api_version`` overrides the version the response
-        is encoded at (KIP-511: an unknown ApiVersions version is answered at v0).
+                 now: float = 0.0) -> list[Send | CloseConnection]:
+        """``request`` (an event of this channel) is done: ``result`` is its response object,
+        ``NO_RESPONSE`` or ``CLOSE``. ``reserved`` is what its handler reserved in the response
+        budget (turned into the charge of the whole frame); ``api_version`` overrides the
+        version the response is encoded at (KIP-511: an unknown ApiVersions version is
+        answered at v0).
 
         Returns what may go out now, in request order: the responses of this and of every
         later request already completed, up to the first still unanswered (a
@@ -268,18 +266,15 @@ class KafkaChannel:
         out: list[Send | CloseConnection] = []
         if self.closed:
             return out  # nothing is written or counted once closed
-        for slot in self._slots:
-            if slot.request_id == request_id:
-                break
-        else:
-            raise AssertionError(f"request {request_id} is not in flight")
-        assert not slot.done, f"request {request_id} completed twice"
-        slot.done = True
-        slot.result = result
-        slot.reserved = reserved
-        if api_version is not None:
-            slot.api_version = api_version
+        assert not request.done, f"request {request.request_id} completed twice"
         slots = self._slots
+        assert (slots and slots[0] is request) or request in slots, \
+            f"request {request.request_id} is not in flight here"
+        request.done = True
+        request.result = result
+        request.reserved = reserved
+        if api_version is not None:
+            request.api_version = api_version
         while slots and slots[0].done and not self.closed:
             head = slots.popleft()
             if head.result is NO_RESPONSE:
@@ -290,30 +285,28 @@ class KafkaChannel:
                 self.closed = True
                 out.append(CloseConnection(None))
                 break
-            item = self._encode(head)
-            out.append(item)
-            if isinstance(item, CloseConnection):
+            head.frame = _EMPTY  # the request's bytes are no longer needed
+            # One buffer per response. Large record sets (Fetch) are not copied into it: they
+            # go to the socket as separate chunks (writev), straight from the bytes read from
+            # disk.
+            data = ScatterBuffer()
+            try:
+                write_response(data, head.correlation_id, head.api_key, head.api_version,
+                               head.result)
+            except Exception as exc:  # a response its version cannot carry: a handler bug
+                self.closed = True
+                out.append(CloseConnection(f"cannot encode response to API key {head.api_key} "
+                                           f"v{head.api_version}", exc))
                 break
+            head.result = None
+            size = data.total_length()
+            self.held += size - head.reserved
+            self._budget.charge(size - head.reserved)
+            self._in_transport += size
+            out.append(data)
         if out:
             self.last_active = now
         return out
-
-    def _encode(self, slot: _Slot) -> Send | CloseConnection:
-        # One buffer per response. Large record sets (Fetch) are not copied into it: they go
-        # to the socket as separate chunks (writev), straight from the bytes read from disk.
-        data = ScatterBuffer()
-        try:
-            write_response(data, slot.correlation_id, slot.api_key, slot.api_version,
-                           slot.result)
-        except Exception as exc:  # a handler built a response its version cannot carry: a bug
-            self.closed = True
-            return CloseConnection(f"cannot encode response to API key {slot.api_key} "
-                                   f"v{slot.api_version}", exc)
-        size = data.total_length()
-        self.held += size - slot.reserved
-        self._budget.charge(size - slot.reserved)
-        self._in_transport += size
-        return Send(data)
 
     # -- response memory -----------------------------------------------------------------
     def reserve_response_bytes(self, wanted: int) -> int | None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from snakka.config import Listener
 from snakka.security.principal import SecurityProtocol
+from snakka.server.authentication import AuthState
 from snakka.server.channel import (
     NEED_DATA,
     NO_RESPONSE,
@@ -51,8 +52,8 @@ log = logging.getLogger("snakka.server")
 
 __all__ = ["ServerConnection"]
 
-# Request ids of running handler coroutines -> their tasks (cancelled when the connection goes).
-_Tasks = dict[int, asyncio.Future]
+# Running handler coroutines (cancelled when the connection goes).
+_Tasks = set[asyncio.Future]
 
 
 class ServerConnection(asyncio.Protocol):
@@ -70,7 +71,7 @@ class ServerConnection(asyncio.Protocol):
         self.peer = "?"
         self.peer_host = "?"
         self.peer_ip = "?"
-        self._tasks: _Tasks = {}
+        self._tasks: _Tasks = set()
         self._writing_paused = False
         self._transport_closed = False
         # _process is running: a re-entrant call (a memory-release callback fired inside a
@@ -120,8 +121,8 @@ class ServerConnection(asyncio.Protocol):
         self.channel.close()
         self._registry.unregister(self)
         self._memory.notify_on_release(self, None)
-        tasks, self._tasks = self._tasks, {}
-        for task in tasks.values():
+        tasks, self._tasks = self._tasks, set()
+        for task in tasks:
             if not task.done():
                 task.cancel()
 
@@ -149,36 +150,38 @@ class ServerConnection(asyncio.Protocol):
         self._processing = True
         try:
             channel = self.channel
+            now = time.monotonic()  # one reading per batch: the arrival clock needs no more
             while True:
-                ev = channel.next_event(time.monotonic())
-                if ev is NEED_DATA or ev is PAUSED:
+                ev = channel.next_event(now)
+                if ev is NEED_DATA:
+                    return
+                if ev is PAUSED:
+                    # A bound holds (or the channel closed): stop the transport reading too,
+                    # so the client's bytes wait in the kernel, not here.
+                    self._update_reading()
                     return
                 if isinstance(ev, CloseConnection):
                     self._close_for(ev)
                     return
-                assert isinstance(ev, RequestReceived)
-                self._dispatch(ev)
-                if channel.closed:
+                assert ev.__class__ is RequestReceived
+                call, result = self._dispatcher.dispatch(self, ev)  # type: ignore[arg-type]
+                if result.__class__ is CloseConnection:
+                    self._close_for(result)
                     return
-                self._update_reading()
+                if asyncio.iscoroutine(result):
+                    self._run(call, result)
+                else:
+                    self._complete(call, NO_RESPONSE if result is None else result)
         finally:
             self._processing = False
 
-    def _dispatch(self, ev: RequestReceived) -> None:
-        call, result = self._dispatcher.dispatch(self, ev)
-        if isinstance(result, CloseConnection):
-            self._close_for(result)
-            return
-        assert call is not None
-        if asyncio.iscoroutine(result):
-            task = asyncio.ensure_future(result)
-            self._tasks[call.request_id] = task
-            task.add_done_callback(functools.partial(self._on_task_done, call))
-            return
-        self._complete(call, NO_RESPONSE if result is None else result)
+    def _run(self, call: Call, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(functools.partial(self._on_task_done, call))
 
     def _on_task_done(self, call: Call, task: asyncio.Future) -> None:
-        self._tasks.pop(call.request_id, None)
+        self._tasks.discard(task)
         if self.channel.closed:
             return
         if task.cancelled():
@@ -198,26 +201,27 @@ class ServerConnection(asyncio.Protocol):
 
     def _complete(self, call: Call, result: Any) -> None:
         now = time.monotonic()
-        for item in self.channel.complete(call.request_id, result, reserved=call.reserved,
-                                          api_version=call.api_version, now=now):
-            if isinstance(item, Send):
-                self._write(item)
-            else:
-                self._close_for(item)
+        ctx = call.ctx
+        for item in self.channel.complete(call.event, result,
+                                          ctx.response_bytes if ctx is not None else 0,
+                                          call.api_version, now):
+            if item.__class__ is CloseConnection:
+                self._close_for(item)  # type: ignore[arg-type]
                 return
-        if self.channel.auth.must_close:
+            self._write(item, now)  # type: ignore[arg-type]
+        auth = self.channel.auth
+        if auth.state is not AuthState.AUTHENTICATED and auth.must_close:
             self.close()  # authentication failed: its response is written, then the close
 
-    def _write(self, send: Send) -> None:
+    def _write(self, data: Send, now: float) -> None:
         transport = self.transport
         assert transport is not None
-        data = send.data
         if data.chunks:
             transport.writelines(data.pieces())
         else:
             transport.write(data)
         if not self._writing_paused:  # the socket took it all at once
-            self.channel.drained(time.monotonic())
+            self.channel.drained(now)
         self._update_reading()
 
     # -- response memory (what handlers use through their ConnectionHandle) --------------
