@@ -308,6 +308,9 @@ def test_limits_come_from_the_kafka_configs():
 def test_plaintext_starts_authenticated_as_anonymous_sasl_does_not():
     plain, _ = channel()
     assert plain.auth.state is AuthState.AUTHENTICATED and plain.auth.principal == ANONYMOUS
-    sasl, _ = channel(security_protocol=SecurityProtocol.SASL_PLAINTEXT)
+    sasl, _ = channel(security_protocol=SecurityProtocol.SASL_PLAINTEXT,
+                      listener_name="CLIENTS")
     assert sasl.auth.state is AuthState.UNAUTHENTICATED and sasl.auth.principal is None
+    assert (sasl.listener_name, sasl.security_protocol) == (
+        "CLIENTS", SecurityProtocol.SASL_PLAINTEXT)
     assert plain.client_information is None

@@ -164,9 +164,12 @@ class KafkaChannel:
     """The sans-I/O state of one connection. See the module docstring."""
 
     def __init__(self, limits: ChannelLimits, budget: ResponseBudget, *, now: float,
+                 listener_name: str = "PLAINTEXT",
                  security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT) -> None:
         self.limits = limits
         self._budget = budget
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
         self.auth = ChannelAuthentication(security_protocol)
         self.client_information: ClientInformation | None = None
         self._buf = bytearray()

@@ -66,6 +66,7 @@ class ServerConnection(asyncio.Protocol):
         self._memory = memory
         self._dispatcher = dispatcher
         self.channel = KafkaChannel(limits, memory, now=time.monotonic(),
+                                    listener_name=listener.name,
                                     security_protocol=security_protocol)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -115,7 +116,7 @@ class ServerConnection(asyncio.Protocol):
             return
         # high=0/low=0: pause_writing whenever anything is buffered, resume_writing once all of
         # it is written; the per-connection bound is checked in _update_reading.
-        transport.set_write_buffer_limits(high=0, low=0)
+        transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[attr-defined]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.channel.close()
@@ -168,6 +169,7 @@ class ServerConnection(asyncio.Protocol):
                 if result.__class__ is CloseConnection:
                     self._close_for(result)
                     return
+                assert call is not None
                 if asyncio.iscoroutine(result):
                     self._run(call, result)
                 else:

@@ -136,6 +136,7 @@ class RequestDispatcher:
         frame = ev.frame
         try:
             header, pos, spec = decode_request_header(frame)
+            assert spec is not None  # a handler is declared for it: the schemas know it
             request = spec.request_class.read(frame, pos, api_version)[0]
         except DecodeError as e:
             return None, CloseConnection(

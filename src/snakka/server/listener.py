@@ -38,14 +38,14 @@ _EPHEMERAL_BIND_ATTEMPTS = 20
 
 def _addresses(host: str) -> list[tuple[int, str]]:
     if host == "":
-        fams = [(socket.AF_INET, "0.0.0.0")]
+        fams: list[tuple[int, str]] = [(socket.AF_INET, "0.0.0.0")]
         if socket.has_ipv6:
             fams.append((socket.AF_INET6, "::"))
         return fams
     if host == "localhost":
         # Both loopbacks, whatever /etc/hosts says: librdkafka tries ::1 first, most Python
         # clients 127.0.0.1, and both must reach this listener.
-        fams = [(socket.AF_INET, "127.0.0.1")]
+        fams = [(int(socket.AF_INET), "127.0.0.1")]
         if socket.has_ipv6:
             fams.append((socket.AF_INET6, "::1"))
         return fams
@@ -53,7 +53,7 @@ def _addresses(host: str) -> list[tuple[int, str]]:
     for fam, _t, _p, _c, sa in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM):
         if fam not in (socket.AF_INET, socket.AF_INET6):
             continue
-        item = (fam, sa[0])
+        item = (int(fam), str(sa[0]))
         if item not in seen:
             seen.append(item)
     return seen

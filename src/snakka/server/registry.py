@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from snakka.server.quotas import ConnectionQuotas
 
@@ -29,7 +29,7 @@ class RegisteredConnection(Protocol):
 class ConnectionRegistry:
     def __init__(self, quotas: ConnectionQuotas) -> None:
         self.quotas = quotas
-        self.connections: set = set()
+        self.connections: set[Any] = set()  # ServerConnection (server/connection.py)
         self._on_closed: list[Callable[[RegisteredConnection], None]] = []
 
     def on_closed(self, callback: Callable[[RegisteredConnection], None]) -> None:
