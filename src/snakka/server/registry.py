@@ -30,9 +30,9 @@ class ConnectionRegistry:
     def __init__(self, quotas: ConnectionQuotas) -> None:
         self.quotas = quotas
         self.connections: set[Any] = set()  # ServerConnection (server/connection.py)
-        self._on_closed: list[Callable[[RegisteredConnection], None]] = []
+        self._on_closed: list[Callable[[Any], None]] = []
 
-    def on_closed(self, callback: Callable[[RegisteredConnection], None]) -> None:
+    def on_closed(self, callback: Callable[[Any], None]) -> None:
         """Call ``callback(connection)`` whenever a registered connection closes."""
         self._on_closed.append(callback)
 
