@@ -39,9 +39,13 @@ from snakka.handlers.services import Services
 from snakka.limits import MIN_FREE_FDS_AT_START
 from snakka.metadata.core import ClusterMetadata, TopicInfo
 from snakka.replica.manager import ReplicaManager
+from snakka.security.principal import SecurityProtocol
+from snakka.server.channel import ChannelLimits
+from snakka.server.dispatch import RequestDispatcher
 from snakka.server.listener import ListenerServer, idle_sweeper
 from snakka.server.memory import ResponseMemoryPool
 from snakka.server.quotas import ConnectionQuotas
+from snakka.server.registry import ConnectionRegistry
 from snakka.share.manager import SharePartitionManager
 from snakka.storage import LogManager
 from snakka.storage.files import configure as configure_open_files
@@ -49,7 +53,7 @@ from snakka.storage.flush import FlushScheduler
 
 if TYPE_CHECKING:
     from snakka.config import Listener
-    from snakka.server.connection import KafkaConnection
+    from snakka.server.connection import ServerConnection
 
 log = logging.getLogger("snakka.broker")
 
@@ -86,8 +90,10 @@ class Broker:
         self.handlers = load_handlers()
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots"), time_ms)
-        self.connections: set[KafkaConnection] = set()
         self.connection_quotas = ConnectionQuotas(config)
+        self.connection_registry = ConnectionRegistry(self.connection_quotas)
+        self.connection_registry.on_closed(self._connection_closed)
+        self.connections: set[ServerConnection] = self.connection_registry.connections
         self.response_memory = ResponseMemoryPool(config.int("queued.max.response.bytes"))
         self.listener_servers: list[ListenerServer] = []
         self._tasks: list[asyncio.Task] = []
@@ -187,11 +193,18 @@ class Broker:
             replicas=replicas, groups=self.groups, shares=self.shares,
             fetch_sessions=self.fetch_sessions, endpoints=self)
         self._check_fd_headroom()
+        dispatcher = RequestDispatcher(self.handlers, services=self.services)
+        limits = ChannelLimits.from_config(config)
         for listener in config.listeners:
-            srv = ListenerServer(self, listener)
+            srv = ListenerServer(
+                listener, registry=self.connection_registry, memory=self.response_memory,
+                limits=limits, dispatcher=dispatcher, security_protocol=SecurityProtocol[
+                    config.listener_security_protocol(listener.name)])
             await srv.start()
             self.listener_servers.append(srv)
-        self._tasks.append(asyncio.ensure_future(idle_sweeper(self)))
+        self._tasks.append(asyncio.ensure_future(idle_sweeper(
+            self.connection_registry, self.config.int("connections.max.idle.ms"),
+            self.config.int("socket.request.arrival.timeout.ms"))))
         self._tasks.append(asyncio.ensure_future(self._retention_loop()))
         self._tasks.append(asyncio.ensure_future(self._checkpoint_loop()))
         self._started = True
@@ -225,18 +238,8 @@ class Broker:
         log.info("snakka broker %d stopped cleanly", self.node_id)
 
     # -- connections ---------------------------------------------------------------------
-    def register_connection(self, conn: KafkaConnection) -> bool:
-        """Admit a new connection (counted per IP) or refuse it (the caller aborts it)."""
-        if not self.connection_quotas.inc(conn.peer_ip):
-            return False
-        self.connections.add(conn)
-        return True
-
-    def unregister_connection(self, conn: KafkaConnection) -> None:
-        if conn not in self.connections:
-            return  # refused at registration: never counted
-        self.connections.discard(conn)
-        self.connection_quotas.dec(conn.peer_ip)
+    def _connection_closed(self, conn: ServerConnection) -> None:
+        """A registered connection closed (server.registry.ConnectionRegistry tells us)."""
         if self.shares is not None and self._started:
             # Kafka releases a member's records when its share session's connection goes.
             self.shares.on_connection_closed(conn)

@@ -1,20 +1,28 @@
-"""The response-memory accounting of one connection (server/memory.py, server/connection.py)
-against a fake transport: reserve, shrink, first-batch floor, refusal, release on drain and close."""
+"""The response-memory accounting of one connection (server/memory.py, server/channel.py through
+its asyncio shell server/connection.py) against a fake transport: reserve, shrink, first-batch
+floor, refusal, release on drain and close."""
 
 from __future__ import annotations
 
 import asyncio
 
 from snakka.config import BrokerConfig, Listener
-from snakka.server.connection import KafkaConnection
+from snakka.protocol import encode_request
+from snakka.protocol.messages.api_versions_request import ApiVersionsRequest
+from snakka.protocol.messages.api_versions_response import ApiVersionsResponse
+from snakka.server.channel import ChannelLimits
+from snakka.server.connection import ServerConnection
+from snakka.server.dispatch import Call
 from snakka.server.memory import ResponseMemoryPool
+from snakka.server.quotas import ConnectionQuotas
+from snakka.server.registry import ConnectionRegistry
 
 
 class FakeTransport:
     def __init__(self) -> None:
         self.buffered = 0
         self.reading = True
-        self.protocol: KafkaConnection | None = None
+        self.protocol: ServerConnection | None = None
 
     def get_extra_info(self, name: str):
         return ("10.0.0.1", 5555) if name == "peername" else None
@@ -52,33 +60,39 @@ class FakeTransport:
         self.protocol.connection_lost(None)
 
 
+class FakeDispatcher:
+    """Answers every request with an empty ApiVersions v0 response (no handler reserved)."""
+
+    def dispatch(self, conn, ev):
+        return Call(ev, 18, 0, None, None, None), ApiVersionsResponse(
+            error_code=0, api_keys=[])
+
+
 class FakeBroker:
     def __init__(self, limit: int) -> None:
         self.config = BrokerConfig({"queued.max.response.bytes.per.connection": "1000000"})
         self.response_memory = ResponseMemoryPool(limit)
-        self.connections: set = set()
-
-    def register_connection(self, conn) -> bool:
-        self.connections.add(conn)
-        return True
-
-    def unregister_connection(self, conn) -> None:
-        self.connections.discard(conn)
+        self.registry = ConnectionRegistry(ConnectionQuotas(self.config))
+        self.connections = self.registry.connections
 
 
-def make_conn(broker: FakeBroker) -> tuple[KafkaConnection, FakeTransport]:
-    conn = KafkaConnection(broker, Listener("PLAINTEXT", "localhost", 0))  # type: ignore[arg-type]
+def make_conn(broker: FakeBroker) -> tuple[ServerConnection, FakeTransport]:
+    conn = ServerConnection(Listener("PLAINTEXT", "localhost", 0), registry=broker.registry,
+                            memory=broker.response_memory,
+                            limits=ChannelLimits.from_config(broker.config),
+                            dispatcher=FakeDispatcher())  # type: ignore[arg-type]
     t = FakeTransport()
     t.protocol = conn
     conn.connection_made(t)  # type: ignore[arg-type]
     return conn, t
 
 
-def written(conn: KafkaConnection, reserved: int) -> None:
+def written(conn: ServerConnection, reserved: int) -> None:
     """Write a response whose handler reserved ``reserved`` bytes (an ApiVersions-sized body
-    stands in for it: the charge becomes the frame size)."""
-    from snakka.protocol.messages.api_versions_response import ApiVersionsResponse
-    conn._respond(1, 18, 0, ApiVersionsResponse(error_code=0, api_keys=[]), reserved)
+    stands in for it: the charge becomes the frame size). The request goes through the
+    connection (framing, dispatch, in-order release) like any other."""
+    assert reserved == 0  # FakeDispatcher's handler reserves nothing
+    conn.data_received(encode_request(1, "t", 0, ApiVersionsRequest()))
 
 
 def test_reserve_shrinks_then_floors_then_refuses():

@@ -6,16 +6,22 @@ Shares validation and application with IncrementalAlterConfigs (handlers/_alter.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from snakka.handlers._alter import alter_resources
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse,
     AlterConfigsResponse,
 )
 
-API_KEY = 33
+if TYPE_CHECKING:
+    from snakka.protocol.messages.alter_configs_request import AlterConfigsRequest
+
+API = ApiDeclaration(ApiKey.ALTER_CONFIGS)
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: AlterConfigsRequest):
     changes = [(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs}, True)
                for r in req.resources]
     return _respond(ctx, changes, req.validate_only)

@@ -12,7 +12,9 @@ Answered once the new state is durable under the broker's flush policy.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.alter_share_group_offsets_response import (
     AlterShareGroupOffsetsResponse,
@@ -20,7 +22,12 @@ from snakka.protocol.messages.alter_share_group_offsets_response import (
     AlterShareGroupOffsetsResponseTopic,
 )
 
-API_KEY = 91
+if TYPE_CHECKING:
+    from snakka.protocol.messages.alter_share_group_offsets_request import (
+        AlterShareGroupOffsetsRequest,
+    )
+
+API = ApiDeclaration(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -35,7 +42,7 @@ def _group_error(services, group_id: str) -> tuple[ErrorCode, str] | None:
     return None
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: AlterShareGroupOffsetsRequest):
     services = ctx.services
     md = services.metadata
     group_err = _group_error(services, req.group_id)

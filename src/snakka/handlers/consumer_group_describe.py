@@ -5,7 +5,10 @@ group.", as Kafka does."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, named_assignment
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.consumer_group_describe_response import (
     Assignment,
@@ -15,7 +18,12 @@ from snakka.protocol.messages.consumer_group_describe_response import (
     TopicPartitions,
 )
 
-API_KEY = 69
+if TYPE_CHECKING:
+    from snakka.protocol.messages.consumer_group_describe_request import (
+        ConsumerGroupDescribeRequest,
+    )
+
+API = ApiDeclaration(ApiKey.CONSUMER_GROUP_DESCRIBE)
 
 
 def _assignment(md, parts) -> Assignment:
@@ -24,7 +32,7 @@ def _assignment(md, parts) -> Assignment:
         for tid, name, ps in named_assignment(md, parts)])
 
 
-def handle(ctx, req) -> ConsumerGroupDescribeResponse:
+def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
     md = ctx.services.metadata
     out = []
     for gid in req.group_ids:

@@ -7,6 +7,9 @@ client misconfigured with ``group.protocol=consumer`` learns why.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.consumer_group_heartbeat_response import (
     Assignment,
@@ -14,10 +17,16 @@ from snakka.protocol.messages.consumer_group_heartbeat_response import (
     TopicPartitions,
 )
 
-API_KEY = 68
+if TYPE_CHECKING:
+    from snakka.protocol.messages.consumer_group_heartbeat_request import (
+        ConsumerGroupHeartbeatRequest,
+    )
+
+API = ApiDeclaration(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 
 
-def handle(ctx, req) -> ConsumerGroupHeartbeatResponse:
+def handle(ctx: RequestContext,
+           req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     v = ctx.api_version
     # Request validation (empty group id → INVALID_REQUEST, as Kafka) is the core's.
     peer = ctx.connection.peer.rsplit(":", 1)[0]

@@ -5,13 +5,19 @@ Manual assignments, when given, must place each new partition on this broker onl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.create_partitions_response import (
     CreatePartitionsResponse,
     CreatePartitionsTopicResult,
 )
 
-API_KEY = 37
+if TYPE_CHECKING:
+    from snakka.protocol.messages.create_partitions_request import CreatePartitionsRequest
+
+API = ApiDeclaration(ApiKey.CREATE_PARTITIONS)
 
 
 async def _handle(ctx, req):
@@ -43,5 +49,5 @@ async def _handle(ctx, req):
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: CreatePartitionsRequest):
     return _handle(ctx, req)

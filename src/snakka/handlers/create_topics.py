@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from typing import TYPE_CHECKING
 
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import TopicInfo
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.create_topics_response import (
@@ -30,7 +32,10 @@ from snakka.protocol.messages.create_topics_response import (
 from snakka.protocol.primitives import ZERO_UUID
 from snakka.util.slicing import TimeSlice
 
-API_KEY = 19
+if TYPE_CHECKING:
+    from snakka.protocol.messages.create_topics_request import CreateTopicsRequest
+
+API = ApiDeclaration(ApiKey.CREATE_TOPICS)
 
 
 def _configs_for(services, ti):
@@ -112,7 +117,7 @@ class _Request:
             self.results.append(_result(t.name, e.code, e.message))
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: CreateTopicsRequest):
     r = _Request(ctx.services, ctx.api_version, req)
     if len(req.topics) > _VALIDATE_AT_ONCE:
         return _validate_then_create(r)

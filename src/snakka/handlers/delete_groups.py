@@ -6,16 +6,22 @@ A group with members answers NON_EMPTY_GROUP; an unknown one GROUP_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.delete_groups_response import (
     DeletableGroupResult,
     DeleteGroupsResponse,
 )
 
-API_KEY = 42
+if TYPE_CHECKING:
+    from snakka.protocol.messages.delete_groups_request import DeleteGroupsRequest
+
+API = ApiDeclaration(ApiKey.DELETE_GROUPS)
 
 
-def handle(ctx, req) -> DeleteGroupsResponse:
+def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
     out = []
     for gid in req.groups_names:
         err = ErrorCode.INVALID_GROUP_ID if not gid else ctx.services.groups.delete_group(gid)

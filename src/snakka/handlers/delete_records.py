@@ -8,6 +8,9 @@ INVALID_TOPIC_EXCEPTION, as Kafka answers: only its coordinator trims it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import RESERVED_TOPICS
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.delete_records_response import (
@@ -17,10 +20,13 @@ from snakka.protocol.messages.delete_records_response import (
 )
 from snakka.storage import OffsetOutOfRangeError
 
-API_KEY = 21
+if TYPE_CHECKING:
+    from snakka.protocol.messages.delete_records_request import DeleteRecordsRequest
+
+API = ApiDeclaration(ApiKey.DELETE_RECORDS)
 
 
-def handle(ctx, req) -> DeleteRecordsResponse:
+def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     replicas = ctx.services.replicas
     topics = []
     for t in req.topics:

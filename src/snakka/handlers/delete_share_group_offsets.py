@@ -11,19 +11,26 @@ the deletion is durable under the broker's flush policy.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from snakka.handlers.alter_share_group_offsets import _group_error
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.delete_share_group_offsets_response import (
     DeleteShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsResponseTopic,
 )
 
-API_KEY = 92
+if TYPE_CHECKING:
+    from snakka.protocol.messages.delete_share_group_offsets_request import (
+        DeleteShareGroupOffsetsRequest,
+    )
+
+API = ApiDeclaration(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: DeleteShareGroupOffsetsRequest):
     services = ctx.services
     md = services.metadata
     group_err = _group_error(services, req.group_id)

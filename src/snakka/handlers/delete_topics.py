@@ -9,6 +9,9 @@ fsync, one worker-thread job for the directories, clean-up in slices that yield 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.delete_topics_response import (
     DeletableTopicResult,
@@ -16,7 +19,10 @@ from snakka.protocol.messages.delete_topics_response import (
 )
 from snakka.protocol.primitives import ZERO_UUID
 
-API_KEY = 20
+if TYPE_CHECKING:
+    from snakka.protocol.messages.delete_topics_request import DeleteTopicsRequest
+
+API = ApiDeclaration(ApiKey.DELETE_TOPICS)
 
 
 async def _handle(ctx, req):
@@ -62,5 +68,5 @@ async def _handle(ctx, req):
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: DeleteTopicsRequest):
     return _handle(ctx, req)

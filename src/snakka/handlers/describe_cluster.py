@@ -6,17 +6,23 @@ answers either with itself. v2 may include fenced brokers: there are none.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.describe_cluster_response import (
     DescribeClusterBroker,
     DescribeClusterResponse,
 )
 
-API_KEY = 60
+if TYPE_CHECKING:
+    from snakka.protocol.messages.describe_cluster_request import DescribeClusterRequest
+
+API = ApiDeclaration(ApiKey.DESCRIBE_CLUSTER)
 
 
-def handle(ctx, req) -> DescribeClusterResponse:
+def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     services = ctx.services
     v = ctx.api_version
     endpoint_type = req.endpoint_type if v >= 1 else 1

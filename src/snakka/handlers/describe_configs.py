@@ -14,6 +14,7 @@ A request naming many resources is answered in time slices that yield to the eve
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from snakka.config import (
     BROKER_CONFIGS,
@@ -23,6 +24,7 @@ from snakka.config import (
     ConfigSource,
     ConfigType,
 )
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import (
     RESOURCE_BROKER,
     RESOURCE_GROUP,
@@ -38,7 +40,10 @@ from snakka.protocol.messages.describe_configs_response import (
 )
 from snakka.util.slicing import TimeSlice
 
-API_KEY = 32
+if TYPE_CHECKING:
+    from snakka.protocol.messages.describe_configs_request import DescribeConfigsRequest
+
+API = ApiDeclaration(ApiKey.DESCRIBE_CONFIGS)
 RESOURCE_BROKER_LOGGER = 8
 
 
@@ -126,7 +131,7 @@ def _result(ctx, res, syn: bool, docs: bool) -> DescribeConfigsResult:
     return r
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: DescribeConfigsRequest):
     v = ctx.api_version
     syn = v >= 1 and req.include_synonyms
     docs = v >= 3 and req.include_documentation

@@ -9,7 +9,10 @@ with a message (ConsumerGroupDescribe / ShareGroupDescribe describe those).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.describe_groups_response import (
     DescribedGroup,
@@ -17,7 +20,10 @@ from snakka.protocol.messages.describe_groups_response import (
     DescribeGroupsResponse,
 )
 
-API_KEY = 15
+if TYPE_CHECKING:
+    from snakka.protocol.messages.describe_groups_request import DescribeGroupsRequest
+
+API = ApiDeclaration(ApiKey.DESCRIBE_GROUPS)
 
 
 def _describe(groups, gid: str, v: int) -> DescribedGroup:
@@ -50,6 +56,6 @@ def _describe(groups, gid: str, v: int) -> DescribedGroup:
                           for m in d.members])
 
 
-def handle(ctx, req) -> DescribeGroupsResponse:
+def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
         _describe(ctx.services.groups, gid, ctx.api_version) for gid in req.groups])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shutil
+from typing import TYPE_CHECKING
 
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsPartition,
     DescribeLogDirsResponse,
@@ -11,10 +13,13 @@ from snakka.protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsTopic,
 )
 
-API_KEY = 35
+if TYPE_CHECKING:
+    from snakka.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
+
+API = ApiDeclaration(ApiKey.DESCRIBE_LOG_DIRS)
 
 
-def handle(ctx, req) -> DescribeLogDirsResponse:
+def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     services = ctx.services
     md = services.metadata
     wanted: dict[str, set[int] | None]

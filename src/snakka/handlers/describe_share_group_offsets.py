@@ -11,7 +11,9 @@ share group answers GROUP_ID_NOT_FOUND for the group. LeaderEpoch is always 0 (o
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.describe_share_group_offsets_response import (
     DescribeShareGroupOffsetsResponse,
@@ -20,7 +22,12 @@ from snakka.protocol.messages.describe_share_group_offsets_response import (
     DescribeShareGroupOffsetsResponseTopic,
 )
 
-API_KEY = 90
+if TYPE_CHECKING:
+    from snakka.protocol.messages.describe_share_group_offsets_request import (
+        DescribeShareGroupOffsetsRequest,
+    )
+
+API = ApiDeclaration(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -63,6 +70,7 @@ def _describe_group(services, g) -> DescribeShareGroupOffsetsResponseGroup:
                                                   error_code=ErrorCode.NONE, error_message=None)
 
 
-def handle(ctx, req) -> DescribeShareGroupOffsetsResponse:
+def handle(ctx: RequestContext,
+           req: DescribeShareGroupOffsetsRequest) -> DescribeShareGroupOffsetsResponse:
     return DescribeShareGroupOffsetsResponse(
         throttle_time_ms=0, groups=[_describe_group(ctx.services, g) for g in req.groups])

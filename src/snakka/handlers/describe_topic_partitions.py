@@ -12,7 +12,10 @@ Spark's connector) calls methods on them: null is a NullPointerException there.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import validate_topic_name
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.describe_topic_partitions_response import (
@@ -23,11 +26,17 @@ from snakka.protocol.messages.describe_topic_partitions_response import (
 )
 from snakka.protocol.primitives import ZERO_UUID
 
-API_KEY = 75
+if TYPE_CHECKING:
+    from snakka.protocol.messages.describe_topic_partitions_request import (
+        DescribeTopicPartitionsRequest,
+    )
+
+API = ApiDeclaration(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
 MAX_PARTITION_LIMIT = 2000
 
 
-def handle(ctx, req) -> DescribeTopicPartitionsResponse:
+def handle(ctx: RequestContext,
+           req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     services = ctx.services
     md = services.metadata
     replicas = services.replicas

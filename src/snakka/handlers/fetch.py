@@ -27,7 +27,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from snakka.fetch_sessions import CachedPartition
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.limits import INT32_MAX
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.fetch_response import (
@@ -36,10 +39,12 @@ from snakka.protocol.messages.fetch_response import (
     PartitionData,
 )
 
-API_KEY = 1
+if TYPE_CHECKING:
+    from snakka.protocol.messages.fetch_request import FetchRequest
+
 # Fetch v0-3 expect message formats v0/v1, which snakka does not store and does not
 # down-convert (Kafka 4.0 dropped them too).
-MIN_VERSION = 4
+API = ApiDeclaration(ApiKey.FETCH, min_version=4)
 
 # Epoch errors refuse a partition before its log is read.
 _FENCED = (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
@@ -116,7 +121,7 @@ def _build(session_id: int, rows, by_id: bool) -> FetchResponse:
                          responses=resp_topics)
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: FetchRequest):
     services = ctx.services
     v = ctx.api_version
     by_id = v >= 13

@@ -21,12 +21,17 @@ lists FindCoordinator in ApiVersions (its feature probe for brokers >= 0.8.2).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
 from snakka.protocol.primitives import base64_to_uuid, uuid_to_base64
 
-API_KEY = 10
+if TYPE_CHECKING:
+    from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+
+API = ApiDeclaration(ApiKey.FIND_COORDINATOR)
 
 KEY_GROUP, KEY_TRANSACTION, KEY_SHARE = 0, 1, 2
 TRANSACTIONS_UNSUPPORTED = ("Transactions are not supported by this broker: snakka has no "
@@ -78,7 +83,7 @@ def _lookup(services, listener, key: str, key_type: int, version: int):
     return ErrorCode.NONE, "" if version >= 4 else "NONE", services.node_id, host, port
 
 
-def handle(ctx, req) -> FindCoordinatorResponse:
+def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     v = ctx.api_version
     key_type = req.key_type if v >= 1 else KEY_GROUP
     if v >= 4:

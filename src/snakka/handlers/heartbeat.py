@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.heartbeat_response import HeartbeatResponse
 
-API_KEY = 12
+if TYPE_CHECKING:
+    from snakka.protocol.messages.heartbeat_request import HeartbeatRequest
+
+API = ApiDeclaration(ApiKey.HEARTBEAT)
 
 
-def handle(ctx, req) -> HeartbeatResponse:
+def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     if not req.group_id:
         return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     err = ctx.services.groups.heartbeat(

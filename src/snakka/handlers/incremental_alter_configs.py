@@ -6,8 +6,11 @@ they are INVALID_CONFIG. Shares validation and application with AlterConfigs (ha
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from snakka.config import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, ConfigType
 from snakka.handlers._alter import RESOURCE_BROKER_LOGGER, alter_resources
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import RESOURCE_GROUP, RESOURCE_TOPIC
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.incremental_alter_configs_response import (
@@ -15,7 +18,12 @@ from snakka.protocol.messages.incremental_alter_configs_response import (
     IncrementalAlterConfigsResponse,
 )
 
-API_KEY = 44
+if TYPE_CHECKING:
+    from snakka.protocol.messages.incremental_alter_configs_request import (
+        IncrementalAlterConfigsRequest,
+    )
+
+API = ApiDeclaration(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -67,7 +75,7 @@ def _changes(services, res) -> dict[str, str | None]:
     return out
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest):
     return _handle(ctx, req)
 
 

@@ -13,13 +13,19 @@ where a retriable error would be retried until the client's timeout.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.init_producer_id_response import InitProducerIdResponse
 
-API_KEY = 22
+if TYPE_CHECKING:
+    from snakka.protocol.messages.init_producer_id_request import InitProducerIdRequest
+
+API = ApiDeclaration(ApiKey.INIT_PRODUCER_ID)
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: InitProducerIdRequest):
     return _handle(ctx, req)
 
 

@@ -8,10 +8,16 @@ INCONSISTENT_GROUP_PROTOCOL.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 
-API_KEY = 11
+if TYPE_CHECKING:
+    from snakka.protocol.messages.join_group_request import JoinGroupRequest
+
+API = ApiDeclaration(ApiKey.JOIN_GROUP)
 
 
 def _error(code: int, member_id: str = "", v: int = 9) -> JoinGroupResponse:
@@ -50,5 +56,5 @@ async def _handle(ctx, req):
                                          metadata=m.metadata) for m in result.members])
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: JoinGroupRequest):
     return _handle(ctx, req)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
 
-API_KEY = 13
+if TYPE_CHECKING:
+    from snakka.protocol.messages.leave_group_request import LeaveGroupRequest
+
+API = ApiDeclaration(ApiKey.LEAVE_GROUP)
 
 
-def handle(ctx, req) -> LeaveGroupResponse:
+def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     v = ctx.api_version
     if not req.group_id:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID,

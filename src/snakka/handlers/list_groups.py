@@ -6,13 +6,19 @@ classic groups with an empty protocol type, as Kafka does.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from snakka.groups.share_group import SHARE_PROTOCOL_TYPE
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 
-API_KEY = 16
+if TYPE_CHECKING:
+    from snakka.protocol.messages.list_groups_request import ListGroupsRequest
+
+API = ApiDeclaration(ApiKey.LIST_GROUPS)
 
 
-def handle(ctx, req) -> ListGroupsResponse:
+def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     v = ctx.api_version
     groups = ctx.services.groups
     rows: dict[str, tuple[str, str, str]] = {}  # group -> (protocol type, state, type)

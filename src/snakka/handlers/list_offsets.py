@@ -11,6 +11,9 @@ v0 (older clients) answers with ``old_style_offsets``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
@@ -18,7 +21,10 @@ from snakka.protocol.messages.list_offsets_response import (
     ListOffsetsTopicResponse,
 )
 
-API_KEY = 2
+if TYPE_CHECKING:
+    from snakka.protocol.messages.list_offsets_request import ListOffsetsRequest
+
+API = ApiDeclaration(ApiKey.LIST_OFFSETS)
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = (
     -2, -1, -3, -4, -5, -6)
@@ -56,7 +62,7 @@ def _lookup(services, topic, p, v: int, read_committed: bool):
     return ErrorCode.NONE, found[1], found[0]
 
 
-def handle(ctx, req) -> ListOffsetsResponse:
+def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     services = ctx.services
     v = ctx.api_version
     read_committed = v >= 2 and req.isolation_level == 1

@@ -21,8 +21,10 @@ does).
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import RESERVED_TOPICS, validate_topic_name
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.metadata_response import (
@@ -34,7 +36,10 @@ from snakka.protocol.messages.metadata_response import (
 from snakka.protocol.primitives import ZERO_UUID
 from snakka.util.slicing import TimeSlice
 
-API_KEY = 3
+if TYPE_CHECKING:
+    from snakka.protocol.messages.metadata_request import MetadataRequest
+
+API = ApiDeclaration(ApiKey.METADATA)
 
 
 def _topic_response(services, ti, v: int) -> MetadataResponseTopic:
@@ -71,7 +76,7 @@ def _response(ctx, topics) -> MetadataResponse:
     )
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: MetadataRequest):
     services = ctx.services
     v = ctx.api_version
     md = services.metadata

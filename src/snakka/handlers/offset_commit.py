@@ -10,6 +10,9 @@ string OFFSET_METADATA_TOO_LARGE. ``retention_time_ms`` (v2-4) is ignored, as in
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.offset_commit_response import (
     OffsetCommitResponse,
@@ -17,10 +20,13 @@ from snakka.protocol.messages.offset_commit_response import (
     OffsetCommitResponseTopic,
 )
 
-API_KEY = 8
+if TYPE_CHECKING:
+    from snakka.protocol.messages.offset_commit_request import OffsetCommitRequest
+
+API = ApiDeclaration(ApiKey.OFFSET_COMMIT)
 
 
-def handle(ctx, req) -> OffsetCommitResponse:
+def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     services = ctx.services
     v = ctx.api_version
     md = services.metadata

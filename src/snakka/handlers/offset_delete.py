@@ -6,6 +6,9 @@ offsets of topics it is subscribed to (GROUP_SUBSCRIBED_TO_TOPIC per partition).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.offset_delete_response import (
     OffsetDeleteResponse,
@@ -13,10 +16,13 @@ from snakka.protocol.messages.offset_delete_response import (
     OffsetDeleteResponseTopic,
 )
 
-API_KEY = 47
+if TYPE_CHECKING:
+    from snakka.protocol.messages.offset_delete_request import OffsetDeleteRequest
+
+API = ApiDeclaration(ApiKey.OFFSET_DELETE)
 
 
-def handle(ctx, req) -> OffsetDeleteResponse:
+def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     groups = ctx.services.groups
     gid = req.group_id
     if not gid:

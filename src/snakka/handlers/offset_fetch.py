@@ -9,6 +9,9 @@ there are none until transactions exist.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.offset_fetch_response import (
     OffsetFetchResponse,
@@ -20,7 +23,10 @@ from snakka.protocol.messages.offset_fetch_response import (
 )
 from snakka.protocol.primitives import ZERO_UUID
 
-API_KEY = 9
+if TYPE_CHECKING:
+    from snakka.protocol.messages.offset_fetch_request import OffsetFetchRequest
+
+API = ApiDeclaration(ApiKey.OFFSET_FETCH)
 
 
 def _fetch(services, group_id: str, topics):
@@ -39,7 +45,7 @@ def _fetch(services, group_id: str, topics):
     return out
 
 
-def handle(ctx, req) -> OffsetFetchResponse:
+def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     services = ctx.services
     v = ctx.api_version
     md = services.metadata

@@ -7,6 +7,9 @@ a requested epoch above it is unknown (epoch -1, offset -1, as Kafka answers); a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
@@ -14,10 +17,13 @@ from snakka.protocol.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderTopicResult,
 )
 
-API_KEY = 23
+if TYPE_CHECKING:
+    from snakka.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
+
+API = ApiDeclaration(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 
 
-def handle(ctx, req) -> OffsetForLeaderEpochResponse:
+def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     replicas = ctx.services.replicas
     topics = []
     for t in req.topics:

@@ -22,7 +22,9 @@ Kafka's rules kept here:
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
@@ -32,7 +34,10 @@ from snakka.protocol.messages.produce_response import (
 )
 from snakka.replica.manager import AppendResult
 
-API_KEY = 0
+if TYPE_CHECKING:
+    from snakka.protocol.messages.produce_request import ProduceRequest
+
+API = ApiDeclaration(ApiKey.PRODUCE)
 
 log = logging.getLogger("snakka.produce")
 
@@ -67,7 +72,7 @@ def _has_transactional_batch(req) -> bool:
     return False
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ProduceRequest):
     services = ctx.services
     v = ctx.api_version
     acks = req.acks

@@ -11,6 +11,9 @@ acknowledgements are durable under the broker's flush policy (share.manager).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_acknowledge_response import (
     LeaderIdAndEpoch,
@@ -21,8 +24,11 @@ from snakka.protocol.messages.share_acknowledge_response import (
 from snakka.protocol.share import AckBatch
 from snakka.share.sessions import FINAL_EPOCH
 
-API_KEY = 79
-MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
+if TYPE_CHECKING:
+    from snakka.protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
+
+# v0 was KIP-932's early-access version, removed in Kafka 4.1
+API = ApiDeclaration(ApiKey.SHARE_ACKNOWLEDGE, min_version=1)
 
 
 def _error(code: ErrorCode, message: str | None = None) -> ShareAcknowledgeResponse:
@@ -31,7 +37,7 @@ def _error(code: ErrorCode, message: str | None = None) -> ShareAcknowledgeRespo
                                     node_endpoints=[])
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
     services = ctx.services
     shares = services.shares
     v = ctx.api_version

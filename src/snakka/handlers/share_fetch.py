@@ -31,7 +31,9 @@ One node: CurrentLeader is always this broker with leader epoch 0, and NodeEndpo
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_fetch_response import (
     AcquiredRecords,
@@ -43,8 +45,11 @@ from snakka.protocol.messages.share_fetch_response import (
 from snakka.protocol.share import AckBatch, AcquireMode
 from snakka.share.manager import PartitionResult
 
-API_KEY = 78
-MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
+if TYPE_CHECKING:
+    from snakka.protocol.messages.share_fetch_request import ShareFetchRequest
+
+# v0 was KIP-932's early-access version, removed in Kafka 4.1
+API = ApiDeclaration(ApiKey.SHARE_FETCH, min_version=1)
 
 
 def _error(code: ErrorCode, message: str | None, lock_ms: int = 0) -> ShareFetchResponse:
@@ -84,7 +89,7 @@ def _response(replicas, lock_ms: int, results: list[PartitionResult],
         node_endpoints=[])
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: ShareFetchRequest):
     services = ctx.services
     shares = services.shares
     v = ctx.api_version

@@ -5,7 +5,10 @@ at their defaults, as Kafka does; an empty id INVALID_GROUP_ID."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, named_assignment
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_group_describe_response import (
     Assignment,
@@ -15,8 +18,11 @@ from snakka.protocol.messages.share_group_describe_response import (
     TopicPartitions,
 )
 
-API_KEY = 77
-MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
+if TYPE_CHECKING:
+    from snakka.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
+
+# v0 was KIP-932's early-access version, removed in Kafka 4.1
+API = ApiDeclaration(ApiKey.SHARE_GROUP_DESCRIBE, min_version=1)
 
 def _assignment(md, parts) -> Assignment:
     return Assignment(topic_partitions=[
@@ -24,7 +30,7 @@ def _assignment(md, parts) -> Assignment:
         for tid, name, ps in named_assignment(md, parts)])
 
 
-def handle(ctx, req) -> ShareGroupDescribeResponse:
+def handle(ctx: RequestContext, req: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
     md = ctx.services.metadata
     groups = ctx.services.groups
     # No authorizer: authorized operations are reported as omitted, like the other describe

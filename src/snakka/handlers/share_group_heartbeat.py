@@ -7,6 +7,9 @@ share group."), as Kafka does: group types are never converted into share groups
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_group_heartbeat_response import (
     Assignment,
@@ -14,11 +17,14 @@ from snakka.protocol.messages.share_group_heartbeat_response import (
     TopicPartitions,
 )
 
-API_KEY = 76
-MIN_VERSION = 1  # v0 was KIP-932's early-access version, removed in Kafka 4.1
+if TYPE_CHECKING:
+    from snakka.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+
+# v0 was KIP-932's early-access version, removed in Kafka 4.1
+API = ApiDeclaration(ApiKey.SHARE_GROUP_HEARTBEAT, min_version=1)
 
 
-def handle(ctx, req) -> ShareGroupHeartbeatResponse:
+def handle(ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
     peer = ctx.connection.peer.rsplit(":", 1)[0]
     result = ctx.services.groups.share_heartbeat(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.sync_group_response import SyncGroupResponse
 
-API_KEY = 14
+if TYPE_CHECKING:
+    from snakka.protocol.messages.sync_group_request import SyncGroupRequest
+
+API = ApiDeclaration(ApiKey.SYNC_GROUP)
 
 
 async def _handle(ctx, req):
@@ -24,5 +30,5 @@ async def _handle(ctx, req):
                              protocol_name=result.protocol_name, assignment=result.assignment)
 
 
-def handle(ctx, req):
+def handle(ctx: RequestContext, req: SyncGroupRequest):
     return _handle(ctx, req)

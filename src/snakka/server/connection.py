@@ -1,165 +1,131 @@
-"""One client connection: framing, decoding, dispatch, and in-order responses.
+"""One client connection: the asyncio shell around its sans-I/O channel.
 
-Owns the byte stream of a single TCP connection. It cuts the stream into size-prefixed frames,
-enforces the frame-size limit (``socket.request.max.bytes``), decodes the request header and body
-with the generated codecs, and hands the request to the API's handler module.
+Owns the transport of a single TCP connection and nothing else of substance: bytes read go into
+the channel (server/channel.py: framing, request order, in-flight and memory bounds, the arrival
+clock, the authentication state), each complete request goes to the dispatcher
+(server/dispatch.py: handler lookup, versions, decoding, authorization, the handler call), and
+what the channel releases is written to the transport in request order.
 
 Ordering discipline: clients pipeline requests (librdkafka keeps up to 5 in flight) and Kafka
 answers them in request order. A handler runs *synchronously* up to its first ``await``, in frame
 order, so state changes such as appends happen in request order. Handlers that must wait (a
-long-poll Fetch, an acks=all produce waiting for fsync) return a coroutine; the connection
-keeps a queue of pending responses and writes each one only when every earlier one is written.
+long-poll Fetch, an acks=all produce waiting for fsync) return a coroutine, run here as a task;
+the channel holds every later response until the earlier ones are written.
 
-Handler failures: a handler that raises (synchronously or in its coroutine) never drops the
-connection. The request is answered with Kafka's error response for it (every error code of the
-response set, per topic/partition/group as the request listed them; see
-:mod:`snakka.protocol.error_response`) and one log line. Only what Kafka closes on is closed:
-undecodable frames, unknown APIs/versions, and a failed acks=0 produce (it has no response).
+Collaborators are given explicitly (never the broker): the connection registry (admission,
+quotas, close notifications), the response-memory pool, the channel limits and the dispatcher.
 
-Bounds: at most ``queued.max.requests`` requests in flight per connection (reading pauses at the
-bound); frames above ``socket.request.max.bytes`` close the connection; a request must arrive
-completely within ``socket.request.arrival.timeout.ms`` (``request_started``, enforced by the
-listener's connection reaper). Anything undecodable closes this connection with a log line;
-nothing here can take the broker down.
-
-Response memory (server/memory.py): every response is counted in the broker-wide
-``queued.max.response.bytes`` budget from the moment it exists (a Fetch reserves before it reads
-from disk: ``reserve_response_bytes``) until the transport has written it to the socket. The
-transport's write-buffer limits are high=0/low=0, so ``pause_writing`` means "something is
-buffered" and ``resume_writing`` means "everything written": that is when this connection's
-charge is released. Reading pauses while more than ``queued.max.response.bytes.per.connection``
-bytes are buffered, or while the budget is spent and this connection holds unsent bytes, so a
-client that does not read cannot make the broker queue more responses for it.
+Response memory (server/memory.py): the transport's write-buffer limits are high=0/low=0, so
+``pause_writing`` means "something is buffered" and ``resume_writing`` means "everything
+written": that is when this connection's charge is released (``KafkaChannel.drained``). Reading
+pauses when the channel says so (``KafkaChannel.read_decision``); a connection paused because the
+budget is spent is woken when the pool releases bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import struct
 import time
-from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from snakka.protocol import ScatterBuffer, decode_request_header, write_response
-from snakka.protocol.error_response import error_code_for, error_response
-from snakka.protocol.errors import DecodeError, ErrorCode
+from snakka.config import Listener
+from snakka.security.principal import SecurityProtocol
+from snakka.server.authentication import AuthState
+from snakka.server.channel import (
+    NEED_DATA,
+    NO_RESPONSE,
+    PAUSED,
+    ChannelLimits,
+    CloseConnection,
+    KafkaChannel,
+    RequestReceived,
+    Send,
+)
+from snakka.server.dispatch import Call, RequestDispatcher
+from snakka.server.memory import ResponseMemoryPool
 from snakka.server.quotas import normalize_ip
-
-if TYPE_CHECKING:
-    from snakka.broker import Broker
-    from snakka.config import Listener
+from snakka.server.registry import ConnectionRegistry
 
 log = logging.getLogger("snakka.server")
 
-_SIZE = struct.Struct(">i")
-_KEY_VER = struct.Struct(">hh")
-_API_VERSIONS = 18
-_PRODUCE = 0
-_NO_RESPONSE = object()
-_CLOSE = object()
+__all__ = ["ServerConnection"]
+
+# Running handler coroutines (cancelled when the connection goes).
+_Tasks = set[asyncio.Future]
 
 
-class RequestContext:
-    """What a handler may know about the request beyond its body."""
-
-    __slots__ = ("broker", "services", "connection", "api_key", "api_version", "correlation_id", "client_id",
-                 "header", "response_bytes")
-
-    def __init__(self, broker: Broker, connection: KafkaConnection, header: Any, api_key: int,
-                 api_version: int) -> None:
-        self.broker = broker
-        self.services = broker.services
-        self.connection = connection
-        self.header = header
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = header.correlation_id
-        self.client_id = header.client_id
-        # Bytes reserved in the response-memory budget for this request's response (Fetch).
-        self.response_bytes = 0
-
-    @property
-    def listener(self) -> Listener:
-        return self.connection.listener
-
-
-class _Pending:
-    __slots__ = ("correlation_id", "api_key", "api_version", "task", "result", "ctx", "request",
-                 "handler")
-
-    def __init__(self, correlation_id: int, api_key: int, api_version: int,
-                 task: asyncio.Future | None, result: Any, ctx: RequestContext | None = None,
-                 request: Any = None, handler: Any = None) -> None:
-        self.correlation_id = correlation_id
-        self.api_key = api_key
-        self.api_version = api_version
-        self.task = task
-        self.result = result
-        self.ctx = ctx
-        # Kept while the handler's coroutine runs: a failure is answered with an error
-        # response shaped like the request (protocol.error_response).
-        self.request = request
-        self.handler = handler
-
-
-class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker, listener: Listener) -> None:
-        self.broker = broker
+class ServerConnection(asyncio.Protocol):
+    def __init__(self, listener: Listener, *, registry: ConnectionRegistry,
+                 memory: ResponseMemoryPool, limits: ChannelLimits,
+                 dispatcher: RequestDispatcher,
+                 security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT) -> None:
         self.listener = listener
+        self._registry = registry
+        self._memory = memory
+        self._dispatcher = dispatcher
+        self.channel = KafkaChannel(limits, memory, now=time.monotonic(),
+                                    listener_name=listener.name,
+                                    security_protocol=security_protocol)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.peer_host = "?"
         self.peer_ip = "?"
-        self._buf = bytearray()
-        self._pending: deque[_Pending] = deque()
-        self._max_frame = self._max_inflight = self._max_buffered = 0  # set once admitted
-        self._memory = broker.response_memory
-        # Bytes this connection counts in the response-memory budget: reservations of responses
-        # not yet written plus _in_transport (written, not yet drained to the socket).
-        self._held = 0
-        self._in_transport = 0
-        # When the incomplete request now in _buf started to arrive (None: no partial request).
-        self.request_started: float | None = None
-        self._last_buffered = 0  # write-buffer size the reaper saw last (drain progress)
-        self._reading_paused = False
+        self._tasks: _Tasks = set()
         self._writing_paused = False
-        self._closed = False
-        self.last_active = time.monotonic()
-        self.client_software: tuple[str, str] | None = None
-        # Per-connection scratch state handlers may use (e.g. ApiVersions client info).
-        self.state: dict[str, Any] = {}
+        self._transport_closed = False
+        # _process is running: a re-entrant call (a memory-release callback fired inside a
+        # handler) returns at once and the running loop reads on, so handlers still start in
+        # frame order.
+        self._processing = False
+
+    # -- typed connection state (what used to be a dict) ---------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.channel.closed
+
+    @property
+    def last_active(self) -> float:
+        return self.channel.last_active
+
+    @property
+    def request_started(self) -> float | None:
+        return self.channel.request_started
+
+    @property
+    def client_software(self) -> tuple[str, str] | None:
+        info = self.channel.client_information
+        return None if info is None else (info.software_name, info.software_version)
+
+    @property
+    def principal(self) -> Any:
+        return self.channel.auth.principal
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         if peer:
+            self.peer_host = peer[0]
             self.peer_ip = normalize_ip(peer[0])
             self.peer = f"{peer[0]}:{peer[1]}"
-        if not self.broker.register_connection(self):
+        if not self._registry.register(self):
             # Refused (max.connections, max.connections.per.ip): the quotas log it, rate-limited.
-            self._closed = True
-            transport.abort()
+            self.abort()
             return
-        config = self.broker.config
-        self._max_frame = config.int("socket.request.max.bytes")
-        self._max_inflight = config.int("queued.max.requests")
-        self._max_buffered = config.int("queued.max.response.bytes.per.connection")
         # high=0/low=0: pause_writing whenever anything is buffered, resume_writing once all of
         # it is written; the per-connection bound is checked in _update_reading.
-        transport.set_write_buffer_limits(high=0, low=0)
+        transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[attr-defined]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
-        self.broker.unregister_connection(self)
+        self.channel.close()
+        self._registry.unregister(self)
         self._memory.notify_on_release(self, None)
-        held, self._held, self._in_transport = self._held, 0, 0
-        self._memory.release(held)
-        for p in self._pending:
-            if p.task is not None and not p.task.done():
-                p.task.cancel()
-        self._pending.clear()
-        self._buf = bytearray()
+        tasks, self._tasks = self._tasks, set()
+        for task in tasks:
+            if not task.done():
+                task.cancel()
 
     def pause_writing(self) -> None:
         self._writing_paused = True  # something is buffered (high-water mark 0)
@@ -167,254 +133,138 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False  # everything written (low-water mark 0)
-        self.last_active = time.monotonic()
-        self._drained()
+        self.channel.drained(time.monotonic())
         self._update_reading()
-        if not self._reading_paused and self._buf:
-            self._process()
-
-    def _drained(self) -> None:
-        n, self._in_transport = self._in_transport, 0
-        if n:
-            self._held -= n
-            self._memory.release(n)
-
-    # -- response memory (server/memory.py) ------------------------------------------------
-    def reserve_response_bytes(self, wanted: int) -> int | None:
-        """Reserve up to ``wanted`` bytes of the response budget before reading from disk.
-
-        Returns what the response may hold: ``wanted`` when the budget has room, what is left
-        when it has less, 0 when it is spent but this connection holds nothing (the caller still
-        returns the first whole batch, KIP-74); None when it is spent and this connection holds
-        unsent bytes (wait for ``ResponseMemoryPool.wait_for_release``, or answer without data).
-        The reservation is settled with ``settle_response_bytes`` once the size is known.
-        """
-        if self._closed:
-            return wanted  # nothing will be written; nothing is counted
-        avail = self._memory.available
-        if avail >= wanted:
-            grant = wanted
-        elif avail > 0:
-            grant = avail
-        elif self._held == 0:
-            grant = 0
-        else:
-            return None
-        self._memory.charge(grant)
-        self._held += grant
-        return grant
-
-    async def wait_for_response_memory(self, timeout_s: float) -> bool:
-        """Wait until the broker-wide response budget frees some bytes (True) or the timeout."""
-        return await self._memory.wait_for_release(timeout_s)
-
-    def settle_response_bytes(self, reserved: int, actual: int) -> None:
-        """Turn a reservation into the bytes really read (0 gives it back)."""
-        if self._closed:
-            return
-        self._held += actual - reserved
-        self._memory.charge(actual - reserved)
+        self._process()
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = time.monotonic()
-        if self._buf:
-            self._buf += data
-        else:
-            self._buf = bytearray(data)
+        self.channel.receive_data(data, time.monotonic())
         self._process()
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
 
-    # -- framing -------------------------------------------------------------------------
+    # -- requests ------------------------------------------------------------------------
     def _process(self) -> None:
-        buf = self._buf
-        while not self._closed and not self._reading_paused:
-            n = len(buf)
-            if n < 4:
-                break
-            size = _SIZE.unpack_from(buf, 0)[0]
-            if size < 8 or size > self._max_frame:
-                self.close_with_error(
-                    f"invalid request size {size} (socket.request.max.bytes={self._max_frame})")
-                return
-            end = 4 + size
-            if n < end:
-                break
-            if n == end:
-                frame = buf
-                frame[:4] = b""  # drop the size prefix in place
-                self._buf = buf = bytearray()
+        if self._processing:
+            return
+        self._processing = True
+        try:
+            channel = self.channel
+            now = time.monotonic()  # one reading per batch: the arrival clock needs no more
+            while True:
+                ev = channel.next_event(now)
+                if ev is NEED_DATA:
+                    return
+                if ev is PAUSED:
+                    # A bound holds (or the channel closed): stop the transport reading too,
+                    # so the client's bytes wait in the kernel, not here.
+                    self._update_reading()
+                    return
+                if isinstance(ev, CloseConnection):
+                    self._close_for(ev)
+                    return
+                assert ev.__class__ is RequestReceived
+                call, result = self._dispatcher.dispatch(self, ev)  # type: ignore[arg-type]
+                if result.__class__ is CloseConnection:
+                    self._close_for(result)
+                    return
+                assert call is not None
+                if asyncio.iscoroutine(result):
+                    self._run(call, result)
+                else:
+                    self._complete(call, NO_RESPONSE if result is None else result)
+        finally:
+            self._processing = False
+
+    def _run(self, call: Call, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(functools.partial(self._on_task_done, call))
+
+    def _on_task_done(self, call: Call, task: asyncio.Future) -> None:
+        self._tasks.discard(task)
+        if self.channel.closed:
+            return
+        if task.cancelled():
+            result: Any = NO_RESPONSE
+        else:
+            exc = task.exception()
+            if exc is not None:
+                result = self._dispatcher.failed(call, exc, self.peer)
             else:
-                frame = buf[4:end]
-                del buf[:end]
-            self.request_started = None
-            self._handle_frame(frame)
-        else:
-            # Paused (by us) or closed: whatever waits in _buf is not the client's delay.
-            self.request_started = None
-            return
-        if not self._buf:
-            self.request_started = None
-        elif self.request_started is None:
-            self.request_started = time.monotonic()
-
-    def _handle_frame(self, frame: bytearray) -> None:
-        broker = self.broker
-        api_key, api_version = _KEY_VER.unpack_from(frame, 0)
-        handler = broker.handlers.get(api_key)
-        if handler is None:
-            self.close_with_error(f"unsupported API key {api_key} (version {api_version})")
-            return
-        if not handler.min_version <= api_version <= handler.max_version:
-            if api_key == _API_VERSIONS:
-                # KIP-511: answer an unknown ApiVersions version with a v0-shaped response.
-                corr = struct.unpack_from(">i", frame, 4)[0]
-                response = handler.unsupported_version_response(broker)
-                if self._pending:  # keep request order behind earlier pipelined requests
-                    self._pending.append(_Pending(corr, api_key, 0, None, response))
-                else:
-                    self._respond(corr, api_key, 0, response, 0)
-                return
-            self.close_with_error(
-                f"unsupported version {api_version} of API key {api_key} "
-                f"(supported {handler.min_version}-{handler.max_version})")
-            return
-        try:
-            header, pos, spec = decode_request_header(frame)
-            request = spec.request_class.read(frame, pos, api_version)[0]
-        except DecodeError as e:
-            self.close_with_error(f"undecodable request (API key {api_key} v{api_version}): {e}")
-            return
-        ctx = RequestContext(broker, self, header, api_key, api_version)
-        corr = header.correlation_id
-        try:
-            result = handler.handle(ctx, request)
-        except Exception as exc:
-            result = self._failed(api_key, api_version, request, handler, exc)
-            if result is _CLOSE:
-                return
-        if asyncio.iscoroutine(result):
-            task = asyncio.ensure_future(result)
-            self._pending.append(_Pending(corr, api_key, api_version, task, None, ctx, request,
-                                          handler))
-            task.add_done_callback(self._on_task_done)
-            self._update_reading()
-        elif self._pending:
-            self._pending.append(_Pending(corr, api_key, api_version, None,
-                                          _NO_RESPONSE if result is None else result, ctx))
-        elif result is not None:
-            self._respond(corr, api_key, api_version, result, ctx.response_bytes)
-
-    # -- handler failures ----------------------------------------------------------------
-    def _failed(self, api_key: int, api_version: int, request: Any, handler: Any,
-                exc: BaseException) -> Any:
-        """A handler raised (synchronously or in its coroutine): answer with Kafka's error
-        response for that request, the exception mapped to an error code, and one log line.
-        Returns the response, ``None`` for no response, or ``_CLOSE`` after closing (only
-        where Kafka closes too)."""
-        code = error_code_for(exc, api_key)
-        log.error("%s v%d from %s failed, answering %s (%d): %s: %s", handler.name, api_version,
-                  self.peer, code.name, int(code), type(exc).__name__, exc)
-        log.debug("traceback of the failed %s request", handler.name, exc_info=exc)
-        if api_key == _PRODUCE and getattr(request, "acks", -1) == 0:
-            # acks=0: the client reads no response; Kafka closes the connection so that it
-            # notices the failure (KafkaApis.handleProduceRequest).
-            self.close()
-            return _CLOSE
-        message = None if code == ErrorCode.UNKNOWN_SERVER_ERROR else code.message
-        try:
-            return error_response(api_key, api_version, request, code, message,
-                                  handler.module)
-        except Exception:  # a bug in the error path itself: nothing sensible to answer
-            log.exception("cannot build an error response to %s v%d; closing connection "
-                          "from %s", handler.name, api_version, self.peer)
-            self.close()
-            return _CLOSE
-
-    # -- responses -----------------------------------------------------------------------
-    def _on_task_done(self, _task: asyncio.Future) -> None:
-        pending = self._pending
-        while pending and not self._closed:
-            p = pending[0]
-            if p.task is not None:
-                if not p.task.done():
-                    break
-                if p.task.cancelled():
-                    pending.popleft()
-                    continue
-                exc = p.task.exception()
-                if exc is not None:
-                    p.result = self._failed(p.api_key, p.api_version, p.request, p.handler, exc)
-                    if p.result is _CLOSE:
-                        return
-                else:
-                    p.result = p.task.result()
-                p.request = p.handler = None
-                if p.result is None:
-                    p.result = _NO_RESPONSE
-            pending.popleft()
-            reserved = p.ctx.response_bytes if p.ctx is not None else 0
-            if p.result is not _NO_RESPONSE:
-                self._respond(p.correlation_id, p.api_key, p.api_version, p.result, reserved)
-            elif reserved:
-                self.settle_response_bytes(reserved, 0)
+                result = task.result()
+                if result is None:
+                    result = NO_RESPONSE
+        call.request = None  # kept only while the handler ran (for its error response)
+        self._complete(call, result)
         self._update_reading()
-        if not self._reading_paused and self._buf and not self._closed:
-            self._process()
+        self._process()
 
-    def _respond(self, correlation_id: int, api_key: int, api_version: int, response: Any,
-                 reserved: int = 0) -> None:
-        """Write one response; ``reserved`` is what its handler reserved in the response budget
-        (its records), converted here into a charge for the whole frame."""
-        if self._closed or self.transport is None:
-            return
-        # One buffer per response. Large record sets (Fetch) are not copied into it: they go
-        # to the socket as separate chunks (writev), straight from the bytes read from disk.
-        data = ScatterBuffer()
-        try:
-            write_response(data, correlation_id, api_key, api_version, response)
-        except Exception:  # a handler built a response its version cannot carry: a bug
-            log.exception("cannot encode response to API key %d v%d; closing connection from %s",
-                          api_key, api_version, self.peer)
-            self.close()
-            return
-        size = data.total_length()
-        self._held += size - reserved
-        self._memory.charge(size - reserved)
-        self._in_transport += size
+    def _complete(self, call: Call, result: Any) -> None:
+        now = time.monotonic()
+        ctx = call.ctx
+        for item in self.channel.complete(call.event, result,
+                                          ctx.response_bytes if ctx is not None else 0,
+                                          call.api_version, now):
+            if item.__class__ is CloseConnection:
+                self._close_for(item)  # type: ignore[arg-type]
+                return
+            self._write(item, now)  # type: ignore[arg-type]
+        auth = self.channel.auth
+        if auth.state is not AuthState.AUTHENTICATED and auth.must_close:
+            self.close()  # authentication failed: its response is written, then the close
+
+    def _write(self, data: Send, now: float) -> None:
+        transport = self.transport
+        assert transport is not None
         if data.chunks:
-            self.transport.writelines(data.pieces())
+            transport.writelines(data.pieces())
         else:
-            self.transport.write(data)
-        self.last_active = time.monotonic()
+            transport.write(data)
         if not self._writing_paused:  # the socket took it all at once
-            self._drained()
+            self.channel.drained(now)
         self._update_reading()
+
+    # -- response memory (what handlers use through their ConnectionHandle) --------------
+    def reserve_response_bytes(self, wanted: int) -> int | None:
+        """See ``KafkaChannel.reserve_response_bytes``."""
+        return self.channel.reserve_response_bytes(wanted)
+
+    def settle_response_bytes(self, reserved: int, actual: int) -> None:
+        self.channel.settle_response_bytes(reserved, actual)
+
+    async def wait_for_response_memory(self, timeout_s: float) -> bool:
+        """Wait until some response memory is released broker-wide (True) or the timeout."""
+        return await self._memory.wait_for_release(timeout_s)
 
     # -- flow control & closing ----------------------------------------------------------
     def _update_reading(self) -> None:
-        if self.transport is None or self._closed:
+        transport = self.transport
+        if transport is None or self.channel.closed:
             return
-        want_pause = len(self._pending) >= self._max_inflight
-        if self._writing_paused and not want_pause:
-            want_pause = self.transport.get_write_buffer_size() > self._max_buffered
-        if not want_pause and self._held > 0 and self._memory.exhausted:
-            # The budget is spent and this client has not taken what it holds: read nothing
-            # more from it until it does (resume_writing) or the budget frees up.
-            want_pause = True
+        was_paused = self.channel.reading_paused
+        buffered = transport.get_write_buffer_size() if self._writing_paused else 0
+        pause, waiting_for_memory = self.channel.read_decision(buffered)
+        if waiting_for_memory:
             self._memory.notify_on_release(self, self._on_memory_released)
-        if want_pause and not self._reading_paused:
-            self._reading_paused = True
-            self.transport.pause_reading()
-        elif not want_pause and self._reading_paused:
-            self._reading_paused = False
-            self.transport.resume_reading()
+        if pause and not was_paused:
+            transport.pause_reading()
+        elif not pause and was_paused:
+            transport.resume_reading()
 
     def _on_memory_released(self) -> None:
         self._update_reading()
-        if not self._reading_paused and self._buf and not self._closed:
-            self._process()
+        self._process()
+
+    def _close_for(self, ev: CloseConnection) -> None:
+        if ev.reason is None:
+            self.close()
+        elif ev.exc is not None:
+            log.error("%s; closing connection from %s", ev.reason, self.peer, exc_info=ev.exc)
+            self.close()
+        else:
+            self.close_with_error(ev.reason)
 
     def close_with_error(self, reason: str) -> None:
         log.warning("closing connection from %s: %s", self.peer, reason)
@@ -424,18 +274,20 @@ class KafkaConnection(asyncio.Protocol):
         """Close the connection. Unsent response bytes are dropped (as Kafka drops a closing
         channel's sends): a graceful close would wait for a client that may never read them,
         holding their memory and this connection's slot forever."""
-        if self._closed:
+        self.channel.closed = True
+        if self._transport_closed:
             return
         if self.write_buffer_size():
             self.abort()
             return
-        self._closed = True
+        self._transport_closed = True
         if self.transport is not None:
             self.transport.close()
 
     def abort(self) -> None:
         """Close now (RST), dropping unsent responses."""
-        self._closed = True
+        self.channel.closed = True
+        self._transport_closed = True
         if self.transport is not None:
             self.transport.abort()
 
@@ -445,14 +297,13 @@ class KafkaConnection(asyncio.Protocol):
     def note_write_progress(self) -> None:
         """Count bytes drained to a slow reader since the last call as activity (the reaper
         calls this: a partially drained buffer gives no callback)."""
-        size = self.write_buffer_size()
-        if size < self._last_buffered:
-            self.last_active = time.monotonic()
-        self._last_buffered = size
+        self.channel.note_write_progress(self.write_buffer_size(), time.monotonic())
+
+    def arrival_overdue(self, now: float) -> bool:
+        return self.channel.arrival_overdue(now)
 
     def has_pending(self) -> bool:
-        return bool(self._pending)
+        return self.channel.inflight > 0
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
+    def __repr__(self) -> str:
+        return f"ServerConnection({self.peer} on {self.listener.name})"

@@ -8,6 +8,9 @@ families. An empty host binds all interfaces (0.0.0.0 and ::).
 
 Also owns the connection reaper (``idle_sweeper``): idle connections (``connections.max.idle.ms``)
 and requests that do not arrive in time (``socket.request.arrival.timeout.ms``).
+
+Collaborators are given explicitly (the connection registry, the response-memory pool, the
+channel limits, the dispatcher): nothing here reaches the broker.
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ import errno
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
-from snakka.server.connection import KafkaConnection
-
-if TYPE_CHECKING:
-    from snakka.broker import Broker
-    from snakka.config import Listener
+from snakka.config import Listener
+from snakka.security.principal import SecurityProtocol
+from snakka.server.channel import ChannelLimits
+from snakka.server.connection import ServerConnection
+from snakka.server.dispatch import RequestDispatcher
+from snakka.server.memory import ResponseMemoryPool
+from snakka.server.registry import ConnectionRegistry
 
 log = logging.getLogger("snakka.server")
 
@@ -33,14 +38,14 @@ _EPHEMERAL_BIND_ATTEMPTS = 20
 
 def _addresses(host: str) -> list[tuple[int, str]]:
     if host == "":
-        fams = [(socket.AF_INET, "0.0.0.0")]
+        fams: list[tuple[int, str]] = [(socket.AF_INET, "0.0.0.0")]
         if socket.has_ipv6:
             fams.append((socket.AF_INET6, "::"))
         return fams
     if host == "localhost":
         # Both loopbacks, whatever /etc/hosts says: librdkafka tries ::1 first, most Python
         # clients 127.0.0.1, and both must reach this listener.
-        fams = [(socket.AF_INET, "127.0.0.1")]
+        fams = [(int(socket.AF_INET), "127.0.0.1")]
         if socket.has_ipv6:
             fams.append((socket.AF_INET6, "::1"))
         return fams
@@ -48,7 +53,7 @@ def _addresses(host: str) -> list[tuple[int, str]]:
     for fam, _t, _p, _c, sa in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM):
         if fam not in (socket.AF_INET, socket.AF_INET6):
             continue
-        item = (fam, sa[0])
+        item = (int(fam), str(sa[0]))
         if item not in seen:
             seen.append(item)
     return seen
@@ -108,18 +113,30 @@ def bind_listener(listener: Listener) -> tuple[list[socket.socket], int]:
 class ListenerServer:
     """The asyncio servers for one listener."""
 
-    def __init__(self, broker: Broker, listener: Listener) -> None:
-        self.broker = broker
+    def __init__(self, listener: Listener, *, registry: ConnectionRegistry,
+                 memory: ResponseMemoryPool, limits: ChannelLimits,
+                 dispatcher: RequestDispatcher,
+                 security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT) -> None:
         self.listener = listener
         self.servers: list[asyncio.base_events.Server] = []
         self.port = listener.port
+        self._registry = registry
+        self._memory = memory
+        self._limits = limits
+        self._dispatcher = dispatcher
+        self._security_protocol = security_protocol
+
+    def _connection(self, bound: Listener) -> ServerConnection:
+        return ServerConnection(bound, registry=self._registry, memory=self._memory,
+                                limits=self._limits, dispatcher=self._dispatcher,
+                                security_protocol=self._security_protocol)
 
     async def start(self) -> None:
         socks, self.port = bind_listener(self.listener)
         loop = asyncio.get_running_loop()
         bound = self.listener.__class__(self.listener.name, self.listener.host, self.port)
         for s in socks:
-            srv = await loop.create_server(lambda: KafkaConnection(self.broker, bound), sock=s)
+            srv = await loop.create_server(lambda: self._connection(bound), sock=s)
             self.servers.append(srv)
         self.listener = bound
         log.info("listening on %s (%s)", bound,
@@ -138,7 +155,7 @@ def _reap_period_s(idle_ms: int, arrival_ms: int) -> float:
     return max(0.05, min(min(bounds) / 1000 / 2, 30.0))
 
 
-async def idle_sweeper(broker: Broker) -> None:
+async def idle_sweeper(registry: ConnectionRegistry, idle_ms: int, arrival_ms: int) -> None:
     """Close connections that hold resources without progress, one log line per kind and sweep:
 
     - a request started but not complete after ``socket.request.arrival.timeout.ms``
@@ -148,26 +165,25 @@ async def idle_sweeper(broker: Broker) -> None:
       client that stopped reading its responses is aborted: a graceful close would wait for it
       forever, holding the responses' memory).
     """
-    idle_ms = broker.config.int("connections.max.idle.ms")
-    arrival_ms = broker.config.int("socket.request.arrival.timeout.ms")
     period = _reap_period_s(idle_ms, arrival_ms)
     while True:
         await asyncio.sleep(period)
-        reap_connections(broker, idle_ms, arrival_ms)
+        reap_connections(registry.connections, idle_ms, arrival_ms)
 
 
-def reap_connections(broker: Broker, idle_ms: int, arrival_ms: int) -> int:
-    """One sweep of idle_sweeper; returns how many connections it closed."""
+def reap_connections(connections: Iterable[ServerConnection], idle_ms: int,
+                     arrival_ms: int) -> int:
+    """One sweep of idle_sweeper; returns how many connections it closed. The arrival bound
+    is each channel's own (``ChannelLimits.request_arrival_timeout_ms``, the same config);
+    ``arrival_ms`` names it in the log line."""
     now = time.monotonic()
     idle_cutoff = now - idle_ms / 1000
-    arrival_cutoff = now - arrival_ms / 1000
-    slow: list[KafkaConnection] = []
-    idle: list[KafkaConnection] = []
-    for conn in list(broker.connections):
+    slow: list[ServerConnection] = []
+    idle: list[ServerConnection] = []
+    for conn in list(connections):
         if conn.closed:
             continue
-        started = conn.request_started
-        if started is not None and started < arrival_cutoff:
+        if conn.arrival_overdue(now):
             slow.append(conn)
             conn.abort()
             continue
@@ -186,6 +202,6 @@ def reap_connections(broker: Broker, idle_ms: int, arrival_ms: int) -> int:
     return len(slow) + len(idle)
 
 
-def _some_peers(conns: list[KafkaConnection], n: int = 5) -> str:
+def _some_peers(conns: list[ServerConnection], n: int = 5) -> str:
     peers = ", ".join(c.peer for c in conns[:n])
     return peers + (f" and {len(conns) - n} more" if len(conns) > n else "")

@@ -8,9 +8,9 @@ without a bound 40 clients that send one large Fetch each and never read pin 40 
 (reported: 2.2 GB RSS). So every response is counted here from the moment its bytes exist until the
 connection's transport has written them to the socket.
 
-The protocol, per connection (server/connection.py does the accounting):
+The protocol, per connection (server/channel.py does the accounting):
 
-- A Fetch *reserves* before it reads from disk (``KafkaConnection.reserve_response_bytes``): what
+- A Fetch *reserves* before it reads from disk (``KafkaChannel.reserve_response_bytes``): what
   it asks for if the budget has room, else what is left (KIP-74: the response still carries the
   first whole batch, so it may overshoot by at most one batch), and when the budget is spent it
   gets only the first batch if its connection holds nothing else, or waits (up to its

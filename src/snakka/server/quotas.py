@@ -57,7 +57,7 @@ def _resolve(host: str) -> list[str]:
     except OSError as e:
         raise ConfigError("max.connections.per.ip.overrides", host,
                           f"cannot resolve host '{host}': {e}") from None
-    return sorted({normalize_ip(info[4][0]) for info in infos})
+    return sorted({normalize_ip(str(info[4][0])) for info in infos})
 
 
 class ConnectionQuotas:

@@ -1,0 +1,133 @@
+"""What a handler is given and what it declares: the typed request context and the API
+declaration.
+
+What it owns:
+
+- :class:`RequestContext`: everything a handler may know about a request beyond its body (Kafka's
+  ``RequestContext``): API key and version, correlation id, client id and address, the listener
+  it arrived on, the authenticated principal, the connection handle, the services it may use,
+  and the authorization hook. Built by dispatch (server/dispatch.py) once per request; read-only
+  except ``response_bytes`` (what a Fetch reserved in the response-memory budget, which the
+  connection converts into its response's charge).
+- :class:`ConnectionHandle`: exactly what a handler may do with its connection.
+- :class:`ApiDeclaration`: the line at the top of each handler module saying which API and
+  versions it serves (``API = ApiDeclaration(ApiKey.FETCH, min_version=4)``) and the API-level
+  authorization dispatch checks before calling it. ``handlers/__init__.py`` collects them and
+  ApiVersions advertises exactly them.
+
+Layering: handlers/ sits below server/; nothing here imports server/ or the broker. ``services``
+is the bundle of broker services a handler may use (handlers/services.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from snakka.protocol.api_keys import ApiKey
+from snakka.security.authorizer import Action, AllowAllAuthorizer, AuthorizationResult, Authorizer
+from snakka.security.principal import KafkaPrincipal
+
+if TYPE_CHECKING:
+    from snakka.config import Listener
+    from snakka.handlers.services import Services
+
+__all__ = ["ApiDeclaration", "ApiKey", "ConnectionHandle", "RequestContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiDeclaration:
+    """The API a handler module serves. ``min_version`` / ``max_version`` narrow the range the
+    schemas define (None: the schema's oldest version / newest stable version). ``actions``:
+    what dispatch authorizes before the handler runs (e.g. CLUSTER_ACTION on the cluster for an
+    inter-broker API); most client APIs declare none and authorize per resource themselves."""
+
+    api_key: ApiKey
+    min_version: int | None = None
+    max_version: int | None = None
+    actions: tuple[Action, ...] = ()
+
+    def __post_init__(self) -> None:
+        assert isinstance(self.api_key, ApiKey), self.api_key
+        if self.min_version is not None and self.max_version is not None:
+            assert self.min_version <= self.max_version, self
+
+
+class ConnectionHandle(Protocol):
+    """What a handler may do with the connection its request arrived on. The handle is also a
+    hashable identity (share sessions remember the connection that opened them)."""
+
+    @property
+    def peer(self) -> str:
+        """``host:port`` of the client (for logs; ``RequestContext.client_address`` is the
+        host)."""
+        ...
+
+    def close_with_error(self, reason: str) -> None:
+        """Close the connection with a log line (acks=0 produce failures)."""
+        ...
+
+    def reserve_response_bytes(self, wanted: int) -> int | None:
+        """Reserve response memory before reading from disk (server/memory.py)."""
+        ...
+
+    def settle_response_bytes(self, reserved: int, actual: int) -> None:
+        """Turn a reservation into the bytes really read."""
+        ...
+
+    async def wait_for_response_memory(self, timeout_s: float) -> bool:
+        """Wait until response memory is released (True) or the timeout (False)."""
+        ...
+
+
+_ALLOW_ALL = AllowAllAuthorizer()
+
+
+class RequestContext:
+    """What a handler may know about the request beyond its body.
+
+    Read-only except ``response_bytes``: the fields are ``Final`` for the type checker (a
+    runtime guard would cost a Python-level ``__setattr__`` call per field and request)."""
+
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_address",
+                 "listener", "principal", "connection", "services", "apis", "header",
+                 "response_bytes", "_authorizer")
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int,
+                 client_id: str | None, client_address: str, listener: Listener,
+                 principal: KafkaPrincipal, connection: ConnectionHandle, services: Services,
+                 apis: Mapping[int, Any], header: Any = None,
+                 authorizer: Authorizer = _ALLOW_ALL) -> None:
+        self.api_key: Final[int] = api_key
+        self.api_version: Final[int] = api_version
+        self.correlation_id: Final[int] = correlation_id
+        self.client_id: Final[str | None] = client_id
+        self.client_address: Final[str] = client_address  # the client's host (IP)
+        self.listener: Final[Listener] = listener
+        self.principal: Final[KafkaPrincipal] = principal
+        self.connection: Final[ConnectionHandle] = connection
+        self.services: Final[Services] = services
+        # The APIs the dispatcher serves (api key -> handlers.Handler): what ApiVersions
+        # advertises, so it can never advertise what dispatch would refuse.
+        self.apis: Final[Mapping[int, Any]] = apis
+        self.header: Final[Any] = header  # the decoded RequestHeader
+        # Bytes reserved in the response-memory budget for this request's response (Fetch).
+        self.response_bytes = 0
+        self._authorizer: Final[Authorizer] = authorizer
+
+    @property
+    def listener_name(self) -> str:
+        return self.listener.name
+
+    def authorize(self, actions: Sequence[Action]) -> list[AuthorizationResult]:
+        """Ask the authorizer about ``actions`` for this request (one result per action)."""
+        results = self._authorizer.authorize(self, actions)
+        assert len(results) == len(actions), (actions, results)
+        return results
+
+    def __repr__(self) -> str:
+        return (f"RequestContext(api_key={self.api_key}, api_version={self.api_version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, "
+                f"client_address={self.client_address!r}, listener={self.listener_name}, "
+                f"principal={self.principal})")

@@ -1,0 +1,136 @@
+"""The authorizer seam (Kafka's ``org.apache.kafka.server.authorizer``).
+
+What it owns: the vocabulary of authorization (operations, resource types, patterns, actions and
+results, with Kafka's names and wire codes) and the :class:`Authorizer` protocol that dispatch
+(server/dispatch.py) calls once per request for the API-level actions a handler declares, and
+that handlers call through ``RequestContext.authorize`` for per-resource checks.
+:class:`AllowAllAuthorizer` is the default until ACLs exist (issue 14): it allows every action,
+which is what a Kafka broker without ``authorizer.class.name`` does.
+
+The codes are the bytes Kafka puts on the wire (DescribeAcls, CreateAcls, the
+``authorized_operations`` bit fields of Metadata / DescribeGroups / DescribeCluster), so they
+must never be renumbered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+from typing import Any, Protocol
+
+from snakka.protocol.errors import ErrorCode
+
+__all__ = [
+    "CLUSTER", "CLUSTER_NAME", "Action", "AclOperation", "AllowAllAuthorizer", "AuthorizationResult",
+    "Authorizer", "PatternType", "ResourcePattern", "ResourceType", "denied_error_code",
+]
+
+# The one cluster resource's name (Kafka's Resource.CLUSTER_NAME).
+CLUSTER_NAME = "kafka-cluster"
+
+
+class AclOperation(IntEnum):
+    """Kafka's AclOperation (4.0: codes 0-14)."""
+
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+
+
+class ResourceType(IntEnum):
+    """Kafka's ResourceType."""
+
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+class PatternType(IntEnum):
+    """Kafka's PatternType (LITERAL and PREFIXED are the ones a resource or an ACL has)."""
+
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AuthorizationResult(Enum):
+    ALLOWED = "ALLOWED"
+    DENIED = "DENIED"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePattern:
+    resource_type: ResourceType
+    name: str
+    pattern_type: PatternType = PatternType.LITERAL
+
+
+CLUSTER = ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One operation on one resource (Kafka's ``Action``). ``log_if_allowed`` /
+    ``log_if_denied`` tell an audit log whether the client asked for this resource explicitly
+    (denials of resources a request merely filters, as in Metadata for all topics, are not
+    logged in Kafka)."""
+
+    operation: AclOperation
+    resource_pattern: ResourcePattern
+    resource_reference_count: int = 1
+    log_if_allowed: bool = True
+    log_if_denied: bool = True
+
+
+class Authorizer(Protocol):
+    """Kafka's ``Authorizer.authorize``: one result per action, in order. ``context`` is the
+    request's :class:`~snakka.handlers.context.RequestContext` (principal, listener, client
+    address, API key); typed loosely here so security/ stays below handlers/."""
+
+    def authorize(self, context: Any, actions: Sequence[Action]) -> list[AuthorizationResult]:
+        ...
+
+
+class AllowAllAuthorizer:
+    """Every action is allowed (a Kafka broker without ``authorizer.class.name``)."""
+
+    def authorize(self, context: Any, actions: Sequence[Action]) -> list[AuthorizationResult]:
+        return [AuthorizationResult.ALLOWED] * len(actions)
+
+
+_DENIED_CODES = {
+    ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    ResourceType.DELEGATION_TOKEN: ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
+}
+
+
+def denied_error_code(resource_type: ResourceType) -> ErrorCode:
+    """The error a denied action on this kind of resource is answered with (Kafka's
+    TopicAuthorizationException, ClusterAuthorizationException, ...)."""
+    code = _DENIED_CODES.get(resource_type)
+    if code is None:
+        raise ValueError(f"no authorization error code for resource type {resource_type.name}")
+    return code

@@ -1,0 +1,86 @@
+"""Handlers declare their API next to their code; ApiVersions is derived from those declarations
+and answers byte for byte what snakka answered before the declarations existed (golden frames
+captured from main before issue 10), including the KIP-511 fallback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+from snakka.handlers import discover_handler_modules, load_handlers
+from snakka.protocol import encode_request
+from snakka.protocol.api_keys import ApiKey
+from snakka.protocol.apis import API_SPECS
+from snakka.protocol.messages.api_versions_request import ApiVersionsRequest
+from snakka.testing import EmbeddedBroker
+
+GOLDEN = json.loads((Path(__file__).parent / "golden_api_versions.json").read_text())["frames"]
+
+# (api key, min, max) advertised by main before the change (b2717cd).
+GOLDEN_RANGES = [
+    (0, 0, 13), (1, 4, 18), (2, 0, 11), (3, 0, 13), (8, 0, 10), (9, 0, 10), (10, 0, 6),
+    (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (18, 0, 5),
+    (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 5), (23, 0, 4), (32, 0, 4), (33, 0, 2),
+    (35, 0, 5), (37, 0, 3), (42, 0, 3), (44, 0, 1), (47, 0, 0), (60, 0, 2), (68, 0, 1),
+    (69, 0, 1), (75, 0, 0), (76, 1, 1), (77, 1, 1), (78, 1, 2), (79, 1, 2), (90, 0, 1),
+    (91, 0, 0), (92, 0, 0),
+]
+
+
+def test_declared_ranges_are_the_golden_ones():
+    handlers = load_handlers()
+    assert [(h.api_key, h.min_version, h.max_version)
+            for h in sorted(handlers.values(), key=lambda h: h.api_key)] == GOLDEN_RANGES
+
+
+def test_every_handler_module_is_discovered_and_named_after_its_api():
+    for mod in discover_handler_modules():
+        key = mod.API.api_key
+        assert isinstance(key, ApiKey)
+        # produce.py is PRODUCE, offset_for_leader_epoch.py is OFFSET_FOR_LEADER_EPOCH
+        assert mod.__name__.rsplit(".", 1)[1].upper() == key.name
+        assert API_SPECS[key].name  # a real API
+
+
+def test_a_handler_module_without_a_declaration_is_an_error(tmp_path, monkeypatch):
+    import snakka.handlers as pkg
+    (tmp_path / "bogus_api.py").write_text("def handle(ctx, req):\n    return None\n")
+    monkeypatch.setattr(pkg, "__path__", [*pkg.__path__, str(tmp_path)])
+    try:
+        with pytest.raises(RuntimeError, match="bogus_api defines handle"):
+            load_handlers()
+    finally:
+        sys.modules.pop("snakka.handlers.bogus_api", None)
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed by the broker")
+        buf += chunk
+    return buf
+
+
+def _recv_frame(s: socket.socket) -> bytes:
+    return _recv_exact(s, struct.unpack(">i", _recv_exact(s, 4))[0])
+
+
+def test_api_versions_answers_are_byte_identical_to_before():
+    with EmbeddedBroker() as b, socket.create_connection(("127.0.0.1", b.port),
+                                                         timeout=10) as s:
+        for v in range(6):
+            s.sendall(encode_request(100 + v, "golden", v, ApiVersionsRequest(
+                client_software_name="golden", client_software_version="1.0")))
+            assert _recv_frame(s).hex() == GOLDEN[str(v)], v
+        frame = struct.pack(">hhi", 18, 99, 199) + b"\0\0" + b"\0" * 8  # KIP-511
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        assert _recv_frame(s).hex() == GOLDEN["99"]
+        conns = list(b.broker.connections)
+        assert [c.client_software for c in conns] == [("golden", "1.0")]
