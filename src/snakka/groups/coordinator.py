@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from snakka.controller import MetadataListener
@@ -73,28 +74,32 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 def group_config(resolver: ConfigResolver) -> GroupConfig:
     v = resolver.broker_value
+    n = resolver.broker_int
     return GroupConfig(
-        group_min_session_timeout_ms=int(v("group.min.session.timeout.ms")),
-        group_max_session_timeout_ms=int(v("group.max.session.timeout.ms")),
-        group_initial_rebalance_delay_ms=int(v("group.initial.rebalance.delay.ms")),
-        group_max_size=int(v("group.max.size")),
-        offsets_retention_minutes=int(v("offsets.retention.minutes")),
-        offset_metadata_max_bytes=int(v("offset.metadata.max.bytes")),
-        group_consumer_session_timeout_ms=int(v("group.consumer.session.timeout.ms")),
-        group_consumer_min_session_timeout_ms=int(v("group.consumer.min.session.timeout.ms")),
-        group_consumer_max_session_timeout_ms=int(v("group.consumer.max.session.timeout.ms")),
-        group_consumer_heartbeat_interval_ms=int(v("group.consumer.heartbeat.interval.ms")),
-        group_consumer_min_heartbeat_interval_ms=int(
-            v("group.consumer.min.heartbeat.interval.ms")),
-        group_consumer_max_heartbeat_interval_ms=int(
-            v("group.consumer.max.heartbeat.interval.ms")),
-        group_consumer_max_size=int(v("group.consumer.max.size")),
+        group_min_session_timeout_ms=n("group.min.session.timeout.ms"),
+        group_max_session_timeout_ms=n("group.max.session.timeout.ms"),
+        group_initial_rebalance_delay_ms=n("group.initial.rebalance.delay.ms"),
+        group_max_size=n("group.max.size"),
+        offsets_retention_minutes=n("offsets.retention.minutes"),
+        offset_metadata_max_bytes=n("offset.metadata.max.bytes"),
+        group_consumer_session_timeout_ms=n("group.consumer.session.timeout.ms"),
+        group_consumer_min_session_timeout_ms=n("group.consumer.min.session.timeout.ms"),
+        group_consumer_max_session_timeout_ms=n("group.consumer.max.session.timeout.ms"),
+        group_consumer_heartbeat_interval_ms=n("group.consumer.heartbeat.interval.ms"),
+        group_consumer_min_heartbeat_interval_ms=n("group.consumer.min.heartbeat.interval.ms"),
+        group_consumer_max_heartbeat_interval_ms=n("group.consumer.max.heartbeat.interval.ms"),
+        group_consumer_max_size=n("group.consumer.max.size"),
         group_consumer_assignors=tuple(
             x.strip() for x in (v("group.consumer.assignors") or "uniform").split(",") if x.strip()),
-        group_share_session_timeout_ms=int(v("group.share.session.timeout.ms")),
-        group_share_heartbeat_interval_ms=int(v("group.share.heartbeat.interval.ms")),
-        group_share_max_size=int(v("group.share.max.size")),
+        group_share_session_timeout_ms=n("group.share.session.timeout.ms"),
+        group_share_heartbeat_interval_ms=n("group.share.heartbeat.interval.ms"),
+        group_share_max_size=n("group.share.max.size"),
     )
+
+
+def _restate(live: dict[tuple, GroupRecord]) -> list[tuple[tuple, dict | None]]:
+    """The records a snapshot restates: the latest value of every live key."""
+    return [(gr.key, gr.value) for gr in live.values()]
 
 
 def subscription_topics(metadata: bytes) -> list[str]:
@@ -254,8 +259,7 @@ class GroupCoordinator(MetadataListener):
                 self._track(p, gr)
             live = self._live.get(p, {})
             try:
-                self.log.maybe_trim(p, len(live),
-                                    lambda live=live: [(gr.key, gr.value) for gr in live.values()])
+                self.log.maybe_trim(p, len(live), partial(_restate, live))
             except OSError as exc:  # the records are durable; only the rewrite failed
                 log.warning("%s-%d: snapshot-and-trim failed (retried on a later write): %s",
                             OFFSETS_TOPIC, p, exc)
@@ -460,12 +464,12 @@ class GroupCoordinator(MetadataListener):
                         if ti:
                             out.add(ti.name)
             return out
-        d = self.classic.describe(group_id)
-        if d is None or d.protocol_type != "consumer":
+        classic = self.classic.describe(group_id)
+        if classic is None or classic.protocol_type != "consumer":
             return set()
         out = set()
-        for m in d.members:
-            out.update(subscription_topics(m.metadata))
+        for cm in classic.members:
+            out.update(subscription_topics(cm.metadata))
         return out
 
     def commit_offsets(self, group_id: str, entries: list) -> list[int]:

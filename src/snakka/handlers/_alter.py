@@ -36,7 +36,7 @@ def _alter_loggers(services, name: str, changes: dict, validate_only: bool) -> N
 async def alter_resources(services, changes, validate_only: bool):
     """changes: [(resource_type, resource_name, {key: value|None}, replace)].
     Returns [(resource_type, resource_name, error_code, error_message)]."""
-    results = []
+    results: list[tuple[int, str, int, str | None]] = []
     records: list[dict] = []
     touched_topics: set[str] = set()
     touched_broker = False

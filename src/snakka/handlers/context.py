@@ -58,6 +58,10 @@ class ConnectionHandle(Protocol):
     """What a handler may do with the connection its request arrived on. The handle is also a
     hashable identity (share sessions remember the connection that opened them)."""
 
+    def __hash__(self) -> int:
+        """Share sessions key on the connection that opened them."""
+        ...
+
     @property
     def peer(self) -> str:
         """``host:port`` of the client (for logs; ``RequestContext.client_address`` is the

@@ -40,7 +40,7 @@ def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsRespo
                 offset = pl.high_watermark if p.offset == -1 else p.offset
                 try:
                     if offset < 0:
-                        raise OffsetOutOfRangeError(offset)
+                        raise OffsetOutOfRangeError(f"offset {offset} is below 0")
                     replicas.delete_records_before(pl, offset)
                     low = pl.log_start_offset
                 except OffsetOutOfRangeError:

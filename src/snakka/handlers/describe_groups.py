@@ -9,7 +9,7 @@ with a message (ConsumerGroupDescribe / ShareGroupDescribe describe those).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
@@ -28,7 +28,7 @@ API = ApiDeclaration(ApiKey.DESCRIBE_GROUPS)
 
 def _describe(groups, gid: str, v: int) -> DescribedGroup:
     def group(**kw) -> DescribedGroup:
-        base = dict(error_code=0, error_message=None, group_id=gid, group_state="Dead",
+        base: dict[str, Any] = dict(error_code=0, error_message=None, group_id=gid, group_state="Dead",
                     protocol_type="", protocol_data="", members=[],
                     authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         base.update(kw)

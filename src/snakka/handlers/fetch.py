@@ -34,6 +34,7 @@ from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.limits import INT32_MAX
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.fetch_response import (
+    AbortedTransaction,
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
@@ -92,7 +93,8 @@ def _read_partitions(services, entries, by_id: bool, max_bytes: int, read_commit
         # epoch fencing, out of range) has AbortedTransactions null under read_uncommitted and
         # a list under read_committed; a read error also hides the offsets (-1). A partition
         # refused before any read (unknown topic or partition) carries the schema's empty list.
-        aborted = [] if read_committed and err == ErrorCode.NONE else None
+        aborted: list[AbortedTransaction] | None = \
+            [] if read_committed and err == ErrorCode.NONE else None
         if err != ErrorCode.NONE:
             any_error = True
             hw = lso = log_start = -1
@@ -136,7 +138,7 @@ def handle(ctx: RequestContext, req: FetchRequest):
             fetch.append(((tkey, p.partition), CachedPartition(
                 fetch_offset=p.fetch_offset, max_bytes=p.partition_max_bytes,
                 current_leader_epoch=p.current_leader_epoch, log_start_offset=p.log_start_offset)))
-    forgotten = []
+    forgotten: list[tuple[object, int]] = []
     if v >= 7:
         for ft in req.forgotten_topics_data:
             tkey = ft.topic_id if by_id else ft.topic
@@ -147,7 +149,7 @@ def handle(ctx: RequestContext, req: FetchRequest):
         return FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0,
                              responses=[])
     max_bytes = min(req.max_bytes if v >= 3 else INT32_MAX,
-                    int(services.resolver.broker_value("fetch.max.bytes")))
+                    services.resolver.broker_int("fetch.max.bytes"))
     read_committed = v >= 4 and req.isolation_level == 1
     deadline = services.time_ms() + max(req.max_wait_ms, 0)
     got = _read_reserved(ctx, fctx, by_id, max_bytes, read_committed)

@@ -31,7 +31,7 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitRespons
     v = ctx.api_version
     md = services.metadata
     by_id = v >= 10
-    group_err = ErrorCode.NONE
+    group_err: int = ErrorCode.NONE
     if not req.group_id:
         group_err = ErrorCode.INVALID_GROUP_ID
     else:

@@ -62,7 +62,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                 for p, o, e, m in parts]) for name, parts in rows.items()])
     groups = []
     for g in req.groups:
-        err = ErrorCode.NONE
+        err: int = ErrorCode.NONE
         if not g.group_id:
             err = ErrorCode.INVALID_GROUP_ID
         elif v >= 9 and g.member_id is not None:

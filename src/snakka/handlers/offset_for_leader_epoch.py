@@ -32,7 +32,7 @@ def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLe
             pl, err = replicas.lookup(t.topic, p.partition)
             if pl is not None:
                 err = replicas.check_leader_epoch(p.current_leader_epoch)
-            if err:
+            if pl is None or err:
                 parts.append(EpochEndOffset(error_code=err, partition=p.partition,
                                             leader_epoch=-1, end_offset=-1))
             elif p.leader_epoch == replicas.leader_epoch(t.topic, p.partition):

@@ -130,7 +130,7 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
             else AcquireMode.BATCH_OPTIMIZED
         # As Kafka's KafkaApis: MaxBytes capped by fetch.max.bytes (0 or less stays an error,
         # never "unlimited"), MinBytes by that.
-        max_bytes = min(req.max_bytes, int(services.resolver.broker_value("fetch.max.bytes")))
+        max_bytes = min(req.max_bytes, services.resolver.broker_int("fetch.max.bytes"))
         results = shares.fetch(group_id, member_id, sctx.partitions,
                                max_wait_ms=req.max_wait_ms,
                                min_bytes=min(req.min_bytes, max_bytes), max_bytes=max_bytes,

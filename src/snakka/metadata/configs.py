@@ -57,6 +57,13 @@ class ConfigResolver:
         d = BROKER_CONFIGS.get(key)
         return d.default if d else None
 
+    def broker_int(self, key: str) -> int:
+        """:meth:`broker_value` of an INT/LONG broker config (every one has a default)."""
+        value = self.broker_value(key)
+        if value is None:
+            raise KeyError(f"broker config {key} has no value and no default")
+        return int(value)
+
     def broker_value_or_unset(self, key: str) -> str | None:
         layers = self._broker_layers(key)
         return layers[0][0] if layers else None

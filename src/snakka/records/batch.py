@@ -433,7 +433,7 @@ def _walk(
 
 
 def assign_offsets(
-    buf: bytearray,
+    buf: bytearray | memoryview,
     infos: Sequence[BatchInfo],
     base_offset: int,
     log_append_time_ms: int | None,
@@ -475,7 +475,7 @@ def assign_offsets(
     return offset - 1
 
 
-def _rewrite_crc(buf: bytearray, pos: int, size: int) -> None:
+def _rewrite_crc(buf: bytearray | memoryview, pos: int, size: int) -> None:
     with memoryview(buf) as mv:
         crc = crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size])
     _UINT32.pack_into(buf, pos + CRC_OFFSET, crc)

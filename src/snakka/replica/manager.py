@@ -65,6 +65,8 @@ LEADER_EPOCH = 0
 _ATTR_CONTROL = 0x20
 _EMPTY = b""
 
+# A topic as a request names it: by name, or by topic id (Fetch v13+, the share APIs).
+TopicKey = str | uuid.UUID
 # (partition log, offset after the appended records): what a durability wait waits for.
 AppendMark = tuple[UnifiedLog, int]
 
@@ -125,11 +127,11 @@ class ReplicaManager:
         self._listeners.append(listener)
 
     # -- leadership ----------------------------------------------------------------------
-    def leader_epoch(self, topic: str, partition: int) -> int:
+    def leader_epoch(self, topic: TopicKey, partition: int) -> int:
         """This broker's leader epoch of the partition (it leads every partition)."""
         return LEADER_EPOCH
 
-    def leader_id(self, topic: str, partition: int) -> int:
+    def leader_id(self, topic: TopicKey, partition: int) -> int:
         return self.node_id
 
     @staticmethod

@@ -40,7 +40,7 @@ import struct
 import uuid
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from snakka.config import broker_default_int, parse_iso_duration_ms
 from snakka.controller import MetadataListener
@@ -326,8 +326,7 @@ class SharePartitionManager(MetadataListener):
             if sp is None:
                 results[(topic_id, partition)] = (err, None)
                 continue
-            err = sp.acknowledge(member_id, batches)
-            results[(topic_id, partition)] = (ErrorCode(err), None)
+            results[(topic_id, partition)] = (ErrorCode(sp.acknowledge(member_id, batches)), None)
             touched.append((group_id, topic_id, partition))
         return results, self._persist(touched)
 
@@ -457,8 +456,8 @@ class SharePartitionManager(MetadataListener):
         first, with the whole MaxRecords budget, in turn. ``max_bytes`` is the request's
         MaxBytes already capped by ``fetch.max.bytes``; MinBytes <= 0 answers at once."""
         partitions = rotate_partitions(partitions, session_epoch)
-        opts = {"max_bytes": max_bytes, "max_records": max_records, "batch_size": batch_size,
-                "mode": mode}
+        opts: dict[str, Any] = {"max_bytes": max_bytes, "max_records": max_records,
+                                "batch_size": batch_size, "mode": mode}
         results, done = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
                                          force=max_wait_ms <= 0, **opts)
         if done or max_wait_ms <= 0 or not partitions or \
@@ -570,9 +569,9 @@ class SharePartitionManager(MetadataListener):
         sp, err = self.get(group_id, topic_id, partition)
         if sp is None:
             return err, None
-        err = sp.reset_start_offset(start_offset)
-        if err != ErrorCode.NONE:
-            return ErrorCode(err), None
+        reset = ErrorCode(sp.reset_start_offset(start_offset))
+        if reset != ErrorCode.NONE:
+            return reset, None
         marks = self._persist([key])
         return ErrorCode.NONE, marks[0] if marks else None
 

@@ -34,6 +34,7 @@ Epochs count 1, 2, ... and wrap from 2**31-1 to 1, as Kafka's ShareRequestMetada
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
@@ -44,7 +45,7 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 
 # (topic id, partition index)
-SharePartitionKey = tuple[object, int]
+SharePartitionKey = tuple[uuid.UUID, int]  # (topic id, partition)
 
 
 def next_epoch(epoch: int) -> int:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from snakka.config import INT_MAX, LONG_MAX, TOPIC_CONFIGS
 
@@ -95,7 +96,7 @@ class LogConfig:
         """Build from Kafka topic config names (values as strings, as on the wire), starting
         from ``base`` or Kafka's defaults. Raises ``ValueError`` naming the config for a bad
         value or an unknown name (Kafka answers INVALID_CONFIG for both)."""
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}  # field name -> parsed value of that field's type
         for name, raw in configs.items():
             d = TOPIC_CONFIGS.get(name)
             if d is None:

@@ -11,7 +11,10 @@ import sys
 import tempfile
 import threading
 from collections.abc import Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from snakka.broker import Broker
 
 # How long start-up may take before the test fails instead of hanging.
 START_TIMEOUT_S = 30.0
@@ -33,7 +36,7 @@ class EmbeddedBroker:
         self.port: int | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._broker = None
+        self._broker: Broker | None = None
         self._proc: subprocess.Popen | None = None
         self._stdout_thread: threading.Thread | None = None
         self.output: list[str] = []
@@ -101,6 +104,7 @@ class EmbeddedBroker:
         error: list[BaseException] = []
 
         def run() -> None:
+            loop: asyncio.AbstractEventLoop
             try:
                 import uvloop
                 loop = uvloop.new_event_loop()
@@ -109,9 +113,9 @@ class EmbeddedBroker:
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
-                self._broker = Broker(BrokerConfig(dict(self.config)))
-                loop.run_until_complete(self._broker.start())
-                self.port = self._broker.bound_port
+                broker = self._broker = Broker(BrokerConfig(dict(self.config)))
+                loop.run_until_complete(broker.start())
+                self.port = broker.bound_port
             except BaseException as e:
                 error.append(e)
                 started.set()
@@ -119,7 +123,7 @@ class EmbeddedBroker:
                 return
             started.set()
             loop.run_forever()
-            loop.run_until_complete(self._broker.stop())
+            loop.run_until_complete(broker.stop())
             loop.close()
 
         self._thread = threading.Thread(target=run, name="snakka-embedded", daemon=True)
