@@ -776,6 +776,7 @@ class SharePartition:
     def _split(self, i: int, offset: int) -> int:
         """Split run ``i`` so that a run starts at ``offset`` (inside it); returns its index."""
         r = self._runs[i]
+        assert r.first < offset <= r.last, (r.first, r.last, offset)  # a split inside the run
         self._runs.insert(i + 1, _Run(offset, r.last, r.state, r.count, r.member, r.deadline,
                                       r.lock))
         r.last = offset - 1
@@ -796,6 +797,9 @@ class SharePartition:
     def _set_range_state(self, i: int, a: int, b: int, state: int) -> int:
         """Set ``a..b`` inside the non-ACQUIRED run ``i`` to ``state``; returns its index."""
         r = self._runs[i]
+        # Acquired records change state only through their lock's owner (acknowledge, release,
+        # expiry), never by a range update; and the range lies inside the run.
+        assert r.state != _ACQUIRED and r.first <= a <= b <= r.last, (r, a, b)
         if a > r.first:
             i = self._split(i, a)
             r = self._runs[i]
