@@ -138,7 +138,7 @@ def test_handlers_get_a_typed_read_only_context():
         3, 12, 77, "my-client")
     assert ctx.client_address == "10.1.2.3" and ctx.listener_name == "PLAINTEXT"
     assert ctx.principal == ANONYMOUS and ctx.connection is conn
-    assert ctx.services is SERVICES and ctx.broker is SERVICES and ctx.apis is handlers
+    assert ctx.services is SERVICES and ctx.apis is handlers
     ctx.response_bytes = 10  # the one field a handler sets
     assert call.reserved == 10
     with pytest.raises(AttributeError):

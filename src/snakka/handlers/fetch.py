@@ -171,10 +171,13 @@ def _read_reserved(ctx, fctx, by_id, max_bytes, read_committed):
     The reservation (settled to the bytes read) is left in ``ctx.response_bytes``; the
     connection turns it into the response's charge when it writes it."""
     conn = ctx.connection
-    grant = conn.reserve_response_bytes(max_bytes)
+    grant = conn.reserve_response_bytes(max(max_bytes, 0))
     if grant is None:
         return None
-    rows, total, any_error = _read_partitions(ctx.services, fctx.partitions, by_id, grant,
+    # A negative request MaxBytes reserves nothing but keeps its meaning for the read (Kafka's
+    # limitBytes: the first partition's negative size is an error, the rest get 0).
+    rows, total, any_error = _read_partitions(ctx.services, fctx.partitions, by_id,
+                                              max_bytes if max_bytes < 0 else grant,
                                               read_committed, fctx.incremental)
     conn.settle_response_bytes(grant, total)
     ctx.response_bytes = total
