@@ -59,6 +59,7 @@ FAST_TESTS = (
     "groups",
     "share",
     "storage",
+    "replica",
     "client",
     "server/test_response_memory.py",
     # The sans-I/O connection core, dispatch, authentication and authorizer (issue 10, h10-server).
