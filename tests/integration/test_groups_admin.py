@@ -148,6 +148,8 @@ def test_confluent_admin(broker, active_group):
     assert {m.client_id: {tp.partition for tp in m.assignment.topic_partitions}
             for m in desc.members} == {m.name: m.snapshot()["owned"] for m in ms.all}
     assert {m.member_id for m in desc.members} == {m.member_id for m in ms.all}
+    # Kafka's client host: the address the member connected from, "/" + host, no port.
+    assert {m.host for m in desc.members} <= {"/127.0.0.1", "/::1"}, desc.members
 
     def offsets() -> dict[int, int]:
         res = admin.list_consumer_group_offsets(

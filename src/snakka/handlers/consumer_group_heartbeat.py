@@ -29,7 +29,7 @@ def handle(ctx: RequestContext,
            req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     v = ctx.api_version
     # Request validation (empty group id → INVALID_REQUEST, as Kafka) is the core's.
-    peer = ctx.connection.peer.rsplit(":", 1)[0]
+    peer = ctx.client_address
     result = ctx.services.groups.consumer_heartbeat(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
         instance_id=req.instance_id, rack_id=req.rack_id,

@@ -30,7 +30,7 @@ async def _handle(ctx, req):
     v = ctx.api_version
     if not req.group_id:
         return _error(ErrorCode.INVALID_GROUP_ID, req.member_id, v)
-    peer = ctx.connection.peer.rsplit(":", 1)[0]
+    peer = ctx.client_address
     result = await ctx.services.groups.join(
         group_id=req.group_id, member_id=req.member_id,
         group_instance_id=req.group_instance_id if v >= 5 else None,

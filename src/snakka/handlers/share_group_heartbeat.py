@@ -25,7 +25,7 @@ API = ApiDeclaration(ApiKey.SHARE_GROUP_HEARTBEAT, min_version=1)
 
 
 def handle(ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
-    peer = ctx.connection.peer.rsplit(":", 1)[0]
+    peer = ctx.client_address
     result = ctx.services.groups.share_heartbeat(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
         rack_id=req.rack_id, subscribed_topic_names=req.subscribed_topic_names,
