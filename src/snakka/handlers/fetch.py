@@ -94,7 +94,9 @@ def _read_partitions(services, entries, by_id: bool, max_bytes: int, read_commit
         # a list under read_committed; a read error also hides the offsets (-1). A partition
         # refused before any read (unknown topic or partition) carries the schema's empty list.
         aborted: list[AbortedTransaction] | None = \
-            [] if read_committed and err == ErrorCode.NONE else None
+            [AbortedTransaction(producer_id=pid, first_offset=first)
+             for pid, first in read.aborted_transactions] \
+            if read_committed and err == ErrorCode.NONE else None
         if err != ErrorCode.NONE:
             any_error = True
             hw = lso = log_start = -1

@@ -101,6 +101,26 @@ class ReadResult:
     records: bytes | memoryview = _EMPTY
     # The partition exists here (an error came from reading it, not from looking it up).
     found: bool = False
+    # read_committed only: (producer id, first offset) of the aborted transactions that
+    # overlap the returned records (Fetch's AbortedTransactions); empty otherwise.
+    aborted_transactions: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+
+
+def _next_offset_after(records: bytes | memoryview) -> int:
+    """The offset after the last batch of whole batches read from a log (the upper bound
+    of the aborted transactions a read_committed reader needs, as Kafka's
+    fetchUpperBoundOffset). Walks the batch headers: baseOffset at 0, batchLength at 8,
+    lastOffsetDelta at 23."""
+    pos = 0
+    end = len(records)
+    nxt = -1
+    while pos + 27 <= end:
+        base = int.from_bytes(records[pos : pos + 8], "big", signed=True)
+        length = int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
+        delta = int.from_bytes(records[pos + 23 : pos + 27], "big", signed=True)
+        nxt = base + delta + 1
+        pos += 12 + length
+    return nxt
 
 
 def _error(code: int, message: str | None = None,
@@ -314,6 +334,12 @@ class ReplicaManager:
             out.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
             return out
         out.records = records
+        if read_committed and records:
+            upper = _next_offset_after(records)
+            out.aborted_transactions = [
+                (t.producer_id, t.first_offset)
+                for t in pl.collect_aborted_transactions(fetch_offset, upper)
+            ]
         return out
 
     # -- long-poll wake-ups --------------------------------------------------------------

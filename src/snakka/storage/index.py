@@ -1,4 +1,4 @@
-"""Sparse segment indexes in Kafka's on-disk formats: ``.index`` and ``.timeindex``.
+"""Segment indexes in Kafka's on-disk formats: ``.index``, ``.timeindex``, ``.txnindex``.
 
 What this module owns
     :class:`OffsetIndex` (8-byte entries: relative offset int32, file position int32)
@@ -7,6 +7,11 @@ What this module owns
     a batch's LAST offset to the file position where that batch starts, and a
     time-index entry maps the largest timestamp so far to the last offset of the batch
     that carried it; timestamps in the time index strictly increase.
+    :class:`TransactionIndex` (34-byte entries: version int16 = 0, producerId int64,
+    firstOffset int64, lastOffset int64, lastStableOffset int64) lists the transactions
+    aborted by an ABORT marker in the segment, in marker order; read_committed fetches
+    return them (Kafka's TransactionIndex / AbortedTxn). Like Kafka, the file exists only
+    once the segment has an entry.
 
 Design
     The index lives in memory (Python lists for ``bisect`` lookups plus a ``bytearray``
@@ -34,9 +39,12 @@ from __future__ import annotations
 import os
 import struct
 from bisect import bisect_right
+from typing import NamedTuple
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+_TXN_ENTRY = struct.Struct(">hqqqq")  # Kafka's AbortedTxn, version 0: 34 bytes
+TXN_ENTRY_VERSION = 0
 
 
 class CorruptIndexError(Exception):
@@ -260,6 +268,112 @@ class TimeIndex(_IndexFile):
             prev_ts, prev_off = ts, off
         if idx.entries > idx.max_entries:
             raise CorruptIndexError(f"time index {path} has too many entries")
+        idx._buf[:] = data
+        idx._file_bytes = len(data)
+        idx._dirty_from = len(data)
+        idx._on_disk = True
+        return idx
+
+
+class AbortedTxn(NamedTuple):
+    """One ``.txnindex`` entry: a transaction of ``producer_id`` spanning
+    [first_offset, last_offset] (last_offset is the ABORT marker's offset) and the last
+    stable offset once it completed (how far a read_committed reader must look)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def encode(self) -> bytes:
+        return _TXN_ENTRY.pack(TXN_ENTRY_VERSION, *self)
+
+
+class TxnSearchResult(NamedTuple):
+    """Aborted transactions of one segment overlapping a fetch; ``complete`` when an
+    entry's last stable offset passed the upper bound (later segments cannot matter)."""
+
+    aborted: list[AbortedTxn]
+    complete: bool
+
+
+class TransactionIndex(_IndexFile):
+    """``.txnindex``: the aborted transactions whose ABORT marker is in the segment."""
+
+    entry_size = _TXN_ENTRY.size
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        super().__init__(path, base_offset, 1 << 62)  # no size limit (Kafka has none)
+        self.txns: list[AbortedTxn] = []
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Add an entry; its last offset must be above the previous entry's (markers are
+        appended in offset order)."""
+        if self.txns and txn.last_offset <= self.txns[-1].last_offset:
+            raise ValueError(
+                f"transaction index {self.path}: last offset {txn.last_offset} is not above "
+                f"{self.txns[-1].last_offset}"
+            )
+        self.txns.append(txn)
+        self._buf += txn.encode()
+
+    @property
+    def last_offset(self) -> int:
+        """Last offset of the newest entry, or -1."""
+        return self.txns[-1].last_offset if self.txns else -1
+
+    def flush(self, *, sync: bool = True) -> None:
+        if not self._buf and not self._on_disk:
+            return  # as Kafka: no file until the first entry
+        super().flush(sync=sync)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnSearchResult:
+        """Entries overlapping [fetch_offset, upper_bound_offset) (Kafka's
+        collectAbortedTxns): last offset >= fetch_offset and first offset < upper bound;
+        stops as complete at the first entry whose last stable offset is past the bound."""
+        out = []
+        for t in self.txns:
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset:
+                out.append(t)
+            if t.last_stable_offset > upper_bound_offset:
+                return TxnSearchResult(out, True)
+        return TxnSearchResult(out, False)
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop entries whose marker (last offset) is at or after ``offset``."""
+        n = len(self.txns)
+        while n and self.txns[n - 1].last_offset >= offset:
+            n -= 1
+        del self.txns[n:]
+        self._truncate_entries(n)
+
+    def reset(self) -> None:
+        self.txns.clear()
+        self._truncate_entries(0)
+
+    @classmethod
+    def load(cls, path: str, base_offset: int, next_offset: int) -> TransactionIndex:
+        """Read and check the file (a missing file is an empty index)."""
+        idx = cls(path, base_offset)
+        if not os.path.exists(path):
+            return idx
+        data = idx._read_file()
+        prev_last = -1
+        for version, pid, first, last, lso in _TXN_ENTRY.iter_unpack(data):
+            if (
+                version != TXN_ENTRY_VERSION
+                or last <= prev_last
+                or first > last
+                or last < base_offset
+                or last >= next_offset
+            ):
+                raise CorruptIndexError(
+                    f"transaction index {path}: bad entry (version {version}, producer {pid}, "
+                    f"offsets {first}..{last}) after last offset {prev_last} in a segment "
+                    f"[{base_offset}, {next_offset})"
+                )
+            idx.txns.append(AbortedTxn(pid, first, last, lso))
+            prev_last = last
         idx._buf[:] = data
         idx._file_bytes = len(data)
         idx._dirty_from = len(data)

@@ -42,9 +42,12 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from snakka.limits import SNAPSHOTS_KEPT
+from snakka.records.batch import LOG_OVERHEAD, BatchHeader, RecordValidationError
+from snakka.records.control import EndTxnMarker, read_end_txn_marker
 from snakka.txn.producer_state import ProducerStateManager
 
 from .config import LogConfig
+from .index import AbortedTxn
 from .local_log import check_segment_order, create_segment, unlink_if_present
 from .segment import LogSegment, ScanStop
 
@@ -135,7 +138,7 @@ class LogLoader:
         have = set(bases)
         for name in names:  # index files whose .log is gone (Kafka deletes them too)
             stem, _, ext = name.partition(".")
-            if ext in ("index", "timeindex") and stem.isdigit() and int(stem) not in have:
+            if ext in ("index", "timeindex", "txnindex") and stem.isdigit() and int(stem) not in have:
                 log.info("partition %s: removing orphan index file %s", self.name, name)
                 unlink_if_present(os.path.join(self.dir_path, name))
         return bases
@@ -253,15 +256,26 @@ def rebuild_producer_state(
     """Reset ``psm`` to the latest good snapshot at or below ``log_end_offset``, then
     replay the batch headers up to the end (snapshots past the end are deleted, unreadable
     ones skipped and deleted). Returns (offset the replay started at, batches replayed).
-    Used at load and after truncation (Kafka's UnifiedLog.rebuildProducerState)."""
+    Used at load and after truncation (Kafka's UnifiedLog.rebuildProducerState).
+
+    The replay also refills the aborted-transaction index of every replayed segment from
+    its ABORT markers (entries already present are kept). A segment whose txn index was
+    emptied by recovery (``txn_index_stale``) must be replayed from a state that knows
+    the transactions open at its base, so the replay then starts at a snapshot at or below
+    that segment (or at the first segment)."""
     psm.truncate()
     leo = log_end_offset
     snaps = snapshot_offsets(dir_path)
     for off in snaps:
         if off > leo:
             unlink_if_present(os.path.join(dir_path, snapshot_filename(off)))
+    limit = leo
+    for seg in segments:
+        if seg.txn_index_stale:
+            limit = min(limit, seg.base_offset)
+            break
     start = None
-    for off in reversed([o for o in snaps if o <= leo]):
+    for off in reversed([o for o in snaps if o <= limit]):
         path = os.path.join(dir_path, snapshot_filename(off))
         try:
             with open(path, "rb") as f:
@@ -279,10 +293,31 @@ def rebuild_producer_state(
             continue
         pos = seg.find_batch(start)[0] if start > seg.base_offset else 0
         stop = ScanStop()
-        for _pos, h in seg.scan(pos, verify_crc=False, min_next_offset=0, stop=stop):
+        for bpos, h in seg.scan(pos, verify_crc=False, min_next_offset=0, stop=stop):
             replayed += 1
-            if h.producer_id >= 0:
-                psm.update(h, h.base_offset, h.base_offset + h.last_offset_delta, now_ms)
+            if h.producer_id < 0:
+                continue
+            last = h.base_offset + h.last_offset_delta
+            if not h.is_control:
+                psm.update(h, h.base_offset, last, now_ms)
+                continue
+            marker = _read_marker(seg, bpos, h, name)
+            if marker is None:
+                psm.update(h, h.base_offset, last, now_ms)
+                continue
+            done = psm.completed_txn(h.producer_id, last, not marker.commit)
+            if done.is_aborted and last > seg.txn_index.last_offset:
+                seg.update_txn_index(
+                    AbortedTxn(
+                        done.producer_id,
+                        done.first_offset,
+                        done.last_offset,
+                        psm.last_stable_offset_after(done),
+                    )
+                )
+            psm.update(h, h.base_offset, last, now_ms, marker.coordinator_epoch)
+    for seg in segments:
+        seg.txn_index_stale = False
     psm.map_end_offset = leo
     if replayed:
         log.info(
@@ -293,6 +328,18 @@ def rebuild_producer_state(
             len(psm.producers),
         )
     return start, replayed
+
+
+def _read_marker(seg: LogSegment, pos: int, h: BatchHeader, name: str) -> EndTxnMarker | None:
+    """The COMMIT/ABORT marker of the control batch at ``pos`` (None if unreadable or of
+    another control type, logged: the batch passed recovery, so this is unexpected)."""
+    data = seg.read(pos, h.batch_length + LOG_OVERHEAD)
+    try:
+        return read_end_txn_marker(data, 0, h)
+    except RecordValidationError as exc:
+        log.error("partition %s: unreadable control batch at offset %d: %s", name,
+                  h.base_offset, exc)
+        return None
 
 
 def write_producer_snapshot(

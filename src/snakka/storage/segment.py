@@ -1,12 +1,16 @@
-"""One log segment: ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex`` (Kafka's
-LogSegment).
+"""One log segment: ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex`` (+
+``<base>.txnindex`` once a transaction is aborted in it) (Kafka's LogSegment).
 
 What this module owns
     Appending validated batches at the end of the ``.log`` (one ``pwrite`` per append),
     maintaining the sparse indexes exactly as Kafka's LogSegment does (an entry every
     ``index.interval.bytes``), finding the batch that contains an offset, reading whole
     batches, scanning headers (with or without CRC32C checks) for recovery and index
-    rebuilds, truncation, flushing (fdatasync + index files) and deletion.
+    rebuilds, truncation, flushing (fdatasync + index files) and deletion. The
+    aborted-transaction index travels with the segment (rolled, truncated, flushed,
+    deleted with it); its entries need producer state, so :meth:`recover` only empties it
+    and sets :attr:`LogSegment.txn_index_stale`: the loader's producer-state replay
+    refills it (:func:`snakka.storage.loader.rebuild_producer_state`).
 
 File handles
     The ``.log`` is a :class:`~snakka.storage.files.SegmentFile`: opened on first use and
@@ -34,6 +38,7 @@ from crc32c import crc32c
 from snakka.limits import RECOVERY_CHUNK
 from snakka.records.batch import (
     ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
     HEADER_SIZE,
     INT32_MAX,
     LOG_OVERHEAD,
@@ -45,7 +50,15 @@ from snakka.records.batch import (
 )
 
 from .files import SegmentFile
-from .index import CorruptIndexError, OffsetIndex, TimeIndex, _pwrite_all
+from .index import (
+    AbortedTxn,
+    CorruptIndexError,
+    OffsetIndex,
+    TimeIndex,
+    TransactionIndex,
+    TxnSearchResult,
+    _pwrite_all,
+)
 
 log = logging.getLogger("snakka.storage")
 
@@ -66,6 +79,10 @@ def index_filename(base_offset: int) -> str:
 
 def timeindex_filename(base_offset: int) -> str:
     return f"{base_offset:020d}.timeindex"
+
+
+def txnindex_filename(base_offset: int) -> str:
+    return f"{base_offset:020d}.txnindex"
 
 
 class ScanStop:
@@ -126,6 +143,12 @@ class LogSegment:
         self.time_index = TimeIndex(
             os.path.join(dir_path, timeindex_filename(base_offset)), base_offset, max_index_size
         )
+        self.txn_index = TransactionIndex(
+            os.path.join(dir_path, txnindex_filename(base_offset)), base_offset
+        )
+        # True after recover() emptied the txn index: the producer-state replay refills it.
+        self.txn_index_stale = False
+        self._has_control = False  # set by _rebuild_from_log: a control batch was seen
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self.bytes_since_last_index_entry = 0
@@ -158,7 +181,7 @@ class LogSegment:
             max_index_size=max_index_size,
             created_ms=now_ms,
         )
-        for stale in (seg.offset_index, seg.time_index):
+        for stale in (seg.offset_index, seg.time_index, seg.txn_index):
             stale.delete_file()
         return seg
 
@@ -230,7 +253,14 @@ class LogSegment:
             self.load_problem = f"time index unusable: {exc}"
             self.offset_index = oi
             return False
+        try:
+            xloaded = TransactionIndex.load(self.txn_index.path, self.base_offset, next_offset)
+        except (CorruptIndexError, OSError, struct.error) as exc:
+            self.load_problem = f"transaction index unusable: {exc}"
+            self.offset_index = oi
+            return False
         self.time_index = tloaded
+        self.txn_index = xloaded
         self.next_offset = next_offset
         ts, ts_off = tloaded.last_entry()
         if ts >= max_ts:
@@ -246,6 +276,7 @@ class LogSegment:
         CRC32C), rebuild both indexes, truncate the file at the first torn or corrupt
         batch. Returns (bytes truncated, reason or None)."""
         end, stop = self._rebuild_from_log(min_next_offset, verify_crc=True)
+        self._recover_txn_index()
         truncated = self.size - end
         if truncated > 0:
             with self.file.borrow() as fd:
@@ -253,6 +284,24 @@ class LogSegment:
             self.size = end
             self.flushed_size = min(self.flushed_size, end)
         return truncated, stop.reason
+
+    def _recover_txn_index(self) -> None:
+        """After a rebuild from the log: keep the ``.txnindex`` entries below the new end
+        if the file is sound; if it is corrupt, or missing while the segment holds control
+        batches (so it may have had entries), empty it and mark it stale for the loader's
+        producer-state replay to refill."""
+        path = self.txn_index.path
+        try:
+            idx = TransactionIndex.load(path, self.base_offset, 1 << 62)
+        except (CorruptIndexError, OSError, struct.error) as exc:
+            log.warning("segment %s: rebuilding transaction index: %s", self.path, exc)
+            idx = None
+        if idx is not None and (idx.txns or os.path.exists(path) or not self._has_control):
+            idx.truncate_to_offset(self.next_offset)
+            self.txn_index = idx
+            return
+        self.txn_index.reset()
+        self.txn_index_stale = True
 
     def _rebuild_from_log(self, min_next_offset: int, *, verify_crc: bool) -> tuple[int, ScanStop]:
         """Reset and rebuild the indexes, next offset and max timestamp by scanning the
@@ -267,6 +316,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.next_offset = self.base_offset
         self._rolling_ts_known = False
+        self._has_control = False
         stop = ScanStop()
         end = 0
         interval = self.index_interval_bytes
@@ -274,6 +324,8 @@ class LogSegment:
             0, verify_crc=verify_crc, min_next_offset=min_next_offset, stop=stop, chunk=RECOVERY_CHUNK
         ):
             last = h.base_offset + h.last_offset_delta
+            if h.attributes & CONTROL_MASK:
+                self._has_control = True
             if h.max_timestamp > self.max_timestamp:
                 self.max_timestamp = h.max_timestamp
                 self.offset_of_max_timestamp = last
@@ -352,6 +404,16 @@ class LogSegment:
         oi = self.offset_index
         ti = self.time_index
         return len(oi._buf) >= oi.max_entries * 8 or len(ti._buf) >= ti.max_entries * 12
+
+    # ------------------------------------------------------------ transactions
+
+    def update_txn_index(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction whose ABORT marker was appended here (Kafka's
+        LogSegment.updateTxnIndex; commits are not indexed)."""
+        self.txn_index.append(txn)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
     # ------------------------------------------------------------ reads
 
@@ -494,6 +556,7 @@ class LogSegment:
         self.flushed_size = min(self.flushed_size, pos)
         # Truncation is rare: rescan the shorter segment (no CRC, the data was valid).
         self._rebuild_from_log(self.base_offset, verify_crc=False)
+        self.txn_index.truncate_to_offset(self.next_offset)
         return removed
 
     # ------------------------------------------------------------ durability / lifecycle
@@ -511,6 +574,7 @@ class LogSegment:
             self.flushed_size = size
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.closed:
@@ -520,7 +584,7 @@ class LogSegment:
 
     def delete_files(self) -> None:
         self.deleted = True
-        for path in (self.path, self.offset_index.path, self.time_index.path):
+        for path in (self.path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:

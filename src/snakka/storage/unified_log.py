@@ -12,6 +12,12 @@ What this module owns
     * append: producer checks, offset assignment (patching the batch header), then the
       bytes to the LocalLog (which rolls a segment when due; this class snapshots
       producer state at each roll);
+    * transaction markers (:meth:`UnifiedLog.append_control_marker`, Kafka's
+      appendAsLeader with origin COORDINATOR): a COMMIT/ABORT control batch ends the
+      producer's transaction, which moves the last stable offset; an ABORT adds an entry
+      to the active segment's aborted-transaction index, which
+      :meth:`UnifiedLog.collect_aborted_transactions` reads back for read_committed
+      fetches;
     * reads for Fetch (bounded by ``max_offset``: the HW or LSO the caller chose), for
       ListOffsets (by time, max timestamp) and for replaying internal topics;
     * retention policy (``retention.ms``, ``retention.bytes``): which segments go (the
@@ -54,7 +60,9 @@ from snakka.records.batch import (
     BatchHeader,
     BatchInfo,
     assign_offsets,
+    parse_header,
 )
+from snakka.records.control import build_control_batch
 from snakka.records.record import Record, iter_records
 from snakka.txn.producer_state import (
     DUPLICATE_SEQUENCE_NUMBER,
@@ -63,6 +71,7 @@ from snakka.txn.producer_state import (
 )
 
 from .config import LogConfig
+from .index import AbortedTxn
 from .loader import LoadedLog, LogLoader, rebuild_producer_state, write_producer_snapshot
 from .local_log import LocalLog, largest_timestamp, parse_partition_dir_name
 from .segment import LogSegment
@@ -362,6 +371,55 @@ class UnifiedLog:
             self._log_start_offset,
         )
 
+    def append_control_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> AppendResult:
+        """Write a COMMIT (``commit``) or ABORT marker for ``producer_id`` (Kafka's
+        appendAsLeader with origin COORDINATOR; only the transaction coordinator's
+        WriteTxnMarkers path calls this, never a client's Produce).
+
+        Raises :class:`ProducerStateError` without appending: INVALID_PRODUCER_EPOCH for an
+        epoch older than the producer's, TRANSACTION_COORDINATOR_FENCED for a coordinator
+        epoch older than the one that wrote its last marker. Otherwise the producer's
+        ongoing transaction (if any) ends, so the last stable offset moves past it, and an
+        ABORT is recorded in the active segment's ``.txnindex`` with the LSO it leaves."""
+        local = self._local
+        if local.closed:
+            raise LogClosedError(f"log {self.name} is closed")
+        psm = self.producer_state
+        verdict = psm.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if not verdict.ok:
+            raise ProducerStateError(verdict.error_code, verdict.message)
+        now = self._time_ms()
+        buf = bytearray(
+            build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
+        )
+        h = parse_header(buf)
+        infos = [BatchInfo(0, h)]
+        log_append_time_ms = now if self.config.log_append_time else None
+        offset = local.log_end_offset
+        assign_offsets(buf, infos, offset, log_append_time_ms, self.leader_epoch)
+        local.append(buf, infos, offset, offset, log_append_time_ms)  # may roll first
+        self._high_watermark = offset + 1
+        done = psm.completed_txn(producer_id, offset, not commit)
+        if done.is_aborted:
+            local.active_segment.update_txn_index(
+                AbortedTxn(
+                    producer_id, done.first_offset, offset, psm.last_stable_offset_after(done)
+                )
+            )
+        psm.update(h, offset, offset, now, coordinator_epoch)
+        return AppendResult(
+            offset,
+            offset,
+            -1 if log_append_time_ms is None else log_append_time_ms,
+            self._log_start_offset,
+        )
+
     def _check_multi(self, infos: Sequence[BatchInfo], leo: int) -> None:
         """Producer checks for an append of several batches (internal writers only:
         clients send one batch). Later batches are checked against the state as if the
@@ -444,6 +502,29 @@ class UnifiedLog:
                 fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
             )
         return local.read(fetch_offset, max_bytes, max_offset, min_one_message)
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed reader of [start_offset,
+        upper_bound_offset) must know (Kafka's collectAbortedTransactions): entries whose
+        marker is at or after ``start_offset`` and whose first offset is below the bound,
+        from the segment holding ``start_offset`` onwards, stopping at the first segment
+        whose index says later ones cannot matter (an entry's LSO past the bound)."""
+        out: list[AbortedTxn] = []
+        segs = self._local.segments
+        i = 0
+        for j, seg in enumerate(segs):  # floor segment of start_offset (else the first)
+            if seg.base_offset <= start_offset:
+                i = j
+            else:
+                break
+        for seg in segs[i:]:  # a later segment may hold the ABORT of an earlier start
+            found = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(found.aborted)
+            if found.complete:
+                break
+        return out
 
     def iter_records(self, chunk_bytes: int = 8 << 20) -> Iterator[Record]:
         """Every record from the log start offset to the end, in order: how internal logs

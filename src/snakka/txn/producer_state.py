@@ -60,6 +60,7 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
+TRANSACTION_COORDINATOR_FENCED = 52
 UNKNOWN_PRODUCER_ID = 59
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = broker_default_int("producer.id.expiration.ms")
@@ -99,6 +100,16 @@ class Verdict(NamedTuple):
 
 
 ACCEPT = Verdict()
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker at ``last_offset`` (Kafka's CompletedTxn):
+    ``first_offset`` is its first batch, or the marker itself for an empty transaction."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 class ProducerStateEntry:
@@ -236,6 +247,48 @@ class ProducerStateManager:
             )
         return ACCEPT
 
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> Verdict:
+        """Checks before writing a COMMIT/ABORT marker (Kafka's
+        ProducerAppendInfo.appendEndTxnMarker): an epoch older than the producer's is
+        INVALID_PRODUCER_EPOCH; a coordinator epoch older than the one that wrote the
+        producer's last marker is TRANSACTION_COORDINATOR_FENCED (a zombie coordinator)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return ACCEPT
+        if producer_epoch < entry.producer_epoch:
+            return Verdict(
+                INVALID_PRODUCER_EPOCH,
+                f"marker epoch {producer_epoch} of producer {producer_id} is older than the "
+                f"last seen epoch {entry.producer_epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            return Verdict(
+                TRANSACTION_COORDINATOR_FENCED,
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"older than the last coordinator epoch {entry.coordinator_epoch}",
+            )
+        return ACCEPT
+
+    def completed_txn(self, producer_id: int, marker_offset: int, is_aborted: bool) -> CompletedTxn:
+        """The transaction a marker at ``marker_offset`` completes (call before
+        :meth:`update` applies the marker)."""
+        entry = self.producers.get(producer_id)
+        first = None if entry is None else entry.current_txn_first_offset
+        return CompletedTxn(
+            producer_id, marker_offset if first is None else first, marker_offset, is_aborted
+        )
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is done (Kafka's lastStableOffset(completedTxn)): the
+        first offset of the oldest OTHER ongoing transaction, else the offset after the
+        marker. Stored in the aborted-transaction index entry."""
+        others = [
+            e.current_txn_first_offset
+            for pid, e in self.producers.items()
+            if pid != completed.producer_id and e.current_txn_first_offset is not None
+        ]
+        return min(others) if others else completed.last_offset + 1
+
     # ------------------------------------------------------------ updates
 
     def update(
@@ -244,10 +297,12 @@ class ProducerStateManager:
         first_offset: int,
         last_offset: int,
         timestamp_ms: int = -1,
+        coordinator_epoch: int | None = None,
     ) -> None:
         """Record an appended batch (after a successful ``check`` and write).
 
-        ``timestamp_ms`` is the broker time of the append (used for expiry)."""
+        ``timestamp_ms`` is the broker time of the append (used for expiry);
+        ``coordinator_epoch`` that of a marker's coordinator (kept for the fencing check)."""
         if last_offset + 1 > self.map_end_offset:
             self.map_end_offset = last_offset + 1
         pid = header.producer_id
@@ -264,6 +319,8 @@ class ProducerStateManager:
                 entry.producer_epoch = epoch
                 entry.batches.clear()
             entry.current_txn_first_offset = None
+            if coordinator_epoch is not None:
+                entry.coordinator_epoch = coordinator_epoch
             return
         if epoch != entry.producer_epoch:
             entry.producer_epoch = epoch
