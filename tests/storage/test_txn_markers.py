@@ -9,11 +9,10 @@ import os
 import struct
 
 import pytest
-from storage.helpers import Clock, append, batch, open_log  # tests/ is on sys.path
 
-from snakka.records.record import batch_records
 from snakka.records.batch import parse_header
 from snakka.records.control import build_control_batch, read_end_txn_marker
+from snakka.records.record import batch_records
 from snakka.storage import LogConfig
 from snakka.storage.index import AbortedTxn, TransactionIndex
 from snakka.txn.producer_state import (
@@ -21,6 +20,7 @@ from snakka.txn.producer_state import (
     TRANSACTION_COORDINATOR_FENCED,
     ProducerStateError,
 )
+from storage.helpers import Clock, append, batch, open_log  # tests/ is on sys.path
 
 PID, PID2 = 1000, 2000
 
