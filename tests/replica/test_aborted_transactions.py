@@ -41,3 +41,20 @@ def test_replica_manager_read_returns_the_aborted_list(tmp_path):
     r = rm.read("t", 0, 6, 1 << 20, read_committed=True)
     assert (r.last_stable_offset, [rec.offset for rec in iter_records(r.records)]) == (7, [6])
     assert r.aborted_transactions == []
+
+
+def test_the_aborted_list_is_bounded_by_the_returned_records(tmp_path):
+    """Only transactions that start before the end of the returned batches are listed (a
+    small max_bytes returns one batch; a transaction starting after it is not)."""
+    rm = _replicas(tmp_path)
+    plog = rm.get_log("t", 0)
+    _txn(plog, PID, 1, 0, "a")  # 0
+    append(plog, batch(1, value_size=2000))  # 1
+    _txn(plog, PID2, 1, 0, "b")  # 2
+    plog.append_control_marker(PID, 0, False, 0)  # 3
+    plog.append_control_marker(PID2, 0, False, 0)  # 4
+    one = rm.read("t", 0, 0, 10, read_committed=True)  # first batch only (min one message)
+    assert [r.offset for r in iter_records(one.records)] == [0]
+    assert one.aborted_transactions == [(PID, 0)]
+    every = rm.read("t", 0, 0, 1 << 20, read_committed=True)
+    assert every.aborted_transactions == [(PID, 0), (PID2, 2)]

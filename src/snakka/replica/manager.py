@@ -335,11 +335,16 @@ class ReplicaManager:
             return out
         out.records = records
         if read_committed and records:
-            upper = _next_offset_after(records)
-            out.aborted_transactions = [
-                (t.producer_id, t.first_offset)
-                for t in pl.collect_aborted_transactions(fetch_offset, upper)
-            ]
+            # librdkafka consumers read_committed by default, so this runs on most fetches:
+            # first the cheap superset up to the LSO (usually empty: no header walk), then
+            # the exact bound (the offset after the last returned batch, as Kafka's
+            # fetchUpperBoundOffset) only when there is something to filter.
+            found = pl.collect_aborted_transactions(fetch_offset, out.last_stable_offset)
+            if found:
+                upper = _next_offset_after(records)
+                out.aborted_transactions = [
+                    (t.producer_id, t.first_offset) for t in found if t.first_offset < upper
+                ]
         return out
 
     # -- long-poll wake-ups --------------------------------------------------------------
