@@ -207,6 +207,30 @@ def test_deleted_txnindex_is_rebuilt_by_recovery(tmp_path):
     assert [open(f, "rb").read() for f in files] == original
 
 
+def test_a_txnindex_missing_its_last_entries_is_completed_by_recovery(tmp_path):
+    """A crash after the ABORT reached the .log but before the .txnindex write: the file
+    is a prefix of the truth; recovery appends what it lacks."""
+    path = tmp_path / "t-0"
+    clock = Clock()
+    plog = open_log(path, clock=clock)
+    txn(plog, PID, 1)  # 0
+    plog.append_control_marker(PID, 0, False, 0)  # 1
+    txn(plog, PID2, 1)  # 2
+    plog.append_control_marker(PID2, 0, False, 0)  # 3
+    plog.close()
+    f = txnindex_path(plog.active_segment)
+    with open(f, "rb") as fh:
+        original = fh.read()
+    assert len(original) == 68
+    with open(f, "r+b") as fh:
+        fh.truncate(34)
+    plog = open_log(path, clock=clock, recover=True, recovery_point=0)
+    assert plog.active_segment.txn_index.txns == [AbortedTxn(PID, 0, 1, 2), AbortedTxn(PID2, 2, 3, 4)]
+    plog.close()
+    with open(f, "rb") as fh:
+        assert fh.read() == original
+
+
 def test_torn_tail_truncates_and_rebuilds_the_txnindex(tmp_path):
     path = tmp_path / "t-0"
     clock = Clock()

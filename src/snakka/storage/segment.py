@@ -286,22 +286,21 @@ class LogSegment:
         return truncated, stop.reason
 
     def _recover_txn_index(self) -> None:
-        """After a rebuild from the log: keep the ``.txnindex`` entries below the new end
-        if the file is sound; if it is corrupt, or missing while the segment holds control
-        batches (so it may have had entries), empty it and mark it stale for the loader's
-        producer-state replay to refill."""
+        """After a rebuild from the log: keep the sound prefix of the ``.txnindex`` (its
+        entries below the new end; a corrupt file keeps nothing) and, if the segment holds
+        control batches, mark it stale so the loader's producer-state replay appends the
+        entries the file lacks. The file is written in entry order, so after a crash it
+        is a prefix of the truth, or missing, or torn (corrupt)."""
         path = self.txn_index.path
         try:
             idx = TransactionIndex.load(path, self.base_offset, 1 << 62)
         except (CorruptIndexError, OSError, struct.error) as exc:
             log.warning("segment %s: rebuilding transaction index: %s", self.path, exc)
-            idx = None
-        if idx is not None and (idx.txns or os.path.exists(path) or not self._has_control):
-            idx.truncate_to_offset(self.next_offset)
-            self.txn_index = idx
-            return
-        self.txn_index.reset()
-        self.txn_index_stale = True
+            idx = TransactionIndex(path, self.base_offset)
+            idx.delete_file()  # the replay refills it; the next flush writes it anew
+        idx.truncate_to_offset(self.next_offset)
+        self.txn_index = idx
+        self.txn_index_stale = self._has_control
 
     def _rebuild_from_log(self, min_next_offset: int, *, verify_crc: bool) -> tuple[int, ScanStop]:
         """Reset and rebuild the indexes, next offset and max timestamp by scanning the
