@@ -15,7 +15,9 @@
   and is woken by the first append to any fetched partition, then reads again.
 - read_committed (isolation_level 1) reads only up to the last stable offset (decided with the
   high watermark and leader-epoch checks in the replica manager, ``ReplicaManager.read``);
-  ``aborted_transactions`` is empty (null under read_uncommitted, as Kafka sends it).
+  ``aborted_transactions`` lists (producer id, first offset) of the aborted transactions that
+  overlap the returned batches (from the segments' ``.txnindex``, via the replica manager's
+  read); an empty list when there are none, null under read_uncommitted, as Kafka sends it.
 - Sessions (KIP-227) are resolved by fetch_sessions.FetchSessionCache; an incremental response
   lists only partitions with news.
 - Memory: records are read from disk into memory, so every read first reserves its bytes in the

@@ -17,7 +17,8 @@ goes through here, so the rules are decided in one place:
   through :meth:`append_internal`; their durability waits are decided here too
   (:meth:`durable`), so produce, share acknowledgements and every coordinator follow one policy.
 - **Read** (:meth:`read`): the high watermark, the last stable offset and the isolation level
-  (read_committed reads stop at the LSO), offsets out of range, a log deleted under a reader.
+  (read_committed reads stop at the LSO and carry the aborted transactions overlapping what
+  they return), offsets out of range, a log deleted under a reader.
   Reads below a partition's local log start offset fall through to its remote part (tiered
   storage, KIP-405: ``UnifiedLog.remote_log_reader``, none today), so fetches, share fetches
   and ListOffsets need no change when it arrives.

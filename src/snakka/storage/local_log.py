@@ -1,7 +1,7 @@
 """The local part of one partition's log (Kafka's LocalLog): its segments on this disk.
 
 What this module owns
-    ``<log.dirs>/<topic>-<partition>/NNNNNNNNNNNNNNNNNNNN.{log,index,timeindex}``: the
+    ``<log.dirs>/<topic>-<partition>/NNNNNNNNNNNNNNNNNNNN.{log,index,timeindex,txnindex}``: the
     ordered list of :class:`LogSegment` of one partition directory, the log end offset
     (the next offset to be written here), the recovery point (offsets below it are
     fsynced), rolling a new segment, appending already-validated, already-numbered batch

@@ -27,6 +27,13 @@ Semantics (Kafka 2.5+ / 4.x ``ProducerAppendInfo`` and ``UnifiedLog``)
       at 0" needs transaction verification state and is left to the transactions work.)
     * A non-transactional batch from a producer with an ongoing transaction:
       INVALID_TXN_STATE (48).
+    * A COMMIT/ABORT marker (:meth:`ProducerStateManager.check_marker`, written only by the
+      transaction coordinator): an older producer epoch is INVALID_PRODUCER_EPOCH (47), an
+      older coordinator epoch than the producer's last marker TRANSACTION_COORDINATOR_FENCED
+      (52); a newer epoch is adopted. The marker ends the ongoing transaction
+      (:meth:`ProducerStateManager.completed_txn` says which offsets it spanned, and
+      :meth:`ProducerStateManager.last_stable_offset_after` the LSO it leaves, both for
+      the aborted-transaction index), so the first unstable offset moves on.
 
 Deliberate differences from Kafka
     * Snapshots keep all retained batches of each producer (Kafka keeps only the last
