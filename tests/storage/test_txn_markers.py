@@ -105,11 +105,16 @@ def test_abort_marker_index_entry_and_bytes(tmp_path):
         [(0, PID, 1, 5, 3), (0, PID2, 3, 6, 7)]
 
 
-def test_empty_aborted_transaction_is_indexed_at_its_marker(tmp_path):
+def test_empty_transaction_marker_is_not_indexed(tmp_path):
+    """As Kafka: a marker for a producer with no ongoing transaction completes nothing (no
+    index entry, the LSO does not move), but still updates the producer's epochs."""
     plog = open_log(tmp_path / "t-0")
     plain(plog)
-    plog.append_control_marker(PID, 0, False, 0)
-    assert plog.active_segment.txn_index.txns == [AbortedTxn(PID, 1, 1, 2)]
+    plog.append_control_marker(PID, 2, False, 4)
+    assert plog.active_segment.txn_index.txns == []
+    assert plog.last_stable_offset == plog.high_watermark == 2
+    entry = plog.producer_state.producers[PID]
+    assert (entry.producer_epoch, entry.coordinator_epoch) == (2, 4)
     plog.close()
 
 
@@ -315,3 +320,14 @@ def test_transaction_index_load_rejects_garbage(tmp_path):
         TransactionIndex.load(idx.path, 0, 10)
     with pytest.raises(ValueError):
         idx.append(AbortedTxn(1, 0, 5, 6))  # not after the last marker
+
+
+def test_collect_stops_once_an_entrys_lso_reaches_the_bound(tmp_path):
+    idx = TransactionIndex(str(tmp_path / "0.txnindex"), 0)
+    idx.append(AbortedTxn(1, 0, 5, 6))
+    idx.append(AbortedTxn(2, 7, 9, 10))
+    # Entry 1's LSO (6) reaches the bound 6: nothing later can start below it; complete.
+    assert idx.collect_aborted_txns(0, 6) == ([AbortedTxn(1, 0, 5, 6)], True)
+    assert idx.collect_aborted_txns(6, 8) == ([AbortedTxn(2, 7, 9, 10)], True)
+    assert idx.collect_aborted_txns(0, 11) == ([AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 7, 9, 10)],
+                                               False)

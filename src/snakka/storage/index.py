@@ -330,12 +330,13 @@ class TransactionIndex(_IndexFile):
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnSearchResult:
         """Entries overlapping [fetch_offset, upper_bound_offset) (Kafka's
         collectAbortedTxns): last offset >= fetch_offset and first offset < upper bound;
-        stops as complete at the first entry whose last stable offset is past the bound."""
+        stops as complete at the first entry whose last stable offset reaches the bound
+        (nothing after it can start below the bound)."""
         out = []
         for t in self.txns:
             if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset:
                 out.append(t)
-            if t.last_stable_offset > upper_bound_offset:
+            if t.last_stable_offset >= upper_bound_offset:
                 return TxnSearchResult(out, True)
         return TxnSearchResult(out, False)
 

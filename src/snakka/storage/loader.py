@@ -306,7 +306,7 @@ def rebuild_producer_state(
                 psm.update(h, h.base_offset, last, now_ms)
                 continue
             done = psm.completed_txn(h.producer_id, last, not marker.commit)
-            if done.is_aborted and last > seg.txn_index.last_offset:
+            if done is not None and done.is_aborted and last > seg.txn_index.last_offset:
                 seg.update_txn_index(
                     AbortedTxn(
                         done.producer_id,

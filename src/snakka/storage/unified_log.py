@@ -406,7 +406,7 @@ class UnifiedLog:
         local.append(buf, infos, offset, offset, log_append_time_ms)  # may roll first
         self._high_watermark = offset + 1
         done = psm.completed_txn(producer_id, offset, not commit)
-        if done.is_aborted:
+        if done is not None and done.is_aborted:
             local.active_segment.update_txn_index(
                 AbortedTxn(
                     producer_id, done.first_offset, offset, psm.last_stable_offset_after(done)

@@ -111,7 +111,7 @@ ACCEPT = Verdict()
 
 class CompletedTxn(NamedTuple):
     """A transaction ended by a marker at ``last_offset`` (Kafka's CompletedTxn):
-    ``first_offset`` is its first batch, or the marker itself for an empty transaction."""
+    ``first_offset`` is its first batch."""
 
     producer_id: int
     first_offset: int
@@ -276,14 +276,16 @@ class ProducerStateManager:
             )
         return ACCEPT
 
-    def completed_txn(self, producer_id: int, marker_offset: int, is_aborted: bool) -> CompletedTxn:
+    def completed_txn(
+        self, producer_id: int, marker_offset: int, is_aborted: bool
+    ) -> CompletedTxn | None:
         """The transaction a marker at ``marker_offset`` completes (call before
-        :meth:`update` applies the marker)."""
+        :meth:`update` applies the marker); None when the producer has no ongoing
+        transaction: as Kafka, an empty transaction moves no LSO and is not indexed."""
         entry = self.producers.get(producer_id)
-        first = None if entry is None else entry.current_txn_first_offset
-        return CompletedTxn(
-            producer_id, marker_offset if first is None else first, marker_offset, is_aborted
-        )
+        if entry is None or entry.current_txn_first_offset is None:
+            return None
+        return CompletedTxn(producer_id, entry.current_txn_first_offset, marker_offset, is_aborted)
 
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:
         """The LSO once ``completed`` is done (Kafka's lastStableOffset(completedTxn)): the
