@@ -52,6 +52,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple, Protocol
 
@@ -513,13 +514,13 @@ class UnifiedLog:
         whose index says later ones cannot matter (an entry's LSO past the bound)."""
         out: list[AbortedTxn] = []
         segs = self._local.segments
-        i = 0
-        for j, seg in enumerate(segs):  # floor segment of start_offset (else the first)
-            if seg.base_offset <= start_offset:
-                i = j
-            else:
-                break
-        for seg in segs[i:]:  # a later segment may hold the ABORT of an earlier start
+        # From the floor segment of start_offset (else the first); a later segment may
+        # hold the ABORT of a transaction that started earlier, so all later ones count
+        # until one says the search is complete. Segments without entries cost a check.
+        i = max(0, bisect_right([s.base_offset for s in segs], start_offset) - 1)
+        for seg in segs[i:]:
+            if not seg.txn_index.txns:
+                continue
             found = seg.collect_aborted_txns(start_offset, upper_bound_offset)
             out.extend(found.aborted)
             if found.complete:
