@@ -155,6 +155,9 @@ def test_init_invalid_timeout(timeout: int) -> None:
 def test_init_empty_id_and_not_coordinator() -> None:
     h = Harness()
     assert h.coord.init_producer_id("", 1000).error == ErrorCode.INVALID_REQUEST
+    assert h.coord.add_partitions("", 1, 0, [("t", 0)]).error == ErrorCode.INVALID_REQUEST
+    assert h.coord.verify_partitions("", 1, 0, [("t", 0)])[0] == ErrorCode.INVALID_REQUEST
+    assert h.coord.end_txn("", 1, 0, True).error == ErrorCode.INVALID_REQUEST
     h.coord.unload(partition_for(TID, 50))
     assert h.init().error == ErrorCode.NOT_COORDINATOR
     assert h.coord.add_partitions(TID, 1, 0, [("t", 0)]).error == ErrorCode.NOT_COORDINATOR
@@ -268,7 +271,7 @@ def test_verify_partitions_changes_nothing() -> None:
     n = len(h.log)
     err, per = h.coord.verify_partitions(TID, pid, 0, [("t", 0), ("t", 1)])
     assert err == ErrorCode.NONE
-    assert per == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.INVALID_TXN_STATE}
+    assert per == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.TRANSACTION_ABORTABLE}
     assert len(h.log) == n
     assert h.coord.verify_partitions(TID, pid, 3, [("t", 0)])[0] == ErrorCode.PRODUCER_FENCED
     assert h.coord.verify_partitions(TID, 5, 0, [("t", 0)])[0] == \
@@ -368,17 +371,47 @@ def test_end_txn_tv2_epoch_overflow_rotates_producer_id() -> None:
     assert m is not None
     m.producer_epoch = SHORT_MAX - 2
     h.add(pid, SHORT_MAX - 2, tv=2)
-    e = h.end(pid, SHORT_MAX - 2, True, tv=2)
+    e = h.end(pid, SHORT_MAX - 2, True, tv=2)        # not yet exhausted: a plain bump
+    assert (e.error, e.producer_id, e.producer_epoch) == (ErrorCode.NONE, pid, SHORT_MAX - 1)
+    h.complete()
+    h.add(pid, SHORT_MAX - 1, tv=2)
+    e = h.end(pid, SHORT_MAX - 1, True, tv=2)        # exhausted: the next producer id
     assert (e.error, e.producer_id, e.producer_epoch) == (ErrorCode.NONE, 1001, 0)
-    assert e.markers[0].producer_id == pid and e.markers[0].producer_epoch == SHORT_MAX - 1
+    assert e.markers[0].producer_id == pid and e.markers[0].producer_epoch == SHORT_MAX
     rec = e.records[0].value
     assert rec is not None and rec.next_producer_id == 1001
+    assert h.end(pid, SHORT_MAX - 1, True, tv=2).error == ErrorCode.CONCURRENT_TRANSACTIONS
     h.complete()
     assert (m.producer_id, m.producer_epoch, m.previous_producer_id) == (1001, 0, pid)
     # A retry from the old id is answered with the rotated id.
-    e = h.end(pid, SHORT_MAX - 2, True, tv=2)
+    e = h.end(pid, SHORT_MAX - 1, True, tv=2)
     assert (e.error, e.producer_id, e.producer_epoch) == (ErrorCode.NONE, 1001, 0)
+    assert h.end(pid, SHORT_MAX - 2, True, tv=2).error == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     assert h.add(1001, 0, tv=2).error == ErrorCode.NONE
+
+
+def test_end_txn_tv2_errors_and_abort_after_completion() -> None:
+    h = Harness()
+    r = h.init()
+    pid = r.producer_id
+    h.add(pid, 0, tv=2)
+    assert h.end(pid, 1, True, tv=2).error == ErrorCode.PRODUCER_FENCED
+    assert h.end(pid + 1, 0, True, tv=2).error == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    h.end(pid, 0, True, tv=2)
+    # While pending only the retry (epoch one below) is CONCURRENT; the new epoch is fenced.
+    assert h.end(pid, 1, True, tv=2).error == ErrorCode.PRODUCER_FENCED
+    assert h.end(pid, 0, True, tv=2).error == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert h.end(pid, 0, False, tv=2).error == ErrorCode.INVALID_TXN_STATE
+    h.complete()
+    # A retry of the commit answered as abort: INVALID_TXN_STATE; commit at the new epoch with
+    # nothing in progress: INVALID_TXN_STATE; abort at the new epoch: an empty abort (bump).
+    assert h.end(pid, 0, False, tv=2).error == ErrorCode.INVALID_TXN_STATE
+    assert h.end(pid, 1, True, tv=2).error == ErrorCode.INVALID_TXN_STATE
+    e = h.end(pid, 1, False, tv=2)
+    assert (e.error, e.producer_epoch, e.markers) == (ErrorCode.NONE, 2, ())
+    assert h.state() == TxnState.COMPLETE_ABORT
+    # Its retry succeeds.
+    assert h.end(pid, 1, False, tv=2).error == ErrorCode.NONE
 
 
 # -- timers ---------------------------------------------------------------------------------

@@ -30,11 +30,13 @@ Decisions
       PrepareAbort within the same call; the fenced client's InitProducerId gets
       CONCURRENT_TRANSACTIONS and retries once the abort is complete.
     * Transaction version 2 (KIP-890, EndTxn v5+): every EndTxn from the client bumps the epoch
-      and the markers carry the bumped epoch; when the bump reaches an exhausted epoch the next
-      producer id is allocated at Prepare time and takes over, at epoch 0, at Complete. An abort
-      not from the client (fence, timeout) does not bump a second time.
-    * A Prepare with no partitions (a TV2 abort of an Empty transaction) has no markers to write
-      and completes in the same call.
+      and the markers carry the bumped epoch; when the current epoch is exhausted
+      (>= Short.MaxValue - 1) the next producer id is allocated at Prepare time and takes over,
+      at epoch 0, at Complete. A retry is recognised by the client's epoch being one below the
+      stored one (or by the previous producer id after an overflow). An abort not from the
+      client (fence, timeout) bumps once, in the fence, not a second time in the Prepare.
+    * A TV2 abort with no transaction in progress (Empty, CompleteCommit, CompleteAbort) is a
+      Prepare with no partitions: it has no markers to write and completes in the same call.
 """
 
 from __future__ import annotations
@@ -71,14 +73,16 @@ class TxnState(enum.IntEnum):
     PREPARE_EPOCH_FENCE = 7
 
 
-# Kafka's TransactionState.validPreviousStates (4.0: PrepareAbort may follow Empty for TV2).
+# Kafka's TransactionState.validPreviousStates (as in the 4.0 broker: a TV2 abort may follow
+# Empty, CompleteCommit or CompleteAbort, fencing with no partition in the transaction).
 VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
     TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
     TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
                                  TxnState.COMPLETE_ABORT}),
     TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
     TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE,
-                                       TxnState.EMPTY}),
+                                       TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                       TxnState.COMPLETE_ABORT}),
     TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
     TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
     TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
@@ -355,6 +359,8 @@ class TransactionCoordinator:
     # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------
     def _check_producer(self, transactional_id: str, producer_id: int,
                         producer_epoch: int) -> tuple[ErrorCode, TransactionMetadata | None]:
+        if transactional_id == "":
+            return ErrorCode.INVALID_REQUEST, None
         if not self.is_coordinator(transactional_id):
             return ErrorCode.NOT_COORDINATOR, None
         m = self._txns.get(transactional_id)
@@ -390,13 +396,14 @@ class TransactionCoordinator:
                           partitions: Iterable[TopicPartition]
                           ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """AddPartitionsToTxn v4+ with VerifyOnly: are these partitions in the transaction?
-        Changes nothing. The top-level error, else INVALID_TXN_STATE per missing partition."""
+        Changes nothing. The top-level error, else TRANSACTION_ABORTABLE per missing partition."""
         err, m = self._check_producer(transactional_id, producer_id, producer_epoch)
         if m is None:
             return err, {}
+        # TRANSACTION_ABORTABLE: the producer wrote to a partition it never added (KIP-890).
         return ErrorCode.NONE, {
-            tp: ErrorCode.NONE if m.state == TxnState.ONGOING and tp in m.partitions
-            else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+            tp: ErrorCode.NONE if tp in m.partitions else ErrorCode.TRANSACTION_ABORTABLE
+            for tp in partitions}
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                     group_id: str, client_transaction_version: int = 0) -> TxnResult:
@@ -409,34 +416,66 @@ class TransactionCoordinator:
     # -- EndTxn --------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                 commit: bool, client_transaction_version: int = 0) -> TxnResult:
-        """EndTxn; ``client_transaction_version`` >= 2 (EndTxn v5+) bumps the epoch."""
+        """EndTxn. ``client_transaction_version`` >= 2 (EndTxn v5+, KIP-890) takes Kafka's TV2
+        path: every EndTxn bumps the epoch, retries are recognised by the bumped epoch, and an
+        abort with no transaction in progress is allowed (it fences, writing no marker)."""
+        if transactional_id == "":
+            return TxnResult(ErrorCode.INVALID_REQUEST)
         if not self.is_coordinator(transactional_id):
             return TxnResult(ErrorCode.NOT_COORDINATOR)
         m = self._txns.get(transactional_id)
         if m is None:
             return TxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-        tv2 = client_transaction_version >= 2
+        if client_transaction_version >= 2:
+            return self._end_txn_tv2(m, producer_id, producer_epoch, commit,
+                                     client_transaction_version)
         complete = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        # TV2 retry: the bump already happened (possibly onto a rotated producer id), the client
-        # did not see the answer; Kafka answers the retry of a completed EndTxn with success.
-        tv2_retry = tv2 and m.state in (complete, prepare) and (
-            (producer_id == m.producer_id and producer_epoch + 1 == m.producer_epoch)
-            or (producer_id == m.previous_producer_id and m.producer_epoch == 0
-                and m.state == complete))
-        if producer_id != m.producer_id and not tv2_retry:
+        if producer_id != m.producer_id:
             return TxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-        if producer_epoch != m.producer_epoch and not tv2_retry:
+        if producer_epoch != m.producer_epoch:
             return TxnResult(ErrorCode.PRODUCER_FENCED)
-        if m.state == TxnState.ONGOING or (m.state == TxnState.EMPTY and tv2 and not commit):
-            records, markers = self._prepare(m, prepare, tv2, client_transaction_version)
-            pid, epoch = self._client_view(m)
-            return TxnResult(ErrorCode.NONE, records, markers, pid, epoch)
-        if m.state == complete:
-            pid, epoch = self._client_view(m)
-            return TxnResult(ErrorCode.NONE, producer_id=pid, producer_epoch=epoch)
+        if m.state == TxnState.ONGOING:
+            records, markers = self._prepare(m, prepare, False, client_transaction_version)
+            return TxnResult(ErrorCode.NONE, records, markers, m.producer_id, m.producer_epoch)
+        if m.state == complete:      # a retry of the EndTxn that completed
+            return TxnResult(ErrorCode.NONE, producer_id=m.producer_id,
+                             producer_epoch=m.producer_epoch)
+        if m.state == prepare:       # a retry while the markers are being written
+            return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        return TxnResult(ErrorCode.INVALID_TXN_STATE)
+
+    def _end_txn_tv2(self, m: TransactionMetadata, producer_id: int, producer_epoch: int,
+                     commit: bool, client_transaction_version: int) -> TxnResult:
+        complete = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        bumped = m.client_transaction_version >= 2
+        # A retry of an EndTxn whose answer was lost: the epoch it bumped is one above the
+        # client's, or (epoch overflow) the producer id moved on to the next one at epoch 0.
+        retry_on_bump = bumped and producer_id == m.producer_id \
+            and m.producer_epoch == producer_epoch + 1
+        retry_on_overflow = bumped and producer_id == m.previous_producer_id \
+            and producer_epoch == SHORT_MAX - 1 and m.producer_epoch == 0
+        is_retry = retry_on_bump or retry_on_overflow
+        if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        elif m.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid_epoch = is_retry or producer_epoch == m.producer_epoch
+        else:
+            valid_epoch = producer_epoch == m.producer_epoch
+        if producer_id != m.producer_id and not retry_on_overflow:
+            return TxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not valid_epoch:
+            return TxnResult(ErrorCode.PRODUCER_FENCED)
         if m.state == prepare:
             return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if is_retry and m.state == complete:
+            pid, epoch = self._client_view(m)
+            return TxnResult(ErrorCode.NONE, producer_id=pid, producer_epoch=epoch)
+        if m.state == TxnState.ONGOING or (not commit and not is_retry and m.state in _COMPLETED):
+            records, markers = self._prepare(m, prepare, True, client_transaction_version)
+            pid, epoch = self._client_view(m)
+            return TxnResult(ErrorCode.NONE, records, markers, pid, epoch)
         return TxnResult(ErrorCode.INVALID_TXN_STATE)
 
     def complete_markers(self, transactional_id: str) -> tuple[TxnLogRecord, ...]:
@@ -492,8 +531,10 @@ class TransactionCoordinator:
     def _fence_and_abort(self, m: TransactionMetadata, now: int
                          ) -> tuple[tuple[TxnLogRecord, ...], tuple[TxnMarker, ...]]:
         m.transition(TxnState.PREPARE_EPOCH_FENCE)
+        # Kafka's prepareFenceProducerEpoch: the last epoch is forgotten (the fenced producer
+        # may not resume through a KIP-360 retry); at Short.MaxValue the epoch cannot move.
+        m.last_producer_epoch = NO_PRODUCER_EPOCH
         if m.producer_epoch < SHORT_MAX:
-            m.last_producer_epoch = m.producer_epoch
             m.producer_epoch += 1
         m.txn_last_update_timestamp_ms = now
         records, markers = self._prepare(m, TxnState.PREPARE_ABORT, False,
@@ -504,11 +545,13 @@ class TransactionCoordinator:
                  client_transaction_version: int
                  ) -> tuple[tuple[TxnLogRecord, ...], tuple[TxnMarker, ...]]:
         if bump:
+            if is_epoch_exhausted(m.producer_epoch):
+                # The bump reaches Short.MaxValue: the next producer id takes over at Complete.
+                m.next_producer_id = self._allocate()
             m.last_producer_epoch = m.producer_epoch
             m.producer_epoch += 1
-            if is_epoch_exhausted(m.producer_epoch):
-                m.next_producer_id = self._allocate()
-        if m.state == TxnState.EMPTY:
+        if m.state in _COMPLETED:
+            # A TV2 abort with no partition added: the transaction starts (and ends) now.
             m.txn_start_timestamp_ms = self._clock()
         m.client_transaction_version = client_transaction_version
         m.txn_last_update_timestamp_ms = self._clock()
