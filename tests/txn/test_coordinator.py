@@ -209,12 +209,22 @@ def test_init_rotates_producer_id_when_epoch_exhausted() -> None:
     m = h.coord.get(TID)
     assert m is not None
     m.producer_epoch = SHORT_MAX - 1
-    r = h.init()
-    assert (r.error, r.producer_id, r.producer_epoch) == (ErrorCode.NONE, 1001, 0)
-    assert m.previous_producer_id == 1000
-    # A KIP-360 retry from the old id with its exhausted epoch gets the rotated id.
+    # A recovering producer (KIP-360) at the exhausted epoch gets a new producer id.
     r = h.init(pid=1000, epoch=SHORT_MAX - 1)
     assert (r.error, r.producer_id, r.producer_epoch) == (ErrorCode.NONE, 1001, 0)
+    assert m.previous_producer_id == 1000
+    (rec,) = r.records
+    assert rec.value is not None and rec.value.previous_producer_id == 1000
+    # Its retry (the answer was lost) finds the new id, without a write.
+    r = h.init(pid=1000, epoch=SHORT_MAX - 1)
+    assert (r.error, r.producer_id, r.producer_epoch, r.records) == (ErrorCode.NONE, 1001, 0, ())
+    # The old id at any other epoch is fenced.
+    assert h.init(pid=1000, epoch=5).error == ErrorCode.PRODUCER_FENCED
+    # A fresh producer at an exhausted epoch rotates too, and no retry from the old id matches.
+    m.producer_epoch = SHORT_MAX - 1
+    r = h.init()
+    assert (r.error, r.producer_id, r.producer_epoch) == (ErrorCode.NONE, 1002, 0)
+    assert h.init(pid=1001, epoch=SHORT_MAX - 1).error == ErrorCode.PRODUCER_FENCED
 
 
 def test_init_concurrent_while_prepare() -> None:

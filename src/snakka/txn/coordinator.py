@@ -326,17 +326,15 @@ class TransactionCoordinator:
                                         markers=markers)
         if m.state not in _COMPLETED:
             raise IllegalTransitionError(f"InitProducerId in state {m.state.name}")
-        if has_expected and expected_producer_id == m.previous_producer_id \
-                and expected_producer_id != m.producer_id:
-            # A retry of an InitProducerId whose answer (the rotated producer id) was lost.
-            return InitProducerIdResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
-        if is_epoch_exhausted(m.producer_epoch):
-            # Rotate to a new producer id at epoch 0.
+        if is_epoch_exhausted(m.producer_epoch) and (
+                not has_expected or expected_producer_epoch == m.producer_epoch):
+            # Rotate to a new producer id at epoch 0 (Kafka's prepareProducerIdRotation); the
+            # last epoch lets a KIP-360 retry from the old id find the new one.
             m.previous_producer_id = m.producer_id
             m.producer_id = self._allocate()
             m.last_producer_epoch = m.producer_epoch if has_expected else NO_PRODUCER_EPOCH
             m.producer_epoch = 0
-        elif not has_expected or expected_producer_epoch == NO_PRODUCER_EPOCH:
+        elif not has_expected:
             m.last_producer_epoch = NO_PRODUCER_EPOCH
             m.producer_epoch += 1
         elif m.producer_epoch == NO_PRODUCER_EPOCH or expected_producer_epoch == m.producer_epoch:
@@ -565,11 +563,12 @@ class TransactionCoordinator:
     def _complete(self, m: TransactionMetadata) -> TxnLogRecord:
         m.transition(TxnState.COMPLETE_COMMIT if m.state == TxnState.PREPARE_COMMIT
                      else TxnState.COMPLETE_ABORT)
+        # Kafka's prepareComplete: the epoch the markers carried becomes the last epoch.
+        m.last_producer_epoch = m.producer_epoch
         if m.next_producer_id != NO_PRODUCER_ID:
             m.previous_producer_id = m.producer_id
             m.producer_id = m.next_producer_id
             m.producer_epoch = 0
-            m.last_producer_epoch = NO_PRODUCER_EPOCH
             m.next_producer_id = NO_PRODUCER_ID
         m.partitions.clear()
         m.txn_last_update_timestamp_ms = self._clock()
