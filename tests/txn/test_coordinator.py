@@ -492,3 +492,20 @@ def test_load_and_unload_are_per_partition() -> None:
     assert h.coord.get(TID) is None and not h.coord.is_coordinator(TID)
     h.coord.load(p, 9, h.log)
     assert h.coord.get(TID) is not None and h.coord.is_coordinator(TID)
+
+
+def test_the_two_timers_run_separately() -> None:
+    # The shell runs them at their own intervals (transaction.abort.timed.out.transaction.
+    # cleanup.interval.ms and transaction.remove.expired.transaction.cleanup.interval.ms).
+    h = Harness(TxnConfig(transactional_id_expiration_ms=1_000))
+    r = h.init(timeout=1_000)
+    h.coord.init_producer_id("idle", 1_000)
+    h.add(r.producer_id, 0)
+    h.clock.now += 1_001
+    t = h.coord.expire_transactional_ids()
+    assert t.expired == ("idle",) and t.aborted == () and h.state() == TxnState.ONGOING
+    t = h.coord.abort_timed_out_transactions()
+    assert t.aborted == (TID,) and t.expired == ()
+    (rec,) = t.records
+    assert rec.value is not None
+    assert rec.value.transaction_last_update_timestamp_ms == h.clock.now

@@ -485,16 +485,24 @@ class TransactionCoordinator:
 
     # -- timers --------------------------------------------------------------------------
     def on_timer(self, now: int | None = None) -> TimerResult:
-        """Abort every Ongoing transaction open longer than its timeout (Kafka's
-        abortTimedOutTransactions) and expire every idle transactional id (Kafka's
-        removeExpiredTransactionalIds). The shell calls it every
-        transaction.abort.timed.out.transaction.cleanup.interval.ms."""
+        """Both timers at once: :meth:`abort_timed_out_transactions` then
+        :meth:`expire_transactional_ids`."""
+        if now is None:
+            now = self._clock()
+        a = self.abort_timed_out_transactions(now)
+        e = self.expire_transactional_ids(now)
+        return TimerResult(a.records + e.records, a.markers, a.aborted, e.expired)
+
+    def abort_timed_out_transactions(self, now: int | None = None) -> TimerResult:
+        """Kafka's abortTimedOutTransactions, which the shell runs every
+        transaction.abort.timed.out.transaction.cleanup.interval.ms: every Ongoing transaction
+        started more than its timeout ago is fenced (epoch bump) and aborted; the markers to
+        write are returned."""
         if now is None:
             now = self._clock()
         records: list[TxnLogRecord] = []
         markers: list[TxnMarker] = []
         aborted: list[str] = []
-        expired: list[str] = []
         for tid in sorted(self._txns):
             m = self._txns[tid]
             if m.state == TxnState.ONGOING and m.txn_start_timestamp_ms + m.txn_timeout_ms < now:
@@ -502,13 +510,26 @@ class TransactionCoordinator:
                 records.extend(r)
                 markers.extend(mk)
                 aborted.append(tid)
-            elif m.state in _COMPLETED and (m.txn_last_update_timestamp_ms
-                                            + self.config.transactional_id_expiration_ms <= now):
+        return TimerResult(tuple(records), tuple(markers), aborted=tuple(aborted))
+
+    def expire_transactional_ids(self, now: int | None = None) -> TimerResult:
+        """Kafka's removeExpiredTransactionalIds, which the shell runs every
+        transaction.remove.expired.transaction.cleanup.interval.ms: an id with no transaction
+        in progress, not updated for transactional.id.expiration.ms, goes Dead and is forgotten;
+        its tombstone is returned (so a reload forgets it too, and compaction removes it)."""
+        if now is None:
+            now = self._clock()
+        records: list[TxnLogRecord] = []
+        expired: list[str] = []
+        for tid in sorted(self._txns):
+            m = self._txns[tid]
+            if m.state in _COMPLETED and (m.txn_last_update_timestamp_ms
+                                          + self.config.transactional_id_expiration_ms <= now):
                 m.transition(TxnState.DEAD)
                 records.append(TxnLogRecord(self.partition_for(tid), tid, None))
                 del self._txns[tid]
                 expired.append(tid)
-        return TimerResult(tuple(records), tuple(markers), tuple(aborted), tuple(expired))
+        return TimerResult(tuple(records), expired=tuple(expired))
 
     # -- internals -----------------------------------------------------------------------
     def _record(self, m: TransactionMetadata) -> TxnLogRecord:
@@ -536,12 +557,14 @@ class TransactionCoordinator:
             m.producer_epoch += 1
         m.txn_last_update_timestamp_ms = now
         records, markers = self._prepare(m, TxnState.PREPARE_ABORT, False,
-                                         m.client_transaction_version)
+                                         m.client_transaction_version, now)
         return records, markers
 
     def _prepare(self, m: TransactionMetadata, state: TxnState, bump: bool,
-                 client_transaction_version: int
+                 client_transaction_version: int, now: int | None = None
                  ) -> tuple[tuple[TxnLogRecord, ...], tuple[TxnMarker, ...]]:
+        if now is None:
+            now = self._clock()
         if bump:
             if is_epoch_exhausted(m.producer_epoch):
                 # The bump reaches Short.MaxValue: the next producer id takes over at Complete.
@@ -550,17 +573,17 @@ class TransactionCoordinator:
             m.producer_epoch += 1
         if m.state in _COMPLETED:
             # A TV2 abort with no partition added: the transaction starts (and ends) now.
-            m.txn_start_timestamp_ms = self._clock()
+            m.txn_start_timestamp_ms = now
         m.client_transaction_version = client_transaction_version
-        m.txn_last_update_timestamp_ms = self._clock()
+        m.txn_last_update_timestamp_ms = now
         m.transition(state)
         records = [self._record(m)]
         markers = self._markers(m)
         if not markers:
-            records.append(self._complete(m))
+            records.append(self._complete(m, now))
         return tuple(records), tuple(markers)
 
-    def _complete(self, m: TransactionMetadata) -> TxnLogRecord:
+    def _complete(self, m: TransactionMetadata, now: int | None = None) -> TxnLogRecord:
         m.transition(TxnState.COMPLETE_COMMIT if m.state == TxnState.PREPARE_COMMIT
                      else TxnState.COMPLETE_ABORT)
         # Kafka's prepareComplete: the epoch the markers carried becomes the last epoch.
@@ -571,5 +594,5 @@ class TransactionCoordinator:
             m.producer_epoch = 0
             m.next_producer_id = NO_PRODUCER_ID
         m.partitions.clear()
-        m.txn_last_update_timestamp_ms = self._clock()
+        m.txn_last_update_timestamp_ms = self._clock() if now is None else now
         return self._record(m)
