@@ -19,6 +19,7 @@ from snakka.txn.coordinator import (
     TxnLogRecord,
     TxnMarker,
     TxnState,
+    error_for_version,
     partition_for,
 )
 
@@ -509,3 +510,13 @@ def test_the_two_timers_run_separately() -> None:
     (rec,) = t.records
     assert rec.value is not None
     assert rec.value.transaction_last_update_timestamp_ms == h.clock.now
+
+
+def test_old_clients_get_invalid_producer_epoch_instead_of_fenced() -> None:
+    fenced, old = ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH
+    assert error_for_version(fenced, 22, 3) == old and error_for_version(fenced, 22, 4) == fenced
+    for api in (24, 25, 26):     # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
+        assert error_for_version(fenced, api, 1) == old
+        assert error_for_version(fenced, api, 2) == fenced
+    assert error_for_version(ErrorCode.CONCURRENT_TRANSACTIONS, 26, 0) == \
+        ErrorCode.CONCURRENT_TRANSACTIONS

@@ -108,6 +108,19 @@ def partition_for(transactional_id: str, num_partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
+# Request versions below these predate PRODUCER_FENCED (KIP-588); Kafka's KafkaApis answers
+# INVALID_PRODUCER_EPOCH to them instead (api key -> first version that knows PRODUCER_FENCED).
+_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}   # InitProducerId, AddPartitionsToTxn,
+#                                                AddOffsetsToTxn, EndTxn
+
+
+def error_for_version(error: ErrorCode, api_key: int, version: int) -> ErrorCode:
+    """The coordinator's answer as a client of ``version`` of ``api_key`` understands it."""
+    if error == ErrorCode.PRODUCER_FENCED and version < _FENCED_SINCE.get(api_key, 0):
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
+
+
 @dataclass(frozen=True, slots=True)
 class TxnConfig:
     """The broker configs the coordinator reads (Kafka's TransactionStateManagerConfig)."""
