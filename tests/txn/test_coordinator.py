@@ -100,14 +100,21 @@ def test_partition_for_is_kafkas_hash_rule() -> None:
 
 
 def test_broker_configs_have_kafka_defaults() -> None:
+    import dataclasses
+
     from snakka.config import BROKER_CONFIGS
 
-    by_name = BROKER_CONFIGS
-    assert by_name["transaction.max.timeout.ms"].default == "900000"
-    assert by_name["transactional.id.expiration.ms"].default == "604800000"
-    assert by_name["transaction.state.log.num.partitions"].default == "50"
-    assert by_name["transaction.abort.timed.out.transaction.cleanup.interval.ms"].default == "10000"
-    assert by_name["transaction.remove.expired.transaction.cleanup.interval.ms"].default == "3600000"
+    assert BROKER_CONFIGS["transaction.max.timeout.ms"].default == "900000"
+    assert BROKER_CONFIGS["transactional.id.expiration.ms"].default == "604800000"
+    assert BROKER_CONFIGS["transaction.state.log.num.partitions"].default == "50"
+    assert BROKER_CONFIGS[
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms"].default == "10000"
+    assert BROKER_CONFIGS[
+        "transaction.remove.expired.transaction.cleanup.interval.ms"].default == "3600000"
+    # Every TxnConfig field is a broker config of the same name with the same default.
+    for f in dataclasses.fields(TxnConfig):
+        name = f.name.replace("_", ".")
+        assert int(BROKER_CONFIGS[name].default) == f.default, name
 
 
 def test_transition_table_is_enforced() -> None:

@@ -123,12 +123,16 @@ def error_for_version(error: ErrorCode, api_key: int, version: int) -> ErrorCode
 
 @dataclass(frozen=True, slots=True)
 class TxnConfig:
-    """The broker configs the coordinator reads (Kafka's TransactionStateManagerConfig)."""
+    """The broker configs of the transaction coordinator (Kafka's
+    TransactionStateManagerConfig), each field named after its config; defaults as Kafka's. The
+    two cleanup intervals are for the shell, which schedules the two timer calls."""
 
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_state_log_num_partitions: int = 50
     offsets_topic_num_partitions: int = 50
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
