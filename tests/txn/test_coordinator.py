@@ -259,11 +259,20 @@ def test_add_partitions_starts_and_extends_transaction() -> None:
     h.clock.now += 5
     a = h.add(r.producer_id, 0, ("t", 0))
     assert a.error == ErrorCode.NONE and a.records == ()   # nothing new: no write
+    a = h.coord.add_partitions(TID, r.producer_id, 0, [])
+    assert a.error == ErrorCode.NONE and a.records == ()
     a = h.add(r.producer_id, 0, ("u", 3), ("t", 1))
     (rec,) = a.records
     assert rec.value is not None
     assert rec.value.transaction_partitions == (("t", (0, 1)), ("u", (3,)))
     assert m.txn_start_timestamp_ms == T0 + 5
+
+
+def test_empty_add_does_not_start_a_transaction() -> None:
+    h = Harness()
+    r = h.init()
+    a = h.coord.add_partitions(TID, r.producer_id, 0, [])
+    assert (a.error, a.records, h.state()) == (ErrorCode.NONE, (), TxnState.EMPTY)
 
 
 def test_add_partitions_errors() -> None:

@@ -96,14 +96,14 @@ class TxnMachine(RuleBasedStateMachine):
             self.creds[tid] = (r.producer_id, r.producer_epoch)
             self.tv[tid] = tv
 
-    @rule(tid=st.sampled_from(IDS), tps=st.lists(st.sampled_from(TPS), min_size=1, max_size=3),
+    @rule(tid=st.sampled_from(IDS), tps=st.lists(st.sampled_from(TPS), min_size=0, max_size=3),
           stale=STALE)
     def add(self, tid: str, tps: list[tuple[str, int]], stale: bool) -> None:
         pid, epoch = self._creds(tid, stale)
         r = self.coord.add_partitions(tid, pid, epoch, tps, self.tv.get(tid, 0))
         assert r.error in ADD_ERRORS, r
         self.log.extend(r.records)
-        if r.error == E.NONE:
+        if r.error == E.NONE and tps:
             m = self.coord.get(tid)
             assert m is not None and m.state == TxnState.ONGOING and set(tps) <= m.partitions
             err, per = self.coord.verify_partitions(tid, pid, epoch, tps)

@@ -396,7 +396,8 @@ class TransactionCoordinator:
         if m is None:
             return TxnResult(err)
         new = set(partitions)
-        if m.state == TxnState.ONGOING and new <= m.partitions:
+        if not new or (m.state == TxnState.ONGOING and new <= m.partitions):
+            # Nothing to add (an empty request does not start a transaction): no write.
             return TxnResult(ErrorCode.NONE)
         now = self._clock()
         if m.state in _COMPLETED:
