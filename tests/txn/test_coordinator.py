@@ -4,6 +4,8 @@ code, timers, the __transaction_state records and their replay."""
 from __future__ import annotations
 
 import itertools
+import json
+import pathlib
 
 import pytest
 
@@ -21,6 +23,8 @@ from snakka.txn.coordinator import (
     TxnState,
     error_for_version,
     partition_for,
+    value_from_dict,
+    value_to_dict,
 )
 
 TID = "my-txn"
@@ -536,3 +540,37 @@ def test_old_clients_get_invalid_producer_epoch_instead_of_fenced() -> None:
         assert error_for_version(fenced, api, 2) == fenced
     assert error_for_version(ErrorCode.CONCURRENT_TRANSACTIONS, 26, 0) == \
         ErrorCode.CONCURRENT_TRANSACTIONS
+
+
+SCHEMA = pathlib.Path("/work/shared/kafka-protocol/internal-records/transaction-coordinator/"
+                      "TransactionLogValue.json")
+
+
+def test_value_dict_round_trips_under_kafkas_field_names() -> None:
+    h = Harness()
+    r = h.init()
+    h.add(r.producer_id, 0, ("t", 1), ("t", 0), ("u", 2), tv=2)
+    v = h.log[-1].value
+    assert v is not None
+    d = value_to_dict(v)
+    assert d["TransactionPartitions"] == [{"Topic": "t", "PartitionIds": [0, 1]},
+                                          {"Topic": "u", "PartitionIds": [2]}]
+    assert value_from_dict(json.loads(json.dumps(d))) == v
+    # A v0 value (no tagged fields) reads with the schema's defaults.
+    for k in ("PreviousProducerId", "NextProducerId", "NextProducerEpoch",
+              "ClientTransactionVersion"):
+        del d[k]
+    old = value_from_dict(d)
+    assert (old.previous_producer_id, old.next_producer_id, old.next_producer_epoch,
+            old.client_transaction_version) == (-1, -1, -1, 0)
+    with pytest.raises(ValueError):
+        value_from_dict({"ProducerId": "x"})
+    with pytest.raises(ValueError):
+        value_from_dict({**value_to_dict(v), "TransactionPartitions": [{"Topic": "t"}]})
+    if not SCHEMA.exists():
+        pytest.skip(f"Kafka's schema is not at {SCHEMA}")
+    text = "\n".join(ln for ln in SCHEMA.read_text().splitlines()
+                     if not ln.lstrip().startswith("//"))
+    schema = json.loads(text)
+    names = {f["name"] for f in schema["fields"]}
+    assert set(value_to_dict(v)) == names

@@ -13,7 +13,8 @@ What this module owns
 What it does not own
     Sockets, files, the log and the clock. Each state change is returned as a
     :class:`TxnLogRecord` (key: the transactional id; value: Kafka's TransactionLogValue fields,
-    ``None`` for a tombstone) that the shell encodes and appends to ``__transaction_state``
+    ``None`` for a tombstone; :func:`value_to_dict` gives it under Kafka's schema field names)
+    that the shell encodes and appends to ``__transaction_state``
     before it answers; :meth:`TransactionCoordinator.load` rebuilds the state from those records.
     The transaction markers a PrepareCommit / PrepareAbort calls for are returned as
     :class:`TxnMarker` lists (also from :meth:`TransactionCoordinator.pending_markers` after a
@@ -150,6 +151,47 @@ class TransactionLogValue:
     next_producer_id: int = NO_PRODUCER_ID
     next_producer_epoch: int = NO_PRODUCER_EPOCH
     client_transaction_version: int = 0
+
+
+# TransactionLogValue's schema field names (Kafka's JSON), for the shell's encoding.
+_VALUE_FIELDS = (
+    ("ProducerId", "producer_id"), ("PreviousProducerId", "previous_producer_id"),
+    ("NextProducerId", "next_producer_id"), ("ProducerEpoch", "producer_epoch"),
+    ("NextProducerEpoch", "next_producer_epoch"),
+    ("TransactionTimeoutMs", "transaction_timeout_ms"),
+    ("TransactionStatus", "transaction_status"),
+    ("TransactionLastUpdateTimestampMs", "transaction_last_update_timestamp_ms"),
+    ("TransactionStartTimestampMs", "transaction_start_timestamp_ms"),
+    ("ClientTransactionVersion", "client_transaction_version"),
+)
+
+
+def value_to_dict(v: TransactionLogValue) -> dict[str, object]:
+    """The value under Kafka's schema field names (JSON-ready)."""
+    d: dict[str, object] = {k: getattr(v, a) for k, a in _VALUE_FIELDS}
+    d["TransactionPartitions"] = [{"Topic": t, "PartitionIds": list(ps)}
+                                  for t, ps in v.transaction_partitions]
+    return d
+
+
+def value_from_dict(d: dict[str, object]) -> TransactionLogValue:
+    """Inverse of :func:`value_to_dict`; a tagged field absent (a v0 value) takes its default."""
+    defaults = {"PreviousProducerId": NO_PRODUCER_ID, "NextProducerId": NO_PRODUCER_ID,
+                "NextProducerEpoch": NO_PRODUCER_EPOCH, "ClientTransactionVersion": 0}
+    kw: dict[str, int] = {}
+    for k, a in _VALUE_FIELDS:
+        x = d.get(k, defaults.get(k))
+        if not isinstance(x, int):
+            raise ValueError(f"TransactionLogValue field {k} missing or not an integer")
+        kw[a] = x
+    parts = d.get("TransactionPartitions") or []
+    if not isinstance(parts, list):
+        raise ValueError("TransactionLogValue TransactionPartitions is not a list")
+    try:
+        tps = tuple((str(e["Topic"]), tuple(int(p) for p in e["PartitionIds"])) for e in parts)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"TransactionLogValue TransactionPartitions malformed: {exc}") from None
+    return TransactionLogValue(transaction_partitions=tps, **kw)
 
 
 @dataclass(frozen=True, slots=True)
