@@ -61,6 +61,7 @@ FAST_TESTS = (
     "storage",
     "replica",
     "client",
+    "txn",
     "server/test_response_memory.py",
     # The sans-I/O connection core, dispatch, authentication and authorizer (issue 10, h10-server).
     "server/test_channel.py",

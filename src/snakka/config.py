@@ -457,6 +457,20 @@ _BROKER_LIST: list[ConfigDef] = [
        "Maximum members of a KIP-848 consumer group."),
     _d("group.consumer.assignors", _LIST, "uniform,range", _list_of("uniform", "range"),
        "Server-side assignors; the first is the default.", read_only=True),
+    # -- transaction coordinator (issue 11): Kafka's TransactionStateManagerConfig --
+    _d("transaction.max.timeout.ms", _I, "900000", _pos_int,
+       "Largest transaction timeout a transactional producer may ask for in InitProducerId; "
+       "a larger one is refused with INVALID_TRANSACTION_TIMEOUT.", read_only=True),
+    _d("transactional.id.expiration.ms", _I, "604800000", _pos_int,
+       "A transactional id with no transaction in progress and no update for this long is "
+       "expired (a tombstone is written to __transaction_state).", read_only=True),
+    _d("transaction.state.log.num.partitions", _I, "50", _parse_int(1, 1000),
+       "Partitions of __transaction_state (fixed once the topic exists).", read_only=True),
+    _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, "10000", _pos_int,
+       "How often the coordinator aborts transactions open longer than their timeout.",
+       read_only=True),
+    _d("transaction.remove.expired.transaction.cleanup.interval.ms", _I, "3600000", _pos_int,
+       "How often the coordinator removes expired transactional ids.", read_only=True),
     # -- share groups (KIP-932, issue 4): Kafka's GroupCoordinatorConfig / ShareGroupConfig --
     _d("group.share.session.timeout.ms", _I, "45000", _pos_int,
        "Share group session timeout: a member that sends no heartbeat for this long is removed "
