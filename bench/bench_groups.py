@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import struct
@@ -59,7 +58,13 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import BrokerProcess, machine_info, self_cpu_seconds  # noqa: E402
+from common import (  # noqa: E402
+    BrokerProcess,
+    emit,
+    machine_info,
+    percentile,
+    self_cpu_seconds,
+)
 
 TOPIC = "bench-groups"
 REBALANCE_PARTITIONS = 64
@@ -72,20 +77,6 @@ BROKER_CONFIG = {
     "group.consumer.session.timeout.ms": "10000",
     "group.consumer.min.session.timeout.ms": "1000",
 }
-
-
-def emit(obj: dict, out) -> None:
-    line = json.dumps(obj)
-    print(line, flush=True)
-    if out is not None:
-        out.write(line + "\n")
-        out.flush()
-
-
-def percentile(sorted_vals: list[float], q: float) -> float:
-    if not sorted_vals:
-        return float("nan")
-    return sorted_vals[min(len(sorted_vals) - 1, max(0, round(q * (len(sorted_vals) - 1))))]
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:

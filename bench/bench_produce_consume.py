@@ -36,7 +36,6 @@ printed; profiled runs are slower, so do not quote their throughput.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
@@ -52,7 +51,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
     BrokerProcess,
     PySpy,
+    emit,
     machine_info,
+    percentile,
     self_cpu_seconds,
     summarize_collapsed,
 )
@@ -62,21 +63,6 @@ SCENARIOS = {"small": (1_000_000, 100), "large": (10_000, 100 * 1024)}
 PRODUCE_TIMEOUT_S = 600.0
 CONSUME_TIMEOUT_S = 600.0
 TOPIC = "bench"
-
-
-def emit(obj: dict, out) -> None:
-    line = json.dumps(obj, sort_keys=False)
-    print(line, flush=True)
-    if out is not None:
-        out.write(line + "\n")
-        out.flush()
-
-
-def percentile(sorted_vals: list[float], q: float) -> float:
-    if not sorted_vals:
-        return float("nan")
-    i = min(len(sorted_vals) - 1, max(0, round(q * (len(sorted_vals) - 1))))
-    return sorted_vals[i]
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:

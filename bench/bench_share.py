@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing as mp
 import statistics
 import sys
@@ -39,17 +38,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import BrokerProcess, machine_info  # noqa: E402
+from common import BrokerProcess, emit, machine_info  # noqa: E402
 
 TOPIC, GROUP = "bench-share", "bench-share-group"
 BROKER_CONFIG = {
     "group.share.min.heartbeat.interval.ms": "100",
     "group.share.heartbeat.interval.ms": "500",
 }
-
-
-def emit(obj: dict) -> None:
-    print(json.dumps(obj), flush=True)
 
 
 # -- consumer processes ------------------------------------------------------------------------

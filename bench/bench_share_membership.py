@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import BrokerProcess  # noqa: E402
+from common import BrokerProcess, emit  # noqa: E402
 
 from snakka.client.admin import Admin  # noqa: E402
 from snakka.client.connection import KafkaConnection  # noqa: E402
@@ -54,10 +53,6 @@ BROKER_CONFIG = {
     "group.share.max.size": "1000",
     "group.share.max.share.sessions": "2000",
 }
-
-
-def emit(obj: dict) -> None:
-    print(json.dumps(obj), flush=True)
 
 
 def bench_assignor(sizes: list[tuple[int, int]]) -> None:

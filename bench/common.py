@@ -14,6 +14,7 @@ Every wait here has a deadline; every process started here is stopped in ``close
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -261,3 +262,20 @@ def _func(frame: str) -> str:
     name, _, loc = frame.partition(" (")
     file = loc.rsplit(":", 1)[0] if ":" in loc else loc.rstrip(")")
     return f"{name} ({file.rstrip(')')})"
+
+
+# -- output shared by the benchmark scripts ----------------------------------------------------
+def emit(obj: dict, out=None) -> None:
+    """Print one JSON result line (and append it to ``out``, a --json-out file, if given)."""
+    line = json.dumps(obj)
+    print(line, flush=True)
+    if out is not None:
+        out.write(line + "\n")
+        out.flush()
+
+
+def percentile(sorted_vals: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of already sorted values, nearest rank; NaN when empty."""
+    if not sorted_vals:
+        return float("nan")
+    return sorted_vals[min(len(sorted_vals) - 1, max(0, round(q * (len(sorted_vals) - 1))))]

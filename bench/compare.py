@@ -52,6 +52,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import emit  # noqa: E402
+
 BENCH = Path(__file__).resolve().parent / "bench_produce_consume.py"
 RUN_TIMEOUT_S = 3600.0
 BUILD_TIMEOUT_S = 600.0
@@ -183,14 +187,6 @@ def run_bench(side: Side, bench_args: list[str], round_no: int, workdir: Path, o
         emit(rec, out)
     print(f"# round {round_no} {side.label} ({side.ref}): {time.monotonic() - t0:.0f} s, "
           f"load average {load:.1f}", file=sys.stderr, flush=True)
-
-
-def emit(obj: dict, out) -> None:
-    line = json.dumps(obj)
-    print(line, flush=True)
-    if out is not None:
-        out.write(line + "\n")
-        out.flush()
 
 
 def _case(run: dict) -> tuple:
