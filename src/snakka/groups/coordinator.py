@@ -35,6 +35,7 @@ snapshot only restates the latest values.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
@@ -68,33 +69,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("snakka.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-# Snapshot-and-trim thresholds (see the module docstring) and the topic's segment size, small so
-# that trimmed records are actually deleted from disk.
-
-
 def group_config(resolver: ConfigResolver) -> GroupConfig:
-    v = resolver.broker_value
-    n = resolver.broker_int
-    return GroupConfig(
-        group_min_session_timeout_ms=n("group.min.session.timeout.ms"),
-        group_max_session_timeout_ms=n("group.max.session.timeout.ms"),
-        group_initial_rebalance_delay_ms=n("group.initial.rebalance.delay.ms"),
-        group_max_size=n("group.max.size"),
-        offsets_retention_minutes=n("offsets.retention.minutes"),
-        offset_metadata_max_bytes=n("offset.metadata.max.bytes"),
-        group_consumer_session_timeout_ms=n("group.consumer.session.timeout.ms"),
-        group_consumer_min_session_timeout_ms=n("group.consumer.min.session.timeout.ms"),
-        group_consumer_max_session_timeout_ms=n("group.consumer.max.session.timeout.ms"),
-        group_consumer_heartbeat_interval_ms=n("group.consumer.heartbeat.interval.ms"),
-        group_consumer_min_heartbeat_interval_ms=n("group.consumer.min.heartbeat.interval.ms"),
-        group_consumer_max_heartbeat_interval_ms=n("group.consumer.max.heartbeat.interval.ms"),
-        group_consumer_max_size=n("group.consumer.max.size"),
-        group_consumer_assignors=tuple(
-            x.strip() for x in (v("group.consumer.assignors") or "uniform").split(",") if x.strip()),
-        group_share_session_timeout_ms=n("group.share.session.timeout.ms"),
-        group_share_heartbeat_interval_ms=n("group.share.heartbeat.interval.ms"),
-        group_share_max_size=n("group.share.max.size"),
-    )
+    """The group cores' settings: each GroupConfig field is the broker config of the same name
+    (dots written as underscores), read through the resolver so dynamic values count."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(GroupConfig):
+        if f.name == "extra":
+            continue
+        name = f.name.replace("_", ".")
+        if f.name == "group_consumer_assignors":
+            raw = resolver.broker_value(name) or "uniform"
+            values[f.name] = tuple(x.strip() for x in raw.split(",") if x.strip())
+        else:
+            values[f.name] = resolver.broker_int(name)
+    return GroupConfig(**values)
 
 
 def _restate(live: dict[tuple, GroupRecord]) -> list[tuple[tuple, dict | None]]:
