@@ -369,7 +369,9 @@ def test_fetch_from_the_middle_of_a_compressed_batch(broker, client):
     bs = broker.bootstrap_servers
     topic = f"mid-batch-{client}"
     ck_create_topic(bs, topic, 1)
-    p = Producer({"bootstrap.servers": bs, "compression.codec": "gzip", "linger.ms": 200,
+    # linger.ms far beyond the time to enqueue 1000 records even on a loaded machine (200 ms
+    # once let the first 59 go alone); flush() sends the batch at once anyway.
+    p = Producer({"bootstrap.servers": bs, "compression.codec": "gzip", "linger.ms": 10000,
                   "batch.num.messages": 10000})
     for i in range(1000):
         p.produce(topic, key=b"k", value=b"record-%04d" % i, partition=0)
