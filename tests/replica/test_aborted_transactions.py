@@ -58,3 +58,25 @@ def test_the_aborted_list_is_bounded_by_the_returned_records(tmp_path):
     assert one.aborted_transactions == [(PID, 0)]
     every = rm.read("t", 0, 0, 1 << 20, read_committed=True)
     assert every.aborted_transactions == [(PID, 0), (PID2, 2)]
+
+
+def test_write_txn_marker_ends_the_transaction_and_refuses_stale_markers(tmp_path):
+    """ReplicaManager.write_txn_marker: the one path for markers (the transaction coordinator
+    and the WriteTxnMarkers API): it moves the LSO, refuses an older epoch or coordinator
+    epoch without writing, and answers an unknown partition UNKNOWN_TOPIC_OR_PARTITION."""
+    rm = _replicas(tmp_path)
+    plog = rm.get_log("t", 0)
+    append(plog, batch(2, producer_id=PID, producer_epoch=3, base_sequence=0,
+                       is_transactional=True, tag="x"))  # 0..1
+    assert plog.last_stable_offset == 0
+    assert rm.write_txn_marker("t", 0, PID, 3, True, 5) == (ErrorCode.NONE, None)
+    assert (plog.last_stable_offset, plog.log_end_offset) == (3, 3)
+    leo = plog.log_end_offset
+    assert rm.write_txn_marker("t", 0, PID, 2, False, 5)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert rm.write_txn_marker("t", 0, PID, 3, False, 4)[0] == \
+        ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert plog.log_end_offset == leo
+    assert rm.write_txn_marker("nope", 0, PID, 3, True, 5)[0] == \
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert rm.write_txn_marker("t", 99, PID, 3, True, 5)[0] == \
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -264,6 +264,40 @@ class ReplicaManager:
         self.flusher.on_append(pl)
         return pl, pl.log_end_offset
 
+    def write_txn_marker(self, topic: str, partition: int, producer_id: int,
+                         producer_epoch: int, commit: bool, coordinator_epoch: int
+                         ) -> tuple[ErrorCode, AppendMark | None]:
+        """Write a COMMIT / ABORT control marker for ``producer_id`` (Kafka's WriteTxnMarkers
+        on the partition leader; the transaction coordinator, and the WriteTxnMarkers API of
+        ``kafka-transactions.sh abort``, both come here).
+
+        Returns (error, mark): UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist
+        (the topic was deleted: nothing to complete there), INVALID_PRODUCER_EPOCH /
+        TRANSACTION_COORDINATOR_FENCED from the producer state (a stale marker: nothing is
+        written), KAFKA_STORAGE_ERROR when the disk failed (the caller retries); the mark is
+        what :meth:`durable` waits for under strict durability."""
+        pl, err = self.lookup(topic, partition)
+        if pl is None:
+            return err, None
+        try:
+            pl.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+        except ProducerStateError as e:
+            log.warning("%s marker for producer %d epoch %d on %s-%d refused: %s",
+                        "COMMIT" if commit else "ABORT", producer_id, producer_epoch, topic,
+                        partition, e)
+            return ErrorCode(e.error_code), None
+        except LogClosedError:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        except OSError as e:
+            log.error("marker write to %s-%d failed: %s", topic, partition, e)
+            return ErrorCode.KAFKA_STORAGE_ERROR, None
+        # The LSO may have moved: read_committed long polls parked here wake up.
+        self.notify_append(topic, partition)
+        if self.flusher.strict:
+            return ErrorCode.NONE, (pl, pl.log_end_offset)
+        self.flusher.on_append(pl)
+        return ErrorCode.NONE, None
+
     def _must_flush_before_answer(self, pl: UnifiedLog, acks: int) -> bool:
         """The durability rule: with ``log.flush.strict=true`` an acks=all write is answered
         only once fsynced; with the topic's ``flush.messages`` reached, any acknowledged write."""
