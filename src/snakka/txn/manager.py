@@ -351,8 +351,6 @@ class TransactionManager:
             self._offsets_markers(m.topic_partition[1], m.producer_id, m.producer_epoch,
                                   m.commit)
         except KafkaError as exc:
-            log.warning("marker for %s-%d (producer %d) not written, retrying: %s",
-                        *m.topic_partition, m.producer_id, exc)
             return ErrorCode(exc.code)
         return ErrorCode.NONE
 
@@ -365,8 +363,13 @@ class TransactionManager:
         """Write the markers of ``transactional_ids``' transactions, then complete every one
         whose markers are all written; the rest are left to the retry loop."""
         errors = await self._write(markers)
-        failed = {m.producer_id for m, e in zip(markers, errors, strict=True)
-                  if e not in _DONE}
+        failed = set()
+        for m, e in zip(markers, errors, strict=True):
+            if e not in _DONE:
+                log.warning("%s marker of producer %d for %s-%d not written (%s); retrying",
+                            "COMMIT" if m.commit else "ABORT", m.producer_id,
+                            *m.topic_partition, ErrorCode(e).name)
+                failed.add(m.producer_id)
         records: list[TxnLogRecord] = []
         for tid in sorted(set(transactional_ids)):
             t = self.coordinator.get(tid)
