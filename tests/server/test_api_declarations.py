@@ -86,6 +86,9 @@ def _without_new_apis(frame: bytes, version: int) -> bytes:
     resp = ApiVersionsResponse.read(frame, header_len, version)[0]
     old = {g[0] for g in GOLDEN_RANGES}
     resp.api_keys = [k for k in resp.api_keys if k.api_key in old]
+    # The feature levels (snakka.metadata.features) were added with transactions (issue 11).
+    resp.supported_features, resp.finalized_features = [], []
+    resp.finalized_features_epoch = -1
     return frame[:header_len] + resp.encode(version)
 
 
