@@ -24,7 +24,7 @@ owns what it must not:
   appended. EndTxn is answered after the markers, so a client that commits and then reads
   read_committed sees its records (Kafka answers after the Prepare record, and the markers
   follow within milliseconds). A marker that cannot be written (a disk error) is retried every
-  ``RETRY_BACKOFF_MS`` until it is; meanwhile the transactional id answers
+  ``TXN_MARKER_RETRY_BACKOFF_MS`` (limits.py) until it is; meanwhile the transactional id answers
   CONCURRENT_TRANSACTIONS, as Kafka's does while its markers are in flight. A marker refused as
   stale (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED) or for a deleted partition
   counts as written: there is nothing left to end there.
@@ -53,7 +53,13 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
-from snakka.limits import COMPACT_MIN_RECORDS, COMPACT_RATIO, SNAPSHOT_BATCH_RECORDS
+from snakka.limits import (
+    COMPACT_MIN_RECORDS,
+    COMPACT_RATIO,
+    SNAPSHOT_BATCH_RECORDS,
+    TRANSACTION_STATE_SEGMENT_BYTES,
+    TXN_MARKER_RETRY_BACKOFF_MS,
+)
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.txn.coordinator import (
     CONSUMER_OFFSETS_TOPIC,
@@ -80,11 +86,6 @@ log = logging.getLogger("snakka.txn")
 # A single broker leads __transaction_state's partitions at leader epoch 0 forever: that is the
 # coordinator epoch markers carry (Kafka's is the partition's leader epoch).
 COORDINATOR_EPOCH = 0
-# How long a marker that could not be written waits before it is tried again.
-RETRY_BACKOFF_MS = 200
-# __transaction_state segments: small, it is rewritten by snapshot-and-trim (Kafka: 100 MiB,
-# compacted).
-TRANSACTION_STATE_SEGMENT_BYTES = 16 << 20
 _KEY = "transaction"
 
 # fn(offsets partition, producer id, producer epoch, commit): a marker for __consumer_offsets.
@@ -392,7 +393,7 @@ class TransactionManager:
         while True:
             await self._retry.wait()
             self._retry.clear()
-            await asyncio.sleep(RETRY_BACKOFF_MS / 1000)
+            await asyncio.sleep(TXN_MARKER_RETRY_BACKOFF_MS / 1000)
             pending = self.coordinator.pending_markers()
             if pending:
                 try:
