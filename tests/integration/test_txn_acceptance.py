@@ -4,7 +4,7 @@
    run at the same time on one topic of 3 partitions: in every round each has a transaction
    open with records written to all partitions before any of them ends its own (a barrier), and
    each commits or aborts by its own seeded plan, so commits and aborts interleave in every
-   partition. Then read_committed consumers of all three clients see exactly the committed
+   partition. Each compresses its batches with another codec (lz4, gzip, zstd). Then read_committed consumers of all three clients see exactly the committed
    records (no aborted one, no duplicate, per-partition order kept) and read_uncommitted
    consumers see every record.
 2. **LSO.** An open transaction holds the last stable offset at its first offset: ListOffsets
@@ -64,7 +64,8 @@ def _value(client: str, rnd: int, k: int) -> bytes:
 def _confluent_producer(bs: str, topic: str, tid: str, round_sync: threading.Barrier) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bs, "transactional.id": tid, "linger.ms": 5})
+    p = Producer({"bootstrap.servers": bs, "transactional.id": tid, "linger.ms": 5,
+                  "compression.type": "lz4"})
     p.init_transactions(30)
     for r, commit in enumerate(_plan("confluent")):
         p.begin_transaction()
@@ -82,7 +83,8 @@ def _confluent_producer(bs: str, topic: str, tid: str, round_sync: threading.Bar
 def _kafka_python_producer(bs: str, topic: str, tid: str, round_sync: threading.Barrier) -> None:
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bs, transactional_id=tid, linger_ms=5)
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id=tid, linger_ms=5,
+                      compression_type="gzip")
     try:
         p.init_transactions()
         for r, commit in enumerate(_plan("kafka-python")):
@@ -109,7 +111,8 @@ def _aiokafka_producer(bs: str, topic: str, tid: str, round_sync: threading.Barr
 
     async def go() -> None:
         loop = asyncio.get_running_loop()
-        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id=tid, linger_ms=5)
+        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id=tid, linger_ms=5,
+                             compression_type="zstd")
         await p.start()
         try:
             for r, commit in enumerate(_plan("aiokafka")):
