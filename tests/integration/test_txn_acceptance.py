@@ -360,3 +360,33 @@ def test_aiokafka_zombie_is_fenced(broker):
                   quiet=0.5)
     assert sorted(v for _, _, v in got) == [b"new", b"zombie-open"]
 
+
+
+@pytest.mark.parametrize("order", ["later-first", "earlier-first"])
+def test_the_lso_waits_for_the_earliest_open_transaction(broker, order):
+    """Two transactions open on one partition (A first, then B): ending one of them moves the
+    LSO only as far as the other one's first offset allows."""
+    bs = broker.bootstrap_servers
+    topic = f"txn-lso-two-{order}"
+    ck_create_topic(bs, topic, 1)
+    a = _open_txn(bs, f"two-a-{order}", topic, [b"a-0", b"a-1"])  # offsets 0-1
+    b = _open_txn(bs, f"two-b-{order}", topic, [b"b-0"])  # offset 2
+    a.produce(topic, value=b"a-2", partition=0)  # offset 3: A interleaves with B
+    assert a.flush(30) == 0
+    assert stable_and_high(bs, topic, [0]) == {0: (0, 4)}
+    if order == "later-first":
+        b.commit_transaction(30)  # marker at 4; A still holds the LSO at 0
+        assert stable_and_high(bs, topic, [0]) == {0: (0, 5)}
+        _assert_blocked_at(bs, topic, 0, [], clients=("confluent",))
+        a.abort_transaction(30)  # marker at 5
+        visible = [b"b-0"]
+    else:
+        a.commit_transaction(30)  # marker at 4; B (first offset 2) now holds the LSO
+        assert stable_and_high(bs, topic, [0]) == {0: (2, 5)}
+        _assert_blocked_at(bs, topic, 2, [b"a-0", b"a-1"], clients=("confluent",))
+        b.abort_transaction(30)
+        visible = [b"a-0", b"a-1", b"a-2"]
+    assert wait_stable(bs, topic, [0], timeout=10) == {0: (6, 6)}
+    for client in CLIENTS:
+        got = consume(client, bs, topic, [0], "read_committed", len(visible), quiet=0.5)
+        assert [v for _, _, v in got] == visible, client
