@@ -1,0 +1,282 @@
+"""Transaction administration (issue 11, item 5) against an in-process broker: DescribeProducers
+after real clients' idempotent produce, and the abort of a hanging transaction with
+WriteTxnMarkers (snakka's client and CLI), which ends it for read_committed consumers
+(confluent-kafka) and moves the last stable offset.
+
+A hanging transaction is one no coordinator will ever finish: here transactional batches of a
+producer id no coordinator knows, written straight into the partition log of the stopped broker
+(what data recovered from another cluster, or a coordinator bug, leaves behind).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from storage.helpers import append, batch  # tests/ is on sys.path
+
+from snakka.client.admin import Admin, AdminError
+from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.describe_producers_request import (
+    DescribeProducersRequest,
+    TopicRequest,
+)
+from snakka.protocol.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from snakka.protocol.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
+from snakka.storage import LogConfig, UnifiedLog
+from snakka.testing import EmbeddedBroker
+
+from .helpers import SNAKKA, raw_connect, run, run_async
+
+pytestmark = pytest.mark.timeout(120)
+ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
+HANGING_PID, HANGING_EPOCH = 4242, 3
+
+
+def cli(*args: str, check: bool = True):
+    return run([SNAKKA, *args], env=ENV, check=check, timeout=60)
+
+
+def rows(out: bytes) -> list[list[str]]:
+    """The body rows of a table as the CLI prints it to a pipe (tab-separated, header first)."""
+    return [ln.split("\t") for ln in out.decode().splitlines()[1:]]
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    async def go():
+        async with Admin(bootstrap) as admin:
+            await admin.create_topic(name, partitions)
+
+    asyncio.run(go())
+
+
+def last_stable_offset(bootstrap: str, topic: str, partition: int) -> int:
+    async def go():
+        conn = await raw_connect(bootstrap)
+        try:
+            resp = await conn.send(ListOffsetsRequest(
+                replica_id=-1, isolation_level=1, topics=[ListOffsetsTopic(name=topic, partitions=[
+                    ListOffsetsPartition(partition_index=partition, timestamp=-1)])]))
+            p = resp.topics[0].partitions[0]
+            assert p.error_code == 0
+            return p.offset
+        finally:
+            await conn.close()
+
+    return run_async(go())
+
+
+def consume_all(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    """Every value of partition 0 a consumer of ``isolation`` reads up to its end (for
+    read_committed, librdkafka's end of partition is the last stable offset)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{isolation}",
+                  "isolation.level": isolation, "enable.auto.commit": False,
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        out: list[bytes] = []
+        for _ in range(300):  # bounded: each poll waits at most 0.2 s
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    return out
+                raise AssertionError(str(m.error()))
+            out.append(m.value())
+        raise AssertionError(f"no end of partition; got {out}")
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def broker():
+    b = EmbeddedBroker()
+    b.start()
+    yield b
+    b.close()
+
+
+def test_describe_producers_after_idempotent_produce(broker):
+    from kafka import KafkaProducer
+
+    bs = broker.bootstrap_servers
+    create_topic(bs, "idem", 3)
+    t0 = time.time_ns() // 1_000_000
+    ck = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 0})
+    for i in range(5):
+        ck.produce("idem", f"ck-{i}".encode(), partition=0)
+        ck.flush(30)  # one batch per record: sequences 0..4
+    assert ck.flush(30) == 0
+    kp = KafkaProducer(bootstrap_servers=bs, enable_idempotence=True, linger_ms=0)
+    try:
+        for i in range(3):
+            kp.send("idem", f"kp-{i}".encode(), partition=1).get(timeout=30)
+    finally:
+        kp.close()
+    t1 = time.time_ns() // 1_000_000
+
+    async def describe():
+        async with Admin(bs) as admin:
+            return await admin.describe_producers("idem", [0, 1, 2])
+
+    got = run_async(describe())
+    assert got[2] == []
+    [p0], [p1] = got[0], got[1]
+    assert p0.producer_id != p1.producer_id and min(p0.producer_id, p1.producer_id) >= 0
+    for p, last_seq in ((p0, 4), (p1, 2)):
+        assert (p.producer_epoch, p.last_sequence) == (0, last_seq)
+        # No transaction: no marker seen (coordinator epoch -1), no open transaction (-1).
+        assert (p.coordinator_epoch, p.current_txn_start_offset) == (-1, -1)
+        assert t0 - 1000 <= p.last_timestamp <= t1 + 1000
+
+    # The CLI shows the same, with kafka-transactions.sh's columns.
+    out = cli("transactions", "describe-producers", "--topic", "idem", "--partition", "0",
+              "-b", bs).stdout
+    assert out.decode().splitlines()[0].split("\t") == [
+        "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+        "LastTimestamp", "CurrentTransactionStartOffset"]
+    assert rows(out) == [[str(p0.producer_id), "0", "-1", "4", str(p0.last_timestamp), "None"]]
+
+
+def test_describe_producers_errors(broker):
+    bs = broker.bootstrap_servers
+    create_topic(bs, "idem", 1)
+
+    async def go():
+        conn = await raw_connect(bs)
+        try:
+            return await conn.send(DescribeProducersRequest(topics=[
+                TopicRequest(name="idem", partition_indexes=[0, 5]),
+                TopicRequest(name="nope", partition_indexes=[0]),
+                TopicRequest(name="bad/name", partition_indexes=[0, 1]),
+            ]))
+        finally:
+            await conn.close()
+
+    resp = run_async(go())
+    got = {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+    assert got == {("idem", 0): 0, ("idem", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                   ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                   ("bad/name", 0): ErrorCode.INVALID_TOPIC_EXCEPTION,
+                   ("bad/name", 1): ErrorCode.INVALID_TOPIC_EXCEPTION}
+    r = cli("transactions", "describe-producers", "--topic", "idem", "--partition", "5", "-b",
+            bs, check=False)
+    assert r.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION" in r.stderr
+
+
+@pytest.fixture
+def hanging(broker):
+    """Topic ``hang``: plain-0, plain-1 (0-1), an open transaction of HANGING_PID (2-4) no
+    coordinator knows, plain-x (5) behind it. Returns the broker."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "hang", 1)
+    p = Producer({"bootstrap.servers": bs})
+    p.produce("hang", b"plain-0", partition=0)
+    p.produce("hang", b"plain-1", partition=0)
+    assert p.flush(30) == 0
+    del p  # no client left reconnecting to the stopped broker
+    broker.stop()
+    plog = UnifiedLog(os.path.join(broker.data_dir, "hang-0"), LogConfig(), recover=False)
+    assert plog.log_end_offset == 2
+    append(plog, batch(3, producer_id=HANGING_PID, producer_epoch=HANGING_EPOCH,
+                       base_sequence=0, is_transactional=True, tag="txn"))
+    append(plog, batch(1, tag="plain-x"))
+    plog.close()
+    broker.start()
+    return broker
+
+
+def test_abort_a_hanging_transaction(hanging):
+    bs = hanging.bootstrap_servers
+    # The open transaction holds the LSO at its first offset: read_committed sees 2 records.
+    assert last_stable_offset(bs, "hang", 0) == 2
+    assert consume_all(bs, "hang", "read_committed") == [b"plain-0", b"plain-1"]
+    out = cli("transactions", "describe-producers", "--topic", "hang", "--partition", "0",
+              "-b", bs).stdout
+    assert [r for r in rows(out) if r[0] == str(HANGING_PID)] == [
+        [str(HANGING_PID), str(HANGING_EPOCH), "-1", "2", rows(out)[0][4], "2"]]
+
+    out = cli("transactions", "abort", "--topic", "hang", "--partition", "0",
+              "--start-offset", "2", "-b", bs).stdout
+    assert f"producer {HANGING_PID} (epoch {HANGING_EPOCH}, coordinator epoch 0)".encode() in out
+    # The ABORT marker is at offset 6: the LSO is the log end, the aborted records are
+    # filtered for read_committed consumers and still there for the others.
+    assert last_stable_offset(bs, "hang", 0) == 7
+    assert consume_all(bs, "hang", "read_committed") == [b"plain-0", b"plain-1", b"plain-xv0."]
+    uncommitted = consume_all(bs, "hang", "read_uncommitted")
+    assert len(uncommitted) == 6 and sum(v.startswith(b"txn") for v in uncommitted) == 3
+    assert rows(cli("transactions", "describe-producers", "--topic", "hang", "--partition",
+                    "0", "-b", bs).stdout)[0][5] == "None"
+
+    # Nothing is open at offset 2 any more.
+    r = cli("transactions", "abort", "--topic", "hang", "--partition", "0", "--start-offset",
+            "2", "-b", bs, check=False)
+    assert r.returncode == 1 and b"no open transaction starts at offset 2" in r.stderr
+    # A stale epoch is refused by the partition's producer state; nothing is written.
+    r = cli("transactions", "abort", "--topic", "hang", "--partition", "0", "--producer-id",
+            str(HANGING_PID), "--producer-epoch", str(HANGING_EPOCH - 1),
+            "--coordinator-epoch", "-1", "-b", bs, check=False)
+    assert r.returncode == 1 and b"INVALID_PRODUCER_EPOCH" in r.stderr
+    assert last_stable_offset(bs, "hang", 0) == 7
+
+
+def test_abort_with_explicit_producer_and_client_api(hanging):
+    bs = hanging.bootstrap_servers
+
+    async def go():
+        async with Admin(bs) as admin:
+            spec = await admin.abort_spec("hang", 0, 2)
+            assert spec == (HANGING_PID, HANGING_EPOCH, 0)
+            await admin.abort_transaction("hang", 0, *spec)
+            with pytest.raises(AdminError, match="no open transaction"):
+                await admin.abort_spec("hang", 0, 2)
+
+    run_async(go())
+    assert consume_all(bs, "hang", "read_committed")[-1] == b"plain-xv0."
+
+
+def test_write_txn_markers_per_partition_errors(hanging):
+    bs = hanging.bootstrap_servers
+
+    def marker(pid: int, epoch: int, *tps: tuple[str, list[int]]) -> WritableTxnMarker:
+        return WritableTxnMarker(producer_id=pid, producer_epoch=epoch, transaction_result=False,
+                                 coordinator_epoch=0, topics=[
+                                     WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                                     for t, ps in tps])
+
+    async def go(req):
+        conn = await raw_connect(bs)
+        try:
+            return await conn.send(req)
+        finally:
+            await conn.close()
+
+    assert run_async(go(WriteTxnMarkersRequest(markers=[]))).markers == []
+    resp = run_async(go(WriteTxnMarkersRequest(markers=[
+        marker(HANGING_PID, HANGING_EPOCH - 1, ("hang", [0])),          # stale epoch
+        marker(77, 0, ("nope", [0]), ("hang", [3])),                   # unknown
+        marker(78, 0, ("__transaction_state", [0])),                   # a coordinator's log
+        marker(HANGING_PID, HANGING_EPOCH, ("hang", [0])),              # the real abort
+    ])))
+    got = {m.producer_id: {(t.name, p.partition_index): p.error_code for t in m.topics
+                           for p in t.partitions} for m in resp.markers}
+    # One result per producer id (Kafka merges a producer's markers): the later marker's.
+    assert got == {
+        HANGING_PID: {("hang", 0): ErrorCode.NONE},
+        77: {("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+             ("hang", 3): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
+        78: {("__transaction_state", 0): ErrorCode.INVALID_TOPIC_EXCEPTION},
+    }
+    assert last_stable_offset(bs, "hang", 0) == 7
