@@ -280,3 +280,41 @@ def test_write_txn_markers_per_partition_errors(hanging):
         78: {("__transaction_state", 0): ErrorCode.INVALID_TOPIC_EXCEPTION},
     }
     assert last_stable_offset(bs, "hang", 0) == 7
+
+
+# -- kafka-transactions.sh (Apache Kafka 4.0's tool, the Java admin client) -----------------
+def kafka_transactions(bs: str, *args: str) -> str:
+    from reference_kafka import run_tool, skip_reason
+
+    reason = skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    r = run_tool("kafka-transactions.sh", "--bootstrap-server", bs, *args)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, f"kafka-transactions.sh {' '.join(args)} exited {r.returncode}:\n" \
+                              f"{out[-3000:]}"
+    assert "Exception" not in out, out[-3000:]
+    return r.stdout
+
+
+def table(out: str) -> list[list[str]]:
+    """kafka-transactions.sh's table (ToolsUtils.prettyPrintTable: columns split by spaces),
+    header first."""
+    return [ln.split() for ln in out.splitlines() if ln.strip()]
+
+
+def test_kafka_transactions_describe_producers_and_abort(hanging):
+    bs = hanging.bootstrap_servers
+    t = table(kafka_transactions(bs, "describe-producers", "--topic", "hang", "--partition",
+                                 "0"))
+    assert t[0] == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+                    "LastTimestamp", "CurrentTransactionStartOffset"]
+    assert [r for r in t[1:] if r[0] == str(HANGING_PID)] == [
+        [str(HANGING_PID), str(HANGING_EPOCH), "-1", "2", t[1][4], "2"]]
+    # abort --start-offset: DescribeProducers, then WriteTxnMarkers v1 to the leader.
+    kafka_transactions(bs, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "2")
+    assert last_stable_offset(bs, "hang", 0) == 7
+    assert consume_all(bs, "hang", "read_committed") == [b"plain-0", b"plain-1", b"plain-xv0."]
+    t = table(kafka_transactions(bs, "describe-producers", "--topic", "hang", "--partition",
+                                 "0"))
+    assert [r[5] for r in t[1:] if r[0] == str(HANGING_PID)] == ["None"]
