@@ -4,8 +4,11 @@ ListTransactions): Kafka's state names, errors and filters, and that they change
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
+from types import SimpleNamespace
 
 from snakka.protocol.errors import ErrorCode
+from snakka.security.authorizer import AclOperation, Action, AuthorizationResult, ResourceType
 from snakka.txn.coordinator import TransactionCoordinator, TxnConfig, TxnState
 
 T0 = 1_000_000
@@ -165,3 +168,145 @@ def test_queries_write_nothing():
     c.list_transactions(duration_ms=0, state_names=["Ongoing", "x"], producer_ids=[1])
     after = c.get("t1")
     assert after is before and after.to_log_value() == snapshot
+
+
+# -- the handlers over the queries (a stub request context: no broker) ------------------------
+class StubContext:
+    """What the admin handlers use of a RequestContext: the version, the services and an
+    authorizer that denies the (resource type, name, operation) triples in ``deny``."""
+
+    def __init__(self, coordinator: TransactionCoordinator | None, *, api_key: int = 65,
+                 api_version: int = 0, deny: Iterable[tuple[ResourceType, str, AclOperation]] = (),
+                 topics: dict[str, int] | None = None) -> None:
+        self.api_key, self.api_version = api_key, api_version
+        self.principal = "User:test"
+        txns = None if coordinator is None else SimpleNamespace(coordinator=coordinator)
+        self.services = SimpleNamespace(txns=txns, metadata=SimpleNamespace(topics={
+            n: SimpleNamespace(partitions=p) for n, p in (topics or {}).items()}))
+        self.deny = set(deny)
+        self.asked: list[Action] = []
+
+    def authorize(self, actions: list[Action]) -> list[AuthorizationResult]:
+        self.asked.extend(actions)
+        return [AuthorizationResult.DENIED
+                if (a.resource_pattern.resource_type, a.resource_pattern.name, a.operation)
+                in self.deny else AuthorizationResult.ALLOWED for a in actions]
+
+
+def test_describe_transactions_handler():
+    from snakka.handlers import describe_transactions
+    from snakka.protocol.messages.describe_transactions_request import (
+        DescribeTransactionsRequest,
+    )
+
+    c, _ = coordinator()
+    pid, epoch = begin(c, "t1", ("orders", 1), ("audit", 0), ("orders", 0))
+    ctx = StubContext(c, deny=[(ResourceType.TOPIC, "audit", AclOperation.DESCRIBE),
+                               (ResourceType.TRANSACTIONAL_ID, "secret", AclOperation.DESCRIBE)])
+    resp = describe_transactions.handle(ctx, DescribeTransactionsRequest(
+        transactional_ids=["t1", "nope", "secret", ""]))
+    t1, nope, secret, empty = resp.transaction_states
+    assert (t1.error_code, t1.transactional_id, t1.transaction_state, t1.producer_id,
+            t1.producer_epoch, t1.transaction_timeout_ms, t1.transaction_start_time_ms) == (
+        0, "t1", "Ongoing", pid, epoch, 60_000, T0)
+    # Partitions grouped by topic; a topic the principal may not DESCRIBE is left out.
+    assert [(t.topic, t.partitions) for t in t1.topics] == [("orders", [0, 1])]
+    assert (nope.transactional_id, nope.error_code) == ("nope",
+                                                        ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+    assert (secret.transactional_id, secret.error_code) == (
+        "secret", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    assert empty.error_code == ErrorCode.INVALID_REQUEST
+    # No transaction coordinator running: Kafka's answer while it is not active.
+    resp = describe_transactions.handle(StubContext(None), DescribeTransactionsRequest(
+        transactional_ids=["t1"]))
+    assert resp.transaction_states[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+def test_describe_transactions_error_response_names_each_id():
+    from snakka.protocol.error_response import error_response
+    from snakka.protocol.messages.describe_transactions_request import (
+        DescribeTransactionsRequest,
+    )
+
+    resp = error_response(65, 0, DescribeTransactionsRequest(transactional_ids=["a", "b"]),
+                          ErrorCode.NOT_COORDINATOR)
+    assert [(s.transactional_id, s.error_code) for s in resp.transaction_states] == [
+        ("a", ErrorCode.NOT_COORDINATOR), ("b", ErrorCode.NOT_COORDINATOR)]
+
+
+def test_list_transactions_handler():
+    from snakka.handlers import list_transactions
+    from snakka.protocol.messages.list_transactions_request import ListTransactionsRequest
+
+    c, clock = coordinator()
+    p_a, _ = begin(c, "a", ("orders", 0))
+    clock.now += 10_000
+    p_b, _ = begin(c, "b", ("orders", 1))
+    begin(c, "hidden")
+    ctx = StubContext(c, api_key=66, api_version=1,
+                      deny=[(ResourceType.TRANSACTIONAL_ID, "hidden", AclOperation.DESCRIBE)])
+    resp = list_transactions.handle(ctx, ListTransactionsRequest())
+    assert resp.error_code == 0 and resp.unknown_state_filters == []
+    assert [(s.transactional_id, s.producer_id, s.transaction_state)
+            for s in resp.transaction_states] == [("a", p_a, "Ongoing"), ("b", p_b, "Ongoing")]
+    # The ids the principal may not see are filtered without an audit line each.
+    assert all(not a.log_if_denied for a in ctx.asked)
+    resp = list_transactions.handle(ctx, ListTransactionsRequest(
+        state_filters=["Ongoing", "Nope"], producer_id_filters=[p_a, p_b], duration_filter=5_000))
+    assert [s.transactional_id for s in resp.transaction_states] == ["a"]
+    assert resp.unknown_state_filters == ["Nope"]
+    # v0 carries no duration filter.
+    ctx0 = StubContext(c, api_key=66, api_version=0)
+    resp = list_transactions.handle(ctx0, ListTransactionsRequest(state_filters=["Ongoing"],
+                                                                  duration_filter=5_000))
+    assert [s.transactional_id for s in resp.transaction_states] == ["a", "b"]
+    resp = list_transactions.handle(StubContext(None, api_key=66), ListTransactionsRequest())
+    assert resp.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+def test_write_txn_markers_authorization():
+    from snakka.handlers import write_txn_markers
+    from snakka.protocol.messages.write_txn_markers_request import (
+        WritableTxnMarker,
+        WritableTxnMarkerTopic,
+        WriteTxnMarkersRequest,
+    )
+
+    req = WriteTxnMarkersRequest(markers=[WritableTxnMarker(
+        producer_id=9, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+        topics=[WritableTxnMarkerTopic(name="orders", partition_indexes=[0, 1])])])
+    denied_both = StubContext(None, api_key=27, api_version=1, deny=[
+        (ResourceType.CLUSTER, "kafka-cluster", AclOperation.ALTER),
+        (ResourceType.CLUSTER, "kafka-cluster", AclOperation.CLUSTER_ACTION)])
+    resp = write_txn_markers.handle(denied_both, req)
+    assert [(m.producer_id, t.name, p.partition_index, p.error_code) for m in resp.markers
+            for t in m.topics for p in t.partitions] == [
+        (9, "orders", 0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+        (9, "orders", 1, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
+    # ALTER is asked first, silently; CLUSTER_ACTION (the inter-broker right) is enough too.
+    assert [(a.operation, a.log_if_denied) for a in denied_both.asked] == [
+        (AclOperation.ALTER, False), (AclOperation.CLUSTER_ACTION, True)]
+    only_cluster_action = StubContext(None, api_key=27, api_version=1, deny=[
+        (ResourceType.CLUSTER, "kafka-cluster", AclOperation.ALTER)])
+    resp = write_txn_markers.handle(only_cluster_action, req)  # no such topic in the stub
+    assert {p.error_code for m in resp.markers for t in m.topics for p in t.partitions} == {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def test_describe_producers_authorization_and_names():
+    from snakka.handlers import describe_producers
+    from snakka.protocol.messages.describe_producers_request import (
+        DescribeProducersRequest,
+        TopicRequest,
+    )
+
+    ctx = StubContext(None, api_key=61, topics={"orders": 2},
+                      deny=[(ResourceType.TOPIC, "orders", AclOperation.READ)])
+    resp = describe_producers.handle(ctx, DescribeProducersRequest(topics=[
+        TopicRequest(name="orders", partition_indexes=[0, 1]),
+        TopicRequest(name="", partition_indexes=[0])]))
+    orders, empty = resp.topics
+    assert [(p.partition_index, p.error_code) for p in orders.partitions] == [
+        (0, ErrorCode.TOPIC_AUTHORIZATION_FAILED), (1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+    assert empty.partitions[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert "empty" in empty.partitions[0].error_message
