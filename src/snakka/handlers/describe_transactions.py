@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from snakka.protocol.messages.describe_transactions_request import (
         DescribeTransactionsRequest,
     )
-    from snakka.txn.coordinator import TransactionCoordinator
 
 API = ApiDeclaration(ApiKey.DESCRIBE_TRANSACTIONS)
 
@@ -42,20 +41,11 @@ def _allowed(ctx: RequestContext, resource_type: ResourceType, names: list[str])
     return [r is AuthorizationResult.ALLOWED for r in ctx.authorize(actions)] if actions else []
 
 
-def _coordinator(ctx: RequestContext) -> TransactionCoordinator | None:
-    # Kafka answers COORDINATOR_NOT_AVAILABLE while its transaction coordinator is not active.
-    txns = getattr(ctx.services, "txns", None)
-    return None if txns is None else txns.coordinator
-
-
 def _describe(ctx: RequestContext, tid: str, allowed: bool) -> TransactionState:
     if not allowed:
         return TransactionState(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                 transactional_id=tid)
-    coordinator = _coordinator(ctx)
-    if coordinator is None:
-        return TransactionState(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                transactional_id=tid)
+    coordinator = ctx.services.txns.coordinator
     err, m = coordinator.describe_transaction(tid)
     if m is None:
         return TransactionState(error_code=err, transactional_id=tid)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
-from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.list_transactions_response import (
     ListTransactionsResponse,
     TransactionState,
@@ -33,11 +32,7 @@ API = ApiDeclaration(ApiKey.LIST_TRANSACTIONS, max_version=1)
 
 
 def handle(ctx: RequestContext, req: ListTransactionsRequest) -> ListTransactionsResponse:
-    txns = getattr(ctx.services, "txns", None)
-    if txns is None:  # Kafka's answer while its transaction coordinator is not active
-        return ListTransactionsResponse(throttle_time_ms=0,
-                                        error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    coordinator = txns.coordinator
+    coordinator = ctx.services.txns.coordinator
     # v0 has no DurationFilter: the decoder leaves its default, -1 (no filter).
     listed, unknown = coordinator.list_transactions(
         producer_ids=req.producer_id_filters, state_names=req.state_filters,

@@ -88,11 +88,12 @@ def handle(ctx: RequestContext, req: WriteTxnMarkersRequest):
         log.info("principal %s may not write transaction markers (needs ALTER or "
                  "CLUSTER_ACTION on the cluster)", ctx.principal)
         return _error_response(ctx.api_key, ctx.api_version, req,
-                              ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                               ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     results: dict[int, dict[TopicPartition, ErrorCode]] = {}
-    writes: list[TxnMarker] = []
+    writes: list[list[TxnMarker]] = []  # one list per request marker (one producer each)
     for m in req.markers:
         errors = results.setdefault(m.producer_id, {})
+        batch: dict[TopicPartition, TxnMarker] = {}
         for t in m.topics:
             for p in t.partition_indexes:
                 err = _check_partition(ctx, t.name, p)
@@ -100,36 +101,23 @@ def handle(ctx: RequestContext, req: WriteTxnMarkersRequest):
                     errors[(t.name, p)] = err
                 else:
                     errors.setdefault((t.name, p), ErrorCode.NONE)
-                    writes.append(TxnMarker((t.name, p), m.producer_id, m.producer_epoch,
-                                            bool(m.transaction_result), m.coordinator_epoch))
+                    batch[(t.name, p)] = TxnMarker((t.name, p), m.producer_id,
+                                                   m.producer_epoch, bool(m.transaction_result),
+                                                   m.coordinator_epoch)
+        if batch:
+            writes.append(list(batch.values()))
     if not writes:
         return _response(results)
     return _write(ctx, writes, results)
 
 
-async def _write(ctx: RequestContext, writes: list[TxnMarker],
+async def _write(ctx: RequestContext, writes: list[list[TxnMarker]],
                  results: dict[int, dict[TopicPartition, ErrorCode]]) -> WriteTxnMarkersResponse:
-    # One write_markers call per marker: its answer is per partition, and two producers'
-    # markers may name the same partition in one request.
-    for marker in writes:
-        written = await _write_markers(ctx, [marker])
-        results[marker.producer_id][marker.topic_partition] = written.get(
-            marker.topic_partition, ErrorCode.UNKNOWN_SERVER_ERROR)
+    # In request order, one producer's markers at a time: the manager's write_markers takes
+    # one producer's markers and answers once they are durable (strict mode) or written.
+    for markers in writes:
+        written = await ctx.services.txns.write_markers(markers)
+        for mk in markers:
+            results[mk.producer_id][mk.topic_partition] = written.get(
+                mk.topic_partition, ErrorCode.UNKNOWN_SERVER_ERROR)
     return _response(results)
-
-
-async def _write_markers(ctx: RequestContext, markers: list[TxnMarker]
-                         ) -> dict[TopicPartition, ErrorCode]:
-    # Until the transaction manager (ctx.services.txns.write_markers) lands: data partitions
-    # straight through the replica manager.
-    replicas = ctx.services.replicas
-    out: dict[TopicPartition, ErrorCode] = {}
-    marks = []
-    for mk in markers:
-        err, mark = replicas.write_txn_marker(mk.topic_partition[0], mk.topic_partition[1],
-                                              mk.producer_id, mk.producer_epoch, mk.commit,
-                                              mk.coordinator_epoch)
-        out[mk.topic_partition] = err
-        marks.append(mark)
-    await replicas.durable(marks)
-    return out
