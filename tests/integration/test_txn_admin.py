@@ -318,3 +318,99 @@ def test_kafka_transactions_describe_producers_and_abort(hanging):
     t = table(kafka_transactions(bs, "describe-producers", "--topic", "hang", "--partition",
                                  "0"))
     assert [r[5] for r in t[1:] if r[0] == str(HANGING_PID)] == ["None"]
+
+
+# -- transactions the coordinator knows (a real transactional producer) ----------------------
+@pytest.fixture
+def ongoing(broker):
+    """A confluent-kafka transactional producer (``adm-tx``) with a transaction open on
+    ``txa`` partitions 0 and 1. Yields (broker, producer)."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "txa", 2)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "adm-tx", "linger.ms": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("txa", b"a", partition=0)
+    p.produce("txa", b"b", partition=1)
+    assert p.flush(30) == 0
+    yield broker, p
+    del p
+
+
+def test_list_and_describe_a_transaction(ongoing):
+    broker, producer = ongoing
+    bs = broker.bootstrap_servers
+    listed = rows(cli("transactions", "list", "-b", bs).stdout)
+    [[tid, coordinator, pid, state]] = [r for r in listed if r[0] == "adm-tx"]
+    assert (coordinator, state) == (str(broker.broker.node_id), "Ongoing")
+    out = cli("transactions", "describe", "--transactional-id", "adm-tx", "-b", bs).stdout
+    [d] = rows(out)
+    assert d[:3] == [coordinator, "adm-tx", pid] and d[4:6] == ["Ongoing", "60000"]
+    assert d[8] == "txa-0,txa-1" and int(d[7]) >= 0
+    # The duration filter (ListTransactions v1): not running longer than an hour.
+    assert not [r for r in rows(cli("transactions", "list", "--duration-filter", "3600000",
+                                    "-b", bs).stdout) if r[0] == "adm-tx"]
+    assert [r[0] for r in rows(cli("transactions", "list", "--state", "Ongoing",
+                                   "--producer-id", pid, "-b", bs).stdout)] == ["adm-tx"]
+    r = cli("transactions", "list", "--state", "ongoing", "-b", bs, check=False)
+    assert r.returncode == 1 and b"unknown transaction state(s): ongoing" in r.stderr
+    # Its open transaction is the coordinator's to finish: not hanging.
+    out = cli("transactions", "find-hanging", "--topic", "txa", "--max-transaction-timeout",
+              "0", "-b", bs).stdout
+    assert rows(out) == []
+    producer.commit_transaction(30)
+    listed = rows(cli("transactions", "list", "-b", bs).stdout)
+    assert [r[3] for r in listed if r[0] == "adm-tx"] == ["CompleteCommit"]
+    d = rows(cli("transactions", "describe", "--transactional-id", "adm-tx", "-b", bs).stdout)[0]
+    assert d[4] == "CompleteCommit" and d[8] == ""
+    producers = rows(cli("transactions", "describe-producers", "--topic", "txa", "--partition",
+                         "0", "-b", bs).stdout)
+    # The COMMIT marker: no open transaction, the coordinator epoch it carried.
+    assert [(r[0], r[2] != "-1", r[5]) for r in producers] == [(pid, True, "None")]
+    r = cli("transactions", "describe", "--transactional-id", "nope", "-b", bs, check=False)
+    assert r.returncode == 1 and b"TRANSACTIONAL_ID_NOT_FOUND" in r.stderr
+
+
+def test_find_hanging(hanging):
+    bs = hanging.bootstrap_servers
+    out = cli("transactions", "find-hanging", "--topic", "hang", "--max-transaction-timeout",
+              "0", "-b", bs).stdout
+    assert [r[:6] for r in rows(out)] == [
+        ["hang", "0", str(HANGING_PID), str(HANGING_EPOCH), "-1", "2"]]
+    # Not open for 15 minutes (the default scope) yet.
+    assert rows(cli("transactions", "find-hanging", "--topic", "hang", "-b", bs).stdout) == []
+    assert rows(cli("transactions", "find-hanging", "--broker-id",
+                    str(hanging.broker.node_id), "--max-transaction-timeout", "0", "-b",
+                    bs).stdout)[0][:3] == ["hang", "0", str(HANGING_PID)]
+    r = cli("transactions", "find-hanging", "-b", bs, check=False)
+    assert r.returncode != 0 and b"--topic or --broker-id" in r.stderr
+
+
+def test_kafka_transactions_list_describe_find_hanging(ongoing):
+    broker, producer = ongoing
+    bs = broker.bootstrap_servers
+    t = table(kafka_transactions(bs, "list"))
+    assert t[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    [row] = [r for r in t[1:] if r[0] == "adm-tx"]
+    assert row[1] == str(broker.broker.node_id) and row[3] == "Ongoing"
+    t = table(kafka_transactions(bs, "describe", "--transactional-id", "adm-tx"))
+    assert t[0][:5] == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
+                        "TransactionState"]
+    assert t[1][1:5] == ["adm-tx", row[2], t[1][3], "Ongoing"]
+    assert set(t[1][-1].split(",")) == {"txa-0", "txa-1"}  # the Java tool prints a HashSet
+    t = table(kafka_transactions(bs, "find-hanging", "--topic", "txa",
+                                 "--max-transaction-timeout", "0"))
+    assert t[1:] == []
+    producer.abort_transaction(30)
+    t = table(kafka_transactions(bs, "list"))
+    assert [r[3] for r in t[1:] if r[0] == "adm-tx"] == ["CompleteAbort"]
+
+
+def test_kafka_transactions_find_hanging(hanging):
+    bs = hanging.bootstrap_servers
+    t = table(kafka_transactions(bs, "find-hanging", "--topic", "hang",
+                                 "--max-transaction-timeout", "0"))
+    assert t[0][:6] == ["Topic", "Partition", "ProducerId", "ProducerEpoch",
+                        "CoordinatorEpoch", "StartOffset"]
+    assert [r[:6] for r in t[1:]] == [["hang", "0", str(HANGING_PID), str(HANGING_EPOCH), "-1",
+                                       "2"]]
