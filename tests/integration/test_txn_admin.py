@@ -268,6 +268,8 @@ def test_write_txn_markers_per_partition_errors(hanging):
         marker(HANGING_PID, HANGING_EPOCH - 1, ("hang", [0])),          # stale epoch
         marker(77, 0, ("nope", [0]), ("hang", [3])),                   # unknown
         marker(78, 0, ("__transaction_state", [0])),                   # a coordinator's log
+        marker(-1, 0, ("hang", [0])),                                  # no producer
+        marker(79, -1, ("hang", [0])),                                 # no epoch
         marker(HANGING_PID, HANGING_EPOCH, ("hang", [0])),              # the real abort
     ])))
     got = {m.producer_id: {(t.name, p.partition_index): p.error_code for t in m.topics
@@ -278,6 +280,8 @@ def test_write_txn_markers_per_partition_errors(hanging):
         77: {("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
              ("hang", 3): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
         78: {("__transaction_state", 0): ErrorCode.INVALID_TOPIC_EXCEPTION},
+        -1: {("hang", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING},
+        79: {("hang", 0): ErrorCode.INVALID_PRODUCER_EPOCH},
     }
     assert last_stable_offset(bs, "hang", 0) == 7
 

@@ -18,9 +18,12 @@ As Kafka's KafkaApis:
 - an unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION for it, the others are written;
 - results per producer id, then topic and partition (two markers of one producer id share one
   result entry).
-Stricter than Kafka: a marker for an internal topic other than ``__consumer_offsets`` (no
-transaction ever writes to ``__transaction_state``, ``__share_group_state``, ...) is
-INVALID_TOPIC_EXCEPTION, so a client can never put a control batch into a coordinator's log.
+Stricter than Kafka, which writes whatever it is sent: a marker for an internal topic other than
+``__consumer_offsets`` (no transaction ever writes to ``__transaction_state``,
+``__share_group_state``, ...) is INVALID_TOPIC_EXCEPTION, so a client can never put a control
+batch into a coordinator's log; a negative producer id (no producer: there is no transaction to
+end) is INVALID_PRODUCER_ID_MAPPING and a negative producer epoch INVALID_PRODUCER_EPOCH, on
+each partition of that marker, so no control batch without a producer reaches a log.
 """
 
 from __future__ import annotations
@@ -94,9 +97,11 @@ def handle(ctx: RequestContext, req: WriteTxnMarkersRequest):
     for m in req.markers:
         errors = results.setdefault(m.producer_id, {})
         batch: dict[TopicPartition, TxnMarker] = {}
+        producer_error = ErrorCode.INVALID_PRODUCER_ID_MAPPING if m.producer_id < 0 else \
+            ErrorCode.INVALID_PRODUCER_EPOCH if m.producer_epoch < 0 else ErrorCode.NONE
         for t in m.topics:
             for p in t.partition_indexes:
-                err = _check_partition(ctx, t.name, p)
+                err = producer_error or _check_partition(ctx, t.name, p)
                 if err:
                     errors[(t.name, p)] = err
                 else:
