@@ -516,8 +516,8 @@ class Admin:
                 described[tid] = None
         hanging = []
         for c in candidates:
-            tid = tids.get(c.producer.producer_id)
-            d = described.get(tid) if tid is not None else None
+            known = tids.get(c.producer.producer_id)
+            d = described.get(known) if known is not None else None
             # A transaction the coordinator still knows with this partition in it (Ongoing, or
             # Prepare* with the marker not yet written) is the coordinator's to finish.
             if d is None or (c.topic, c.partition) not in d.partitions:
