@@ -22,7 +22,7 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
 from snakka.protocol.errors import ErrorCode
@@ -75,6 +75,8 @@ KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 COORDINATOR_WAIT_S = 15.0
 _COORDINATOR_RETRIABLE = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+_TXN_COORDINATOR_RETRIABLE = (*_COORDINATOR_RETRIABLE, ErrorCode.NOT_COORDINATOR)
+T = TypeVar("T")
 # find-hanging: kafka-transactions.sh's default --max-transaction-timeout (minutes), and its
 # batch of partitions per DescribeProducers request.
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
@@ -240,6 +242,20 @@ class Admin:
             by_leader.setdefault(addr, []).append(p)
         return by_leader
 
+    @staticmethod
+    async def _settled(op: Callable[[], Awaitable[tuple[int, T]]], retriable: tuple[int, ...]
+                       ) -> tuple[int, T]:
+        """``op()`` -> (error code, answer), repeated with backoff (bounded by
+        COORDINATOR_WAIT_S) while the code is ``retriable``; the last answer."""
+        deadline = time.monotonic() + COORDINATOR_WAIT_S
+        backoff = 0.05
+        while True:
+            code, answer = await op()
+            if code not in retriable or time.monotonic() >= deadline:
+                return code, answer
+            await asyncio.sleep(backoff)
+            backoff = min(1.0, backoff * 2)
+
     async def find_coordinator(self, key: str, key_type: int
                                ) -> tuple[int, KafkaConnection]:
         """(node id, connection) of the coordinator of ``key`` (FindCoordinator; key type
@@ -247,24 +263,18 @@ class Admin:
         COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS: Kafka answers so while it
         creates ``__consumer_offsets`` / ``__transaction_state`` on first use, and clients
         retry."""
-        deadline = time.monotonic() + COORDINATOR_WAIT_S
-        backoff = 0.05
-        while True:
+        async def ask() -> tuple[int, tuple[str | None, int, str, int]]:
             if self.conn.version_for(10) >= 4:
                 resp = await self.conn.send(FindCoordinatorRequest(key_type=key_type,
                                                                    coordinator_keys=[key]))
                 c = resp.coordinators[0]
-                code, message, node, host, port = (c.error_code, c.error_message, c.node_id,
-                                                   c.host, c.port)
-            else:
-                resp = await self.conn.send(FindCoordinatorRequest(key=key, key_type=key_type))
-                code, message = resp.error_code, resp.error_message
-                node, host, port = resp.node_id, resp.host, resp.port
-            if code not in _COORDINATOR_RETRIABLE or time.monotonic() >= deadline:
-                _check(code, f"find coordinator of {key}", message)
-                return node, await self._conn_to(host, port)
-            await asyncio.sleep(backoff)
-            backoff = min(1.0, backoff * 2)
+                return c.error_code, (c.error_message, c.node_id, c.host, c.port)
+            resp = await self.conn.send(FindCoordinatorRequest(key=key, key_type=key_type))
+            return resp.error_code, (resp.error_message, resp.node_id, resp.host, resp.port)
+
+        code, (message, node, host, port) = await self._settled(ask, _COORDINATOR_RETRIABLE)
+        _check(code, f"find coordinator of {key}", message)
+        return node, await self._conn_to(host, port)
 
     async def _brokers(self) -> list[tuple[int, str, int]]:
         """(node id, host, port) of every broker (Metadata); the bootstrap one if none."""
@@ -424,10 +434,17 @@ class Admin:
             if duration_ms >= 0 and conn.version_for(66) < 1:
                 raise AdminError(f"broker {node} does not support ListTransactions v1 (the "
                                  "duration filter)")
-            resp = await conn.send(ListTransactionsRequest(
-                state_filters=states, producer_id_filters=producer_ids,
-                duration_filter=duration_ms))
-            _check(resp.error_code, f"list transactions on broker {node}")
+            req = ListTransactionsRequest(state_filters=states, producer_id_filters=producer_ids,
+                                          duration_filter=duration_ms)
+
+            async def ask(conn: KafkaConnection = conn,
+                          req: ListTransactionsRequest = req) -> tuple[int, Any]:
+                resp = await conn.send(req)
+                return resp.error_code, resp
+
+            # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while it loads __transaction_state.
+            code, resp = await self._settled(ask, _COORDINATOR_RETRIABLE)
+            _check(code, f"list transactions on broker {node}")
             if resp.unknown_state_filters:
                 raise AdminError("unknown transaction state(s): "
                                  + ", ".join(resp.unknown_state_filters),
@@ -438,10 +455,17 @@ class Admin:
         return sorted(out, key=lambda t: (t.transactional_id, t.coordinator_id))
 
     async def describe_transaction(self, transactional_id: str) -> TransactionDescription:
-        """DescribeTransactions at the id's transaction coordinator."""
-        node, conn = await self.find_coordinator(transactional_id, KEY_TYPE_TRANSACTION)
-        resp = await conn.send(DescribeTransactionsRequest(transactional_ids=[transactional_id]))
-        s = resp.transaction_states[0]
+        """DescribeTransactions at the id's transaction coordinator, found again and retried
+        (bounded by COORDINATOR_WAIT_S) while the answer is NOT_COORDINATOR,
+        COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS, as Kafka's admin client
+        does (Kafka answers so while ``__transaction_state`` is created and loaded)."""
+        async def ask() -> tuple[int, tuple[int, Any]]:
+            node, conn = await self.find_coordinator(transactional_id, KEY_TYPE_TRANSACTION)
+            resp = await conn.send(DescribeTransactionsRequest(
+                transactional_ids=[transactional_id]))
+            return resp.transaction_states[0].error_code, (node, resp.transaction_states[0])
+
+        _, (node, s) = await self._settled(ask, _TXN_COORDINATOR_RETRIABLE)
         _check(s.error_code, f"describe transaction {transactional_id}")
         return TransactionDescription(
             node, s.transactional_id, s.producer_id, s.producer_epoch, s.transaction_state,
