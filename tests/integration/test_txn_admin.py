@@ -29,6 +29,7 @@ from snakka.protocol.messages.list_offsets_request import (
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
+from snakka.protocol.messages.list_transactions_request import ListTransactionsRequest
 from snakka.protocol.messages.write_txn_markers_request import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
@@ -37,7 +38,7 @@ from snakka.protocol.messages.write_txn_markers_request import (
 from snakka.storage import LogConfig, UnifiedLog
 from snakka.testing import EmbeddedBroker
 
-from .helpers import SNAKKA, raw_connect, run, run_async
+from .helpers import SNAKKA, raw_connect, run, run_async, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
@@ -418,3 +419,75 @@ def test_kafka_transactions_find_hanging(hanging):
                         "CoordinatorEpoch", "StartOffset"]
     assert [r[:6] for r in t[1:]] == [["hang", "0", str(HANGING_PID), str(HANGING_EPOCH), "-1",
                                        "2"]]
+
+
+# -- differential: the same requests to the reference Kafka 4.0 and to snakka ----------------
+def _admin_answers(bs: str, topic: str) -> dict[str, object]:
+    """What a client reads from the transaction admin APIs for the same requests."""
+    async def go() -> dict[str, object]:
+        conn = await raw_connect(bs)
+        try:
+            dp = await conn.send(DescribeProducersRequest(topics=[
+                TopicRequest(name=topic, partition_indexes=[0, 5]),
+                TopicRequest(name=f"{topic}-missing", partition_indexes=[0]),
+                TopicRequest(name="bad/name", partition_indexes=[0])]))
+            lt = await conn.send(ListTransactionsRequest(
+                state_filters=["Ongoing", "Bogus"], producer_id_filters=[987654321],
+                duration_filter=-1), version=1)
+            wm = await conn.send(WriteTxnMarkersRequest(markers=[WritableTxnMarker(
+                producer_id=987654321, producer_epoch=0, transaction_result=False,
+                coordinator_epoch=0, topics=[
+                    WritableTxnMarkerTopic(name=topic, partition_indexes=[0, 9]),
+                    WritableTxnMarkerTopic(name=f"{topic}-missing", partition_indexes=[0])])]),
+                version=1)
+        finally:
+            await conn.close()
+        async with Admin(bs) as admin:
+            try:
+                await admin.describe_transaction(f"{topic}-never-used")
+                described: object = 0
+            except AdminError as e:
+                described = e.code
+            producers = await admin.describe_producers(topic, [0])
+        return {
+            "describe_producers": {
+                (t.name.replace(topic, "T"), p.partition_index): (p.error_code,
+                                                                  len(p.active_producers))
+                for t in dp.topics for p in t.partitions},
+            "list_transactions": (lt.error_code, lt.unknown_state_filters,
+                                  lt.transaction_states),
+            "write_txn_markers": {(t.name.replace(topic, "T"), p.partition_index): p.error_code
+                                  for m in wm.markers for t in m.topics for p in t.partitions},
+            "describe_transactions": described,
+            # The marker of a producer the partition never saw: written, and the producer is
+            # known afterwards with no open transaction and the marker's coordinator epoch.
+            "producer_after_marker": [(p.producer_id, p.producer_epoch, p.coordinator_epoch,
+                                       p.current_txn_start_offset) for p in producers[0]],
+        }
+
+    return run_async(go())
+
+
+def _leads(bs: str, topic: str) -> bool:
+    """Kafka answers NOT_LEADER_OR_FOLLOWER until a new partition's leadership is applied."""
+    async def go() -> bool:
+        conn = await raw_connect(bs)
+        try:
+            resp = await conn.send(DescribeProducersRequest(topics=[
+                TopicRequest(name=topic, partition_indexes=[0])]))
+            return resp.topics[0].partitions[0].error_code == 0
+        finally:
+            await conn.close()
+
+    return run_async(go())
+
+
+def test_admin_answers_match_the_reference_kafka(reference_kafka, broker):
+    topic = f"dtx-{os.getpid()}-{time.monotonic_ns() % 100000}"
+    for bs in (reference_kafka.bootstrap_servers, broker.bootstrap_servers):
+        create_topic(bs, topic, 1)
+        wait_until(lambda bs=bs: _leads(bs, topic), 30, f"a leader for {topic}-0 on {bs}")
+    kafka = _admin_answers(reference_kafka.bootstrap_servers, topic)
+    ours = _admin_answers(broker.bootstrap_servers, topic)
+    assert ours == kafka
+    assert kafka["describe_transactions"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
