@@ -15,7 +15,7 @@ import os
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from storage.helpers import append, batch  # tests/ is on sys.path
 
 from snakka.client.admin import Admin, AdminError
@@ -38,7 +38,7 @@ from snakka.protocol.messages.write_txn_markers_request import (
 from snakka.storage import LogConfig, UnifiedLog
 from snakka.testing import EmbeddedBroker
 
-from .helpers import SNAKKA, raw_connect, run, run_async, wait_until
+from .helpers import SNAKKA, ck_read_to_end, raw_connect, run, run_async, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 ENV = {"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
@@ -76,29 +76,6 @@ def last_stable_offset(bootstrap: str, topic: str, partition: int) -> int:
             await conn.close()
 
     return run_async(go())
-
-
-def consume_all(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
-    """Every value of partition 0 a consumer of ``isolation`` reads up to its end (for
-    read_committed, librdkafka's end of partition is the last stable offset)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{isolation}",
-                  "isolation.level": isolation, "enable.auto.commit": False,
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        out: list[bytes] = []
-        for _ in range(300):  # bounded: each poll waits at most 0.2 s
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    return out
-                raise AssertionError(str(m.error()))
-            out.append(m.value())
-        raise AssertionError(f"no end of partition; got {out}")
-    finally:
-        c.close()
 
 
 @pytest.fixture
@@ -203,7 +180,7 @@ def test_abort_a_hanging_transaction(hanging):
     bs = hanging.bootstrap_servers
     # The open transaction holds the LSO at its first offset: read_committed sees 2 records.
     assert last_stable_offset(bs, "hang", 0) == 2
-    assert consume_all(bs, "hang", "read_committed") == [b"plain-0", b"plain-1"]
+    assert ck_read_to_end(bs, "hang", "read_committed") == [b"plain-0", b"plain-1"]
     out = cli("transactions", "describe-producers", "--topic", "hang", "--partition", "0",
               "-b", bs).stdout
     assert [r for r in rows(out) if r[0] == str(HANGING_PID)] == [
@@ -215,8 +192,8 @@ def test_abort_a_hanging_transaction(hanging):
     # The ABORT marker is at offset 6: the LSO is the log end, the aborted records are
     # filtered for read_committed consumers and still there for the others.
     assert last_stable_offset(bs, "hang", 0) == 7
-    assert consume_all(bs, "hang", "read_committed") == [b"plain-0", b"plain-1", b"plain-xv0."]
-    uncommitted = consume_all(bs, "hang", "read_uncommitted")
+    assert ck_read_to_end(bs, "hang", "read_committed") == [b"plain-0", b"plain-1", b"plain-xv0."]
+    uncommitted = ck_read_to_end(bs, "hang", "read_uncommitted")
     assert len(uncommitted) == 6 and sum(v.startswith(b"txn") for v in uncommitted) == 3
     assert rows(cli("transactions", "describe-producers", "--topic", "hang", "--partition",
                     "0", "-b", bs).stdout)[0][5] == "None"
@@ -245,7 +222,7 @@ def test_abort_with_explicit_producer_and_client_api(hanging):
                 await admin.abort_spec("hang", 0, 2)
 
     run_async(go())
-    assert consume_all(bs, "hang", "read_committed")[-1] == b"plain-xv0."
+    assert ck_read_to_end(bs, "hang", "read_committed")[-1] == b"plain-xv0."
 
 
 def test_write_txn_markers_per_partition_errors(hanging):
@@ -319,7 +296,7 @@ def test_kafka_transactions_describe_producers_and_abort(hanging):
     # abort --start-offset: DescribeProducers, then WriteTxnMarkers v1 to the leader.
     kafka_transactions(bs, "abort", "--topic", "hang", "--partition", "0", "--start-offset", "2")
     assert last_stable_offset(bs, "hang", 0) == 7
-    assert consume_all(bs, "hang", "read_committed") == [b"plain-0", b"plain-1", b"plain-xv0."]
+    assert ck_read_to_end(bs, "hang", "read_committed") == [b"plain-0", b"plain-1", b"plain-xv0."]
     t = table(kafka_transactions(bs, "describe-producers", "--topic", "hang", "--partition",
                                  "0"))
     assert [r[5] for r in t[1:] if r[0] == str(HANGING_PID)] == ["None"]
