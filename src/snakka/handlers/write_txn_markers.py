@@ -29,7 +29,8 @@ each partition of that marker, so no control batch without a producer reaches a 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import RESERVED_TOPICS
@@ -86,7 +87,8 @@ def _response(results: dict[int, dict[TopicPartition, ErrorCode]]) -> WriteTxnMa
     return WriteTxnMarkersResponse(markers=markers)
 
 
-def handle(ctx: RequestContext, req: WriteTxnMarkersRequest):
+def handle(ctx: RequestContext, req: WriteTxnMarkersRequest
+           ) -> WriteTxnMarkersResponse | Coroutine[Any, Any, WriteTxnMarkersResponse]:
     if not _authorized(ctx):
         log.info("principal %s may not write transaction markers (needs ALTER or "
                  "CLUSTER_ACTION on the cluster)", ctx.principal)
