@@ -396,6 +396,10 @@ def test_kafka_transactions_find_hanging(hanging):
                         "CoordinatorEpoch", "StartOffset"]
     assert [r[:6] for r in t[1:]] == [["hang", "0", str(HANGING_PID), str(HANGING_EPOCH), "-1",
                                        "2"]]
+    # By broker: every partition with a replica on it, the internal topics included.
+    t = table(kafka_transactions(bs, "find-hanging", "--broker-id",
+                                 str(hanging.broker.node_id), "--max-transaction-timeout", "0"))
+    assert [r[:3] for r in t[1:]] == [["hang", "0", str(HANGING_PID)]]
 
 
 # -- differential: the same requests to the reference Kafka 4.0 and to snakka ----------------
