@@ -210,6 +210,15 @@ ops = st.lists(st.one_of(
 ), max_size=40)
 
 
+def _deleted(step: tuple, group: str, tp: tuple[str, int]) -> bool:
+    kind = step[0]
+    if kind == "delete":
+        return (group, tp) == (step[1], step[2])
+    if kind == "delete_group":
+        return group == step[1]
+    return tp[0] == step[1]
+
+
 @settings(max_examples=300, deadline=None)
 @given(ops)
 def test_matches_a_model_across_restarts(steps):
@@ -244,19 +253,15 @@ def test_matches_a_model_across_restarts(steps):
                     model_committed[(g, tp)] = (off, when)
         elif kind in ("delete", "delete_group", "delete_topic"):
             if kind == "delete":
-                _, g, tp = step
-                s.delete(g, [tp])
-                gone = lambda g2, tp2: (g2, tp2) == (g, tp)  # noqa: E731
+                s.delete(step[1], [step[2]])
             elif kind == "delete_group":
-                _, g = step
-                s.delete_group(g)
-                gone = lambda g2, tp2: g2 == g  # noqa: E731
+                s.delete_group(step[1])
             else:
-                _, topic = step
-                s.delete_topic(topic)
-                gone = lambda g2, tp2: tp2[0] == topic  # noqa: E731
-            model_committed = {k: v for k, v in model_committed.items() if not gone(*k)}
-            model_pending = {k: v for k, v in model_pending.items() if not gone(k[1], k[2])}
+                s.delete_topic(step[1])
+            model_committed = {k: v for k, v in model_committed.items()
+                               if not _deleted(step, *k)}
+            model_pending = {k: v for k, v in model_pending.items()
+                             if not _deleted(step, k[1], k[2])}
         else:
             log += s.drain_records()
             s = restarted(log, random.Random(step[1]))
