@@ -366,6 +366,28 @@ def test_kip848_group_checks_member_and_epoch(broker):
     assert committed(b, "ng") == {0: 1}
 
 
+def test_offset_commit_naming_a_generation_in_a_simple_group(broker):
+    """A group that only has offsets is Kafka's empty "simple" group: an OffsetCommit naming a
+    generation gets UNKNOWN_MEMBER_ID at every version (the reference Kafka 4.0 answers 25 at
+    v7-v9), where a group that does not exist gets ILLEGAL_GENERATION (v9+: GROUP_ID_NOT_FOUND)."""
+    b = broker
+    plain_commit(b, {0: 1}, group="simple")
+    txn_commit(b, {0: 1}, group="pending-only")
+
+    def commit(group, version):
+        resp = send(b, OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=5, member_id="m",
+            topics=[OffsetCommitRequestTopic(name="t", partitions=[
+                OffsetCommitRequestPartition(partition_index=0, committed_offset=3)])]), version)
+        return resp.topics[0].partitions[0].error_code
+
+    for version in (7, 8, 9):
+        assert commit("simple", version) == ErrorCode.UNKNOWN_MEMBER_ID, version
+        assert commit("pending-only", version) == ErrorCode.UNKNOWN_MEMBER_ID, version
+    assert commit("nosuch", 8) == ErrorCode.ILLEGAL_GENERATION
+    assert commit("nosuch", 9) == ErrorCode.GROUP_ID_NOT_FOUND
+
+
 # -- the group APIs with pending offsets ---------------------------------------------------
 
 def test_group_apis_with_pending_offsets(broker):

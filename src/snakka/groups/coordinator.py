@@ -428,6 +428,15 @@ class GroupCoordinator(MetadataListener):
         return result
 
     # -- offsets -------------------------------------------------------------------------
+    def _simple_group(self, group_id: str, generation_id: int) -> int | None:
+        """Kafka holds a group that only has offsets (committed or pending) as an Empty
+        "simple" classic group: a generation < 0 commits; naming a generation names a member
+        it cannot have (UNKNOWN_MEMBER_ID, where a group that does not exist at all answers
+        ILLEGAL_GENERATION / GROUP_ID_NOT_FOUND). None: not such a group."""
+        if self.classic.has_group(group_id) or not self.offsets.has_offsets(group_id):
+            return None
+        return ErrorCode.NONE if generation_id < 0 else ErrorCode.UNKNOWN_MEMBER_ID
+
     def validate_commit(self, group_id: str, member_id: str, generation_or_epoch: int,
                         group_instance_id: str | None) -> int:
         if self.consumer.has_group(group_id):
@@ -435,6 +444,9 @@ class GroupCoordinator(MetadataListener):
                 group_id=group_id, member_id=member_id, member_epoch=generation_or_epoch)
         if self.share.has_group(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND  # share groups have no committed offsets
+        simple = self._simple_group(group_id, generation_or_epoch)
+        if simple is not None:
+            return simple
         return self.classic.validate_offset_commit(
             group_id=group_id, member_id=member_id, generation_id=generation_or_epoch,
             group_instance_id=group_instance_id)
@@ -505,10 +517,9 @@ class GroupCoordinator(MetadataListener):
             return ErrorCode.ILLEGAL_GENERATION if err == ErrorCode.STALE_MEMBER_EPOCH else err
         if self.share.has_group(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND  # Kafka: "Group ... is not a consumer group."
-        if not self.classic.has_group(group_id) and self.offsets.has_offsets(group_id):
-            # Kafka holds a group that only has offsets as an Empty "simple" classic group:
-            # a generation < 0 commits; naming a generation means naming a member it lacks.
-            return ErrorCode.NONE if generation_id < 0 else ErrorCode.UNKNOWN_MEMBER_ID
+        simple = self._simple_group(group_id, generation_id)
+        if simple is not None:
+            return simple
         return self.classic.validate_offset_commit(
             group_id=group_id, member_id=member_id, generation_id=generation_id,
             group_instance_id=group_instance_id, transactional=True)
