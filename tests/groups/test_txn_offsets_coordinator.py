@@ -295,6 +295,16 @@ def test_unknown_topics_partitions_and_group_id(broker):
     b = broker
     out = txn_commit(b, {0: 1, 7: 1})
     assert out == {("t", 0): 0, ("t", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    # Kafka's order: the partitions refused up front, then those the coordinator answered
+    req = TxnOffsetCommitRequest(transactional_id="tx", group_id="g", producer_id=PID, topics=[
+        TxnOffsetCommitRequestTopic(name="t", partitions=[
+            TxnOffsetCommitRequestPartition(partition_index=p) for p in (0, 7, 1)]),
+        TxnOffsetCommitRequestTopic(name="nope", partitions=[
+            TxnOffsetCommitRequestPartition(partition_index=0)]),
+        TxnOffsetCommitRequestTopic(name="t", partitions=[])])
+    resp = on_loop(b, txn_offset_commit.handle, Ctx(b, 3, FakeTxns()), req)
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+            for t in resp.topics] == [("t", [(7, 3), (0, 0), (1, 0)]), ("nope", [(0, 3)])]
     txns = FakeTxns()
     assert txn_commit(b, {0: 1}, topic="nope", txns=txns) == {
         ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}

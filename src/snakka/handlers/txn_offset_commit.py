@@ -21,7 +21,9 @@ transactional write):
    string over ``offset.metadata.max.bytes`` is OFFSET_METADATA_TOO_LARGE for its partition;
    a failed write NOT_COORDINATOR.
 
-Errors of steps 3-5 are answered for every partition that reached them; step 2's stay.
+Errors of steps 3-5 are answered for every partition that reached them; step 2's stay, and
+come first in their topic, as Kafka's response builder orders them (checked against the
+reference Kafka 4.0 in tests/reference/test_differential_txn_offsets.py).
 """
 
 from __future__ import annotations
@@ -86,27 +88,15 @@ def handle(ctx: RequestContext, req: TxnOffsetCommitRequest):
 async def _handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     services = ctx.services
     v = ctx.api_version
-    out: dict[str, dict[int, int]] = {}  # topic -> partition -> error, in request order
-    for t in req.topics:
-        out.setdefault(t.name, {})
-
-    def answer() -> TxnOffsetCommitResponse:
-        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
-            TxnOffsetCommitResponseTopic(name=name, partitions=[
-                TxnOffsetCommitResponsePartition(partition_index=p, error_code=err)
-                for p, err in parts.items()]) for name, parts in out.items()])
-
-    def fail_all(err: int) -> TxnOffsetCommitResponse:
-        for t in req.topics:
-            for p in t.partitions:
-                out[t.name][p.partition_index] = err
-        return answer()
 
     if _denied(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
-        return fail_all(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return _fail_all(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if _denied(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
-        return fail_all(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return _fail_all(req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
 
+    # As Kafka's response builder: the partitions refused here come first (request order),
+    # then those the group coordinator answered, merged into their topics.
+    out: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
     md = services.metadata
     entries: list[tuple[str, int, int, int, str | None]] = []
     for t in req.topics:
@@ -114,37 +104,53 @@ async def _handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffset
         denied = _denied(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             if denied:
-                out[t.name][p.partition_index] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                err = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif ti is None or not 0 <= p.partition_index < ti.partitions:
-                out[t.name][p.partition_index] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 entries.append((t.name, p.partition_index, p.committed_offset,
                                 p.committed_leader_epoch if v >= 2 else -1,
                                 p.committed_metadata))
-    if not entries:
-        return answer()
+                continue
+            out.setdefault(t.name, []).append(
+                TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                 error_code=err))
+    if entries:
+        for (topic, partition, *_), err in zip(entries, await _commit(ctx, req, entries),
+                                               strict=True):
+            out.setdefault(topic, []).append(
+                TxnOffsetCommitResponsePartition(partition_index=partition, error_code=err))
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        TxnOffsetCommitResponseTopic(name=name, partitions=parts) for name, parts in out.items()])
 
-    def settle(errors: list[int]) -> TxnOffsetCommitResponse:
-        for (topic, partition, *_), err in zip(entries, errors, strict=True):
-            out[topic][partition] = err
-        return answer()
 
+async def _commit(ctx: RequestContext, req: TxnOffsetCommitRequest,
+                  entries: list[tuple[str, int, int, int, str | None]]) -> list[int]:
+    """Steps 3-5 of the module doc for the partitions that passed 1-2: an error per entry."""
+    v = ctx.api_version
     if not req.group_id:
-        return settle([ErrorCode.INVALID_GROUP_ID] * len(entries))
-    groups = services.groups
+        return [ErrorCode.INVALID_GROUP_ID] * len(entries)
+    groups = ctx.services.groups
     offsets_partition = groups.partition_for(req.group_id)
-    raw = await services.txns.verify_or_add(
+    raw = await ctx.services.txns.verify_or_add(
         req.transactional_id, req.producer_id, req.producer_epoch,
         [(OFFSETS_TOPIC, offsets_partition)], add=v >= 5)
     err = verification_error(raw.get((OFFSETS_TOPIC, offsets_partition), ErrorCode.NONE), v)
     if err:
-        return settle([err] * len(entries))
+        return [err] * len(entries)
     try:
-        errors = groups.txn_commit_offsets(
+        return groups.txn_commit_offsets(
             req.group_id, req.producer_id, req.producer_epoch,
             member_id=req.member_id if v >= 3 else "",
             generation_id=req.generation_id_or_member_epoch if v >= 3 else -1,
             group_instance_id=req.group_instance_id if v >= 3 else None, entries=entries)
     except KafkaError as e:  # the write failed and was rolled back
-        errors = [verification_error(e.code, v)] * len(entries)
-    return settle(errors)
+        return [verification_error(e.code, v)] * len(entries)
+
+
+def _fail_all(req: TxnOffsetCommitRequest, err: int) -> TxnOffsetCommitResponse:
+    """Kafka's ``TxnOffsetCommitRequest.getErrorResponse``: every partition of the request."""
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=err)
+            for p in t.partitions]) for t in req.topics])
