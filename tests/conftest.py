@@ -92,6 +92,9 @@ NOT_FAST = {
         "runs tools/gen_config_docs.py --check",
     "server/test_api_declarations.py::test_api_versions_answers_are_byte_identical_to_before":
         "an in-process broker answering on a socket",
+    "server/test_api_declarations.py::"
+    "test_api_versions_v3_finalizes_transaction_version_2_as_kafka_4_0":
+        "an in-process broker answering on a socket",
     "spark/test_options.py::test_readers_and_partitions_pickle_without_connections":
         "an in-process broker (spark_broker)",
 }

@@ -103,6 +103,7 @@ async def _handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffset
         ti = md.topics.get(t.name)
         denied = _denied(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions:
+            err: int
             if denied:
                 err = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif ti is None or not 0 <= p.partition_index < ti.partitions:
@@ -116,10 +117,10 @@ async def _handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffset
                 TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
                                                  error_code=err))
     if entries:
-        for (topic, partition, *_), err in zip(entries, await _commit(ctx, req, entries),
-                                               strict=True):
+        for (topic, partition, *_), code in zip(entries, await _commit(ctx, req, entries),
+                                                strict=True):
             out.setdefault(topic, []).append(
-                TxnOffsetCommitResponsePartition(partition_index=partition, error_code=err))
+                TxnOffsetCommitResponsePartition(partition_index=partition, error_code=code))
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         TxnOffsetCommitResponseTopic(name=name, partitions=parts) for name, parts in out.items()])
 
