@@ -18,6 +18,7 @@ import asyncio
 import threading
 
 import pytest
+from confluent_kafka import KafkaException
 
 from .helpers import ck_create_topic
 from .test_groups_harness import GROUP_BROKER_CONFIG
@@ -31,7 +32,8 @@ NONE = -1001  # librdkafka's OFFSET_INVALID: no committed offset
 @pytest.fixture
 def broker(snakka_broker_factory):
     b = snakka_broker_factory(config=dict(GROUP_BROKER_CONFIG, **{
-        "offsets.topic.num.partitions": "4", "transaction.state.log.num.partitions": "4"}))
+        "offsets.topic.num.partitions": "4", "transaction.state.log.num.partitions": "4",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}))
     ck_create_topic(b.bootstrap_servers, "in", 2)
     ck_create_topic(b.bootstrap_servers, "out", 2)
     return b
@@ -41,7 +43,7 @@ def ck_committed(bootstrap: str, group: str, parts=(0, 1), *, read_committed: bo
                  timeout: float = TIMEOUT) -> dict[int, int]:
     """The group's committed offsets of "in" as a confluent consumer reads them (OffsetFetch;
     with read_committed librdkafka sets RequireStable)."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                   "enable.auto.commit": False,
@@ -109,7 +111,7 @@ def test_confluent_read_committed_consumer_gets_no_stale_offset_while_pending(br
     """librdkafka's read_committed consumer sends OffsetFetch with RequireStable: while the
     transaction is open it is answered UNSTABLE_OFFSET_COMMIT (and retries), where a
     read_uncommitted consumer reads the last committed offset at once."""
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import TopicPartition
 
     bs = broker.bootstrap_servers
     p = ck_transactional_producer(bs, "ck-stable")
@@ -134,6 +136,46 @@ def test_confluent_read_committed_consumer_gets_no_stale_offset_while_pending(br
     p.commit_transaction(TIMEOUT)
     reader.join(TIMEOUT + 5)
     assert result == {"offsets": {0: 20}}
+
+
+def test_confluent_pending_offsets_survive_a_restart_then_commit(broker):
+    """The broker restarts between send_offsets_to_transaction and the commit: the pending
+    offsets are replayed (still unstable), and the commit that follows applies them."""
+    from confluent_kafka import TopicPartition
+
+    bs = broker.bootstrap_servers
+    p = ck_transactional_producer(bs, "ck-restart")
+    p.begin_transaction()
+    p.produce("out", b"x", partition=0)
+    p.send_offsets_to_transaction([TopicPartition("in", 0, 33)],
+                                  ck_group_metadata(bs, "restarted"), TIMEOUT)
+    assert p.flush(TIMEOUT) == 0
+    broker.restart()
+    with pytest.raises(KafkaException):
+        ck_committed(bs, "restarted", (0,), read_committed=True, timeout=3)
+    p.commit_transaction(TIMEOUT)
+    assert ck_committed(bs, "restarted", (0,), read_committed=True) == {0: 33}
+
+
+def test_timed_out_transaction_drops_its_pending_offsets(broker):
+    """A producer that never ends its transaction: the coordinator aborts it at
+    ``transaction.timeout.ms``, the pending offsets go, and a read_committed reader waiting on
+    them gets the last committed offset (no group stays blocked)."""
+    from confluent_kafka import Producer, TopicPartition
+
+    bs = broker.bootstrap_servers
+    ck_send_offsets(ck_transactional_producer(bs, "ck-before"), bs, "timeout", {0: 4},
+                    commit=True)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "ck-stuck",
+                  "transaction.timeout.ms": 2000})
+    p.init_transactions(TIMEOUT)
+    p.begin_transaction()
+    p.produce("out", b"x", partition=0)
+    p.send_offsets_to_transaction([TopicPartition("in", 0, 99)],
+                                  ck_group_metadata(bs, "timeout"), TIMEOUT)
+    # the reader retries while the offset is pending and returns once the abort dropped it
+    assert ck_committed(bs, "timeout", (0,), read_committed=True) == {0: 4}
+    assert ck_committed(bs, "timeout", (0,)) == {0: 4}
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
