@@ -268,3 +268,62 @@ def test_aiokafka_send_offsets_to_transaction(broker):
     assert ck_committed(bs, "aio-group") == {0: 8, 1: 9}
     asyncio.run(asyncio.wait_for(run(False, 200), TIMEOUT))
     assert ck_committed(bs, "aio-group") == {0: 8, 1: 9}
+
+
+def ck_read_committed_to_end(bootstrap: str, topic: str, partitions: list[int]) -> list[bytes]:
+    """Every committed value of ``partitions`` (read_committed, from the start to the end)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-offsets-reader",
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "isolation.level": "read_committed"})
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        values: list[bytes] = []
+        at_end: set[int] = set()
+        while at_end != set(partitions):
+            msgs = c.consume(1000, timeout=TIMEOUT)
+            assert msgs, "no progress reading to the end"
+            for m in msgs:
+                if m.error() is not None:
+                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                    at_end.add(m.partition())
+                else:
+                    at_end.discard(m.partition())
+                    values.append(m.value())
+        return values
+    finally:
+        c.close()
+
+
+def test_java_transactional_message_copier(broker):
+    """Kafka's own exactly-once copier (the Java 4.0 producer, Transactions V2 against snakka:
+    TxnOffsetCommit v5 adds the offsets partition itself), in group mode with the consumer's
+    group metadata and random aborts: after an abort it rewinds to the group's committed
+    offsets (OffsetFetch), so an aborted transaction's offsets showing up would lose records
+    and a committed one's missing would duplicate them. The output holds each input once."""
+    reference_kafka = pytest.importorskip("reference_kafka",
+                                          reason="tests/reference_kafka.py is not present")
+    reason = reference_kafka.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from confluent_kafka import Producer
+
+    bs = broker.bootstrap_servers
+    n = 300
+    src = Producer({"bootstrap.servers": bs})
+    for i in range(n):
+        src.produce("in", b"v%d" % i, partition=0)
+    assert src.flush(TIMEOUT) == 0
+    tool = reference_kafka.run_tool(
+        "kafka-run-class.sh", "org.apache.kafka.tools.TransactionalMessageCopier",
+        "--broker-list", bs, "--input-topic", "in", "--input-partition", "0",
+        "--output-topic", "out", "--transactional-id", "java-copier",
+        "--consumer-group", "java-copier-group", "--transaction-size", "25",
+        "--max-messages", str(n), "--group-mode", "--use-group-metadata",
+        "--enable-random-aborts", timeout=120)
+    assert tool.returncode == 0, tool.stdout[-2000:] + tool.stderr[-2000:]
+    assert '"remaining":0' in tool.stdout.replace(" ", ""), tool.stdout[-2000:]
+    assert sorted(ck_read_committed_to_end(bs, "out", [0, 1])) == sorted(
+        b"v%d" % i for i in range(n))
+    assert ck_committed(bs, "java-copier-group", (0,), read_committed=True) == {0: n}
