@@ -76,16 +76,23 @@ def on_loop(b: EmbeddedBroker, fn, *args, **kw):
 
 
 class FakeTxns:
-    """Stands in for the transaction coordinator's TransactionManager.verify_or_add."""
+    """Stands in for the transaction coordinator's TransactionManager: ``verify_or_add``
+    answers ``error``; its core's ``verify_partitions`` (the handler's synchronous check right
+    before storing) answers ``guard_error``, as if the transaction had ended during the first."""
 
-    def __init__(self, error: int = ErrorCode.NONE) -> None:
+    def __init__(self, error: int = ErrorCode.NONE, guard_error: int = ErrorCode.NONE) -> None:
         self.error = error
+        self.guard_error = guard_error
         self.calls: list[tuple] = []
+        self.coordinator = SimpleNamespace(verify_partitions=self._verify_partitions)
 
     async def verify_or_add(self, transactional_id, producer_id, producer_epoch, partitions, *,
                             add):
         self.calls.append((transactional_id, producer_id, producer_epoch, list(partitions), add))
         return {tp: ErrorCode(self.error) for tp in partitions}
+
+    def _verify_partitions(self, transactional_id, producer_id, producer_epoch, partitions):
+        return ErrorCode.NONE, {tp: ErrorCode(self.guard_error) for tp in partitions}
 
 
 class Ctx:
@@ -289,6 +296,18 @@ def test_verification_errors_mapped_per_version(broker, version):
         assert errors_of(txn_commit(b, {0: 1}, version=version, txns=txns)) == {answer}, raw
         assert txns.calls[0][4] is (version >= 5)  # v5 adds the partition (KIP-890 TV2)
     assert fetch(b, stable=True)[0] == (-1, -1, "", 0)  # nothing pending after refusals
+
+
+@pytest.mark.parametrize("version", [3, 5])
+def test_transaction_ended_during_verification_stores_nothing(broker, version):
+    """The verification waited (v5 adds the partition with a state write) and the transaction
+    ended meanwhile: the offsets are refused, not left pending for the next transaction."""
+    b = broker
+    txns = FakeTxns(guard_error=ErrorCode.TRANSACTION_ABORTABLE)
+    assert errors_of(txn_commit(b, {0: 1}, version=version, txns=txns)) == {
+        ErrorCode.TRANSACTION_ABORTABLE if version >= 4 else ErrorCode.INVALID_TXN_STATE}
+    assert fetch(b, stable=True)[0] == (-1, -1, "", 0)
+    assert b.broker.groups.offsets.pending("g") == {}
 
 
 def test_unknown_topics_partitions_and_group_id(broker):

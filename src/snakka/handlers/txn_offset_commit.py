@@ -132,11 +132,21 @@ async def _commit(ctx: RequestContext, req: TxnOffsetCommitRequest,
     if not req.group_id:
         return [ErrorCode.INVALID_GROUP_ID] * len(entries)
     groups = ctx.services.groups
-    offsets_partition = groups.partition_for(req.group_id)
-    raw = await ctx.services.txns.verify_or_add(
-        req.transactional_id, req.producer_id, req.producer_epoch,
-        [(OFFSETS_TOPIC, offsets_partition)], add=v >= 5)
-    err = verification_error(raw.get((OFFSETS_TOPIC, offsets_partition), ErrorCode.NONE), v)
+    txns = ctx.services.txns
+    tp = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
+    raw = await txns.verify_or_add(req.transactional_id, req.producer_id, req.producer_epoch,
+                                   [tp], add=v >= 5)
+    err = verification_error(raw.get(tp, ErrorCode.NONE), v)
+    if err:
+        return [err] * len(entries)
+    # Kafka's VerificationGuard: the verification above may have waited (v5 writes the
+    # transaction state), and the transaction may have ended meanwhile (a timeout abort, a
+    # pipelined EndTxn); its markers would have found nothing pending, and offsets stored now
+    # would wait for the producer's NEXT transaction. So check again, synchronously, with no
+    # await between this check and the store.
+    top, per = txns.coordinator.verify_partitions(
+        req.transactional_id, req.producer_id, req.producer_epoch, [tp])
+    err = verification_error(top or per.get(tp, ErrorCode.NONE), v)
     if err:
         return [err] * len(entries)
     try:
