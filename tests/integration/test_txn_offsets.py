@@ -243,6 +243,36 @@ def test_kafka_python_send_offsets_to_transaction(broker):
         p.close(timeout=TIMEOUT)
 
 
+def test_kafka_python_with_a_members_group_metadata(broker):
+    """KIP-447: kafka-python's producer sends the joined consumer's member id and generation
+    (TxnOffsetCommit v3), which the classic group checks."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    bs = broker.bootstrap_servers
+    consumer = KafkaConsumer("in", bootstrap_servers=bs, group_id="kp-member",
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id="kp-member-tx")
+    try:
+        for _ in range(100):
+            consumer.poll(timeout_ms=200)
+            if consumer.assignment():
+                break
+        assert consumer.assignment(), "the consumer never joined"
+        metadata = consumer.group_metadata()
+        assert metadata.generation_id > 0 and metadata.member_id
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("out", b"x", partition=0).get(timeout=TIMEOUT)
+        p.send_offsets_to_transaction({TopicPartition("in", 1): OffsetAndMetadata(3, "", -1)},
+                                      metadata)
+        p.commit_transaction()
+        assert ck_committed(bs, "kp-member", (1,)) == {1: 3}
+    finally:
+        p.close(timeout=TIMEOUT)
+        consumer.close()
+
+
 def test_aiokafka_send_offsets_to_transaction(broker):
     from aiokafka import AIOKafkaProducer
     from aiokafka.structs import TopicPartition
