@@ -48,7 +48,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -157,9 +157,15 @@ class TransactionManager:
         for p, records in by_partition.items():
             self._load(p, records)
         self._retry = asyncio.Event()
-        self._tasks = [asyncio.ensure_future(self._abort_loop()),
-                       asyncio.ensure_future(self._expire_loop()),
-                       asyncio.ensure_future(self._retry_loop())]
+        cfg = self.config
+        self._tasks = [
+            asyncio.ensure_future(self._periodically(
+                cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                self._abort_timed_out)),
+            asyncio.ensure_future(self._periodically(
+                cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+                self._expire_ids)),
+            asyncio.ensure_future(self._retry_loop())]
         pending = self.coordinator.pending_markers()
         log.info("transaction coordinator loaded %d record(s): %d transactional id(s), %d "
                  "transaction(s) to complete", n, len(self.coordinator.transactional_ids()),
@@ -402,23 +408,25 @@ class TransactionManager:
                     log.exception("completing %d pending marker(s) failed", len(pending))
                     self._schedule_retry()
 
-    async def _abort_loop(self) -> None:
-        period = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+    async def _periodically(self, period_ms: int, step: Callable[[], Awaitable[None]]) -> None:
         while True:
-            await asyncio.sleep(period)
-            r = self.coordinator.abort_timed_out_transactions()
-            if r.aborted:
-                log.info("aborting %d transaction(s) open longer than their timeout: %s",
-                         len(r.aborted), ", ".join(r.aborted))
-            if r.records or r.markers:
-                await self._apply(r.records, r.markers, r.aborted)
+            await asyncio.sleep(period_ms / 1000)
+            try:
+                await step()
+            except Exception:  # a bug must not stop the timer: logged, run again next period
+                log.exception("transaction coordinator timer %s failed", step.__name__)
 
-    async def _expire_loop(self) -> None:
-        period = self.config.transaction_remove_expired_transaction_cleanup_interval_ms / 1000
-        while True:
-            await asyncio.sleep(period)
-            r = self.coordinator.expire_transactional_ids()
-            if r.expired:
-                log.info("removed %d transactional id(s) idle for transactional.id.expiration.ms",
-                         len(r.expired))
-                await self._apply(r.records, ())
+    async def _abort_timed_out(self) -> None:
+        r = self.coordinator.abort_timed_out_transactions()
+        if r.aborted:
+            log.info("aborting %d transaction(s) open longer than their timeout: %s",
+                     len(r.aborted), ", ".join(r.aborted))
+        if r.records or r.markers:
+            await self._apply(r.records, r.markers, r.aborted)
+
+    async def _expire_ids(self) -> None:
+        r = self.coordinator.expire_transactional_ids()
+        if r.expired:
+            log.info("removed %d transactional id(s) idle for transactional.id.expiration.ms",
+                     len(r.expired))
+            await self._apply(r.records, ())
