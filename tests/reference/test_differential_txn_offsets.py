@@ -51,6 +51,16 @@ def test_txn_offset_commit(brokers, versions):
         return OffsetFetchRequest(group_id=group, require_stable=stable, topics=[
             OffsetFetchRequestTopic(name=t, partition_indexes=[0, 1])])
 
+    async def commit_and_fetch(p: Peer, pid: int, epoch: int, group: str, suffix: str) -> None:
+        """EndTxn(commit), then the group's offsets once nothing is pending (Kafka writes its
+        markers after answering)."""
+        await p.ask("end_commit" + suffix, EndTxnRequest(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True),
+            version=3)
+        await p.until("fetch_after_commit" + suffix, lambda: fetch(group, True),
+                      lambda r: all(x.error_code == 0 for x in r.topics[0].partitions),
+                      version=7)
+
     async def scenario(p: Peer):
         await p.create_topic(t, partitions=2)
         for group in (g, g2):
@@ -85,23 +95,13 @@ def test_txn_offset_commit(brokers, versions):
         listed.groups = [x for x in listed.groups if x.group_id == g]
         p.responses["list"] = listed
         await p.ask("describe", DescribeGroupsRequest(groups=[g]), version=5)
-        await p.ask("end_commit", EndTxnRequest(
-            transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True),
-            version=3)
-        await p.until("fetch_after_commit", lambda: fetch(g, True),
-                      lambda r: all(x.error_code == 0 for x in r.topics[0].partitions),
-                      version=7)
+        await commit_and_fetch(p, pid, epoch, g, "")
         # A second transaction whose group is deleted before it commits.
         await p.until(None, lambda: AddOffsetsToTxnRequest(
             transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=g2),
             lambda r: r.error_code == 0, version=3)
         await p.ask("commit_g2", commit(pid, epoch, {0: 1}, group=g2), version=3)
         await p.ask("delete_g2", DeleteGroupsRequest(groups_names=[g2]), version=2)
-        await p.ask("end_commit_g2", EndTxnRequest(
-            transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True),
-            version=3)
-        await p.until("fetch_g2_after_commit", lambda: fetch(g2, True),
-                      lambda r: all(x.error_code == 0 for x in r.topics[0].partitions),
-                      version=7)
+        await commit_and_fetch(p, pid, epoch, g2, "_g2")
 
     assert_same_shape(*run_both(brokers, versions, scenario))

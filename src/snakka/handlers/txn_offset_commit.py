@@ -16,10 +16,11 @@ transactional write):
    INVALID_PRODUCER_EPOCH at every version, TRANSACTION_ABORTABLE (partition not in the
    transaction) becomes INVALID_TXN_STATE below v4; then as the coordinator runtime maps
    exceptions (``CoordinatorOperationExceptionHelper``);
-5. the group checks the committer (generation / member / static instance, or the KIP-848 member
-   epoch: GroupCoordinator.txn_commit_offsets) and stores the offsets as pending; a metadata
-   string over ``offset.metadata.max.bytes`` is OFFSET_METADATA_TOO_LARGE for its partition;
-   a failed write NOT_COORDINATOR.
+5. the transaction is checked again with no wait before the store (Kafka's VerificationGuard:
+   it may have ended while step 4 waited); the group checks the committer (generation / member /
+   static instance, or the KIP-848 member epoch: GroupCoordinator.txn_commit_offsets) and
+   stores the offsets as pending; a metadata string over ``offset.metadata.max.bytes`` is
+   OFFSET_METADATA_TOO_LARGE for its partition; a failed write NOT_COORDINATOR.
 
 Errors of steps 3-5 are answered for every partition that reached them; step 2's stay, and
 come first in their topic, as Kafka's response builder orders them (checked against the
