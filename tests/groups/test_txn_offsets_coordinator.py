@@ -290,6 +290,10 @@ def test_verification_errors_mapped_per_version(broker, version):
         ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.CONCURRENT_TRANSACTIONS,
         ErrorCode.INVALID_PRODUCER_ID_MAPPING: ErrorCode.INVALID_PRODUCER_ID_MAPPING,
         ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if version >= 2
+            else ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
     }
     for raw, answer in expected.items():
         txns = FakeTxns(raw)

@@ -15,7 +15,8 @@ transactional write):
    is mapped as Kafka's AddPartitionsToTxnManager does: PRODUCER_FENCED becomes
    INVALID_PRODUCER_EPOCH at every version, TRANSACTION_ABORTABLE (partition not in the
    transaction) becomes INVALID_TXN_STATE below v4; then as the coordinator runtime maps
-   exceptions (``CoordinatorOperationExceptionHelper``);
+   exceptions (``CoordinatorOperationExceptionHelper``), and COORDINATOR_LOAD_IN_PROGRESS is
+   COORDINATOR_NOT_AVAILABLE below v2 (KafkaApis);
 5. the transaction is checked again with no wait before the store (Kafka's VerificationGuard:
    it may have ended while step 4 waited); the group checks the committer (generation / member /
    static instance, or the KIP-848 member epoch: GroupCoordinator.txn_commit_offsets) and
@@ -74,6 +75,9 @@ def verification_error(raw: int, version: int) -> int:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     if raw == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
         return ErrorCode.INVALID_TXN_STATE
+    if raw == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < 2:
+        # KafkaApis: 0.11-2.0 producers could crash on the loading error (KAFKA-7296).
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return _OPERATION_ERRORS.get(raw, raw)
 
 
