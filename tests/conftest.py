@@ -82,6 +82,7 @@ FAST_TESTS = (
 NOT_FAST = {
     "groups/test_coordinator_persistence.py": "an in-process broker, restarted",
     "groups/test_share_coordinator.py": "an in-process broker, restarted",
+    "groups/test_txn_offsets_coordinator.py": "an in-process broker, restarted",
     "share/test_manager.py": "the share-partition shell on a started Broker",
     "protocol/test_captured_client_frames.py": "real clients against an in-process broker",
     "protocol/test_kafka_python_differential.py": "a real client's codecs (kafka-python)",

@@ -23,11 +23,12 @@ from snakka.testing import EmbeddedBroker
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_api_versions.json").read_text())["frames"]
 
-# (api key, min, max) advertised by main before the change (b2717cd).
+# (api key, min, max) advertised by main before the change (b2717cd), plus the APIs added since
+# (issue 11: TxnOffsetCommit 28 v0-5); the frames in golden_api_versions.json follow.
 GOLDEN_RANGES = [
     (0, 0, 13), (1, 4, 18), (2, 0, 11), (3, 0, 13), (8, 0, 10), (9, 0, 10), (10, 0, 6),
     (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (18, 0, 5),
-    (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 5), (23, 0, 4), (32, 0, 4), (33, 0, 2),
+    (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 5), (23, 0, 4), (28, 0, 5), (32, 0, 4), (33, 0, 2),
     (35, 0, 5), (37, 0, 3), (42, 0, 3), (44, 0, 1), (47, 0, 0), (60, 0, 2), (68, 0, 1),
     (69, 0, 1), (75, 0, 0), (76, 1, 1), (77, 1, 1), (78, 1, 2), (79, 1, 2), (90, 0, 1),
     (91, 0, 0), (92, 0, 0),
