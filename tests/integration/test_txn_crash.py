@@ -9,8 +9,8 @@ killed with os._exit (issue 11's acceptance criteria).
   read_committed sees what was committed before the crash and nothing of the open
   transactions nor of those aborted before the crash (small segments: their .txnindex entries
   span segments the crash recovery rebuilds); both ids commit again.
-- **Broker SIGKILL mid-commit.** A raw connection sends EndTxn(commit) for a transaction over
-  many partitions and the broker is killed right after, at delays of 0-10 ms, so the kill lands
+- **Broker SIGKILL mid-commit.** A raw connection (every other transaction as a Transactions V2
+  producer: Produce v12, EndTxn v5) sends EndTxn(commit) for a transaction over many partitions and the broker is killed right after, at delays of 0-10 ms, so the kill lands
   before the PrepareCommit record, among the markers (under strict durability the fsync waits
   open that window: a start-up then completes the transaction), or after them. After every restart each
   transaction is atomic (read_committed sees all of its records or none, according to what was
@@ -128,9 +128,11 @@ TOPICS = [f"crash-commit-{i}" for i in range(3)]
 PARTS = 8  # 24 partitions: 24 markers to write after the PrepareCommit record
 
 
-async def _open_and_commit(bs: str, tid: str, value: bytes, kill, delay: float) -> None:
+async def _open_and_commit(bs: str, tid: str, value: bytes, kill, delay: float,
+                           tv2: bool) -> None:
     """InitProducerId, AddPartitionsToTxn and Produce on every partition, then EndTxn(commit)
-    sent without waiting for its answer, then ``kill()`` after ``delay`` seconds."""
+    sent without waiting for its answer, then ``kill()`` after ``delay`` seconds. ``tv2``: as
+    a Transactions V2 producer (no AddPartitionsToTxn: Produce v12 adds; EndTxn v5)."""
     from snakka.protocol.messages.add_partitions_to_txn_request import (
         AddPartitionsToTxnRequest,
         AddPartitionsToTxnTopic,
@@ -153,13 +155,14 @@ async def _open_and_commit(bs: str, tid: str, value: bytes, kill, delay: float) 
                                                      transaction_timeout_ms=TXN_TIMEOUT_MS))
         assert init.error_code == 0, init
         pid, epoch = init.producer_id, init.producer_epoch
-        r = await conn.send(AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
-            v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
-                AddPartitionsToTxnTopic(name=t, partitions=list(range(PARTS)))
-                for t in TOPICS]), version=3)
-        assert all(p.partition_error_code == 0 for t in r.results_by_topic_v3_and_below
-                   for p in t.results_by_partition), r
+        if not tv2:
+            r = await conn.send(AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                    AddPartitionsToTxnTopic(name=t, partitions=list(range(PARTS)))
+                    for t in TOPICS]), version=3)
+            assert all(p.partition_error_code == 0 for t in r.results_by_topic_v3_and_below
+                       for p in t.results_by_partition), r
         batch = build_batch([Record(timestamp=now_ms(), key=b"k", value=value)],
                             producer_id=pid, producer_epoch=epoch, base_sequence=0,
                             is_transactional=True)
@@ -167,12 +170,12 @@ async def _open_and_commit(bs: str, tid: str, value: bytes, kill, delay: float) 
             transactional_id=tid, acks=-1, timeout_ms=10000, topic_data=[
                 TopicProduceData(name=t, partition_data=[
                     PartitionProduceData(index=p, records=batch) for p in range(PARTS)])
-                for t in TOPICS]), version=9)
+                for t in TOPICS]), version=12 if tv2 else 9)
         assert all(p.error_code == 0 for t in resp.responses
                    for p in t.partition_responses), resp
         await conn.send_no_response(EndTxnRequest(transactional_id=tid, producer_id=pid,
                                                   producer_epoch=epoch, committed=True),
-                                    version=3)
+                                    version=5 if tv2 else 3)
         if delay:
             await asyncio.sleep(delay)
         kill()
@@ -195,7 +198,8 @@ def test_sigkill_mid_commit(snakka_broker_factory, strict):
     for i, delay in enumerate((0, 0.0005, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.01)):
         tid = f"mid-commit-{i}"
         value = tid.encode()
-        run_async(_open_and_commit(broker.bootstrap_servers, tid, value, broker.kill, delay))
+        run_async(_open_and_commit(broker.bootstrap_servers, tid, value, broker.kill, delay,
+                                   tv2=i % 2 == 1))
         broker.start()
         bs = broker.bootstrap_servers
         for t in TOPICS:  # no partition stays blocked (an Ongoing one aborts on its timeout)
