@@ -32,6 +32,7 @@ import time
 
 import pytest
 
+from snakka.protocol.errors import ErrorCode
 from snakka.records import Record
 from snakka.testing import EmbeddedBroker
 
@@ -370,3 +371,79 @@ def test_consume_transform_produce_survives_os_exit(tmp_path, client):
             f"duplicates in the output after {deaths} crashes: "
             f"{len(values) - len(set(values))}")
         assert values == [b"out:%05d" % i for i in range(n)], f"{deaths} crashes"
+
+
+# -- SIGKILL after __transaction_state was trimmed -------------------------------------------
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigkill_after_the_transaction_log_was_snapshotted_and_trimmed(snakka_broker_factory):
+    """Enough transactions for the coordinator log's snapshot-and-trim of its one
+    ``__transaction_state`` partition (limits.COMPACT_MIN_RECORDS), then a SIGKILL with one
+    transaction open: after the restart every transactional id continues at its producer id
+    with the next epoch, the open transaction is aborted, and every committed record is there."""
+    from snakka.limits import COMPACT_MIN_RECORDS
+
+    from .test_txn_hostile import add_partitions, batch, end_txn, init_pid, produce
+
+    broker = _subprocess_broker(snakka_broker_factory,
+                                **{"transaction.state.log.num.partitions": "1"})
+    ck_create_topic(broker.bootstrap_servers, "txn-hostile", 3)  # the raw helpers' topic
+    tids = [f"trim-{i}" for i in range(3)]
+    # Each transaction writes 2 records (Ongoing, PrepareCommit) + 1 (CompleteCommit).
+    rounds = COMPACT_MIN_RECORDS // (3 * len(tids)) + 200
+
+    async def drive():
+        conn = await raw_connect(broker.bootstrap_servers)
+        ids = {}
+        try:
+            for tid in tids:
+                r = await init_pid(conn, tid, TXN_TIMEOUT_MS)
+                assert r.error_code == 0, r
+                ids[tid] = (r.producer_id, r.producer_epoch)
+            for n in range(rounds):
+                for i, tid in enumerate(tids):
+                    pid, epoch = ids[tid]
+                    assert await add_partitions(conn, tid, pid, epoch, [i]) == {i: 0}
+                    got = await produce(conn, tid, {i: batch(pid, epoch, n)})
+                    assert got[i][0] == 0, got
+                    last = n == rounds - 1 and i == 0
+                    if not last:  # trim-0's last transaction stays open
+                        assert await end_txn(conn, tid, pid, epoch, True) == 0
+        finally:
+            await conn.close()
+        return ids
+
+    ids = run_async(drive(), timeout=240)
+    assert any("live record(s) rewritten" in line for line in broker.output), \
+        "the transaction log was never snapshotted and trimmed"
+    broker.kill()
+    broker.start()
+    bs = broker.bootstrap_servers
+
+    async def after():
+        conn = await raw_connect(bs)
+        try:
+            for tid in tids:
+                r = await init_pid(conn, tid, TXN_TIMEOUT_MS)
+                for _ in range(100):  # trim-0's open transaction is being aborted
+                    if r.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+                        break
+                    await asyncio.sleep(0.05)
+                    r = await init_pid(conn, tid, TXN_TIMEOUT_MS)
+                assert r.error_code == 0, r
+                # The next epoch; trim-0's open transaction was first fenced (one more bump,
+                # as Kafka's InitProducerId does to abort an ongoing transaction).
+                bumps = 2 if tid == "trim-0" else 1
+                assert (r.producer_id, r.producer_epoch) == (ids[tid][0], ids[tid][1] + bumps), \
+                    tid
+        finally:
+            await conn.close()
+
+    run_async(after())
+    offs = wait_stable(bs, "txn-hostile", [0, 1, 2], timeout=30)
+    # Partition i: `rounds` records and `rounds` markers (trim-0's last one an abort).
+    assert offs == {i: (2 * rounds, 2 * rounds) for i in range(3)}, offs
+    got = consume("confluent", bs, "txn-hostile", [0, 1, 2], "read_committed",
+                  3 * rounds - 1, quiet=0.5)
+    assert len(got) == 3 * rounds - 1
+    _assert_no_broker_errors(broker)
