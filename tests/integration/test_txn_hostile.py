@@ -424,3 +424,44 @@ def test_random_sequences_wrote_into_open_transactions():
     if STATS["accepted"] == 0 and "blocked" not in STATS:
         pytest.skip("test_random_txn_api_sequences did not run in this session")
     assert STATS["accepted"] > 20 and STATS.get("blocked", 0) > 20, STATS
+
+
+def test_transactional_ids_expire_but_not_while_a_transaction_is_open():
+    """transactional.id.expiration.ms: an idle id is forgotten (the next InitProducerId gets a
+    new producer id; its old producer id is no longer known), an id with a transaction open
+    is not (its timeout aborts it first)."""
+    import time
+
+    cfg = {"transactional.id.expiration.ms": "1000",
+           "transaction.remove.expired.transaction.cleanup.interval.ms": "100"}
+
+    async def go(bs):
+        conn = await raw_connect(bs)
+        try:
+            idle = await init_pid(conn, "expiring", MAX_TIMEOUT_MS)
+            busy = await init_pid(conn, "busy", MAX_TIMEOUT_MS)
+            assert await add_partitions(conn, "busy", busy.producer_id, busy.producer_epoch,
+                                        [0]) == {0: 0}
+            busy_since = time.monotonic()
+            deadline = time.monotonic() + 30
+            while True:  # poll until the idle id is forgotten
+                err = await end_txn(conn, "expiring", idle.producer_id, idle.producer_epoch,
+                                    True)
+                if err == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+                    break
+                assert err == ErrorCode.INVALID_TXN_STATE, err
+                assert time.monotonic() < deadline, "the idle transactional id never expired"
+                await asyncio.sleep(0.1)
+            again = await init_pid(conn, "expiring", MAX_TIMEOUT_MS)
+            assert again.error_code == 0 and again.producer_id != idle.producer_id, again
+            # The busy id outlives the expiration time (twice over, and many cleanup runs)
+            # with its transaction still open: a negative, so it can only be waited out.
+            await asyncio.sleep(max(0.0, busy_since + 2.0 - time.monotonic()))
+            assert await end_txn(conn, "busy", busy.producer_id, busy.producer_epoch,
+                                 True) == ErrorCode.NONE
+        finally:
+            await conn.close()
+
+    with EmbeddedBroker(config=cfg) as b:
+        ck_create_topic(b.bootstrap_servers, TOPIC, PARTITIONS)
+        run_async(go(b.bootstrap_servers), timeout=60)
