@@ -6,7 +6,8 @@ transaction (87); EndTxn / AddPartitionsToTxn / AddOffsetsToTxn with a wrong pro
 (INVALID_PRODUCER_ID_MAPPING), a wrong epoch (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH below
 KIP-588's versions), an unknown or empty transactional id; InitProducerId with a timeout outside
 (0, transaction.max.timeout.ms] (INVALID_TRANSACTION_TIMEOUT); AddOffsetsToTxn with an empty
-group id.
+group id; transactional.id.expiration.ms (an idle id is forgotten, one with an open
+transaction is not).
 
 The hypothesis test throws random sequences of InitProducerId, AddPartitionsToTxn,
 AddOffsetsToTxn, transactional Produce (right and wrong ids, epochs, partitions, control
