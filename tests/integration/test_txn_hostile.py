@@ -6,7 +6,7 @@ transaction (87); EndTxn / AddPartitionsToTxn / AddOffsetsToTxn with a wrong pro
 (INVALID_PRODUCER_ID_MAPPING), a wrong epoch (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH below
 KIP-588's versions), an unknown or empty transactional id; InitProducerId with a timeout outside
 (0, transaction.max.timeout.ms] (INVALID_TRANSACTION_TIMEOUT); AddOffsetsToTxn with an empty
-group id; transactional.id.expiration.ms (an idle id is forgotten, one with an open
+group id (added like any other, as Kafka does); transactional.id.expiration.ms (an idle id is forgotten, one with an open
 transaction is not).
 
 The hypothesis test throws random sequences of InitProducerId, AddPartitionsToTxn,
@@ -210,19 +210,25 @@ def test_init_producer_id_with_a_timeout_out_of_range(broker, timeout_ms):
     run_async(go())
 
 
-def test_add_offsets_with_an_empty_group_id(broker):
-    """An empty group id gets a defined answer and leaves the producer usable."""
+@pytest.mark.parametrize("version", [0, 3, 4])
+def test_add_offsets_with_an_empty_group_id(broker, version):
+    """An empty group id is added like any other, as Kafka 4.0 does (checked against the
+    reference broker: NONE, and the transaction then commits; was INVALID_REQUEST)."""
     async def go():
         conn = await raw_connect(broker.bootstrap_servers)
+        tid = f"empty-group-{version}"
         try:
-            init = await init_pid(conn, "empty-group")
+            init = await init_pid(conn, tid)
             pid, epoch = init.producer_id, init.producer_epoch
-            err = await add_offsets(conn, "empty-group", pid, epoch, "")
-            assert err in (ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_GROUP_ID,
-                           ErrorCode.NONE), err
-            assert await add_partitions(conn, "empty-group", pid, epoch, [0]) == {0: 0}
-            assert (await produce(conn, "empty-group", {0: batch(pid, epoch, 0)}))[0][0] == 0
-            assert await end_txn(conn, "empty-group", pid, epoch, True) == ErrorCode.NONE
+            assert await add_offsets(conn, tid, pid, epoch, "", version=version) == \
+                ErrorCode.NONE
+            assert await end_txn(conn, tid, pid, epoch, True) == ErrorCode.NONE
+            # The producer goes on: another transaction, with records this time.
+            assert await add_offsets(conn, tid, pid, epoch, "", version=version) == \
+                ErrorCode.NONE
+            assert await add_partitions(conn, tid, pid, epoch, [0]) == {0: 0}
+            assert (await produce(conn, tid, {0: batch(pid, epoch, 0)}))[0][0] == 0
+            assert await end_txn(conn, tid, pid, epoch, True) == ErrorCode.NONE
             assert all(lso == hw for lso, hw in (await lso_hw(conn)).values())
         finally:
             await conn.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
-from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from snakka.txn.coordinator import error_for_version
 
@@ -25,8 +24,9 @@ def handle(ctx: RequestContext, req: AddOffsetsToTxnRequest):
 
 
 async def _handle(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
-    if not req.group_id:
-        return AddOffsetsToTxnResponse(error_code=ErrorCode.INVALID_REQUEST)
+    # No check of the group id: Kafka 4.0 adds the __consumer_offsets partition of an empty
+    # group id like any other (checked against the reference broker: NONE, and the transaction
+    # then commits); TxnOffsetCommit is where a group id is validated.
     err = await ctx.services.txns.add_offsets(req.transactional_id, req.producer_id,
                                               req.producer_epoch, req.group_id)
     return AddOffsetsToTxnResponse(
