@@ -90,9 +90,9 @@ Where this follows Kafka (``kafka.server.share.SharePartition``, 4.2) and where 
   batches, and under ``share.isolation.level=read_committed`` the batches of aborted
   transactions): as Kafka 4.1+'s ``filterAbortedTransactionalAcquiredRecords``, ``acquire``
   takes them like any other record and then moves those it took to ARCHIVED (their delivery
-  count kept) and drops them from the AcquiredRecords ranges, so they count against MaxRecords
-  of the fetch that met them and are never handed out; AVAILABLE ones met in the fetched range
-  are archived too. The ARCHIVED state is persisted like any other, so it survives a restart.
+  count kept) and drops them from the AcquiredRecords ranges, so they use up part of that
+  acquisition's record budget but are never handed out; AVAILABLE ones met in the fetched
+  range are archived too. The ARCHIVED state is persisted like any other, so it survives a restart.
   Kafka archives only aborted data this way and hands COMMIT/ABORT markers out inside the
   acquired ranges, relying on the consumer to acknowledge them as GAP (the Java consumer and
   ours do); we archive markers at once under both isolation levels, which a correct consumer
