@@ -56,7 +56,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     # metadata log's store (a log, as KRaft's __cluster_metadata) is the controller's.
     COORDINATORS: (("snakka.groups.coordinator", "snakka.share.manager", "snakka.share.persister",
                     "snakka.coordinator_log", "snakka.controller", "snakka.fetch_sessions",
-                    "snakka.metadata.store"),
+                    "snakka.metadata.store", "snakka.txn.manager"),
                    frozenset({REPLICA, STORAGE, CORES, BASE})),
     # Append, read, leadership and epochs: the one place durability is decided.
     REPLICA: (("snakka.replica",), frozenset({STORAGE, CORES, BASE})),

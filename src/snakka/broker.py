@@ -50,6 +50,7 @@ from snakka.share.manager import SharePartitionManager
 from snakka.storage import LogManager
 from snakka.storage.files import configure as configure_open_files
 from snakka.storage.flush import FlushScheduler
+from snakka.txn.manager import TransactionManager
 
 if TYPE_CHECKING:
     from snakka.config import Listener
@@ -86,6 +87,7 @@ class Broker:
         self.replicas: ReplicaManager | None = None
         self.groups: GroupCoordinator | None = None
         self.shares: SharePartitionManager | None = None
+        self.txns: TransactionManager | None = None
         self.services: Services | None = None
         self.handlers = load_handlers()
         self.fetch_sessions = FetchSessionCache(
@@ -121,7 +123,8 @@ class Broker:
         """Give back what a failed start took (listening sockets, tasks, the data dir lock);
         best effort: the failure being reported matters more than any error here."""
         steps: list[Awaitable[None]] = [srv.stop() for srv in self.listener_servers]
-        steps += [part.stop() for part in (self.shares, self.groups) if part is not None]
+        steps += [part.stop() for part in (self.txns, self.shares, self.groups)
+                  if part is not None]
         if self.flusher is not None:
             steps.append(self.flusher.close())
         for step in steps:
@@ -184,13 +187,17 @@ class Broker:
         self.shares = SharePartitionManager(config, controller, replicas, self.time_ms)
         await self.shares.start()
         self.groups.add_share_listener(self.shares)
+        # The transaction coordinator last: transactions found half-complete at start-up write
+        # their markers, some of them to __consumer_offsets through the group coordinator.
+        self.txns = TransactionManager(config, controller, replicas, self.time_ms)
+        await self.txns.start()
         controller.add_listener(_FetchSessionsForget(self.fetch_sessions))
         controller.add_listener(self.shares)
         controller.add_listener(self.groups)
         replicas.add_listener(self.shares)
         self.services = Services(
             config=config, node_id=self.node_id, time_ms=self.time_ms, controller=controller,
-            replicas=replicas, groups=self.groups, shares=self.shares,
+            replicas=replicas, groups=self.groups, shares=self.shares, txns=self.txns,
             fetch_sessions=self.fetch_sessions, endpoints=self)
         self._check_fd_headroom()
         dispatcher = RequestDispatcher(self.handlers, services=self.services)
@@ -226,6 +233,8 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+        if self.txns is not None:
+            await self.txns.stop()
         if self.shares is not None:
             await self.shares.stop()
         if self.groups is not None:

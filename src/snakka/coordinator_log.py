@@ -123,11 +123,14 @@ class CoordinatorLog:
         return self._held.get(partition, 0)
 
     # -- replay --------------------------------------------------------------------------
-    def replay(self) -> Iterator[tuple[int, tuple, dict | None]]:
-        """Every stored (partition, key, value) in log order; undecodable records are skipped
-        with a warning."""
-        for p in range(self.num_partitions):
+    def replay(self, partitions: Iterable[int] | None = None
+               ) -> Iterator[tuple[int, tuple, dict | None]]:
+        """Every stored (partition, key, value) in log order, of every partition or of
+        ``partitions`` (a coordinator reloading one after a failed write); undecodable records
+        are skipped with a warning."""
+        for p in range(self.num_partitions) if partitions is None else partitions:
             pl = self.replicas.get_log(self.topic, p)
+            self._held[p] = 0
             if pl is None:
                 continue
             for rec in pl.iter_records(_REPLAY_CHUNK):

@@ -28,8 +28,8 @@ def test_find_coordinator_single_and_batched():
         node = b.broker.node_id
     for v in (0, 1, 2, 3):
         assert (r[v].error_code, r[v].node_id, r[v].host, r[v].port) == (0, node, "localhost", b.port)
-    # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal at once in every client (find_coordinator.py)
-    assert r["txn"].error_code == 53 and "not supported" in r["txn"].error_message
+    # This broker is the transaction coordinator of every transactional id.
+    assert (r["txn"].error_code, r["txn"].node_id, r["txn"].port) == (0, node, b.port)
     assert r["empty"].error_code == 42
     assert [(c.key, c.error_code, c.node_id, c.port) for c in r[4].coordinators] == [
         ("a", 0, node, b.port), ("b", 0, node, b.port)]

@@ -5,14 +5,9 @@ up their group coordinator with a group key) and is the share coordinator of eve
 share-partition, so group keys (type 0) and share keys (type 2, "groupId:topicId:partition",
 v6+ only, as in Kafka; the topic id in Kafka's base64 form) are answered with this broker's
 advertised endpoint. A malformed share key, or a share key below v6, is INVALID_REQUEST.
-Transaction keys (1) get TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying that
-transactions are not supported: snakka has no transaction coordinator yet, and this is the one
-answer Kafka could give (a cluster where no principal may use a transactional id) that every
-client treats as fatal at once. A retriable COORDINATOR_NOT_AVAILABLE makes clients retry until
-their timeout, and librdkafka (confluent-kafka) retries every other code too, INVALID_REQUEST
-included, so `init_transactions()` would hang for its whole timeout. librdkafka shows the
-message; the Java client, kafka-python and aiokafka raise their TransactionalIdAuthorization
-error (see docs/compatibility.md).
+Transaction keys (1, a transactional id) are answered with this broker too: it is the
+transaction coordinator of every ``__transaction_state`` partition (snakka.txn.manager; the topic
+is created on the coordinator's first write).
 
 Advertising this API also matters beyond groups: librdkafka enables LZ4 only when the broker
 lists FindCoordinator in ApiVersions (its feature probe for brokers >= 0.8.2).
@@ -20,7 +15,6 @@ lists FindCoordinator in ApiVersions (its feature probe for brokers >= 0.8.2).
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
@@ -34,11 +28,7 @@ if TYPE_CHECKING:
 API = ApiDeclaration(ApiKey.FIND_COORDINATOR)
 
 KEY_GROUP, KEY_TRANSACTION, KEY_SHARE = 0, 1, 2
-TRANSACTIONS_UNSUPPORTED = ("Transactions are not supported by this broker: snakka has no "
-                            "transaction coordinator yet, so transactional id {!r} cannot be "
-                            "used")
 
-log = logging.getLogger("snakka.find_coordinator")
 #: FindCoordinator versions that may carry share keys (KIP-932).
 MIN_SHARE_VERSION = 6
 
@@ -69,15 +59,11 @@ def _lookup(services, listener, key: str, key_type: int, version: int):
         err = share_key_error(key)
         if err is not None:
             return ErrorCode.INVALID_REQUEST, err, -1, "", -1
-    elif key_type == KEY_TRANSACTION:
-        log.info("transaction coordinator lookup for transactional id %r refused: "
-                 "transactions are not supported", key)
-        return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                TRANSACTIONS_UNSUPPORTED.format(key), -1, "", -1)
-    elif key_type != KEY_GROUP:
+    elif key_type not in (KEY_GROUP, KEY_TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}", -1, "", -1
     if not key:
-        return ErrorCode.INVALID_REQUEST, "The group id must not be empty", -1, "", -1
+        what = "transactional id" if key_type == KEY_TRANSACTION else "group id"
+        return ErrorCode.INVALID_REQUEST, f"The {what} must not be empty", -1, "", -1
     host, port = services.advertised_endpoint(listener)
     # Kafka's message on success: "" in a v4+ batch entry, "NONE" (the error's name) in v1-3
     return ErrorCode.NONE, "" if version >= 4 else "NONE", services.node_id, host, port

@@ -1,14 +1,16 @@
-"""InitProducerId (22): producer ids for idempotent producers.
+"""InitProducerId (22): producer ids for idempotent and transactional producers.
 
-As in Kafka's coordinator, a request without a transactional id always gets a fresh producer id
+Without a transactional id, as in Kafka's coordinator, a request always gets a fresh producer id
 with epoch 0 (also when a v3+ client presents its previous id and epoch after an
 OUT_OF_ORDER_SEQUENCE_NUMBER: a new id resets its sequences). Ids come in blocks recorded in the
 metadata log, so none is ever handed out twice, across restarts too.
 
-Transactional ids need the transaction coordinator, which snakka does not have yet; such requests
-are answered with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as FindCoordinator answers their
-coordinator lookup (see find_coordinator.py for why this code): fatal at once in every client,
-where a retriable error would be retried until the client's timeout.
+With a transactional id the transaction coordinator answers (``services.txns``, see
+snakka.txn.manager): the id's producer id with its epoch bumped (fencing older producers of the
+same id; an open transaction of theirs is aborted first, CONCURRENT_TRANSACTIONS meanwhile),
+KIP-360 recovery when the client presents its current id and epoch (v3+), and
+INVALID_TRANSACTION_TIMEOUT above ``transaction.max.timeout.ms``. PRODUCER_FENCED is
+INVALID_PRODUCER_EPOCH for clients older than v4 (KIP-588), as Kafka answers them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.init_producer_id_response import InitProducerIdResponse
+from snakka.txn.coordinator import error_for_version
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.init_producer_id_request import InitProducerIdRequest
@@ -29,11 +32,15 @@ def handle(ctx: RequestContext, req: InitProducerIdRequest):
     return _handle(ctx, req)
 
 
-async def _handle(ctx, req) -> InitProducerIdResponse:
+async def _handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    v = ctx.api_version
     if req.transactional_id is not None:
+        pid, epoch = (req.producer_id, req.producer_epoch) if v >= 3 else (-1, -1)
+        r = await ctx.services.txns.init_producer_id(
+            req.transactional_id, req.transaction_timeout_ms, pid, epoch)
         return InitProducerIdResponse(
-            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1, producer_epoch=-1)
+            throttle_time_ms=0, error_code=error_for_version(r.error, API.api_key, v),
+            producer_id=r.producer_id, producer_epoch=r.producer_epoch)
     pid = await ctx.services.controller.next_producer_id()
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid,
-                                  producer_epoch=0)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                  producer_id=pid, producer_epoch=0)

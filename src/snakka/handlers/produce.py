@@ -10,10 +10,15 @@ Kafka's rules kept here:
 - acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS).
 - acks=0 gets no response; if anything failed the connection is closed so the client notices
   (Kafka does the same).
-- A request carrying transactional batches is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on
-  every partition, as Kafka answers a producer not authorized for a transactional id: snakka has
-  no transaction coordinator yet, so no transactional id is usable (FindCoordinator and
-  InitProducerId say the same).
+- Transactional batches (KIP-98, KIP-890): a request carrying them without a transactional id
+  is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, one with batches of two
+  producers INVALID_PRODUCER_ID_MAPPING (Kafka's checks). Otherwise each partition that does not
+  already hold this producer's open transaction is verified with the transaction coordinator
+  (``services.txns``): below v12 it must have been added (AddPartitionsToTxn), else
+  INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11), so a producer cannot leave a transaction
+  hanging in a partition its coordinator does not know; v12+ (Transactions V2) adds it. A fenced
+  producer gets INVALID_PRODUCER_EPOCH; a coordinator busy completing the previous transaction
+  gets the retriable NOT_ENOUGH_REPLICAS, as Kafka answers.
 - Strict durability (``log.flush.strict=true``, or a topic's ``flush.messages`` reached): the
   replica manager marks the appends that must be fsynced before the answer, and the response
   waits for them (``ReplicaManager.durable``; concurrent waiters share one fsync).
@@ -21,7 +26,9 @@ Kafka's rules kept here:
 
 from __future__ import annotations
 
+import inspect
 import logging
+import struct
 from typing import TYPE_CHECKING
 
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
@@ -32,6 +39,7 @@ from snakka.protocol.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from snakka.records.batch import ATTRIBUTES_OFFSET, PRODUCER_ID_OFFSET
 from snakka.replica.manager import AppendResult
 
 if TYPE_CHECKING:
@@ -42,9 +50,16 @@ API = ApiDeclaration(ApiKey.PRODUCE)
 log = logging.getLogger("snakka.produce")
 
 _ATTR_TRANSACTIONAL = 0x10
-_ATTRIBUTES_OFFSET = 21  # of a v2 batch; see snakka.records.batch
-TRANSACTIONS_UNSUPPORTED = ("Transactions are not supported by this broker: snakka has no "
-                            "transaction coordinator yet, so no transactional id can be used")
+_PID_EPOCH = struct.Struct(">qh")
+NO_TRANSACTIONAL_ID = "Transactional records need a transactional id in the produce request"
+# Produce v11+ understand TRANSACTION_ABORTABLE (KIP-890); older ones get INVALID_TXN_STATE.
+TRANSACTION_ABORTABLE_VERSION = 11
+# Produce v12+ are Transactions V2: the partition joins the transaction implicitly.
+IMPLICIT_ADD_VERSION = 12
+_RETRIABLE_VERIFICATION = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR})
 
 
 def _response(index: int, r: AppendResult) -> PartitionProduceResponse:
@@ -60,37 +75,109 @@ def _error(index: int, code: int, message: str | None = None) -> PartitionProduc
     return _response(index, AppendResult(error_code=code, error_message=message))
 
 
-def _has_transactional_batch(req) -> bool:
-    """Kafka's ProduceRequest transactional check, on each partition's first batch (a second
-    batch is refused anyway: one batch per partition)."""
-    for t in req.topic_data:
+TxnBatches = dict[tuple[int, int], tuple[int, int]]
+
+
+def _transactional_batches(req: ProduceRequest) -> TxnBatches:
+    """(topic position, partition index) -> (producer id, epoch) of each partition whose batch
+    is transactional (Kafka checks each partition's first batch; a second batch is refused
+    anyway: one batch per partition)."""
+    out: TxnBatches = {}
+    for i, t in enumerate(req.topic_data):
         for p in t.partition_data:
             r = p.records
-            if r is not None and len(r) > _ATTRIBUTES_OFFSET + 1 \
-                    and r[_ATTRIBUTES_OFFSET + 1] & _ATTR_TRANSACTIONAL:
-                return True
-    return False
+            if r is not None and len(r) >= PRODUCER_ID_OFFSET + _PID_EPOCH.size \
+                    and r[ATTRIBUTES_OFFSET + 1] & _ATTR_TRANSACTIONAL:
+                pid, epoch = _PID_EPOCH.unpack_from(r, PRODUCER_ID_OFFSET)
+                out[(i, p.index)] = (pid, epoch)
+    return out
+
+
+def _every_partition(req: ProduceRequest) -> list[tuple[int, int]]:
+    return [(i, p.index) for i, t in enumerate(req.topic_data) for p in t.partition_data]
+
+
+def _verification_error(err: ErrorCode, version: int) -> tuple[int, str | None]:
+    """Kafka's translation of the coordinator's verification answer for a producer
+    (ReplicaManager.handleProduceAppend and AddPartitionsToTxnManager)."""
+    if err == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH, None
+    if err == ErrorCode.TRANSACTION_ABORTABLE and version < TRANSACTION_ABORTABLE_VERSION:
+        err = ErrorCode.INVALID_TXN_STATE
+    if err in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
+        return err, "Partition was not added to the transaction"
+    if err in _RETRIABLE_VERIFICATION:
+        # Older clients do not all retry these on Produce: NOT_ENOUGH_REPLICAS makes every
+        # client retry without a metadata refresh (Kafka's choice).
+        return ErrorCode.NOT_ENOUGH_REPLICAS, ("Unable to verify the partition has been added "
+                                               f"to the transaction. Underlying error: "
+                                               f"{ErrorCode(err).name}")
+    return err, None
 
 
 def handle(ctx: RequestContext, req: ProduceRequest):
+    txn = _transactional_batches(req)
+    if not txn:
+        return _produce(ctx, req, {})
+    if req.transactional_id is None:
+        log.info("refused a produce request with transactional batches but no transactional "
+                 "id from %s", ctx.connection.peer)
+        # Kafka answers the whole request, the partitions without such batches too.
+        return _produce(ctx, req, dict.fromkeys(_every_partition(req), (
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONAL_ID)))
+    if len(set(txn.values())) > 1:
+        # Kafka: InvalidPidMappingException for the whole request.
+        return _produce(ctx, req, dict.fromkeys(_every_partition(req), (
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+            "Transactional records contained more than one producer ID")))
+    return _verify_then_produce(ctx, req, txn)
+
+
+async def _verify_then_produce(ctx: RequestContext, req: ProduceRequest, txn: TxnBatches):
+    """KIP-890: a transactional batch is appended only to a partition that is in the
+    producer's ongoing transaction (verified with the coordinator unless the partition already
+    holds this producer's open transaction); Produce v12+ (Transactions V2) adds it instead."""
+    services = ctx.services
+    v = ctx.api_version
+    pid, epoch = next(iter(txn.values()))
+    names = [_topic_name(services, t, v) for t in req.topic_data]
+    need: dict[tuple[str, int], tuple[int, int]] = {}
+    for key in txn:
+        name = names[key[0]]
+        if name is not None and not services.replicas.has_ongoing_transaction(
+                name, key[1], pid, epoch):
+            need[(name, key[1])] = key
+    refused: dict[tuple[int, int], tuple[int, str | None]] = {}
+    if need:
+        errors = await services.txns.verify_or_add(
+            req.transactional_id or "", pid, epoch, list(need), add=v >= IMPLICIT_ADD_VERSION)
+        for tp, err in errors.items():
+            if err != ErrorCode.NONE:
+                refused[need[tp]] = _verification_error(err, v)
+    result = _produce(ctx, req, refused)
+    return await result if inspect.isawaitable(result) else result
+
+
+def _topic_name(services, t, version: int) -> str | None:
+    if version >= 13:
+        ti = services.metadata.topics_by_id.get(t.topic_id)
+        return ti.name if ti else None
+    return t.name
+
+
+def _produce(ctx: RequestContext, req: ProduceRequest,
+             refused: dict[tuple[int, int], tuple[int, str | None]]):
+    """Append every partition not in ``refused`` ((topic position, partition) -> error and
+    message), answer the rest with their errors."""
     services = ctx.services
     v = ctx.api_version
     acks = req.acks
     waits: list = []
     topics_out = []
     failed = False
-    by_id = v >= 13
     replicas = services.replicas
-    txn_refused = _has_transactional_batch(req)
-    if txn_refused:
-        log.info("refused a produce request with transactional batches (transactional.id %r): "
-                 "transactions are not supported", req.transactional_id)
-    for t in req.topic_data:
-        if by_id:
-            ti = services.metadata.topics_by_id.get(t.topic_id)
-            name = ti.name if ti else None
-        else:
-            name = t.name
+    for i, t in enumerate(req.topic_data):
+        name = _topic_name(services, t, v)
         parts = []
         for p in t.partition_data:
             if acks not in (0, 1, -1):
@@ -98,9 +185,8 @@ def handle(ctx: RequestContext, req: ProduceRequest):
             elif v < 3:
                 r = _error(p.index, ErrorCode.UNSUPPORTED_VERSION,
                            "Produce v0-2 (message formats v0/v1) are not supported")
-            elif txn_refused:
-                r = _error(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                           TRANSACTIONS_UNSUPPORTED)
+            elif (i, p.index) in refused:
+                r = _error(p.index, *refused[(i, p.index)])
             elif name is None:
                 r = _error(p.index, ErrorCode.UNKNOWN_TOPIC_ID)
             else:

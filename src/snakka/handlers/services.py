@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from snakka.metadata.core import ClusterMetadata
     from snakka.replica.manager import ReplicaManager
     from snakka.share.manager import SharePartitionManager
+    from snakka.txn.manager import TransactionManager
 
 
 class Endpoints(Protocol):
@@ -38,6 +39,7 @@ class Services:
     replicas: ReplicaManager
     groups: GroupCoordinator
     shares: SharePartitionManager
+    txns: TransactionManager
     fetch_sessions: FetchSessionCache
     endpoints: Endpoints
 

@@ -59,6 +59,9 @@ COORDINATOR_APIS = frozenset({
     15,  # DescribeGroups
     16,  # ListGroups
     22,  # InitProducerId (transactional)
+    24,  # AddPartitionsToTxn
+    25,  # AddOffsetsToTxn
+    26,  # EndTxn
     28,  # TxnOffsetCommit
     42,  # DeleteGroups
     47,  # OffsetDelete

@@ -264,6 +264,17 @@ class ReplicaManager:
         self.flusher.on_append(pl)
         return pl, pl.log_end_offset
 
+    def has_ongoing_transaction(self, topic: str, partition: int, producer_id: int,
+                                producer_epoch: int) -> bool:
+        """True if the partition holds an open transaction of this producer at this epoch
+        (Kafka's UnifiedLog.hasOngoingTransaction: such a partition needs no verification)."""
+        pl = self.logs.get_log(topic, partition)
+        if pl is None:
+            return False
+        entry = pl.producer_state.last_entry(producer_id)
+        return entry is not None and entry.producer_epoch == producer_epoch \
+            and entry.current_txn_first_offset is not None
+
     def write_txn_marker(self, topic: str, partition: int, producer_id: int,
                          producer_epoch: int, commit: bool, coordinator_epoch: int
                          ) -> tuple[ErrorCode, AppendMark | None]:
