@@ -150,3 +150,43 @@ def test_read_committed_share_group_gets_committed_records_only(snakka_broker, c
     assert poll(bs, "ru", topic, 0) == []
     for group in ("rc", "ru"):
         assert _start_offset(bs, group, topic) == 12, group
+
+
+def test_share_read_committed_with_a_transactional_producer(snakka_broker):
+    """The same with confluent-kafka's transactional producer: commits and aborts interleaved,
+    one transaction left open while the share consumers poll, then committed."""
+    from confluent_kafka import Producer
+
+    bs = snakka_broker.bootstrap_servers
+    topic = "share-txn-producer"
+    ck_create_topic(bs, topic, 1)
+    _group(bs, "prc", "read_committed")
+    _group(bs, "pru", "read_uncommitted")
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "share-txn-1", "linger.ms": 5})
+    p.init_transactions(30)
+    expected: list[bytes] = []
+    everything: list[bytes] = []
+    for t in range(6):
+        p.begin_transaction()
+        vals = [b"t%d-%d" % (t, i) for i in range(5)]
+        for v in vals:
+            p.produce(topic, value=v, partition=0)
+        everything += vals
+        assert p.flush(30) == 0  # in the log before the abort (an abort purges unsent ones)
+        if t % 2:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            expected += vals
+    p.begin_transaction()  # left open while the groups read
+    open_vals = [b"open-%d" % i for i in range(3)]
+    for v in open_vals:
+        p.produce(topic, value=v, partition=0)
+    assert p.flush(30) == 0
+    got = [v for _o, v in _poll_snakka(bs, "prc", topic, len(expected))]
+    assert sorted(got) == sorted(expected)
+    got = [v for _o, v in _poll_confluent(bs, "pru", topic, len(everything) + len(open_vals))]
+    assert sorted(got) == sorted(everything + open_vals)
+    p.commit_transaction(30)
+    got = [v for _o, v in _poll_confluent(bs, "prc", topic, len(open_vals))]
+    assert sorted(got) == sorted(open_vals)
