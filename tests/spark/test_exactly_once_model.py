@@ -200,6 +200,17 @@ def test_an_empty_task_starts_no_transaction(kafka):
     end_transactions(SETTINGS, [msg], commit=True, batch_id=0)
 
 
+def test_the_query_id_keeps_queries_apart(kafka):
+    """A query restarted from a new checkpoint (a new query id) starts at batch 0 again: its
+    tasks have their own transactional ids and markers, so its batch 0 is written."""
+    old = write_arrow(SETTINGS, iter(_rows(b"old")), TaskInfo(0, 0, "query-a"))
+    end_transactions(SETTINGS, [old], commit=True, batch_id=0)
+    new = write_arrow(SETTINGS, iter(_rows(b"new")), TaskInfo(0, 0, "query-b"))
+    end_transactions(SETTINGS, [new], commit=True, batch_id=0)
+    assert (old.transactional_id, new.transactional_id) == ("q-query-a-0", "q-query-b-0")
+    assert kafka.visible == [b"old", b"new"]
+
+
 def test_without_a_batch_id_no_marker_is_kept(kafka):
     """A batch write outside a stream: transactions committed by the driver, no replay
     detection (a re-run writes again)."""

@@ -99,7 +99,7 @@ SPARK_FORBIDDEN_SINK_CONFIGS = {
     "key.serializer": "keys are always written as binary; convert the 'key' column instead",
     "value.serializer": "values are always written as binary; convert the 'value' column instead",
     "transactional.id": "set the sink option 'transactionalIdPrefix' instead: every write "
-                        "task gets its own transactional id, '<prefix>-<task partition>'",
+                        "task gets its own transactional id (docs/spark.md)",
 }
 COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -159,7 +159,7 @@ class WriteSettings:
     retries: int = 5
     extra: dict[str, str] = field(default_factory=dict)
     # The exactly-once sink (snakka.spark.writer): each task's transactional id is
-    # "<prefix>-<task partition id>"; None = at-least-once.
+    # "<prefix>-<query id>-<task partition id>"; None = at-least-once.
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
 

@@ -27,12 +27,14 @@ Exactly once (option ``transactionalIdPrefix``)
     config ``transactional.id`` is refused with a pointer here, since one id cannot serve
     several concurrent tasks. The design is a two-phase commit over Kafka transactions:
 
-    1. Task ``P`` of micro-batch ``B`` (``P`` = its Spark partition id, ``B`` = Spark's
-       ``streaming.sql.batchId`` local property, which Spark sets for the stream sink's tasks
-       and for batch writes inside ``foreachBatch``) uses the transactional id
-       ``T = <prefix>-<P>``. At its first row it sends InitProducerId(T): the coordinator
-       fences every older producer of ``T`` (an earlier attempt of the task, a zombie of a
-       crashed driver's run) and aborts the transaction one of them left open.
+    1. Task ``P`` of micro-batch ``B`` of query ``Q`` (``P`` = its Spark partition id; ``B``
+       and ``Q`` = Spark's ``streaming.sql.batchId`` and ``sql.streaming.queryId`` local
+       properties, which Spark sets for the stream sink's tasks and for batch writes inside
+       ``foreachBatch``; ``Q`` is the id in the checkpoint, the same across restarts and new
+       with a new checkpoint) uses the transactional id ``T = <prefix>-<Q>-<P>``. At its first
+       row it sends InitProducerId(T): the coordinator fences every older producer of ``T``
+       (an earlier attempt of the task, a zombie of a crashed driver's run) and aborts the
+       transaction one of them left open.
     2. It then reads, with OffsetFetch RequireStable, the offset that the *sink group* ``T``
        committed for the marker partition (partition 0 of the ``topic`` option, else of the
        first row's topic): the last batch id whose output of task ``P`` was committed. If it
@@ -56,14 +58,15 @@ Exactly once (option ``transactionalIdPrefix``)
     zombie driver fenced) fails the batch, and the query's restart replays it the same way.
     So each record of the output is visible once to read_committed consumers, provided the
     query is deterministic (a replayed batch gives each task the same rows, which Spark's
-    replay of the same offsets and state gives), the prefix is unique to the query and stable
-    across its restarts, and ``spark.speculation`` is off (a speculative copy of a task would
-    fence the copy whose message Spark keeps). A batch write outside a stream has no batch id:
-    its tasks' transactions are committed by the driver (all-or-nothing per task) but a re-run
-    of the job writes again. Each micro-batch must finish (write + commit) within
+    replay of the same offsets and state gives) and ``spark.speculation`` is off (a
+    speculative copy of a task would fence the copy whose message Spark keeps). The query id
+    in ``T`` keeps two queries (or a query restarted from a new checkpoint, whose batch ids
+    start again at 0) from sharing markers, whatever their prefix. A batch write outside a
+    stream has neither id (``T = <prefix>-<P>``): its tasks' transactions are committed by the
+    driver (all-or-nothing per task) but a re-run of the job writes again. Each micro-batch must finish (write + commit) within
     ``kafka.transaction.timeout.ms`` (default 60000, capped by the broker's
     ``transaction.max.timeout.ms``). Read the output with ``isolation.level=read_committed``.
-    The sink groups (``<prefix>-<P>``) are ordinary consumer groups holding only the marker
+    The sink groups (named ``T``) are ordinary consumer groups holding only the marker
     offset; deleting them makes the next replay of the last batch write it again.
 """
 
@@ -99,6 +102,8 @@ from .options import SnakkaSparkOptionError, WriteSettings
 # The TaskContext local property Spark sets to the micro-batch id for a stream sink's tasks
 # and for jobs run inside foreachBatch (PySpark's foreach writer reads it too).
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
+# ...and the streaming query's id (StreamExecution.QUERY_ID_KEY), kept in the checkpoint.
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
 # Partition of the marker topic whose offset in the sink group is the last committed batch.
 MARKER_PARTITION = 0
 
@@ -160,6 +165,12 @@ class TaskInfo:
 
     partition_id: int
     batch_id: int | None  # None outside a micro-batch (a plain batch write)
+    query_id: str | None = None
+
+    def transactional_id(self, prefix: str) -> str:
+        if self.query_id:
+            return f"{prefix}-{self.query_id}-{self.partition_id}"
+        return f"{prefix}-{self.partition_id}"
 
 
 def current_task() -> TaskInfo:
@@ -170,7 +181,8 @@ def current_task() -> TaskInfo:
     if tc is None:
         raise SnakkaSparkError("the transactional sink must run inside a Spark task")
     prop = tc.getLocalProperty(BATCH_ID_PROPERTY)
-    return TaskInfo(tc.partitionId(), int(prop) if prop not in (None, "") else None)
+    return TaskInfo(tc.partitionId(), int(prop) if prop not in (None, "") else None,
+                    tc.getLocalProperty(QUERY_ID_PROPERTY) or None)
 
 
 def _bytes(v: object) -> bytes | None:
@@ -196,7 +208,7 @@ class _PartitionProducer:
         self.task = task
         if settings.transactional_id_prefix is not None:
             assert task is not None
-            self.transactional_id = f"{settings.transactional_id_prefix}-{task.partition_id}"
+            self.transactional_id = task.transactional_id(settings.transactional_id_prefix)
         elif settings.idempotent:
             self.pid, self.epoch = self.client.init_producer_id()
         self.sequences: dict[tuple[str, int], int] = {}
