@@ -82,6 +82,7 @@ FAST_TESTS = (
 NOT_FAST = {
     "groups/test_coordinator_persistence.py": "an in-process broker, restarted",
     "groups/test_share_coordinator.py": "an in-process broker, restarted",
+    "groups/test_txn_offsets_coordinator.py": "an in-process broker, restarted",
     "share/test_manager.py": "the share-partition shell on a started Broker",
     "protocol/test_captured_client_frames.py": "real clients against an in-process broker",
     "protocol/test_kafka_python_differential.py": "a real client's codecs (kafka-python)",
@@ -90,6 +91,9 @@ NOT_FAST = {
     "unit/test_config_resolution.py::test_configuration_doc_is_current":
         "runs tools/gen_config_docs.py --check",
     "server/test_api_declarations.py::test_api_versions_answers_are_byte_identical_to_before":
+        "an in-process broker answering on a socket",
+    "server/test_api_declarations.py::"
+    "test_api_versions_v3_finalizes_transaction_version_2_as_kafka_4_0":
         "an in-process broker answering on a socket",
     "spark/test_options.py::test_readers_and_partitions_pickle_without_connections":
         "an in-process broker (spark_broker)",

@@ -190,6 +190,9 @@ class Broker:
         # The transaction coordinator last: transactions found half-complete at start-up write
         # their markers, some of them to __consumer_offsets through the group coordinator.
         self.txns = TransactionManager(config, controller, replicas, self.time_ms)
+        # Markers for __consumer_offsets partitions resolve pending transactional offsets (set
+        # before start(): the transactions it completes may have offsets in them).
+        self.txns.set_offsets_marker_writer(self.groups.complete_transaction)
         await self.txns.start()
         controller.add_listener(_FetchSessionsForget(self.fetch_sessions))
         controller.add_listener(self.shares)

@@ -3,6 +3,7 @@
     snakka serve [-c server.properties] [-o key=value ...] [--strict-durability]
     snakka topics create|list|describe|delete ...   (-b/--bootstrap-server, default localhost:9092)
     snakka groups list|describe|delete|reset-offsets|configs ...   (consumer and share groups)
+    snakka transactions list|describe|describe-producers|abort|find-hanging ...
     snakka produce TOPIC < lines
     snakka consume TOPIC [--from-beginning] [--max-messages N] [--group G]
     snakka pipeline demo|generate|stream|check
@@ -440,6 +441,158 @@ def groups_configs(group_id, sets, deletes, bootstrap) -> None:
     _print_table(["config", "value", "source"],
                  [[name, "null" if value is None else value,
                    _CONFIG_SOURCES.get(source, str(source))] for name, value, source in entries])
+
+
+@main.group()
+def transactions() -> None:
+    """List and describe transactions, describe producers, find and abort hanging
+    transactions (what kafka-transactions.sh does)."""
+
+
+@transactions.command("list")
+@click.option("--duration-filter", type=int, default=None, metavar="MS",
+              help="Only transactions running longer than this many ms (< 0: all).")
+@click.option("--state", "states", multiple=True,
+              help="Only these states (Kafka's names: Ongoing, PrepareCommit, ...; "
+                   "repeatable).")
+@click.option("--producer-id", "producer_ids", type=int, multiple=True,
+              help="Only these producer ids (repeatable).")
+@_bootstrap
+def transactions_list(duration_filter, states, producer_ids, bootstrap) -> None:
+    """The transactional ids every broker coordinates."""
+    from snakka.client.admin import Admin
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            return await admin.list_transactions(
+                states=states, producer_ids=producer_ids,
+                duration_ms=-1 if duration_filter is None else duration_filter)
+
+    _print_table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
+                 [[t.transactional_id, str(t.coordinator_id), str(t.producer_id), t.state]
+                  for t in _run(go())])
+
+
+@transactions.command("describe")
+@click.option("--transactional-id", required=True)
+@_bootstrap
+def transactions_describe(transactional_id, bootstrap) -> None:
+    """The coordinator's state of one transactional id."""
+    import time
+
+    from snakka.client.admin import Admin
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            return await admin.describe_transaction(transactional_id)
+
+    d = _run(go())
+    started = d.transaction_start_time_ms
+    duration = str(time.time_ns() // 1_000_000 - started) if started >= 0 else "None"
+    _print_table(["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
+                  "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
+                  "TransactionDurationMs", "TopicPartitions"],
+                 [[str(d.coordinator_id), d.transactional_id, str(d.producer_id),
+                   str(d.producer_epoch), d.state, str(d.transaction_timeout_ms),
+                   str(started) if started >= 0 else "None", duration,
+                   ",".join(f"{t}-{p}" for t, p in d.partitions)]])
+
+
+def _topic_partition(f):
+    """--topic and --partition, both required (describe-producers, abort)."""
+    f = click.option("--partition", type=click.IntRange(min=0), required=True)(f)
+    return click.option("--topic", required=True)(f)
+
+
+@transactions.command("describe-producers")
+@_topic_partition
+@_bootstrap
+def transactions_describe_producers(topic, partition, bootstrap) -> None:
+    """The active producers of a partition (open transactions show their start offset)."""
+    from snakka.client.admin import Admin
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            return (await admin.describe_producers(topic, [partition]))[partition]
+
+    _print_table(["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+                  "LastTimestamp", "CurrentTransactionStartOffset"],
+                 [[str(p.producer_id), str(p.producer_epoch), str(p.coordinator_epoch),
+                   str(p.last_sequence), str(p.last_timestamp),
+                   str(p.current_txn_start_offset) if p.current_txn_start_offset >= 0
+                   else "None"] for p in _run(go())])
+
+
+@transactions.command("abort")
+@_topic_partition
+@click.option("--start-offset", type=click.IntRange(min=0), default=None,
+              help="Start offset of the transaction to abort (its producer is looked up).")
+@click.option("--producer-id", type=int, default=None, help="Or the producer explicitly ...")
+@click.option("--producer-epoch", type=int, default=None, help="... its epoch ...")
+@click.option("--coordinator-epoch", type=int, default=None,
+              help="... and the coordinator epoch (-1 is taken as 0).")
+@_bootstrap
+def transactions_abort(topic, partition, start_offset, producer_id, producer_epoch,
+                       coordinator_epoch, bootstrap) -> None:
+    """Abort a hanging transaction: write an ABORT marker to the partition (needs ALTER or
+    CLUSTER_ACTION on the cluster)."""
+    from snakka.client.admin import Admin
+
+    if start_offset is None and producer_id is None:
+        raise click.UsageError("identify the transaction with --start-offset, or with "
+                               "--producer-id, --producer-epoch and --coordinator-epoch")
+    if start_offset is None and (producer_epoch is None or coordinator_epoch is None):
+        raise click.UsageError("--producer-id needs --producer-epoch and --coordinator-epoch")
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            spec = (producer_id, producer_epoch, coordinator_epoch) if start_offset is None \
+                else await admin.abort_spec(topic, partition, start_offset)
+            await admin.abort_transaction(topic, partition, *spec)
+            return spec
+
+    pid, epoch, cepoch = _run(go())
+    click.echo(f"Aborted the transaction of producer {pid} (epoch {epoch}, coordinator epoch "
+               f"{max(cepoch, 0)}) on {topic}-{partition}.")
+
+
+@transactions.command("find-hanging")
+@click.option("--broker-id", type=int, default=None,
+              help="Search every partition with a replica on this broker.")
+@click.option("--max-transaction-timeout", type=click.IntRange(min=0), default=15,
+              show_default=True, metavar="MINUTES",
+              help="Only transactions open longer than this (the brokers' "
+                   "transaction.max.timeout.ms).")
+@click.option("--topic", default=None, help="Limit the search to a topic.")
+@click.option("--partition", type=click.IntRange(min=0), default=None,
+              help="Limit it to a partition (needs --topic).")
+@_bootstrap
+def transactions_find_hanging(broker_id, max_transaction_timeout, topic, partition,
+                              bootstrap) -> None:
+    """Open transactions no coordinator will finish (abort them with `abort`)."""
+    import time
+
+    from snakka.client.admin import Admin
+
+    if topic is None and broker_id is None:
+        raise click.UsageError("find-hanging needs --topic or --broker-id to limit the search")
+    if partition is not None and topic is None:
+        raise click.UsageError("--partition needs --topic")
+
+    async def go():
+        async with Admin(bootstrap) as admin:
+            return await admin.find_hanging(
+                topic=topic, partition=partition, broker_id=broker_id,
+                max_transaction_timeout_ms=max_transaction_timeout * 60_000)
+
+    hanging = _run(go())
+    now = time.time_ns() // 1_000_000
+    _print_table(["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+                  "StartOffset", "LastTimestamp", "Duration(min)"],
+                 [[h.topic, str(h.partition), str(h.producer.producer_id),
+                   str(h.producer.producer_epoch), str(h.producer.coordinator_epoch),
+                   str(h.producer.current_txn_start_offset), str(h.producer.last_timestamp),
+                   str((now - h.producer.last_timestamp) // 60_000)] for h in hanging])
 
 
 @main.command()

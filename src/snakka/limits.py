@@ -131,6 +131,14 @@ SNAPSHOT_BATCH_RECORDS = 5_000
 #: Segment size of ``__share_group_state``, small for the same reason as the offsets topic's.
 SHARE_STATE_SEGMENT_BYTES = 16 * 1024 * 1024
 
+#: Segment size of ``__transaction_state``, small for the same reason as the offsets topic's.
+TRANSACTION_STATE_SEGMENT_BYTES = 16 * 1024 * 1024
+
+#: How long the transaction coordinator waits before it writes again a COMMIT/ABORT marker that
+#: failed (a disk error); meanwhile the transactional id answers CONCURRENT_TRANSACTIONS. Kafka
+#: retries its marker requests at the inter-broker client's backoff, 100 ms.
+TXN_MARKER_RETRY_BACKOFF_MS = 200
+
 # ------------------------------------------------------------------------------------- storage
 
 #: Entries of a partition's next-offset -> file-position cache (sequential consumers hit it;

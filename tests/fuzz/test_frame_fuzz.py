@@ -729,8 +729,8 @@ def clean_logs(env: Env) -> Iterator[Env]:
     pytest.param(_sized(_frame_header(3, 32767, 7)), id="metadata-v32767"),
     pytest.param(_sized(_frame_header(999, 0, 7)), id="api-key-999"),
     pytest.param(_sized(_frame_header(-1, 0, 7)), id="api-key-minus-1"),
-    # AddPartitionsToTxn (24): not served until transactions exist
-    pytest.param(_sized(_frame_header(24, 0, 7) + b"\x00" * 20), id="add-partitions-to-txn-not-served"),
+    # Vote (52): a KRaft controller API, which a broker never serves
+    pytest.param(_sized(_frame_header(52, 0, 7) + b"\x00" * 20), id="vote-not-served"),
     pytest.param(_sized(_frame_header(0, 9, 7) + b"\xff" * 40), id="produce-garbage-body"),
     pytest.param(_sized(_frame_header(3, 12, 7)[:8] + b"\x7f\xff"), id="client-id-overrun"),
 ])

@@ -272,6 +272,32 @@ def ck_consume(bootstrap: str, topic: str, partitions: Iterable[int], count: int
         c.close()
 
 
+def ck_read_to_end(bootstrap: str, topic: str, isolation: str, partition: int = 0) -> list[bytes]:
+    """Every value of ``partition`` a confluent-kafka consumer of ``isolation.level``
+    ``isolation`` reads up to the end of the partition (for read_committed, librdkafka's end is
+    the last stable offset)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{isolation}",
+                  "isolation.level": isolation, "enable.auto.commit": False,
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition(topic, partition, 0)])
+        out: list[bytes] = []
+        for _ in range(300):  # bounded: each poll waits at most 0.2 s
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    return out
+                raise AssertionError(str(m.error()))
+            out.append(m.value())
+        raise AssertionError(f"no end of partition; got {out}")
+    finally:
+        c.close()
+
+
 def ck_admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
 

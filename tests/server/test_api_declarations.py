@@ -23,11 +23,12 @@ from snakka.testing import EmbeddedBroker
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_api_versions.json").read_text())["frames"]
 
-# (api key, min, max) advertised by main before the change (b2717cd).
+# (api key, min, max) advertised by main before the change (b2717cd), plus the APIs added since
+# (issue 11: TxnOffsetCommit 28 v0-5); the frames in golden_api_versions.json follow.
 GOLDEN_RANGES = [
     (0, 0, 13), (1, 4, 18), (2, 0, 11), (3, 0, 13), (8, 0, 10), (9, 0, 10), (10, 0, 6),
     (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (18, 0, 5),
-    (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 5), (23, 0, 4), (32, 0, 4), (33, 0, 2),
+    (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 5), (23, 0, 4), (28, 0, 5), (32, 0, 4), (33, 0, 2),
     (35, 0, 5), (37, 0, 3), (42, 0, 3), (44, 0, 1), (47, 0, 0), (60, 0, 2), (68, 0, 1),
     (69, 0, 1), (75, 0, 0), (76, 1, 1), (77, 1, 1), (78, 1, 2), (79, 1, 2), (90, 0, 1),
     (91, 0, 0), (92, 0, 0),
@@ -86,6 +87,9 @@ def _without_new_apis(frame: bytes, version: int) -> bytes:
     resp = ApiVersionsResponse.read(frame, header_len, version)[0]
     old = {g[0] for g in GOLDEN_RANGES}
     resp.api_keys = [k for k in resp.api_keys if k.api_key in old]
+    # The feature levels (snakka.metadata.features) were added with transactions (issue 11).
+    resp.supported_features, resp.finalized_features = [], []
+    resp.finalized_features_epoch = -1
     return frame[:header_len] + resp.encode(version)
 
 
@@ -105,3 +109,23 @@ def test_api_versions_answers_are_byte_identical_to_before():
         assert _without_new_apis(_recv_frame(s), 0).hex() == GOLDEN["99"]
         conns = list(b.broker.connections)
         assert [c.client_software for c in conns] == [("golden", "1.0")]
+
+
+def test_api_versions_v3_finalizes_transaction_version_2_as_kafka_4_0():
+    """The Java 4.0 producer uses Transactions V2 only when transaction.version >= 2 is
+    finalized; a fresh Kafka 4.0 cluster finalizes 2 (and group.version 1)."""
+    with EmbeddedBroker() as b, socket.create_connection(("127.0.0.1", b.port),
+                                                         timeout=10) as s:
+        for v in (2, 3):
+            s.sendall(encode_request(7, "features", v, ApiVersionsRequest(
+                client_software_name="f", client_software_version="1")))
+            r = ApiVersionsResponse.read(_recv_frame(s), 4, v)[0]
+            finalized = {f.name: (f.min_version_level, f.max_version_level)
+                         for f in r.finalized_features}
+            if v < 3:  # tagged fields: not in v0-2
+                assert finalized == {} and r.finalized_features_epoch == -1
+                continue
+            assert finalized == {"transaction.version": (2, 2), "group.version": (1, 1)}
+            assert r.finalized_features_epoch >= 0
+            assert {f.name: (f.min_version, f.max_version) for f in r.supported_features} == {
+                "transaction.version": (0, 2), "group.version": (0, 1)}

@@ -62,7 +62,8 @@ def sample(cls: type, depth: int = 0):
             setattr(obj, attr, uuid.UUID(int=7))
         elif "partition" in attr and getattr(obj, attr) == []:  # e.g. partition_indexes
             setattr(obj, attr, [3])
-        elif attr.endswith(("keys", "names", "groups", "group_ids")) and getattr(obj, attr) == []:
+        elif attr.endswith(("keys", "names", "groups", "group_ids", "transactional_ids")) \
+                and getattr(obj, attr) == []:
             setattr(obj, attr, ["k"])  # e.g. FindCoordinator v4's coordinator_keys
         elif attr == "acks":
             setattr(obj, attr, -1)

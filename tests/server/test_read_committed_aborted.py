@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
+from integration.helpers import ck_read_to_end
 from storage.helpers import append, batch  # tests/ is on sys.path
 
 from snakka.client.admin import Admin
@@ -20,27 +21,6 @@ PID, PID2 = 1000, 2000
 def _txn(plog, pid, n, seq, tag):
     append(plog, batch(n, producer_id=pid, producer_epoch=0, base_sequence=seq,
                        is_transactional=True, tag=tag))
-
-
-def _consume(bootstrap: str, isolation: str, topic: str) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{isolation}",
-                  "isolation.level": isolation, "enable.auto.commit": False,
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        out: list[bytes] = []
-        for _ in range(200):  # bounded: each poll waits at most 0.2 s
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    return out
-                raise AssertionError(str(m.error()))
-            out.append(m.value())
-        raise AssertionError(f"no end of partition; got {out}")
-    finally:
-        c.close()
 
 
 def test_read_committed_consumer_skips_aborted_records():
@@ -65,8 +45,8 @@ def test_read_committed_consumer_skips_aborted_records():
         plog.append_control_marker(PID2, 0, True, 0)  # 7
         plog.close()
         b.start()
-        committed = _consume(b.bootstrap_servers, "read_committed", "tx")
-        uncommitted = _consume(b.bootstrap_servers, "read_uncommitted", "tx")
+        committed = ck_read_to_end(b.bootstrap_servers, "tx", "read_committed")
+        uncommitted = ck_read_to_end(b.bootstrap_servers, "tx", "read_uncommitted")
     assert not any(v.startswith(b"aborted") for v in committed), committed
     assert [v[:5] for v in committed] == [b"plain", b"plain", b"commi", b"plain"]
     assert sum(v.startswith(b"aborted") for v in uncommitted) == 2

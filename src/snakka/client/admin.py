@@ -1,17 +1,28 @@
 """Admin operations for the CLI, on one connection to the bootstrap broker.
 
 Speaks only the public Kafka protocol (Metadata, CreateTopics, DeleteTopics, DescribeConfigs,
-ListOffsets, Produce, Fetch), so the CLI works against Apache Kafka too. Single-broker oriented:
-requests go to the bootstrap connection; against a multi-broker cluster, produce/consume of
-partitions led elsewhere report NOT_LEADER_OR_FOLLOWER.
+ListOffsets, Produce, Fetch, FindCoordinator, and for transactions DescribeProducers,
+ListTransactions, DescribeTransactions, WriteTxnMarkers), so the CLI works against Apache Kafka
+too. Single-broker oriented: requests go to the bootstrap connection; against a multi-broker
+cluster, produce/consume of partitions led elsewhere report NOT_LEADER_OR_FOLLOWER. ListOffsets,
+DescribeProducers and WriteTxnMarkers go to each partition's leader, ListTransactions to every
+broker, DescribeTransactions to the id's transaction coordinator, as Kafka's Admin client does.
+
+The transaction verbs are what ``kafka-transactions.sh`` does (KIP-664): ``abort`` by start
+offset looks the producer up with DescribeProducers and sends WriteTxnMarkers (ABORT) to the
+leader, with the coordinator epoch the partition last saw (0 when it saw none);
+``find_hanging`` lists open transactions older than the maximum transaction timeout whose
+producer the coordinators do not know, or whose transaction does not include the partition.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable
-from typing import NoReturn
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, TypeVar
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
 from snakka.protocol.errors import ErrorCode
@@ -25,17 +36,29 @@ from snakka.protocol.messages.describe_configs_request import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
 )
+from snakka.protocol.messages.describe_producers_request import (
+    DescribeProducersRequest,
+    TopicRequest,
+)
+from snakka.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
 from snakka.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from snakka.protocol.messages.list_offsets_request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
+from snakka.protocol.messages.list_transactions_request import ListTransactionsRequest
 from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from snakka.protocol.messages.produce_request import (
     PartitionProduceData,
     ProduceRequest,
     TopicProduceData,
+)
+from snakka.protocol.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
 )
 from snakka.protocol.primitives import uuid_to_base64
 from snakka.records import Record, build_batch, iter_records
@@ -46,6 +69,18 @@ _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 PRODUCE_CHUNK = 1000
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
+# FindCoordinator key types.
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+# How long find_coordinator() retries a coordinator that is not available yet.
+COORDINATOR_WAIT_S = 15.0
+_COORDINATOR_RETRIABLE = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                          ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+_TXN_COORDINATOR_RETRIABLE = (*_COORDINATOR_RETRIABLE, ErrorCode.NOT_COORDINATOR)
+T = TypeVar("T")
+# find-hanging: kafka-transactions.sh's default --max-transaction-timeout (minutes), and its
+# batch of partitions per DescribeProducers request.
+DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
+DESCRIBE_PRODUCERS_BATCH = 500
 
 
 class AdminError(RuntimeError):
@@ -64,6 +99,45 @@ def _check(code: int, what: str, message: str | None = None) -> None:
 def _fail(code: int, what: str, message: str | None = None) -> NoReturn:
     name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
     raise AdminError(f"{what}: {name}" + (f" ({message})" if message else ""), code)
+
+
+@dataclass(frozen=True)
+class ProducerInfo:
+    """One active producer of a partition (DescribeProducers); -1 where there is none."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    coordinator_id: int
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    coordinator_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int  # -1: no transaction in progress
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HangingTransaction:
+    topic: str
+    partition: int
+    producer: ProducerInfo
 
 
 class Admin:
@@ -136,21 +210,7 @@ class Admin:
     async def list_offsets(self, topic: str, partitions, timestamp: int) -> dict[int, int]:
         """ListOffsets for ``partitions`` of ``topic``, each asked of its leader (Metadata), as
         a Kafka cluster requires: any broker but the leader answers NOT_LEADER_OR_FOLLOWER."""
-        partitions = list(partitions)
-        resp = await self.conn.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
-                                                    allow_auto_topic_creation=False))
-        t = resp.topics[0]
-        _check(t.error_code, f"metadata of {topic}")
-        brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
-        leaders = {p.partition_index: p.leader_id for p in t.partitions}
-        by_leader: dict[tuple[str, int], list[int]] = {}
-        for p in partitions:
-            if p not in leaders:
-                _check(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"list offsets of {topic}-{p}")
-            addr = brokers.get(leaders[p])
-            if addr is None:
-                _fail(ErrorCode.LEADER_NOT_AVAILABLE, f"list offsets of {topic}-{p}")
-            by_leader.setdefault(addr, []).append(p)
+        by_leader = await self._by_leader(topic, partitions, "list offsets")
         out = {}
         for (host, port), parts in by_leader.items():
             req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsTopic(
@@ -162,6 +222,65 @@ class Admin:
                 _check(lp.error_code, f"list offsets of {topic}-{lp.partition_index}")
                 out[lp.partition_index] = lp.offset
         return out
+
+    async def _by_leader(self, topic: str, partitions: Iterable[int], what: str
+                         ) -> dict[tuple[str, int], list[int]]:
+        """``partitions`` of ``topic`` grouped by their leader's address (Metadata)."""
+        resp = await self.conn.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                                    allow_auto_topic_creation=False))
+        t = resp.topics[0]
+        _check(t.error_code, f"metadata of {topic}")
+        brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        leaders = {p.partition_index: p.leader_id for p in t.partitions}
+        by_leader: dict[tuple[str, int], list[int]] = {}
+        for p in partitions:
+            if p not in leaders:
+                _check(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{what} of {topic}-{p}")
+            addr = brokers.get(leaders[p])
+            if addr is None:
+                _fail(ErrorCode.LEADER_NOT_AVAILABLE, f"{what} of {topic}-{p}")
+            by_leader.setdefault(addr, []).append(p)
+        return by_leader
+
+    @staticmethod
+    async def _settled(op: Callable[[], Awaitable[tuple[int, T]]], retriable: tuple[int, ...]
+                       ) -> tuple[int, T]:
+        """``op()`` -> (error code, answer), repeated with backoff (bounded by
+        COORDINATOR_WAIT_S) while the code is ``retriable``; the last answer."""
+        deadline = time.monotonic() + COORDINATOR_WAIT_S
+        backoff = 0.05
+        while True:
+            code, answer = await op()
+            if code not in retriable or time.monotonic() >= deadline:
+                return code, answer
+            await asyncio.sleep(backoff)
+            backoff = min(1.0, backoff * 2)
+
+    async def find_coordinator(self, key: str, key_type: int
+                               ) -> tuple[int, KafkaConnection]:
+        """(node id, connection) of the coordinator of ``key`` (FindCoordinator; key type
+        GROUP or TRANSACTION). Retried (bounded by COORDINATOR_WAIT_S) while the answer is
+        COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS: Kafka answers so while it
+        creates ``__consumer_offsets`` / ``__transaction_state`` on first use, and clients
+        retry."""
+        async def ask() -> tuple[int, tuple[str | None, int, str, int]]:
+            if self.conn.version_for(10) >= 4:
+                resp = await self.conn.send(FindCoordinatorRequest(key_type=key_type,
+                                                                   coordinator_keys=[key]))
+                c = resp.coordinators[0]
+                return c.error_code, (c.error_message, c.node_id, c.host, c.port)
+            resp = await self.conn.send(FindCoordinatorRequest(key=key, key_type=key_type))
+            return resp.error_code, (resp.error_message, resp.node_id, resp.host, resp.port)
+
+        code, (message, node, host, port) = await self._settled(ask, _COORDINATOR_RETRIABLE)
+        _check(code, f"find coordinator of {key}", message)
+        return node, await self._conn_to(host, port)
+
+    async def _brokers(self) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of every broker (Metadata); the bootstrap one if none."""
+        meta = await self.conn.send(MetadataRequest(topics=[], allow_auto_topic_creation=False))
+        return [(b.node_id, b.host, b.port) for b in meta.brokers] or [
+            (-1, self.conn.host, self.conn.port)]
 
     async def _topic_metadata(self, topic: str):
         resp = await self.conn.send(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
@@ -282,3 +401,164 @@ class Admin:
                 break
         await progress()
         return seen
+
+    # -- transactions (kafka-transactions.sh) --------------------------------------------
+    async def describe_producers(self, topic: str, partitions: Iterable[int]
+                                 ) -> dict[int, list[ProducerInfo]]:
+        """The active producers of each partition (DescribeProducers at its leader)."""
+        out: dict[int, list[ProducerInfo]] = {}
+        for (host, port), parts in (await self._by_leader(
+                topic, partitions, "describe producers")).items():
+            resp = await (await self._conn_to(host, port)).send(DescribeProducersRequest(
+                topics=[TopicRequest(name=topic, partition_indexes=parts)]))
+            for t in resp.topics:
+                for p in t.partitions:
+                    _check(p.error_code, f"describe producers of {topic}-{p.partition_index}",
+                           p.error_message)
+                    out[p.partition_index] = [
+                        ProducerInfo(s.producer_id, s.producer_epoch, s.last_sequence,
+                                     s.last_timestamp, s.coordinator_epoch,
+                                     s.current_txn_start_offset)
+                        for s in p.active_producers]
+        return out
+
+    async def list_transactions(self, *, states: Iterable[str] = (),
+                                producer_ids: Iterable[int] = (), duration_ms: int = -1
+                                ) -> list[TransactionListing]:
+        """Every broker's transactional ids (ListTransactions), filtered by state name,
+        producer id and (v1, ``duration_ms`` >= 0) transactions running longer than that."""
+        states, producer_ids = list(states), list(producer_ids)
+        out: list[TransactionListing] = []
+        for node, host, port in await self._brokers():
+            conn = await self._conn_to(host, port)
+            if duration_ms >= 0 and conn.version_for(66) < 1:
+                raise AdminError(f"broker {node} does not support ListTransactions v1 (the "
+                                 "duration filter)")
+            req = ListTransactionsRequest(state_filters=states, producer_id_filters=producer_ids,
+                                          duration_filter=duration_ms)
+
+            async def ask(conn: KafkaConnection = conn,
+                          req: ListTransactionsRequest = req) -> tuple[int, Any]:
+                resp = await conn.send(req)
+                return resp.error_code, resp
+
+            # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while it loads __transaction_state.
+            code, resp = await self._settled(ask, _COORDINATOR_RETRIABLE)
+            _check(code, f"list transactions on broker {node}")
+            if resp.unknown_state_filters:
+                raise AdminError("unknown transaction state(s): "
+                                 + ", ".join(resp.unknown_state_filters),
+                                 ErrorCode.INVALID_REQUEST)
+            out.extend(TransactionListing(s.transactional_id, node, s.producer_id,
+                                          s.transaction_state)
+                       for s in resp.transaction_states)
+        return sorted(out, key=lambda t: (t.transactional_id, t.coordinator_id))
+
+    async def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """DescribeTransactions at the id's transaction coordinator, found again and retried
+        (bounded by COORDINATOR_WAIT_S) while the answer is NOT_COORDINATOR,
+        COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS, as Kafka's admin client
+        does (Kafka answers so while ``__transaction_state`` is created and loaded)."""
+        async def ask() -> tuple[int, tuple[int, Any]]:
+            node, conn = await self.find_coordinator(transactional_id, KEY_TYPE_TRANSACTION)
+            resp = await conn.send(DescribeTransactionsRequest(
+                transactional_ids=[transactional_id]))
+            return resp.transaction_states[0].error_code, (node, resp.transaction_states[0])
+
+        _, (node, s) = await self._settled(ask, _TXN_COORDINATOR_RETRIABLE)
+        _check(s.error_code, f"describe transaction {transactional_id}")
+        return TransactionDescription(
+            node, s.transactional_id, s.producer_id, s.producer_epoch, s.transaction_state,
+            s.transaction_timeout_ms, s.transaction_start_time_ms,
+            sorted((t.topic, p) for t in s.topics for p in t.partitions))
+
+    async def abort_spec(self, topic: str, partition: int, start_offset: int
+                         ) -> tuple[int, int, int]:
+        """(producer id, epoch, coordinator epoch) of the open transaction that starts at
+        ``start_offset`` of the partition (DescribeProducers); the coordinator epoch is 0 when
+        the partition never saw a marker of that producer (-1), as kafka-transactions.sh."""
+        producers = (await self.describe_producers(topic, [partition]))[partition]
+        for p in producers:
+            if p.current_txn_start_offset == start_offset:
+                return p.producer_id, p.producer_epoch, max(p.coordinator_epoch, 0)
+        raise AdminError(f"no open transaction starts at offset {start_offset} of "
+                         f"{topic}-{partition}")
+
+    async def abort_transaction(self, topic: str, partition: int, producer_id: int,
+                                producer_epoch: int, coordinator_epoch: int) -> None:
+        """Write an ABORT marker for the producer's transaction in the partition
+        (WriteTxnMarkers at its leader): what the admin client's abortTransaction does for a
+        hanging transaction."""
+        ((host, port), _), = (await self._by_leader(topic, [partition], "abort")).items()
+        conn = await self._conn_to(host, port)
+        resp = await conn.send(WriteTxnMarkersRequest(markers=[WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
+            topics=[WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
+            coordinator_epoch=max(coordinator_epoch, 0))]))
+        for m in resp.markers:
+            for t in m.topics:
+                for p in t.partitions:
+                    _check(p.error_code, f"abort transaction of producer {producer_id} on "
+                                         f"{t.name}-{p.partition_index}")
+
+    async def find_hanging(self, *, topic: str | None = None, partition: int | None = None,
+                           broker_id: int | None = None,
+                           max_transaction_timeout_ms: int =
+                           DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN * 60_000,
+                           now_ms: int | None = None) -> list[HangingTransaction]:
+        """Open transactions older than ``max_transaction_timeout_ms`` (by the producer's last
+        write) that no coordinator will finish: their producer id is listed by no coordinator,
+        its transactional id is gone, or its transaction does not include the partition.
+        Scope: one partition, a topic, or (``broker_id``) every partition with a replica on
+        that broker, as kafka-transactions.sh find-hanging."""
+        if topic is None and broker_id is None:
+            raise AdminError("find-hanging needs a topic or a broker id to limit the search")
+        if partition is not None and topic is None:
+            raise AdminError("a partition needs its topic")
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        candidates: list[HangingTransaction] = []
+        for t, parts in (await self._partitions_to_search(topic, partition, broker_id)).items():
+            for i in range(0, len(parts), DESCRIBE_PRODUCERS_BATCH):
+                found = await self.describe_producers(t, parts[i:i + DESCRIBE_PRODUCERS_BATCH])
+                for p, producers in sorted(found.items()):
+                    candidates.extend(
+                        HangingTransaction(t, p, s) for s in producers
+                        if s.current_txn_start_offset >= 0
+                        and now - s.last_timestamp > max_transaction_timeout_ms)
+        if not candidates:
+            return []
+        pids = sorted({c.producer.producer_id for c in candidates})
+        tids = {t.producer_id: t.transactional_id
+                for t in await self.list_transactions(producer_ids=pids)}
+        described: dict[str, TransactionDescription | None] = {}
+        for tid in sorted(set(tids.values())):
+            try:
+                described[tid] = await self.describe_transaction(tid)
+            except AdminError as e:
+                if e.code != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                    raise
+                described[tid] = None
+        hanging = []
+        for c in candidates:
+            known = tids.get(c.producer.producer_id)
+            d = described.get(known) if known is not None else None
+            # A transaction the coordinator still knows with this partition in it (Ongoing, or
+            # Prepare* with the marker not yet written) is the coordinator's to finish.
+            if d is None or (c.topic, c.partition) not in d.partitions:
+                hanging.append(c)
+        return hanging
+
+    async def _partitions_to_search(self, topic: str | None, partition: int | None,
+                                    broker_id: int | None) -> dict[str, list[int]]:
+        if topic is not None and partition is not None:
+            return {topic: [partition]}
+        names = None if topic is None else [MetadataRequestTopic(name=topic)]
+        resp = await self.conn.send(MetadataRequest(topics=names, allow_auto_topic_creation=False))
+        out: dict[str, list[int]] = {}
+        for t in resp.topics:
+            _check(t.error_code, f"metadata of {t.name}")
+            parts = sorted(p.partition_index for p in t.partitions
+                           if broker_id is None or broker_id in p.replica_nodes)
+            if parts:
+                out[t.name] = parts
+        return out

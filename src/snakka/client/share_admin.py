@@ -31,7 +31,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from snakka.client.admin import Admin, AdminError, _check
+from snakka.client.admin import (
+    _COORDINATOR_RETRIABLE,
+    COORDINATOR_WAIT_S,
+    KEY_TYPE_GROUP,
+    Admin,
+    AdminError,
+    _check,
+)
 from snakka.client.connection import KafkaConnection
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.alter_share_group_offsets_request import (
@@ -53,7 +60,6 @@ from snakka.protocol.messages.describe_share_group_offsets_request import (
     DescribeShareGroupOffsetsRequestGroup,
     DescribeShareGroupOffsetsRequestTopic,
 )
-from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from snakka.protocol.messages.incremental_alter_configs_request import (
     AlterableConfig,
     AlterConfigsResource,
@@ -64,10 +70,6 @@ from snakka.protocol.messages.metadata_request import MetadataRequest
 from snakka.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 
 RESOURCE_TYPE_GROUP = 32
-# How long coordinator() retries a coordinator that is not available yet.
-COORDINATOR_WAIT_S = 15.0
-_COORDINATOR_RETRIABLE = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                          ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 _GROUP_RETRIABLE = (*_COORDINATOR_RETRIABLE, ErrorCode.NOT_COORDINATOR)
 T = TypeVar("T")
 OP_SET, OP_DELETE = 0, 1
@@ -115,27 +117,9 @@ class ShareAdmin(Admin):
         super().__init__(bootstrap, client_id=client_id)
 
     async def coordinator(self, group_id: str) -> KafkaConnection:
-        """A connection to ``group_id``'s group coordinator (FindCoordinator key type GROUP).
-        Retried (bounded by COORDINATOR_WAIT_S) while the answer is COORDINATOR_NOT_AVAILABLE
-        or COORDINATOR_LOAD_IN_PROGRESS: Kafka answers so while it creates
-        ``__consumer_offsets`` on first use, and clients retry."""
-        deadline = time.monotonic() + COORDINATOR_WAIT_S
-        backoff = 0.05
-        while True:
-            if self.conn.version_for(10) >= 4:
-                resp = await self.conn.send(FindCoordinatorRequest(key_type=0,
-                                                                   coordinator_keys=[group_id]))
-                c = resp.coordinators[0]
-                code, message, host, port = c.error_code, c.error_message, c.host, c.port
-            else:
-                resp = await self.conn.send(FindCoordinatorRequest(key=group_id, key_type=0))
-                code, message = resp.error_code, resp.error_message
-                host, port = resp.host, resp.port
-            if code not in _COORDINATOR_RETRIABLE or time.monotonic() >= deadline:
-                _check(code, f"find coordinator of {group_id}", message)
-                return await self._conn_to(host, port)
-            await asyncio.sleep(backoff)
-            backoff = min(1.0, backoff * 2)
+        """A connection to ``group_id``'s group coordinator (FindCoordinator key type GROUP,
+        retried while it is not available yet: see :meth:`Admin.find_coordinator`)."""
+        return (await self.find_coordinator(group_id, KEY_TYPE_GROUP))[1]
 
     async def at_coordinator(self, group_id: str,
                              op: Callable[[KafkaConnection], Awaitable[T]]) -> T:

@@ -13,8 +13,8 @@ Layout (the cores are sans-I/O: no sockets, no files, no asyncio, no wall clock)
 * :mod:`.membership` what the consumer and share heartbeat protocols share (result shape,
                      assignment encodings, the rejection carrier).
 * :mod:`.assignors`  the ``uniform`` and ``range`` server-side assignors.
-* :mod:`.offsets`    committed offsets: commit/fetch/delete, expiry, pending transactional
-                     offsets later.
+* :mod:`.offsets`    committed offsets: commit/fetch/delete, expiry, and the pending
+                     transactional offsets that COMMIT / ABORT markers resolve.
 * :mod:`.coordinator` the thin I/O shell: routes requests to the cores, persists their records
                      in ``__consumer_offsets`` (an ordinary partition log), replays them at
                      start-up, and drives the cores' timers from the event loop.

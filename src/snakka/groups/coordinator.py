@@ -16,6 +16,11 @@ Owns:
   JSON key/value records; tombstones have a null value. At start-up every partition is replayed
   into the cores (latest record per key wins) before the broker accepts connections.
 
+Transactional offsets (TxnOffsetCommit) are held by the offsets core as pending per producer
+id; :meth:`GroupCoordinator.complete_transaction` is how the transaction coordinator's COMMIT /
+ABORT markers reach a ``__consumer_offsets`` partition (wired in broker.py through
+``TransactionManager.set_offsets_marker_writer``).
+
 A failed write (ENOSPC, EIO, EMFILE) never leaves memory ahead of the log: the keys of the
 failed records are replayed into the cores with their durable values (Kafka's CoordinatorRuntime
 reverts a failed write's records), the waits completed by that round fail, and the request gets
@@ -335,6 +340,10 @@ class GroupCoordinator(MetadataListener):
                          "(offsets.retention.minutes)", n, dropped)
 
     # -- queries shared by handlers ------------------------------------------------------
+    def partition_for(self, group_id: str) -> int:
+        """The group's ``__consumer_offsets`` partition (Kafka's partitioning)."""
+        return self.log.partition_for(group_id)
+
     def group_is_active(self, group_id: str) -> bool:
         return not self.classic.is_empty(group_id) or not self.consumer.is_empty(group_id)
 
@@ -419,6 +428,15 @@ class GroupCoordinator(MetadataListener):
         return result
 
     # -- offsets -------------------------------------------------------------------------
+    def _simple_group(self, group_id: str, generation_id: int) -> int | None:
+        """Kafka holds a group that only has offsets (committed or pending) as an Empty
+        "simple" classic group: a generation < 0 commits; naming a generation names a member
+        it cannot have (UNKNOWN_MEMBER_ID, where a group that does not exist at all answers
+        ILLEGAL_GENERATION / GROUP_ID_NOT_FOUND). None: not such a group."""
+        if self.classic.has_group(group_id) or not self.offsets.has_offsets(group_id):
+            return None
+        return ErrorCode.NONE if generation_id < 0 else ErrorCode.UNKNOWN_MEMBER_ID
+
     def validate_commit(self, group_id: str, member_id: str, generation_or_epoch: int,
                         group_instance_id: str | None) -> int:
         if self.consumer.has_group(group_id):
@@ -426,6 +444,9 @@ class GroupCoordinator(MetadataListener):
                 group_id=group_id, member_id=member_id, member_epoch=generation_or_epoch)
         if self.share.has_group(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND  # share groups have no committed offsets
+        simple = self._simple_group(group_id, generation_or_epoch)
+        if simple is not None:
+            return simple
         return self.classic.validate_offset_commit(
             group_id=group_id, member_id=member_id, generation_id=generation_or_epoch,
             group_instance_id=group_instance_id)
@@ -464,6 +485,65 @@ class GroupCoordinator(MetadataListener):
         errors = self.offsets.commit(group_id, entries)
         self._after()
         return errors
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, *,
+                           member_id: str, generation_id: int, group_instance_id: str | None,
+                           entries: list) -> list[int]:
+        """TxnOffsetCommit, once the transaction coordinator has verified (or added) the
+        group's ``__consumer_offsets`` partition: check the committer as Kafka's
+        ``validateTransactionalOffsetCommit`` does, then store ``entries`` (topic, partition,
+        offset, leader epoch, metadata) as PENDING offsets of ``producer_id``. Returns an error
+        per entry (a group-level error is copied to each). Raises KafkaError NOT_COORDINATOR if
+        the records cannot be written (rolled back, as :meth:`_after`)."""
+        err = self._validate_txn_commit(group_id, member_id, generation_id, group_instance_id)
+        if err:
+            return [err] * len(entries)
+        errors = self.offsets.commit_transactional(group_id, producer_id, producer_epoch,
+                                                   entries)
+        self._after()
+        return errors
+
+    def _validate_txn_commit(self, group_id: str, member_id: str, generation_id: int,
+                             group_instance_id: str | None) -> int:
+        """Kafka's ``OffsetMetadataManager.validateTransactionalOffsetCommit``: an unknown group
+        takes ``generation_id < 0`` (a producer whose consumer does not use group management;
+        older clients send no generation at all) and answers ILLEGAL_GENERATION otherwise; a
+        KIP-848 group checks the member (UNKNOWN_MEMBER_ID) and its epoch, a stale epoch being
+        ILLEGAL_GENERATION here; a classic group checks member, static instance
+        (FENCED_INSTANCE_ID) and generation, but not its state (no REBALANCE_IN_PROGRESS)."""
+        if self.consumer.has_group(group_id):
+            err = self.consumer.validate_offset_commit(
+                group_id=group_id, member_id=member_id, member_epoch=generation_id)
+            return ErrorCode.ILLEGAL_GENERATION if err == ErrorCode.STALE_MEMBER_EPOCH else err
+        if self.share.has_group(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND  # Kafka: "Group ... is not a consumer group."
+        simple = self._simple_group(group_id, generation_id)
+        if simple is not None:
+            return simple
+        return self.classic.validate_offset_commit(
+            group_id=group_id, member_id=member_id, generation_id=generation_id,
+            group_instance_id=group_instance_id, transactional=True)
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int,
+                             producer_epoch: int, commit: bool) -> None:
+        """A COMMIT (``commit``) or ABORT marker of ``producer_id`` for the
+        ``__consumer_offsets`` partition ``offsets_partition`` (the transaction coordinator's
+        marker writer): every group of that partition with pending offsets of the producer
+        commits or drops them, written durably like every group write. A marker with nothing
+        pending (repeated after a restart, or for a group deleted meanwhile) writes nothing.
+        Raises KafkaError NOT_COORDINATOR if the write failed (the pending offsets are rolled
+        back to what is durable, so the coordinator's retry applies the marker again).
+        ``producer_epoch`` is not checked, as in Kafka (the coordinator fenced older epochs
+        when it verified the TxnOffsetCommit)."""
+        groups = sorted(g for g in self.offsets.pending_groups(producer_id)
+                        if self.partition_for(g) == offsets_partition)
+        if not groups:
+            return
+        n = self.offsets.complete_transaction(producer_id, commit, groups)
+        self._after()
+        log.debug("%s-%d: %s %d pending offset(s) of producer %d (epoch %d) in %d group(s)",
+                  OFFSETS_TOPIC, offsets_partition, "committed" if commit else "aborted", n,
+                  producer_id, producer_epoch, len(groups))
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
         self.offsets.delete(group_id, partitions)

@@ -6,7 +6,9 @@ version that dispatch would refuse. An ApiVersions request at a version above ou
 v0-shaped response with UNSUPPORTED_VERSION and our ranges, so the client can retry at a version
 we know (dispatch calls :func:`unsupported_version_response`). v3+ requests carry the client's
 software name/version; invalid ones get INVALID_REQUEST as in Kafka. Valid ones are recorded on
-the connection by dispatch (as Kafka's network layer does), not here.
+the connection by dispatch (as Kafka's network layer does), not here. v3+ answers carry the
+feature levels (snakka.metadata.features: ``transaction.version`` 2 makes the Java 4.0 producer use
+Transactions V2, as against a fresh Kafka 4.0 cluster).
 """
 
 from __future__ import annotations
@@ -16,8 +18,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
+from snakka.metadata.features import (
+    FINALIZED_FEATURES,
+    FINALIZED_FEATURES_EPOCH,
+    SUPPORTED_FEATURES,
+)
 from snakka.protocol.errors import ErrorCode
-from snakka.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from snakka.protocol.messages.api_versions_response import (
+    ApiVersion,
+    ApiVersionsResponse,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
+)
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -49,5 +61,12 @@ def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     if not valid_client_software(req, ctx.api_version):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST,
                                    api_keys=_api_keys(ctx.apis))
-    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_api_keys(ctx.apis),
-                               throttle_time_ms=0)
+    # The feature fields are v3+ tagged fields: older versions do not carry them.
+    return ApiVersionsResponse(
+        error_code=ErrorCode.NONE, api_keys=_api_keys(ctx.apis), throttle_time_ms=0,
+        supported_features=[SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+                            for n, (lo, hi) in SUPPORTED_FEATURES.items()],
+        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features=[FinalizedFeatureKey(name=n, min_version_level=level,
+                                                max_version_level=level)
+                            for n, level in FINALIZED_FEATURES.items()])

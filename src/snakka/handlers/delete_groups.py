@@ -1,7 +1,9 @@
 """DeleteGroups (42): delete empty groups and their committed offsets; deleting an empty share
 group also drops its share-partition state (the share side is told through its listener).
 
-A group with members answers NON_EMPTY_GROUP; an unknown one GROUP_ID_NOT_FOUND.
+A group with members answers NON_EMPTY_GROUP; an unknown one GROUP_ID_NOT_FOUND. Pending
+transactional offsets do not keep a group from being deleted: they go with it, as in Kafka (the
+transaction's COMMIT then finds nothing to apply).
 """
 
 from __future__ import annotations

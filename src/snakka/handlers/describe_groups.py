@@ -3,7 +3,7 @@ subscription and assignment bytes.
 
 As in Kafka: an unknown group is answered with state Dead and no error up to v5 and with
 GROUP_ID_NOT_FOUND from v6 (KIP-1043); a group that exists only
-through committed offsets is Empty; a KIP-848 consumer group or a share group is GROUP_ID_NOT_FOUND
+through committed or pending transactional offsets is Empty; a KIP-848 consumer group or a share group is GROUP_ID_NOT_FOUND
 with a message (ConsumerGroupDescribe / ShareGroupDescribe describe those).
 """
 

@@ -7,7 +7,8 @@ v6+ only, as in Kafka; the topic id in Kafka's base64 form) are answered with th
 advertised endpoint. A malformed share key, or a share key below v6, is INVALID_REQUEST.
 Transaction keys (1, a transactional id) are answered with this broker too: it is the
 transaction coordinator of every ``__transaction_state`` partition (snakka.txn.manager; the topic
-is created on the coordinator's first write).
+is created on the coordinator's first write). As Kafka 4.0, an empty transactional id is answered
+like any other (the requests that use it then fail); tests/reference/test_txn_differential.py.
 
 Advertising this API also matters beyond groups: librdkafka enables LZ4 only when the broker
 lists FindCoordinator in ApiVersions (its feature probe for brokers >= 0.8.2).
@@ -61,9 +62,8 @@ def _lookup(services, listener, key: str, key_type: int, version: int):
             return ErrorCode.INVALID_REQUEST, err, -1, "", -1
     elif key_type not in (KEY_GROUP, KEY_TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}", -1, "", -1
-    if not key:
-        what = "transactional id" if key_type == KEY_TRANSACTION else "group id"
-        return ErrorCode.INVALID_REQUEST, f"The {what} must not be empty", -1, "", -1
+    if not key and key_type == KEY_GROUP:
+        return ErrorCode.INVALID_REQUEST, "The group id must not be empty", -1, "", -1
     host, port = services.advertised_endpoint(listener)
     # Kafka's message on success: "" in a v4+ batch entry, "NONE" (the error's name) in v1-3
     return ErrorCode.NONE, "" if version >= 4 else "NONE", services.node_id, host, port

@@ -1,7 +1,8 @@
 """ListGroups (16): classic, KIP-848 and share groups, with v4 state and v5 type filters.
 
-Groups that exist only through committed offsets (standalone consumers) are listed as Empty
-classic groups with an empty protocol type, as Kafka does.
+Groups that exist only through committed offsets (standalone consumers) or pending transactional
+offsets (a producer's TxnOffsetCommit) are listed as Empty classic groups with an empty protocol
+type, as Kafka does (its "simple" groups).
 """
 
 from __future__ import annotations

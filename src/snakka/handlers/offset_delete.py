@@ -1,7 +1,9 @@
 """OffsetDelete (47): delete a group's committed offsets for some partitions.
 
 As in Kafka: the group must exist (GROUP_ID_NOT_FOUND); a group with active members may not drop
-offsets of topics it is subscribed to (GROUP_SUBSCRIBED_TO_TOPIC per partition).
+offsets of topics it is subscribed to (GROUP_SUBSCRIBED_TO_TOPIC per partition). A partition's
+pending transactional offsets are deleted with its committed one (Kafka writes the one tombstone
+for both), and a group that only has pending offsets exists here.
 """
 
 from __future__ import annotations

@@ -3,8 +3,13 @@
 A partition without a committed offset answers offset -1 and an empty metadata string (as
 Kafka). A null topic list (v2+) means every partition the group has committed. v9+ may name the
 member (KIP-848): its epoch is checked like a commit's (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID).
-``require_stable`` (v7+) would report UNSTABLE_OFFSET_COMMIT for pending transactional offsets;
-there are none until transactions exist.
+
+Pending transactional offsets (TxnOffsetCommit before its COMMIT marker) are never returned:
+without ``require_stable`` a partition answers its last committed offset; with it (v7+, what a
+read_committed consumer sends) a partition with a pending offset answers at once, as Kafka's
+OffsetMetadataManager does: UNSTABLE_OFFSET_COMMIT, offset -1, leader epoch -1, metadata "", and
+the client retries. Kafka does not wait for the transaction here. A null topic list lists the
+partitions with a committed offset, as Kafka (a partition with only a pending one is absent).
 """
 
 from __future__ import annotations
@@ -29,15 +34,21 @@ if TYPE_CHECKING:
 API = ApiDeclaration(ApiKey.OFFSET_FETCH)
 
 
-def _fetch(services, group_id: str, topics):
-    """topics: None or [(name, [partitions])]. Returns {name: [(partition, offset, epoch, md)]}."""
+def _fetch(services, group_id: str, topics, require_stable: bool):
+    """topics: None or [(name, [partitions])]. Returns
+    {name: [(partition, offset, epoch, md, error)]}."""
     wanted = None
     if topics is not None:
         wanted = [(name, p) for name, parts in topics for p in parts]
+    offsets = services.groups.offsets
     out: dict[str, list] = {}
-    for topic, partition, co in services.groups.offsets.fetch(group_id, wanted):
-        row = (partition, -1, -1, "") if co is None else \
-            (partition, co.offset, co.leader_epoch, co.metadata)
+    for topic, partition, co in offsets.fetch(group_id, wanted):
+        if require_stable and offsets.has_pending(group_id, topic, partition):
+            row = (partition, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
+        elif co is None:
+            row = (partition, -1, -1, "", ErrorCode.NONE)
+        else:
+            row = (partition, co.offset, co.leader_epoch, co.metadata, ErrorCode.NONE)
         out.setdefault(topic, []).append(row)
     if topics is not None:  # requested topics with no partitions still appear
         for name, _parts in topics:
@@ -54,12 +65,13 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
             return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID,
                                        topics=[])
         topics = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
-        rows = _fetch(services, req.group_id, topics)
+        rows = _fetch(services, req.group_id, topics, v >= 7 and req.require_stable)
         return OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=[
             OffsetFetchResponseTopic(name=name, partitions=[
                 OffsetFetchResponsePartition(partition_index=p, committed_offset=o,
-                                             committed_leader_epoch=e, metadata=m, error_code=0)
-                for p, o, e, m in parts]) for name, parts in rows.items()])
+                                             committed_leader_epoch=e, metadata=m,
+                                             error_code=err)
+                for p, o, e, m, err in parts]) for name, parts in rows.items()])
     groups = []
     for g in req.groups:
         err: int = ErrorCode.NONE
@@ -83,7 +95,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                     topics.append((ti.name, t.partition_indexes))
                 else:
                     topics.append((t.name, t.partition_indexes))
-        rows = _fetch(services, g.group_id, topics)
+        rows = _fetch(services, g.group_id, topics, req.require_stable)
         out_topics = []
         for name, parts in rows.items():
             ti = md.topics.get(name)
@@ -91,7 +103,8 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                 name=name, topic_id=ti.topic_id if ti else ZERO_UUID, partitions=[
                     OffsetFetchResponsePartitions(partition_index=p, committed_offset=o,
                                                   committed_leader_epoch=e, metadata=m,
-                                                  error_code=0) for p, o, e, m in parts]))
+                                                  error_code=err)
+                    for p, o, e, m, err in parts]))
         for t in unknown_ids:
             out_topics.append(OffsetFetchResponseTopics(topic_id=t.topic_id, partitions=[
                 OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1,

@@ -51,7 +51,6 @@ log = logging.getLogger("snakka.produce")
 
 _ATTR_TRANSACTIONAL = 0x10
 _PID_EPOCH = struct.Struct(">qh")
-NO_TRANSACTIONAL_ID = "Transactional records need a transactional id in the produce request"
 # Produce v11+ understand TRANSACTION_ABORTABLE (KIP-890); older ones get INVALID_TXN_STATE.
 TRANSACTION_ABORTABLE_VERSION = 11
 # Produce v12+ are Transactions V2: the partition joins the transaction implicitly.
@@ -104,7 +103,7 @@ def _verification_error(err: ErrorCode, version: int) -> tuple[int, str | None]:
         return ErrorCode.INVALID_PRODUCER_EPOCH, None
     if err == ErrorCode.TRANSACTION_ABORTABLE and version < TRANSACTION_ABORTABLE_VERSION:
         err = ErrorCode.INVALID_TXN_STATE
-    if err in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
+    if err == ErrorCode.INVALID_TXN_STATE:  # Kafka's message; TRANSACTION_ABORTABLE has none
         return err, "Partition was not added to the transaction"
     if err in _RETRIABLE_VERIFICATION:
         # Older clients do not all retry these on Produce: NOT_ENOUGH_REPLICAS makes every
@@ -124,7 +123,7 @@ def handle(ctx: RequestContext, req: ProduceRequest):
                  "id from %s", ctx.connection.peer)
         # Kafka answers the whole request, the partitions without such batches too.
         return _produce(ctx, req, dict.fromkeys(_every_partition(req), (
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONAL_ID)))
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)))
     if len(set(txn.values())) > 1:
         # Kafka: InvalidPidMappingException for the whole request.
         return _produce(ctx, req, dict.fromkeys(_every_partition(req), (

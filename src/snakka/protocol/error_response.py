@@ -96,7 +96,8 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 }
 # ShareFetch's acknowledge_error_code too: a failed request must not look like successful acks.
 _MESSAGE_FIELDS = frozenset({"error_message", "acknowledge_error_message"})
-_ID_FIELDS = ("partition_index", "index", "partition", "name", "group_id", "topic", "key")
+_ID_FIELDS = ("partition_index", "index", "partition", "name", "group_id", "topic", "key",
+              "transactional_id")
 
 
 def error_code_for(exc: BaseException, api_key: int) -> ErrorCode:

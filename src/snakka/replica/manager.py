@@ -56,6 +56,7 @@ from snakka.storage import (
 )
 from snakka.storage.flush import FlushScheduler
 from snakka.storage.validator import maybe_recompress
+from snakka.txn.producer_state import ProducerStateEntry
 from snakka.util.waiters import WaitList, wait_any, wake
 
 log = logging.getLogger("snakka.replica")
@@ -188,6 +189,17 @@ class ReplicaManager:
         if ti is None:
             return None, ErrorCode.UNKNOWN_TOPIC_ID
         return self.lookup(ti.name, partition)
+
+    def producers(self, topic: str, partition: int
+                  ) -> tuple[ErrorCode, list[ProducerStateEntry]]:
+        """The partition's active producers (Kafka's ``UnifiedLog.activeProducers``, what
+        DescribeProducers reports): copies of its producer-state entries, by producer id, or
+        the lookup error (UNKNOWN_TOPIC_OR_PARTITION)."""
+        pl, err = self.lookup(topic, partition)
+        if pl is None:
+            return err, []
+        entries = pl.producer_state.producers
+        return ErrorCode.NONE, [entries[pid].copy() for pid in sorted(entries)]
 
     # -- append --------------------------------------------------------------------------
     def append_records(self, topic: str, partition: int, records: bytes | memoryview | None,

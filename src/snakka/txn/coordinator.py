@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from snakka.groups.partitioning import java_string_hash
 from snakka.protocol.errors import ErrorCode
@@ -656,3 +656,69 @@ class TransactionCoordinator:
         m.partitions.clear()
         m.txn_last_update_timestamp_ms = self._clock() if now is None else now
         return self._record(m)
+
+    # -- admin queries -------------------------------------------------------------------
+    # Read-only views for DescribeTransactions and ListTransactions (Kafka's
+    # TransactionCoordinator.handleDescribeTransactions and
+    # TransactionStateManager.listTransactionStates). Nothing here changes state or writes a
+    # record; what they return are copies, so a handler can never mutate the core through them.
+
+    @staticmethod
+    def state_name(state: TxnState) -> str:
+        """Kafka's TransactionState.name ("Empty", "Ongoing", "PrepareCommit", ...), what
+        DescribeTransactions and ListTransactions put on the wire and take as filters."""
+        return "".join(word.capitalize() for word in state.name.split("_"))
+
+    @classmethod
+    def state_from_name(cls, name: str) -> TxnState | None:
+        """Kafka's TransactionState.fromName: the exact (case-sensitive) name, else None."""
+        for s in TxnState:
+            if cls.state_name(s) == name:
+                return s
+        return None
+
+    def describe_transaction(self, transactional_id: str
+                             ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        """DescribeTransactions for one id: (NONE, a snapshot of its metadata), or
+        INVALID_REQUEST for the empty id, NOT_COORDINATOR when its ``__transaction_state``
+        partition is not loaded here, TRANSACTIONAL_ID_NOT_FOUND when it is unknown or Dead
+        (being expired)."""
+        if transactional_id == "":
+            return ErrorCode.INVALID_REQUEST, None
+        if not self.is_coordinator(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, None
+        m = self._txns.get(transactional_id)
+        if m is None or m.state == TxnState.DEAD:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return ErrorCode.NONE, replace(m, partitions=set(m.partitions))
+
+    def list_transactions(self, producer_ids: Iterable[int] = (),
+                          state_names: Iterable[str] = (), duration_ms: int = -1,
+                          now: int | None = None
+                          ) -> tuple[list[tuple[str, int, TxnState]], list[str]]:
+        """ListTransactions: ((transactional id, producer id, state) of every loaded id that
+        passes the filters, sorted by id; the state names that are not Kafka's).
+
+        As Kafka: an empty filter does not filter; a state filter naming only unknown states
+        matches nothing; ``duration_ms`` >= 0 (v1, KIP-994) keeps the ids whose transaction
+        started more than ``duration_ms`` ago (an id with no transaction has start time -1,
+        so it passes); Dead ids (being expired) are never listed."""
+        if now is None:
+            now = self._clock()
+        pids = set(producer_ids)
+        names = list(dict.fromkeys(state_names))
+        states = {s for s in (self.state_from_name(n) for n in names) if s is not None}
+        unknown = [n for n in names if self.state_from_name(n) is None]
+        out: list[tuple[str, int, TxnState]] = []
+        for tid in sorted(self._txns):
+            m = self._txns[tid]
+            if m.state == TxnState.DEAD:
+                continue
+            if pids and m.producer_id not in pids:
+                continue
+            if names and m.state not in states:
+                continue
+            if duration_ms >= 0 and now - m.txn_start_timestamp_ms <= duration_ms:
+                continue
+            out.append((tid, m.producer_id, m.state))
+        return out, unknown

@@ -24,7 +24,7 @@ owns what it must not:
   appended. EndTxn is answered after the markers, so a client that commits and then reads
   read_committed sees its records (Kafka answers after the Prepare record, and the markers
   follow within milliseconds). A marker that cannot be written (a disk error) is retried every
-  ``RETRY_BACKOFF_MS`` until it is; meanwhile the transactional id answers
+  ``TXN_MARKER_RETRY_BACKOFF_MS`` (limits.py) until it is; meanwhile the transactional id answers
   CONCURRENT_TRANSACTIONS, as Kafka's does while its markers are in flight. A marker refused as
   stale (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED) or for a deleted partition
   counts as written: there is nothing left to end there.
@@ -48,12 +48,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
 from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
-from snakka.limits import COMPACT_MIN_RECORDS, COMPACT_RATIO, SNAPSHOT_BATCH_RECORDS
+from snakka.limits import (
+    COMPACT_MIN_RECORDS,
+    COMPACT_RATIO,
+    SNAPSHOT_BATCH_RECORDS,
+    TRANSACTION_STATE_SEGMENT_BYTES,
+    TXN_MARKER_RETRY_BACKOFF_MS,
+)
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.txn.coordinator import (
     CONSUMER_OFFSETS_TOPIC,
@@ -80,11 +86,6 @@ log = logging.getLogger("snakka.txn")
 # A single broker leads __transaction_state's partitions at leader epoch 0 forever: that is the
 # coordinator epoch markers carry (Kafka's is the partition's leader epoch).
 COORDINATOR_EPOCH = 0
-# How long a marker that could not be written waits before it is tried again.
-RETRY_BACKOFF_MS = 200
-# __transaction_state segments: small, it is rewritten by snapshot-and-trim (Kafka: 100 MiB,
-# compacted).
-TRANSACTION_STATE_SEGMENT_BYTES = 16 << 20
 _KEY = "transaction"
 
 # fn(offsets partition, producer id, producer epoch, commit): a marker for __consumer_offsets.
@@ -156,9 +157,15 @@ class TransactionManager:
         for p, records in by_partition.items():
             self._load(p, records)
         self._retry = asyncio.Event()
-        self._tasks = [asyncio.ensure_future(self._abort_loop()),
-                       asyncio.ensure_future(self._expire_loop()),
-                       asyncio.ensure_future(self._retry_loop())]
+        cfg = self.config
+        self._tasks = [
+            asyncio.ensure_future(self._periodically(
+                cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                self._abort_timed_out)),
+            asyncio.ensure_future(self._periodically(
+                cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+                self._expire_ids)),
+            asyncio.ensure_future(self._retry_loop())]
         pending = self.coordinator.pending_markers()
         log.info("transaction coordinator loaded %d record(s): %d transactional id(s), %d "
                  "transaction(s) to complete", n, len(self.coordinator.transactional_ids()),
@@ -351,8 +358,6 @@ class TransactionManager:
             self._offsets_markers(m.topic_partition[1], m.producer_id, m.producer_epoch,
                                   m.commit)
         except KafkaError as exc:
-            log.warning("marker for %s-%d (producer %d) not written, retrying: %s",
-                        *m.topic_partition, m.producer_id, exc)
             return ErrorCode(exc.code)
         return ErrorCode.NONE
 
@@ -365,8 +370,13 @@ class TransactionManager:
         """Write the markers of ``transactional_ids``' transactions, then complete every one
         whose markers are all written; the rest are left to the retry loop."""
         errors = await self._write(markers)
-        failed = {m.producer_id for m, e in zip(markers, errors, strict=True)
-                  if e not in _DONE}
+        failed = set()
+        for m, e in zip(markers, errors, strict=True):
+            if e not in _DONE:
+                log.warning("%s marker of producer %d for %s-%d not written (%s); retrying",
+                            "COMMIT" if m.commit else "ABORT", m.producer_id,
+                            *m.topic_partition, ErrorCode(e).name)
+                failed.add(m.producer_id)
         records: list[TxnLogRecord] = []
         for tid in sorted(set(transactional_ids)):
             t = self.coordinator.get(tid)
@@ -389,7 +399,7 @@ class TransactionManager:
         while True:
             await self._retry.wait()
             self._retry.clear()
-            await asyncio.sleep(RETRY_BACKOFF_MS / 1000)
+            await asyncio.sleep(TXN_MARKER_RETRY_BACKOFF_MS / 1000)
             pending = self.coordinator.pending_markers()
             if pending:
                 try:
@@ -398,23 +408,25 @@ class TransactionManager:
                     log.exception("completing %d pending marker(s) failed", len(pending))
                     self._schedule_retry()
 
-    async def _abort_loop(self) -> None:
-        period = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+    async def _periodically(self, period_ms: int, step: Callable[[], Awaitable[None]]) -> None:
         while True:
-            await asyncio.sleep(period)
-            r = self.coordinator.abort_timed_out_transactions()
-            if r.aborted:
-                log.info("aborting %d transaction(s) open longer than their timeout: %s",
-                         len(r.aborted), ", ".join(r.aborted))
-            if r.records or r.markers:
-                await self._apply(r.records, r.markers, r.aborted)
+            await asyncio.sleep(period_ms / 1000)
+            try:
+                await step()
+            except Exception:  # a bug must not stop the timer: logged, run again next period
+                log.exception("transaction coordinator timer %s failed", step.__name__)
 
-    async def _expire_loop(self) -> None:
-        period = self.config.transaction_remove_expired_transaction_cleanup_interval_ms / 1000
-        while True:
-            await asyncio.sleep(period)
-            r = self.coordinator.expire_transactional_ids()
-            if r.expired:
-                log.info("removed %d transactional id(s) idle for transactional.id.expiration.ms",
-                         len(r.expired))
-                await self._apply(r.records, ())
+    async def _abort_timed_out(self) -> None:
+        r = self.coordinator.abort_timed_out_transactions()
+        if r.aborted:
+            log.info("aborting %d transaction(s) open longer than their timeout: %s",
+                     len(r.aborted), ", ".join(r.aborted))
+        if r.records or r.markers:
+            await self._apply(r.records, r.markers, r.aborted)
+
+    async def _expire_ids(self) -> None:
+        r = self.coordinator.expire_transactional_ids()
+        if r.expired:
+            log.info("removed %d transactional id(s) idle for transactional.id.expiration.ms",
+                     len(r.expired))
+            await self._apply(r.records, ())
