@@ -205,6 +205,7 @@ class _PartitionProducer:
         self.pid, self.epoch = (-1, -1)
         self.transactional_id: str | None = None
         self.txn_partitions: set[tuple[str, int]] = set()
+        self.marker: tuple[str, int] | None = None  # the sink group's marker partition
         self.task = task
         if settings.transactional_id_prefix is not None:
             assert task is not None
@@ -304,6 +305,7 @@ class _PartitionProducer:
         tid, task = self.transactional_id, self.task
         assert tid is not None and task is not None
         if task.batch_id is not None:
+            assert self.marker is not None  # set by begin_transaction
             self.client.add_offsets_to_txn(tid, self.pid, self.epoch, tid)
             self.client.txn_offset_commit(
                 tid, self.pid, self.epoch, tid,
