@@ -41,6 +41,7 @@ from snakka.protocol.messages.produce_response import (
 )
 from snakka.records.batch import ATTRIBUTES_OFFSET, PRODUCER_ID_OFFSET
 from snakka.replica.manager import AppendResult
+from snakka.txn.coordinator import leader_verification_error
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.produce_request import ProduceRequest
@@ -99,10 +100,7 @@ def _every_partition(req: ProduceRequest) -> list[tuple[int, int]]:
 def _verification_error(err: ErrorCode, version: int) -> tuple[int, str | None]:
     """Kafka's translation of the coordinator's verification answer for a producer
     (ReplicaManager.handleProduceAppend and AddPartitionsToTxnManager)."""
-    if err == ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH, None
-    if err == ErrorCode.TRANSACTION_ABORTABLE and version < TRANSACTION_ABORTABLE_VERSION:
-        err = ErrorCode.INVALID_TXN_STATE
+    err = leader_verification_error(err, version >= TRANSACTION_ABORTABLE_VERSION)
     if err == ErrorCode.INVALID_TXN_STATE:  # Kafka's message; TRANSACTION_ABORTABLE has none
         return err, "Partition was not added to the transaction"
     if err in _RETRIABLE_VERIFICATION:

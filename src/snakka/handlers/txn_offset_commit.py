@@ -47,6 +47,7 @@ from snakka.security.authorizer import (
     ResourcePattern,
     ResourceType,
 )
+from snakka.txn.coordinator import leader_verification_error
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
@@ -71,10 +72,7 @@ _OPERATION_ERRORS: dict[int, int] = {
 def verification_error(raw: int, version: int) -> int:
     """The error a TxnOffsetCommit of ``version`` answers for the transaction coordinator's raw
     verification error (module doc, step 4)."""
-    if raw == ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    if raw == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
-        return ErrorCode.INVALID_TXN_STATE
+    raw = leader_verification_error(ErrorCode(raw), version >= 4)
     if raw == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < 2:
         # KafkaApis: 0.11-2.0 producers could crash on the loading error (KAFKA-7296).
         return ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -122,6 +122,18 @@ def error_for_version(error: ErrorCode, api_key: int, version: int) -> ErrorCode
     return error
 
 
+def leader_verification_error(error: ErrorCode, abortable_supported: bool) -> ErrorCode:
+    """A partition leader's answer for the coordinator's verdict on a partition (Kafka's
+    AddPartitionsToTxnManager, for Produce and TxnOffsetCommit alike): producers expect
+    INVALID_PRODUCER_EPOCH rather than PRODUCER_FENCED there, and a client whose request version
+    predates TRANSACTION_ABORTABLE (KIP-890) gets INVALID_TXN_STATE."""
+    if error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error == ErrorCode.TRANSACTION_ABORTABLE and not abortable_supported:
+        return ErrorCode.INVALID_TXN_STATE
+    return error
+
+
 @dataclass(frozen=True, slots=True)
 class TxnConfig:
     """The broker configs of the transaction coordinator (Kafka's
