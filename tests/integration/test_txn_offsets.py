@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 from confluent_kafka import KafkaException
@@ -254,10 +255,11 @@ def test_kafka_python_with_a_members_group_metadata(broker):
                              enable_auto_commit=False, auto_offset_reset="earliest")
     p = KafkaProducer(bootstrap_servers=bs, transactional_id="kp-member-tx")
     try:
-        for _ in range(100):
+        # Joining takes group.initial.rebalance.delay.ms and a few round trips: generous on a
+        # loaded machine (20 s of polls once was not enough there).
+        deadline = time.monotonic() + 90
+        while not consumer.assignment() and time.monotonic() < deadline:
             consumer.poll(timeout_ms=200)
-            if consumer.assignment():
-                break
         assert consumer.assignment(), "the consumer never joined"
         metadata = consumer.group_metadata()
         assert metadata.generation_id > 0 and metadata.member_id

@@ -457,3 +457,49 @@ def test_batch_size_zero_splits_at_every_log_batch(tmp_path):
                 (0, 4), (5, 9), (10, 14)]
 
     asyncio.run(go())
+
+
+def test_read_committed_archived_ranges_survive_a_restart(tmp_path):
+    """A read_committed group's fetch archives an aborted transaction and the markers; the
+    ARCHIVED ranges are in ``__share_group_state``, so after a broker restart (with the
+    committed records still acquired, i.e. AVAILABLE again) only the committed records come
+    back, never the aborted ones."""
+    clock = Clock()
+
+    def txn(b, pid, seq, n):
+        pl = b.replicas.get_log("t", 0)
+        buf = bytearray(build_batch([Record(timestamp=b.time_ms(), value=b"x%d" % i)
+                                     for i in range(n)], producer_id=pid, producer_epoch=0,
+                                    base_sequence=seq, is_transactional=True))
+        pl.append(buf, pl.validate(buf))
+
+    async def go():
+        async with _running(tmp_path, clock) as b:
+            await b.controller.commit_metadata(b.metadata.alter_configs(
+                32, "g", {"share.isolation.level": "read_committed"},
+                broker_value=b.controller.resolver.broker_value))
+            ti = await b.controller.create_topic("t", 1, {})
+            tp = (ti.topic_id, 0)
+            _append(b, "t", 0, 2)  # 0-1
+            txn(b, 7, 0, 3)  # 2-4 aborted
+            txn(b, 8, 0, 2)  # 5-6 committed
+            assert b.replicas.write_txn_marker("t", 0, 7, 0, False, 0)[0] == 0  # 7
+            assert b.replicas.write_txn_marker("t", 0, 8, 0, True, 0)[0] == 0  # 8
+            _append(b, "t", 0, 1)  # 9
+            b.shares.partitions_assigned("g", [tp])
+            got = _offsets(_fetch(b.shares, "m1", tp))
+            assert got == [(0, 1), (1, 1), (5, 1), (6, 1), (9, 1)]
+            return ti.topic_id
+
+    tid = asyncio.run(go())
+
+    async def after():
+        async with _running(tmp_path, clock) as b:
+            st = b.shares.persister.read(("g", tid, 0))
+            archived = [(sb.first_offset, sb.last_offset) for sb in st.batches
+                        if sb.delivery_state == 4]
+            assert archived == [(2, 4), (7, 8)]
+            got = _offsets(_fetch(b.shares, "m2", (tid, 0)))
+            assert got == [(0, 2), (1, 2), (5, 2), (6, 2), (9, 2)]
+
+    asyncio.run(after())

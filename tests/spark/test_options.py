@@ -97,6 +97,26 @@ def test_write_options():
         assert msg in str(e.value)
 
 
+def test_transactional_sink_options():
+    w = parse_write_options({**BS, "topic": "t", "transactionalIdPrefix": " q1 ",
+                             "kafka.transaction.timeout.ms": "120000"})
+    assert (w.transactional_id_prefix, w.transaction_timeout_ms) == ("q1", 120_000)
+    assert parse_write_options(BS).transactional_id_prefix is None
+    assert parse_write_options({**BS, "transactionalidprefix": "q"}).transaction_timeout_ms \
+        == 60_000
+    for opts, msg in [({"transactionalIdPrefix": " "}, "'transactionalIdPrefix' is empty"),
+                      ({"transactionalIdPrefix": "q", "kafka.acks": "1"}, "idempotent"),
+                      ({"transactionalIdPrefix": "q", "kafka.enable.idempotence": "false"},
+                       "idempotent"),
+                      ({"kafka.transaction.timeout.ms": "1000"}, "needs 'transactionalIdPrefix'"),
+                      ({"transactionalIdPrefix": "q", "kafka.transaction.timeout.ms": "0"},
+                       ">= 1"),
+                      ({"kafka.transactional.id": "x"}, "'transactionalIdPrefix' instead")]:
+        with pytest.raises(SnakkaSparkOptionError) as e:
+            parse_write_options({**BS, **opts})
+        assert msg in str(e.value), (opts, str(e.value))
+
+
 def test_rate_limit_is_proportional():
     start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}
     latest = {("t", 0): 1000, ("t", 1): 500, ("t", 2): 1500}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import pytest
 
@@ -43,8 +44,10 @@ DELAY_MS = 5_000
 QUERY_TIMEOUT_S = 240
 
 
-def _read_topic_values(spark, bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+def _read_topic_values(spark, bootstrap: str, topic: str,
+                       isolation: str = "read_committed") -> list[tuple[bytes, bytes]]:
     rows = (spark.read.format("snakka").option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.isolation.level", isolation)
             .option("subscribe", topic).load().orderBy("partition", "offset")
             .select("key", "value").collect())
     return [(bytes(r.key), bytes(r.value)) for r in rows]
@@ -127,26 +130,89 @@ def test_batch_cross_check_accounts_for_every_event(spark, pipeline_run):
     assert report.final_watermark_ms == model.watermarks[-1]
 
 
-def test_a_replayed_batch_changes_neither_sink(spark, spark_broker, new_topic, tmp_path):
+@pytest.mark.parametrize("transactional", [True, False])
+def test_a_replayed_batch_changes_neither_sink(spark, spark_broker, new_topic, tmp_path,
+                                               transactional):
     """Spark re-runs foreachBatch with the same batch id after a failure: Parquet must hold
-    the rows once, and the topic at most byte-identical copies (last value per key exact)."""
+    the rows once, and the topic each record once with the transactional sink (the default),
+    at most byte-identical copies without it (last value per key exact). Spark tells the
+    sink's tasks the batch and query ids through local properties; set here as Spark does."""
     out_topic = new_topic(1)
     settings = PipelineSettings(bootstrap_servers=spark_broker.bootstrap_servers,
-                                output_dir=str(tmp_path), output_topic=out_topic)
+                                output_dir=str(tmp_path), output_topic=out_topic,
+                                **({} if transactional else {"transactional_id_prefix": None}))
     rows = [(1_767_225_600_000, 1_767_225_610_000, "DE", 3, 1, 1, 0, 1, 995),
             (1_767_225_600_000, 1_767_225_610_000, "US", 1, 1, 0, 0, 0, 0)]
     df = spark.createDataFrame(rows, "window_start_ms long, window_end_ms long, country string, "
                                      "events long, page_views long, clicks long, "
                                      "add_to_carts long, purchases long, revenue_cents long")
     sinks = AggregateSinks(settings)
-    sinks(df, 7)
-    sinks(df, 7)  # the replay
-    sinks(df.limit(0), 8)  # a batch that closes no window writes nothing
+    sc = spark.sparkContext
+    sc.setLocalProperty("sql.streaming.queryId", f"replay-test-{out_topic}")
+    try:
+        for batch_id in (7, 7, 8):  # 7 twice: the replay
+            sc.setLocalProperty("streaming.sql.batchId", str(batch_id))
+            sinks(df if batch_id == 7 else df.limit(0), batch_id)  # 8 closes no window
+    finally:
+        sc.setLocalProperty("streaming.sql.batchId", None)
+        sc.setLocalProperty("sql.streaming.queryId", None)
     parquet = spark.read.parquet(settings.parquet_dir)
     assert sorted(tuple(r) for r in parquet.select(*AGGREGATE_COLUMNS, "batch_id").collect()) \
         == sorted(r + (7,) for r in rows)
     records = _read_topic_values(spark, spark_broker.bootstrap_servers, out_topic)
-    assert sorted(records) == sorted([_as_record(r) for r in rows] * 2)
+    assert sorted(records) == sorted([_as_record(r) for r in rows] * (1 if transactional else 2))
+
+
+class _KilledAfterTheWrite(AggregateSinks):
+    """Fails the query once, right after the first micro-batch that wrote both sinks: the
+    sink's transactions are committed, Spark's checkpoint commit of the batch is not."""
+
+    killed: list[int] = []
+
+    def __call__(self, batch, batch_id: int) -> None:
+        super().__call__(batch, batch_id)
+        wrote = os.path.isdir(os.path.join(self.settings.parquet_dir, f"batch_id={batch_id}"))
+        if wrote and not self.killed:
+            self.killed.append(batch_id)
+            raise RuntimeError(f"killed after the write of batch {batch_id}")
+
+
+def test_a_micro_batch_replayed_after_its_output_was_committed(spark, spark_broker, new_topic,
+                                                               tmp_path, monkeypatch):
+    """The reference pipeline (transactional sink) is killed after a micro-batch's output
+    reached the topic and before the checkpoint's commit; the restarted query replays that
+    batch: the output topic holds each expected record exactly once under read_committed
+    (and, the replay having written nothing, under read_uncommitted too)."""
+    import snakka.spark.pipeline.job as job
+
+    bootstrap = spark_broker.bootstrap_servers
+    in_topic, out_topic = new_topic(1), new_topic(1)
+    events = list(generate_events(N_EVENTS, seed=31, events_per_second=50))
+    asyncio.run(produce_events(bootstrap, in_topic, events, partitions=1))
+    settings = PipelineSettings(
+        bootstrap_servers=bootstrap, output_dir=str(tmp_path), input_topic=in_topic,
+        output_topic=out_topic, window_ms=WINDOW_MS, watermark_delay_ms=DELAY_MS,
+        max_offsets_per_trigger=PER_TRIGGER, available_now=True)
+    monkeypatch.setattr(job, "AggregateSinks", _KilledAfterTheWrite)
+    _KilledAfterTheWrite.killed.clear()
+    query = start_query(spark, settings)
+    with pytest.raises(Exception, match="killed after the write"):
+        query.awaitTermination(QUERY_TIMEOUT_S)
+    (killed,) = _KilledAfterTheWrite.killed
+    committed = [b.batch_id for b in read_checkpoint(spark, settings.checkpoint_dir)
+                 if b.committed]
+    assert killed not in committed  # Spark will replay it
+    written = _read_topic_values(spark, bootstrap, out_topic)
+    assert written  # ...although its output is already in the topic
+    query = start_query(spark, settings)
+    assert query.awaitTermination(QUERY_TIMEOUT_S), "the restarted query did not finish"
+    assert query.exception() is None, query.exception()
+    batches = [events[i:i + PER_TRIGGER] for i in range(0, N_EVENTS, PER_TRIGGER)]
+    model = simulate_streaming(batches + [[]], window_ms=WINDOW_MS, watermark_delay_ms=DELAY_MS)
+    want = sorted(_as_record(a.as_tuple()) for a in model.emitted.values())
+    assert sorted(_read_topic_values(spark, bootstrap, out_topic)) == want
+    assert sorted(_read_topic_values(spark, bootstrap, out_topic,
+                                     isolation="read_uncommitted")) == want
 
 
 def test_restarted_query_continues_exactly(spark, spark_broker, new_topic, tmp_path):

@@ -24,9 +24,14 @@ What it owns
   records, as Kafka), to topic deletion, and to log-start moves (retention, DeleteRecords:
   checked lazily whenever a share-partition is used, and after retention runs).
 
-Isolation: ``share.isolation.level`` read_committed reads up to the last stable offset,
-read_uncommitted up to the high watermark; the replica manager reads (``ReplicaManager.read_log``)
-and decides both.
+Isolation (``share.isolation.level``, a group config): read_committed reads up to the last
+stable offset, read_uncommitted up to the high watermark; the replica manager reads
+(``ReplicaManager.read_log``) and decides both, and gives a read_committed read the aborted
+transactions of what it returned, as Fetch does. A ShareFetch response has no
+aborted-transactions list, so the consumer cannot drop aborted records itself: the broker must
+never acquire them. :func:`fetched_batches` marks the batches of aborted transactions (from that
+list and the ABORT markers, as a read_committed consumer would) and, under both levels, the
+control batches; the core archives them instead of handing them out (``SharePartition.acquire``).
 
 Ordering: everything runs on the event loop; a request's acknowledgements are applied before
 its fetch, in request order per connection (handlers run synchronously up to their first await).
@@ -46,6 +51,13 @@ from snakka.config import broker_default_int, parse_iso_duration_ms
 from snakka.controller import MetadataListener
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
+from snakka.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    PRODUCER_ID_OFFSET,
+    TRANSACTIONAL_MASK,
+)
+from snakka.records.control import read_end_txn_marker
 from snakka.share.partition import SharePartition
 from snakka.share.persister import SharePersister, StateKey
 from snakka.share.sessions import ShareSessionCache, rotate_partitions
@@ -71,6 +83,8 @@ log = logging.getLogger("snakka.share")
 
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
 _LAST_DELTA = struct.Struct(">i")   # at byte 23 of a v2 batch
+_ATTRIBUTES = struct.Struct(">h")
+_PRODUCER_ID = struct.Struct(">q")
 _LOG_OVERHEAD = 12
 _MAX_ACK_TYPE_V1 = int(AcknowledgeType.REJECT)
 _MAX_ACK_TYPE_V2 = int(AcknowledgeType.RENEW)
@@ -105,6 +119,41 @@ def split_batches(data: bytes | memoryview) -> list[tuple[int, int, int, int]]:
         last = base + _LAST_DELTA.unpack_from(data, pos + 23)[0]
         out.append((base, last, pos, end))
         pos = end
+    return out
+
+
+def fetched_batches(data: bytes | memoryview, aborted: Sequence[tuple[int, int]] | None
+                    ) -> list[tuple[FetchedBatch, int, int]]:
+    """The whole v2 batches of ``data`` as the core's ``FetchedBatch`` with their (start, end)
+    byte positions. ``archive`` is set on control batches (COMMIT/ABORT markers: never handed
+    to a share consumer, under either isolation level) and, when ``aborted`` is given (a
+    read_committed read: the (producer id, first offset) list a Fetch would return), on the
+    data batches of aborted transactions. The aborted batches are found as Kafka's
+    SharePartition (and every read_committed consumer) finds them: walking the batches in
+    offset order, a transaction of the list becomes active for its producer once a batch
+    reaches its first offset, a transactional batch of an active producer is aborted, and
+    that producer's ABORT marker ends it. Costs one header read per batch, plus one record
+    read per control batch of a producer with an active aborted transaction."""
+    out: list[tuple[FetchedBatch, int, int]] = []
+    pending = sorted(((first, pid) for pid, first in aborted), reverse=True) if aborted else []
+    active: set[int] = set()
+    for base, last, start, end in split_batches(data):
+        attrs = _ATTRIBUTES.unpack_from(data, start + ATTRIBUTES_OFFSET)[0]
+        control = bool(attrs & CONTROL_MASK)
+        archive = control
+        if aborted is not None and attrs & TRANSACTIONAL_MASK:
+            while pending and pending[-1][0] <= last:
+                active.add(pending.pop()[1])
+            if active:
+                pid = _PRODUCER_ID.unpack_from(data, start + PRODUCER_ID_OFFSET)[0]
+                if pid in active:
+                    if not control:
+                        archive = True
+                    else:
+                        marker = read_end_txn_marker(data, start)
+                        if marker is not None and not marker.commit:
+                            active.discard(pid)
+        out.append((FetchedBatch(base, last, archive), start, end))
     return out
 
 
@@ -404,7 +453,8 @@ class SharePartitionManager(MetadataListener):
         limit = max_bytes
         min_one = True
         available = 0
-        reads: list[tuple[PartitionResult, SharePartition, int, bytes | memoryview]] = []
+        reads: list[tuple[PartitionResult, SharePartition, int, bytes | memoryview,
+                          list[tuple[int, int]] | None]] = []
         for res, sp, pl in acquirable:
             offset = max(sp.next_fetch_offset(), pl.log_start_offset)
             if offset >= pl.high_watermark:
@@ -420,18 +470,19 @@ class SharePartitionManager(MetadataListener):
             min_one = False
             limit = max(0, limit - len(data))
             available += len(data)
-            reads.append((res, sp, offset, data))
+            reads.append((res, sp, offset, data,
+                          read.aborted_transactions if read_committed else None))
         if available < min_bytes and not force:
             return results, False
         records_left = max_records  # <= 0: nothing is acquired (never "unlimited")
         touched = []
-        for res, sp, offset, data in reads:
+        for res, sp, offset, data, aborted in reads:
             if records_left <= 0:
                 break
-            batches = split_batches(data)
+            batches = fetched_batches(data, aborted)
             if not batches:
                 continue
-            acquired = sp.acquire(member_id, [FetchedBatch(b, last) for b, last, _s, _e in batches],
+            acquired = sp.acquire(member_id, [fb for fb, _s, _e in batches],
                                   max_records=records_left, batch_size=batch_size, mode=mode,
                                   fetch_offset=offset)
             touched.append((group_id, res.topic_id, res.partition))
@@ -440,7 +491,7 @@ class SharePartitionManager(MetadataListener):
             res.acquired = list(acquired)
             records_left -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
             lo, hi = acquired[0].first_offset, acquired[-1].last_offset
-            sel = [(s, e) for b, last, s, e in batches if last >= lo and b <= hi]
+            sel = [(s, e) for fb, s, e in batches if fb.last_offset >= lo and fb.base_offset <= hi]
             start, end = sel[0][0], sel[-1][1]
             res.records = data if start == 0 and end == len(data) else \
                 memoryview(data)[start:end]

@@ -86,6 +86,19 @@ Where this follows Kafka (``kafka.server.share.SharePartition``, 4.2) and where 
   ones among them (Kafka's ``deliveryCompleteCount``).
 * A delivery-count limit lowered at run time applies at the next transition: AVAILABLE records
   already at/over the new limit are archived instead of acquired.
+* Records a share consumer must never get (``FetchedBatch.archive``: the shell marks control
+  batches, and under ``share.isolation.level=read_committed`` the batches of aborted
+  transactions): as Kafka 4.1+'s ``filterAbortedTransactionalAcquiredRecords``, ``acquire``
+  takes them like any other record and then moves those it took to ARCHIVED (their delivery
+  count kept) and drops them from the AcquiredRecords ranges, so they use up part of that
+  acquisition's record budget but are never handed out; AVAILABLE ones met in the fetched
+  range are archived too. The ARCHIVED state is persisted like any other, so it survives a restart.
+  Kafka archives only aborted data this way and hands COMMIT/ABORT markers out inside the
+  acquired ranges, relying on the consumer to acknowledge them as GAP (the Java consumer and
+  ours do); we archive markers at once under both isolation levels, which a correct consumer
+  cannot tell apart (an offset outside the acquired ranges is skipped) and which keeps a
+  consumer that does not acknowledge them from holding markers until their locks expire and
+  the delivery limit is reached.
 """
 
 from __future__ import annotations
@@ -473,8 +486,57 @@ class SharePartition:
         if acquired:
             self._locks[lock_id] = acquired
             self._push_lock(deadline, lock_id, acq_lo, acq_hi)
+        if any(b.archive for b in batches):
+            out = self._archive_undeliverable(batches, lock_id, out)
         self._advance_start()
         return [AcquiredRange(f, la, c) for f, la, c in out]
+
+    def _archive_undeliverable(self, batches: Sequence[FetchedBatch], lock: int,
+                               out: list[list[int]]) -> list[list[int]]:
+        """Kafka's ``filterAbortedTransactionalAcquiredRecords``, applied to control batches
+        too: inside the window, the offsets of ``archive`` batches that this acquisition took
+        (ACQUIRED under ``lock``, delivery count kept) or that are AVAILABLE become ARCHIVED,
+        and leave the acquired ranges ``out``. Offsets acquired by an earlier acquisition are
+        left to their holder (e.g. taken under read_uncommitted before the group's isolation
+        level changed)."""
+        start = self.start_offset
+        last = self.end_offset - 1
+        spans: list[list[int]] = []
+        for b in batches:
+            if not b.archive:
+                continue
+            a = b.base_offset if b.base_offset > start else start
+            z = b.last_offset if b.last_offset < last else last
+            if a > z:
+                continue
+            if spans and spans[-1][1] + 1 >= a:
+                spans[-1][1] = z
+            else:
+                spans.append([a, z])
+        if not spans:
+            return out
+        was_full = self.end_offset - start >= self.config.max_record_locks
+        runs = self._runs
+        for a, z in spans:
+            i = self._split_at(a)
+            j = self._split_at(z + 1)
+            for k in range(i, j):
+                r = runs[k]
+                if r.state == _ACQUIRED and r.lock == lock:
+                    self._unlock(r)
+                    r.member = None
+                    r.deadline = 0
+                    r.lock = 0
+                elif r.state != _AVAILABLE:
+                    continue
+                r.state = _ARCHIVED
+                self._mark(r.first, r.last)
+            self._coalesce(i, j - 1)
+        if was_full:
+            self._advance_start()
+            if self.end_offset - self.start_offset < self.config.max_record_locks:
+                self._wakeup = True
+        return _subtract_spans(out, spans)
 
     # ------------------------------------------------------------------ acknowledge
 
@@ -860,6 +922,29 @@ class SharePartition:
         if n:
             self.start_offset = runs[n - 1].last + 1
             del runs[:n]
+
+
+def _subtract_spans(ranges: list[list[int]], spans: list[list[int]]) -> list[list[int]]:
+    """``ranges`` ([first, last, delivery count], ascending) without the offsets of ``spans``
+    ([first, last], ascending, disjoint)."""
+    out: list[list[int]] = []
+    j = 0
+    ns = len(spans)
+    for f, la, c in ranges:
+        while j < ns and spans[j][1] < f:
+            j += 1
+        cur = f
+        k = j
+        while k < ns and spans[k][0] <= la:
+            a, z = spans[k]
+            if a > cur:
+                out.append([cur, a - 1, c])
+            if z + 1 > cur:
+                cur = z + 1
+            k += 1
+        if cur <= la:
+            out.append([cur, la, c])
+    return out
 
 
 def _type_segments(batch_first: int, a: int, types: Sequence[int]) -> list[tuple[int, int, int]]:

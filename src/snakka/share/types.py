@@ -45,10 +45,15 @@ class SharePartitionConfig:
 @dataclass(frozen=True, slots=True)
 class FetchedBatch:
     """A log batch the shell read for a ShareFetch: offsets ``base_offset..last_offset``
-    inclusive. The shell sends the bytes of every batch that overlaps an acquired range."""
+    inclusive. The shell sends the bytes of every batch that overlaps an acquired range.
+
+    ``archive``: the batch holds nothing a share consumer may get (a control batch, i.e. a
+    COMMIT/ABORT marker, or under ``share.isolation.level=read_committed`` a batch of an
+    aborted transaction); its offsets are ARCHIVED instead of acquired."""
 
     base_offset: int
     last_offset: int
+    archive: bool = False
 
 
 @dataclass(frozen=True, slots=True)

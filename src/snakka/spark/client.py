@@ -18,6 +18,19 @@ Timeouts and errors
     attempt by ``socket.connection.setup.timeout.ms`` (default 10 s); a broker that is down
     fails with :class:`SnakkaSparkError` naming the address, never a hang. Retriable
     partition errors (leader changes) refresh metadata and retry a bounded number of times.
+
+Transactions (the exactly-once sink, see :mod:`.writer`)
+    FindCoordinator (key type 1 for a transactional id, 0 for a group), InitProducerId with a
+    transactional id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn and
+    OffsetFetch with RequireStable, at the versions of Kafka's classic transaction protocol
+    (KIP-890's "transaction version 1": AddPartitionsToTxn <= v3, Produce <= v11,
+    TxnOffsetCommit <= v4, EndTxn <= v4), whose meaning every broker that has transactions
+    shares; Kafka gives the later versions other semantics (implicit partition adds, an epoch
+    bump per transaction), so a client must not send them without following those.
+    Coordinator answers that mean "ask again" (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, UNSTABLE_OFFSET_COMMIT) are retried
+    with a backoff until ``request.timeout.ms`` has passed; a fenced producer raises
+    :class:`ProducerFencedError`.
 """
 
 from __future__ import annotations
@@ -31,7 +44,14 @@ from typing import Any
 
 from snakka.client.connection import ConnectionClosed, KafkaConnection
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from snakka.protocol.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+)
+from snakka.protocol.messages.end_txn_request import EndTxnRequest
 from snakka.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from snakka.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from snakka.protocol.messages.list_offsets_request import (
     ListOffsetsPartition,
@@ -39,15 +59,50 @@ from snakka.protocol.messages.list_offsets_request import (
     ListOffsetsTopic,
 )
 from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from snakka.protocol.messages.offset_fetch_request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+)
 from snakka.protocol.messages.produce_request import (
     PartitionProduceData,
     ProduceRequest,
     TopicProduceData,
 )
+from snakka.protocol.messages.txn_offset_commit_request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 
 from .options import EARLIEST, LATEST, ClientSettings
 
 FETCH_API_KEY = 1
+PRODUCE_API_KEY = 0
+FIND_COORDINATOR_API_KEY = 10
+OFFSET_FETCH_API_KEY = 9
+TXN_OFFSET_COMMIT_API_KEY = 28
+ADD_PARTITIONS_TO_TXN_API_KEY = 24
+END_TXN_API_KEY = 26
+# The classic transaction protocol's last versions (see the module docstring).
+MAX_TXN_PRODUCE_VERSION = 11
+MAX_ADD_PARTITIONS_TO_TXN_VERSION = 3
+MAX_TXN_OFFSET_COMMIT_VERSION = 4
+MAX_END_TXN_VERSION = 4
+# OffsetFetch v7 is the first with RequireStable; v8+ batch groups (not needed here).
+OFFSET_FETCH_VERSION = 7
+COORDINATOR_GROUP = 0
+COORDINATOR_TRANSACTION = 1
+# Coordinator answers a client retries (Kafka's clients do the same, bounded by their timeout).
+COORDINATOR_RETRY = frozenset({
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.UNSTABLE_OFFSET_COMMIT,
+})
+# A newer producer with this transactional id exists (or the transaction timed out and its
+# epoch was bumped): this one may not write or end a transaction again.
+FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
+                    ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                    ErrorCode.TRANSACTIONAL_ID_NOT_FOUND})
 # Fetch v13+ addresses topics by id only; v12 carries names and every Kafka >= 2.8 serves it.
 MAX_FETCH_VERSION = 12
 # Bounded retries for retriable partition errors (leader moves, a partition not ready yet).
@@ -69,6 +124,15 @@ LEADER_ERRORS = frozenset({
 class SnakkaSparkError(RuntimeError):
     """A Kafka request made by the Spark data source failed (a clear message, no traceback
     needed to understand it)."""
+
+
+class ProducerFencedError(SnakkaSparkError):
+    """A transactional request was refused because a newer producer with the same
+    transactional id exists, or the coordinator ended the transaction (timeout)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def error_name(code: int) -> str:
@@ -387,20 +451,25 @@ class SparkKafkaClient:
         return resp.producer_id, resp.producer_epoch
 
     def produce(self, tp: TopicPartition, batch: bytes, *, acks: int,
-                timeout_ms: int) -> tuple[int, int]:
+                timeout_ms: int, transactional_id: str | None = None) -> tuple[int, int]:
         """Send one record batch to the leader of ``tp``; returns (error code, base offset).
-        Leader errors are retried here; other errors are returned to the caller."""
+        Leader errors are retried here; other errors are returned to the caller. A batch of
+        a transaction names its ``transactional_id`` (the partition must have been added
+        with :meth:`add_partitions_to_txn`)."""
 
         def one(conn: KafkaConnection, group: list[TopicPartition]) -> dict:
             req = ProduceRequest(
-                transactional_id=None, acks=acks, timeout_ms=timeout_ms,
+                transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
                 topic_data=[TopicProduceData(name=tp[0], topic_id=self._topic_ids.get(tp[0]),
                                              partition_data=[PartitionProduceData(
                                                  index=tp[1], records=batch)])])
             if acks == 0:
                 self._run(conn.send_no_response(req))
                 return {tp: (0, -1)}
-            resp = self._send(conn, req)
+            version = None
+            if transactional_id is not None:
+                version = min(MAX_TXN_PRODUCE_VERSION, conn.version_for(PRODUCE_API_KEY))
+            resp = self._send(conn, req, version)
             r = resp.responses[0].partition_responses[0]
             if r.error_code in LEADER_ERRORS:
                 raise _Retriable(r.error_code)
@@ -413,6 +482,172 @@ class SparkKafkaClient:
 
     def topic_id(self, topic: str) -> bytes | None:
         return self._topic_ids.get(topic)
+
+    # -- transactions -----------------------------------------------------------------------
+    def _coordinator(self, key: str, key_type: int) -> KafkaConnection:
+        """A connection to the coordinator of a group (key type 0) or a transactional id
+        (key type 1), found with FindCoordinator and cached until it says NOT_COORDINATOR."""
+        cached = self._conns.get((key_type, key))
+        if cached is not None:
+            return cached
+
+        def find() -> tuple[int, Any]:
+            boot = self._bootstrap()
+            if boot.version_for(FIND_COORDINATOR_API_KEY) >= 4:
+                resp = self._send(boot, FindCoordinatorRequest(key_type=key_type,
+                                                               coordinator_keys=[key]))
+                c = resp.coordinators[0]
+                return c.error_code, c
+            resp = self._send(boot, FindCoordinatorRequest(key=key, key_type=key_type))
+            return resp.error_code, resp
+
+        c = self._retrying(f"FindCoordinator of {key!r}", find)
+        self._brokers[c.node_id] = (c.host, c.port)
+        conn = self._node(c.node_id)
+        self._conns[(key_type, key)] = conn
+        return conn
+
+    def _retrying(self, what: str, attempt: Any) -> Any:
+        """``attempt() -> (error code, result)``, repeated with a growing backoff while the
+        error is one of COORDINATOR_RETRY, for at most ``request.timeout.ms``; any other error
+        raises (FENCED ones as :class:`ProducerFencedError`)."""
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
+        backoff = 0.02
+        while True:
+            code, result = attempt()
+            if code == ErrorCode.NONE:
+                return result
+            if code in FENCED:
+                raise ProducerFencedError(f"{what} failed: {error_name(code)}", code)
+            if code not in COORDINATOR_RETRY or time.monotonic() + backoff > deadline:
+                raise SnakkaSparkError(f"{what} failed: {error_name(code)}")
+            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                for k in [k for k in self._conns if isinstance(k, tuple)]:
+                    del self._conns[k]  # find the coordinators again
+            time.sleep(backoff)
+            backoff = min(0.5, backoff * 2)
+
+    def init_transactions(self, transactional_id: str, transaction_timeout_ms: int
+                          ) -> tuple[int, int]:
+        """InitProducerId with a transactional id: (producer id, epoch) of the newest
+        producer of ``transactional_id``. The coordinator fences every older producer of the
+        id and aborts the transaction one of them left open (answering CONCURRENT_TRANSACTIONS
+        until that is done, which is retried here)."""
+        def attempt() -> tuple[int, Any]:
+            conn = self._coordinator(transactional_id, COORDINATOR_TRANSACTION)
+            resp = self._send(conn, InitProducerIdRequest(
+                transactional_id=transactional_id,
+                transaction_timeout_ms=transaction_timeout_ms,
+                producer_id=-1, producer_epoch=-1))
+            return resp.error_code, (resp.producer_id, resp.producer_epoch)
+
+        return self._retrying(f"InitProducerId of {transactional_id!r}", attempt)
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, epoch: int,
+                              tps: Iterable[TopicPartition]) -> None:
+        """Make ``tps`` part of the open transaction (before the first batch to them)."""
+        topics: dict[str, list[int]] = {}
+        for t, p in tps:
+            topics.setdefault(t, []).append(p)
+
+        def attempt() -> tuple[int, None]:
+            conn = self._coordinator(transactional_id, COORDINATOR_TRANSACTION)
+            version = min(MAX_ADD_PARTITIONS_TO_TXN_VERSION,
+                          conn.version_for(ADD_PARTITIONS_TO_TXN_API_KEY))
+            resp = self._send(conn, AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=transactional_id,
+                v3_and_below_producer_id=producer_id, v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[AddPartitionsToTxnTopic(name=t, partitions=ps)
+                                     for t, ps in topics.items()]), version)
+            codes = [r.partition_error_code for t in resp.results_by_topic_v3_and_below
+                     for r in t.results_by_partition]
+            # OPERATION_NOT_ATTEMPTED marks the partitions held back by another's error.
+            real = [c for c in codes if c not in (0, ErrorCode.OPERATION_NOT_ATTEMPTED)]
+            return (real[0] if real else resp.error_code), None
+
+        self._retrying(f"AddPartitionsToTxn of {transactional_id!r}", attempt)
+
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, epoch: int,
+                           group_id: str) -> None:
+        """Make ``group_id``'s offsets part of the open transaction (before TxnOffsetCommit)."""
+        def attempt() -> tuple[int, None]:
+            conn = self._coordinator(transactional_id, COORDINATOR_TRANSACTION)
+            resp = self._send(conn, AddOffsetsToTxnRequest(
+                transactional_id=transactional_id, producer_id=producer_id,
+                producer_epoch=epoch, group_id=group_id))
+            return resp.error_code, None
+
+        self._retrying(f"AddOffsetsToTxn of {transactional_id!r}", attempt)
+
+    def txn_offset_commit(self, transactional_id: str, producer_id: int, epoch: int,
+                          group_id: str, offsets: dict[TopicPartition, tuple[int, str]]) -> None:
+        """Commit ``{tp: (offset, metadata)}`` for ``group_id`` inside the transaction: they
+        become visible when it commits, and vanish if it aborts."""
+        topics: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
+        for (t, p), (off, meta) in offsets.items():
+            topics.setdefault(t, []).append(TxnOffsetCommitRequestPartition(
+                partition_index=p, committed_offset=off, committed_leader_epoch=-1,
+                committed_metadata=meta))
+
+        def attempt() -> tuple[int, None]:
+            conn = self._coordinator(group_id, COORDINATOR_GROUP)
+            version = min(MAX_TXN_OFFSET_COMMIT_VERSION,
+                          conn.version_for(TXN_OFFSET_COMMIT_API_KEY))
+            resp = self._send(conn, TxnOffsetCommitRequest(
+                transactional_id=transactional_id, group_id=group_id,
+                producer_id=producer_id, producer_epoch=epoch,
+                generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                topics=[TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                        for t, ps in topics.items()]), version)
+            codes = [p.error_code for t in resp.topics for p in t.partitions if p.error_code]
+            return (codes[0] if codes else 0), None
+
+        self._retrying(f"TxnOffsetCommit of {group_id!r}", attempt)
+
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, *,
+                commit: bool) -> None:
+        """Commit or abort the open transaction of (``producer_id``, ``epoch``). Any
+        process may send it (the driver ends its tasks' transactions); a retry of a
+        completed EndTxn with the same outcome is answered NONE by the coordinator."""
+        def attempt() -> tuple[int, None]:
+            conn = self._coordinator(transactional_id, COORDINATOR_TRANSACTION)
+            version = min(MAX_END_TXN_VERSION, conn.version_for(END_TXN_API_KEY))
+            resp = self._send(conn, EndTxnRequest(
+                transactional_id=transactional_id, producer_id=producer_id,
+                producer_epoch=epoch, committed=commit), version)
+            return resp.error_code, None
+
+        what = "commit" if commit else "abort"
+        self._retrying(f"EndTxn ({what}) of {transactional_id!r}", attempt)
+
+    def committed_offsets(self, group_id: str, tps: Iterable[TopicPartition]
+                          ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """OffsetFetch with RequireStable: ``{tp: (offset, metadata)}`` (-1 when none),
+        waiting (UNSTABLE_OFFSET_COMMIT is retried) while a transaction that commits offsets
+        of the group is still open, so what comes back is final."""
+        topics: dict[str, list[int]] = {}
+        for t, p in tps:
+            topics.setdefault(t, []).append(p)
+
+        def attempt() -> tuple[int, Any]:
+            conn = self._coordinator(group_id, COORDINATOR_GROUP)
+            if conn.version_for(OFFSET_FETCH_API_KEY) < OFFSET_FETCH_VERSION:
+                raise SnakkaSparkError(
+                    "the broker does not support OffsetFetch v7 (RequireStable, Kafka 2.5+), "
+                    "which the transactional sink needs")
+            resp = self._send(conn, OffsetFetchRequest(
+                group_id=group_id, require_stable=True,
+                topics=[OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                        for t, ps in topics.items()]), OFFSET_FETCH_VERSION)
+            out = {}
+            code = resp.error_code
+            for t in resp.topics:
+                for p in t.partitions:
+                    code = code or p.error_code
+                    out[(t.name, p.partition_index)] = (p.committed_offset, p.metadata)
+            return code, out
+
+        return self._retrying(f"OffsetFetch of {group_id!r}", attempt)
 
 
 class _Retriable(Exception):

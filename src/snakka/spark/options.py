@@ -51,6 +51,9 @@ DEFAULT_MAX_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024
 DEFAULT_BATCH_SIZE = 1024 * 1024  # bytes of records per produced batch (before compression)
 DEFAULT_MAX_REQUEST_SIZE = 8 * 1024 * 1024
+# The Java producer's transaction.timeout.ms default; the broker caps it at
+# transaction.max.timeout.ms (15 min by default).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 
 SOURCE_OPTIONS = {
     "subscribe", "subscribepattern", "assign",
@@ -64,8 +67,9 @@ SOURCE_OPTIONS = {
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
     "groupidprefix",
 }
-# Spark hands a streaming sink its query options too.
-SINK_OPTIONS = {"topic", "includeheaders", "checkpointlocation"}
+# Spark hands a streaming sink its query options too. ``transactionalIdPrefix`` turns on
+# the exactly-once (transactional) sink, see snakka.spark.writer.
+SINK_OPTIONS = {"topic", "includeheaders", "checkpointlocation", "transactionalidprefix"}
 
 # kafka.* consumer configs that mean something to snakka's fetcher.
 KAFKA_CONSUMER_CONFIGS = {
@@ -81,7 +85,7 @@ KAFKA_PRODUCER_CONFIGS = {
     "bootstrap.servers", "client.id", "request.timeout.ms", "delivery.timeout.ms",
     "socket.connection.setup.timeout.ms", "acks", "compression.type", "batch.size",
     "linger.ms", "max.request.size", "enable.idempotence", "retries", "security.protocol",
-    "key.serializer", "value.serializer",
+    "key.serializer", "value.serializer", "transaction.timeout.ms",
 }
 # Spark's connector refuses these for sources (the connector manages them itself).
 SPARK_FORBIDDEN_SOURCE_CONFIGS = {
@@ -94,6 +98,8 @@ SPARK_FORBIDDEN_SOURCE_CONFIGS = {
 SPARK_FORBIDDEN_SINK_CONFIGS = {
     "key.serializer": "keys are always written as binary; convert the 'key' column instead",
     "value.serializer": "values are always written as binary; convert the 'value' column instead",
+    "transactional.id": "set the sink option 'transactionalIdPrefix' instead: every write "
+                        "task gets its own transactional id (docs/spark.md)",
 }
 COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -152,6 +158,10 @@ class WriteSettings:
     idempotent: bool = True
     retries: int = 5
     extra: dict[str, str] = field(default_factory=dict)
+    # The exactly-once sink (snakka.spark.writer): each task's transactional id is
+    # "<prefix>-<query id>-<task partition id>"; None = at-least-once.
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -474,6 +484,19 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteSettings:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise SnakkaSparkOptionError("option 'topic' is empty")
+    prefix = opts.get("transactionalidprefix")
+    if prefix is not None:
+        prefix = prefix.strip()
+        if not prefix:
+            raise SnakkaSparkOptionError("option 'transactionalIdPrefix' is empty")
+        if not idempotent:
+            raise SnakkaSparkOptionError(
+                "option 'transactionalIdPrefix' (transactions) needs an idempotent producer: "
+                "'kafka.acks' = all and 'kafka.enable.idempotence' = true (the defaults)")
+    elif "transaction.timeout.ms" in configs:
+        raise SnakkaSparkOptionError(
+            "option 'kafka.transaction.timeout.ms' needs 'transactionalIdPrefix' (without it "
+            "the sink writes no transactions)")
     return WriteSettings(
         client=client,
         topic=topic.strip() if topic else None,
@@ -485,4 +508,9 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteSettings:
                               default=DEFAULT_MAX_REQUEST_SIZE) or DEFAULT_MAX_REQUEST_SIZE,
         idempotent=idempotent,
         retries=_int(c, "kafka.retries", "kafka.retries", minimum=0, default=5) or 0,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=_int(c, "kafka.transaction.timeout.ms",
+                                    "kafka.transaction.timeout.ms", minimum=1,
+                                    default=DEFAULT_TRANSACTION_TIMEOUT_MS)
+        or DEFAULT_TRANSACTION_TIMEOUT_MS,
     )

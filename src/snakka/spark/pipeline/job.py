@@ -16,11 +16,15 @@ Exactly-once per sink
     Spark replays a micro-batch whose commit did not reach the checkpoint with the same
     offsets and the same state, so its output is the same rows. Parquet: each batch overwrites
     its own directory ``<output>/aggregates/batch_id=<id>``, so a replay replaces rather than
-    duplicates. Topic: each record is keyed by its window and country, and the value is a
-    function of the key's aggregate only; a replayed batch can append a byte-identical copy of
-    a record, never a different value for a key, so reading the topic "last value per key"
-    (what the checker does, and what compaction would do) is exact. Kafka transactions would
-    remove the copies; snakka does not implement them yet.
+    duplicates. Topic: the sink writes each micro-batch in Kafka transactions
+    (``transactionalIdPrefix``, :data:`PipelineSettings.transactional_id_prefix`, the query's
+    name by default; see :mod:`snakka.spark.writer`), so a read_committed reader sees each
+    record once even when Spark replays a batch whose output had already been committed
+    (the sink group's marker says so and the replay writes nothing), and never sees the
+    output of a run that died before its commit (aborted). Without transactions
+    (``transactional_id_prefix=None``) a replayed batch can append a byte-identical copy of a
+    record (keyed by window and country, the value a function of the key's aggregate), so
+    "last value per key" (what the checker reads, and what compaction would do) stays exact.
 
 Cluster mode
     Nothing here depends on the driver's machine except the output directory: on a cluster
@@ -82,6 +86,9 @@ class PipelineSettings:
     trigger_interval: str = "1 second"
     available_now: bool = False  # process what is there (in maxOffsetsPerTrigger steps), stop
     extra_source_options: dict[str, str] = field(default_factory=dict)
+    # The sink's transactionalIdPrefix (exactly-once output); None: at-least-once. It must be
+    # unique to the query and the same across its restarts (the checkpoint's companion).
+    transactional_id_prefix: str | None = QUERY_NAME
 
     @property
     def parquet_dir(self) -> str:
@@ -201,10 +208,13 @@ class AggregateSinks:
             one = rows.coalesce(1)
             one.write.mode("overwrite").parquet(
                 os.path.join(s.parquet_dir, f"batch_id={batch_id}"))
-            (aggregate_records(one).write.format("snakka").mode("append")
-             .option("kafka.bootstrap.servers", s.bootstrap_servers)
-             .option("topic", s.output_topic)
-             .save())
+            out = (aggregate_records(one).write.format("snakka").mode("append")
+                   .option("kafka.bootstrap.servers", s.bootstrap_servers)
+                   .option("topic", s.output_topic))
+            if s.transactional_id_prefix is not None:
+                # The tasks learn batch_id from Spark (the streaming.sql.batchId property).
+                out = out.option("transactionalIdPrefix", s.transactional_id_prefix)
+            out.save()
         finally:
             rows.unpersist()
 
