@@ -20,6 +20,9 @@ killed with os._exit (issue 11's acceptance criteria).
   that carry its consumed offsets (send_offsets_to_transaction: TxnOffsetCommit). It calls
   os._exit at random points (after consuming, after producing, after sending the offsets, after
   committing) and is restarted each time; at the end the output holds each input exactly once.
+  The same processor also runs while the broker is SIGKILLed and restarted under it.
+- **SIGKILL after __transaction_state was snapshotted and trimmed**: the coordinator's state
+  replays to the same producer ids and epochs; the open transaction is aborted.
 """
 
 from __future__ import annotations
