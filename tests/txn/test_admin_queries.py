@@ -7,6 +7,7 @@ import itertools
 from collections.abc import Iterable
 from types import SimpleNamespace
 
+from snakka.handlers.context import RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.security.authorizer import AclOperation, Action, AuthorizationResult, ResourceType
 from snakka.txn.coordinator import TransactionCoordinator, TxnConfig, TxnState
@@ -185,6 +186,8 @@ class StubContext:
             n: SimpleNamespace(partitions=p) for n, p in (topics or {}).items()}))
         self.deny = set(deny)
         self.asked: list[Action] = []
+
+    allowed = RequestContext.allowed  # the real helper, over this stub's authorize()
 
     def authorize(self, actions: list[Action]) -> list[AuthorizationResult]:
         self.asked.extend(actions)

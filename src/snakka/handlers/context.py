@@ -26,7 +26,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from snakka.protocol.api_keys import ApiKey
-from snakka.security.authorizer import Action, AllowAllAuthorizer, AuthorizationResult, Authorizer
+from snakka.security.authorizer import (
+    AclOperation,
+    Action,
+    AllowAllAuthorizer,
+    AuthorizationResult,
+    Authorizer,
+    ResourcePattern,
+    ResourceType,
+)
 from snakka.security.principal import KafkaPrincipal
 
 if TYPE_CHECKING:
@@ -129,6 +137,16 @@ class RequestContext:
         results = self._authorizer.authorize(self, actions)
         assert len(results) == len(actions), (actions, results)
         return results
+
+    def allowed(self, operation: AclOperation, resource_type: ResourceType,
+                names: Sequence[str], *, log_if_denied: bool = True) -> list[bool]:
+        """Whether ``operation`` is allowed on each named resource (one authorizer call);
+        ``log_if_denied=False`` for resources a request merely filters (Kafka's audit rule)."""
+        if not names:
+            return []
+        actions = [Action(operation, ResourcePattern(resource_type, n),
+                          log_if_denied=log_if_denied) for n in names]
+        return [r is AuthorizationResult.ALLOWED for r in self.authorize(actions)]
 
     def __repr__(self) -> str:
         return (f"RequestContext(api_key={self.api_key}, api_version={self.api_version}, "

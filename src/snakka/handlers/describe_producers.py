@@ -30,9 +30,6 @@ from snakka.protocol.messages.describe_producers_response import (
 )
 from snakka.security.authorizer import (
     AclOperation,
-    Action,
-    AuthorizationResult,
-    ResourcePattern,
     ResourceType,
 )
 
@@ -47,8 +44,7 @@ def _topic_error(ctx: RequestContext, name: str) -> tuple[ErrorCode, str | None]
         validate_topic_name(name)
     except KafkaError as e:
         return e.code, e.message
-    action = Action(AclOperation.READ, ResourcePattern(ResourceType.TOPIC, name))
-    if ctx.authorize([action])[0] is not AuthorizationResult.ALLOWED:
+    if not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, [name])[0]:
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
     if name not in ctx.services.metadata.topics:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None

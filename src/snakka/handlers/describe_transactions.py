@@ -22,9 +22,6 @@ from snakka.protocol.messages.describe_transactions_response import (
 )
 from snakka.security.authorizer import (
     AclOperation,
-    Action,
-    AuthorizationResult,
-    ResourcePattern,
     ResourceType,
 )
 
@@ -34,11 +31,6 @@ if TYPE_CHECKING:
     )
 
 API = ApiDeclaration(ApiKey.DESCRIBE_TRANSACTIONS)
-
-
-def _allowed(ctx: RequestContext, resource_type: ResourceType, names: list[str]) -> list[bool]:
-    actions = [Action(AclOperation.DESCRIBE, ResourcePattern(resource_type, n)) for n in names]
-    return [r is AuthorizationResult.ALLOWED for r in ctx.authorize(actions)] if actions else []
 
 
 def _describe(ctx: RequestContext, tid: str, allowed: bool) -> TransactionState:
@@ -52,7 +44,7 @@ def _describe(ctx: RequestContext, tid: str, allowed: bool) -> TransactionState:
     by_topic: dict[str, list[int]] = {}
     for topic, p in sorted(m.partitions):
         by_topic.setdefault(topic, []).append(p)
-    visible = _allowed(ctx, ResourceType.TOPIC, list(by_topic))
+    visible = ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, list(by_topic))
     return TransactionState(
         error_code=0, transactional_id=tid,
         transaction_state=coordinator.state_name(m.state),
@@ -65,6 +57,6 @@ def _describe(ctx: RequestContext, tid: str, allowed: bool) -> TransactionState:
 
 def handle(ctx: RequestContext, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     ids = list(req.transactional_ids)
-    allowed = _allowed(ctx, ResourceType.TRANSACTIONAL_ID, ids)
+    allowed = ctx.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, ids)
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
         _describe(ctx, tid, ok) for tid, ok in zip(ids, allowed, strict=True)])

@@ -19,9 +19,6 @@ from snakka.protocol.messages.list_transactions_response import (
 )
 from snakka.security.authorizer import (
     AclOperation,
-    Action,
-    AuthorizationResult,
-    ResourcePattern,
     ResourceType,
 )
 
@@ -37,14 +34,11 @@ def handle(ctx: RequestContext, req: ListTransactionsRequest) -> ListTransaction
     listed, unknown = coordinator.list_transactions(
         producer_ids=req.producer_id_filters, state_names=req.state_filters,
         duration_ms=req.duration_filter if ctx.api_version >= 1 else -1)
-    actions = [Action(AclOperation.DESCRIBE,
-                      ResourcePattern(ResourceType.TRANSACTIONAL_ID, tid), log_if_denied=False)
-               for tid, _, _ in listed]
-    allowed = ctx.authorize(actions) if actions else []
+    allowed = ctx.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                          [tid for tid, _, _ in listed], log_if_denied=False)
     return ListTransactionsResponse(
         throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
         transaction_states=[
             TransactionState(transactional_id=tid, producer_id=pid,
                              transaction_state=coordinator.state_name(state))
-            for (tid, pid, state), ok in zip(listed, allowed, strict=True)
-            if ok is AuthorizationResult.ALLOWED])
+            for (tid, pid, state), ok in zip(listed, allowed, strict=True) if ok])

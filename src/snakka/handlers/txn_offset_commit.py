@@ -42,9 +42,6 @@ from snakka.protocol.messages.txn_offset_commit_response import (
 )
 from snakka.security.authorizer import (
     AclOperation,
-    Action,
-    AuthorizationResult,
-    ResourcePattern,
     ResourceType,
 )
 from snakka.txn.coordinator import leader_verification_error
@@ -80,8 +77,7 @@ def verification_error(raw: int, version: int) -> int:
 
 
 def _denied(ctx: RequestContext, operation: AclOperation, rtype: ResourceType, name: str) -> bool:
-    action = Action(operation, ResourcePattern(rtype, name))
-    return ctx.authorize([action])[0] is not AuthorizationResult.ALLOWED
+    return not ctx.allowed(operation, rtype, [name])[0]
 
 
 def handle(ctx: RequestContext, req: TxnOffsetCommitRequest):
