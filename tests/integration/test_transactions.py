@@ -22,6 +22,7 @@ from snakka.records import Record, build_batch
 from snakka.testing import EmbeddedBroker
 
 from .helpers import ck_create_topic, now_ms, raw_connect, run_async
+from .txn_clients import raw_produce
 
 TOPIC = "txn"
 PARTITIONS = 3
@@ -178,18 +179,8 @@ def _batch(pid: int = -1, epoch: int = -1, seq: int = -1, **kw) -> bytes:
 
 
 async def _produce(conn, batches: dict[int, bytes], transactional_id=None, version=9):
-    from snakka.protocol.messages.produce_request import (
-        PartitionProduceData,
-        ProduceRequest,
-        TopicProduceData,
-    )
-
-    resp = await conn.send(ProduceRequest(
-        transactional_id=transactional_id, acks=-1, timeout_ms=5000,
-        topic_data=[TopicProduceData(name=TOPIC, partition_data=[
-            PartitionProduceData(index=p, records=b) for p, b in batches.items()])]),
-        version=version)
-    return {r.index: r.error_code for r in resp.responses[0].partition_responses}
+    out = await raw_produce(conn, TOPIC, batches, transactional_id, version)
+    return {p: r.error_code for p, r in out.items()}
 
 
 def test_raw_protocol_errors_of_a_misbehaving_transactional_producer(broker):

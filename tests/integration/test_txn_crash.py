@@ -40,7 +40,7 @@ from snakka.records import Record
 from snakka.testing import EmbeddedBroker
 
 from .helpers import ck_create_topic, now_ms, raw_connect, run_async, segment_files
-from .txn_clients import CLIENTS, consume, wait_stable
+from .txn_clients import CLIENTS, consume, fill_topic, wait_stable
 
 TXN_TIMEOUT_MS = 4000
 BROKER_CONFIG = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
@@ -336,7 +336,6 @@ KAFKA_PYTHON_PROCESSOR = textwrap.dedent('''
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_consume_transform_produce_survives_os_exit(tmp_path, client):
-    from confluent_kafka import Producer
 
     n, parts = 400, 3
     script = tmp_path / "processor.py"
@@ -345,10 +344,7 @@ def test_consume_transform_produce_survives_os_exit(tmp_path, client):
         bs = b.bootstrap_servers
         ck_create_topic(bs, "ctp-in", parts)
         ck_create_topic(bs, "ctp-out", parts)
-        p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
-        for i in range(n):
-            p.produce("ctp-in", value=b"%05d" % i, partition=i % parts)
-        assert p.flush(30) == 0
+        fill_topic(bs, "ctp-in", n, parts)
         deaths, runs = 0, 0
         deadline = time.monotonic() + 300
         while True:
@@ -386,7 +382,6 @@ def test_consume_transform_produce_survives_a_broker_sigkill(tmp_path, snakka_br
     """The confluent-kafka processor (small transactions, rare os._exit) runs while the broker
     is SIGKILLed and restarted under it; a processor that fails on the outage is restarted.
     The output still holds each input exactly once."""
-    from confluent_kafka import Producer
 
     from .txn_clients import stable_and_high
 
@@ -397,11 +392,7 @@ def test_consume_transform_produce_survives_a_broker_sigkill(tmp_path, snakka_br
     bs = broker.bootstrap_servers
     ck_create_topic(bs, "ctp-in", parts)
     ck_create_topic(bs, "ctp-out", parts)
-    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
-    for i in range(n):
-        p.produce("ctp-in", value=b"%05d" % i, partition=i % parts)
-    assert p.flush(30) == 0
-    del p
+    fill_topic(bs, "ctp-in", n, parts)
     runs, killed, exits = 0, False, []
     proc = None
     deadline = time.monotonic() + 240

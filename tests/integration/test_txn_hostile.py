@@ -34,7 +34,7 @@ from snakka.records import Record, build_batch
 from snakka.testing import EmbeddedBroker
 
 from .helpers import ck_create_topic, now_ms, raw_connect, run_async
-from .txn_clients import list_offsets_async
+from .txn_clients import list_offsets_async, raw_produce
 
 TOPIC = "txn-hostile"
 PARTITIONS = 3
@@ -102,18 +102,8 @@ def batch(pid: int, epoch: int, seq: int, *, control: bool = False, n: int = 1) 
 async def produce(conn, tid: str | None, batches: dict[int, bytes], version=9
                   ) -> dict[int, tuple[int, int]]:
     """partition -> (error code, base offset)."""
-    from snakka.protocol.messages.produce_request import (
-        PartitionProduceData,
-        ProduceRequest,
-        TopicProduceData,
-    )
-
-    resp = await conn.send(ProduceRequest(
-        transactional_id=tid, acks=-1, timeout_ms=5000,
-        topic_data=[TopicProduceData(name=TOPIC, partition_data=[
-            PartitionProduceData(index=p, records=b) for p, b in batches.items()])]),
-        version=version)
-    return {r.index: (r.error_code, r.base_offset) for r in resp.responses[0].partition_responses}
+    out = await raw_produce(conn, TOPIC, batches, tid, version)
+    return {p: (r.error_code, r.base_offset) for p, r in out.items()}
 
 
 async def lso_hw(conn) -> dict[int, tuple[int, int]]:

@@ -1,5 +1,5 @@
-"""What the transaction acceptance tests share: consumers of each real client at an isolation
-level, and the last stable offset as ListOffsets reports it.
+"""What the transaction tests share: consumers of each real client at an isolation level, the
+last stable offset as ListOffsets reports it, and a raw Produce of given batches.
 
 The consumers assign partitions (no group), read from offset 0 and return every record they get
 as (partition, offset, value). They stop once ``expected`` records have arrived and ``quiet``
@@ -159,3 +159,31 @@ def wait_stable(bootstrap: str, topic: str, partitions: list[int], timeout: floa
 def run_in_new_loop(coro):
     """An asyncio coroutine to completion on a fresh loop (for a producer thread)."""
     return asyncio.run(coro)
+
+
+async def raw_produce(conn, topic: str, batches: dict[int, bytes], transactional_id=None,
+                      version: int = 9) -> dict[int, object]:
+    """One Produce (acks=all) of ``batches`` (partition -> record batch) on a raw connection:
+    partition -> its PartitionProduceResponse."""
+    from snakka.protocol.messages.produce_request import (
+        PartitionProduceData,
+        ProduceRequest,
+        TopicProduceData,
+    )
+
+    resp = await conn.send(ProduceRequest(
+        transactional_id=transactional_id, acks=-1, timeout_ms=5000,
+        topic_data=[TopicProduceData(name=topic, partition_data=[
+            PartitionProduceData(index=p, records=b) for p, b in batches.items()])]),
+        version=version)
+    return {r.index: r for r in resp.responses[0].partition_responses}
+
+
+def fill_topic(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    """``n`` records ``%05d`` round-robin over the partitions (confluent-kafka, all acked)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, value=b"%05d" % i, partition=i % partitions)
+    assert p.flush(30) == 0
