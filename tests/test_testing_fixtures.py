@@ -51,3 +51,23 @@ def test_thread_mode_gives_the_broker_object(snakka_broker_factory):
     data_dir = b.data_dir
     b.close()
     assert not os.path.exists(data_dir)  # temporary data is cleaned up
+
+
+def test_pytest_rewrites_only_the_plugin_not_the_broker():
+    """pytest marks a plugin's whole package for assertion rewriting; the plugin limits it to
+    itself. Rewritten broker modules cost import time in users' runs and, imported lazily on
+    the embedded broker's thread, raced the main thread in ``ast.parse`` (CPython 3.11's
+    "AST constructor recursion depth mismatch", a CI failure)."""
+    import importlib
+    import sys
+
+    from _pytest.assertion.rewrite import AssertionRewritingHook
+
+    hooks = [f for f in sys.meta_path if isinstance(f, AssertionRewritingHook)]
+    assert hooks, "pytest's assertion rewriting hook is installed in this run"
+    assert "snakka" not in hooks[0]._must_rewrite
+    assert "snakka.testing.pytest_plugin" in hooks[0]._must_rewrite
+    for name in ("snakka.broker", "snakka.protocol.messages.read_share_group_state_request",
+                 "snakka.handlers.fetch"):
+        mod = importlib.import_module(name)
+        assert not isinstance(mod.__spec__.loader, AssertionRewritingHook), name

@@ -7,11 +7,34 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
 
-from snakka.testing.embedded import EmbeddedBroker
+
+def _rewrite_only_this_plugin() -> None:
+    """Keep pytest's assertion rewriting off the broker's own modules.
+
+    pytest marks every package of a distribution that declares a ``pytest11`` entry point
+    for assertion rewriting, so without this every snakka module imported in a test run
+    (hundreds of generated protocol modules) is parsed with ``ast.parse`` and rewritten.
+    That costs import time in users' test runs and, worse, the embedded broker imports
+    handler and message modules lazily on its own thread: two threads in ``ast.parse`` at
+    once hit a CPython 3.11 bug ("AST constructor recursion depth mismatch", gh-106905,
+    seen in CI). Only this module has fixtures whose asserts matter to users; the hook's
+    marked set is private API, so a pytest without it is left as it is.
+    """
+    for finder in sys.meta_path:
+        marked = getattr(finder, "_must_rewrite", None)
+        if isinstance(marked, set) and "snakka" in marked:
+            marked.discard("snakka")
+            finder.mark_rewrite(__name__)  # public; also clears the hook's lookup cache
+
+
+_rewrite_only_this_plugin()
+
+from snakka.testing.embedded import EmbeddedBroker  # noqa: E402  (after the rewrite limit)
 
 
 @pytest.fixture
