@@ -56,15 +56,16 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     # metadata log's store (a log, as KRaft's __cluster_metadata) is the controller's.
     COORDINATORS: (("snakka.groups.coordinator", "snakka.share.manager", "snakka.share.persister",
                     "snakka.coordinator_log", "snakka.controller", "snakka.fetch_sessions",
-                    "snakka.metadata.store", "snakka.txn.manager"),
+                    "snakka.metadata.store", "snakka.txn.manager",
+                    "snakka.remote.metadata_manager", "snakka.remote.manager"),
                    frozenset({REPLICA, STORAGE, CORES, BASE})),
     # Append, read, leadership and epochs: the one place durability is decided.
     REPLICA: (("snakka.replica",), frozenset({STORAGE, CORES, BASE})),
     # Unified log over local log, loader, validator, log manager, flush scheduler.
-    STORAGE: (("snakka.storage", "snakka.topic_policy"), frozenset({CORES, BASE})),
+    STORAGE: (("snakka.storage", "snakka.topic_policy", "snakka.remote.storage"), frozenset({CORES, BASE})),
     # Sans-I/O state machines and their configuration.
     CORES: (("snakka.metadata", "snakka.groups", "snakka.share", "snakka.txn", "snakka.config",
-             "snakka.security"), frozenset({BASE})),
+             "snakka.security", "snakka.remote"), frozenset({BASE})),
     # What both sides of the wire share: codecs, record batches, limits, small utilities.
     BASE: (("snakka.records", "snakka.protocol", "snakka.util", "snakka.limits"), frozenset()),
     # Protocol-level clients (share consumer, admin) and the Spark data source.
