@@ -27,9 +27,10 @@ def _rewrite_only_this_plugin() -> None:
     """
     for finder in sys.meta_path:
         marked = getattr(finder, "_must_rewrite", None)
-        if isinstance(marked, set) and "snakka" in marked:
+        mark_rewrite = getattr(finder, "mark_rewrite", None)
+        if isinstance(marked, set) and "snakka" in marked and callable(mark_rewrite):
             marked.discard("snakka")
-            finder.mark_rewrite(__name__)  # public; also clears the hook's lookup cache
+            mark_rewrite(__name__)  # public; also clears the hook's lookup cache
 
 
 _rewrite_only_this_plugin()
