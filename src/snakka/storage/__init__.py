@@ -63,6 +63,7 @@ from .unified_log import (
     LogClosedError,
     OffsetOutOfRangeError,
     ProducerStateError,
+    RemoteFetchPending,
     RemoteLogReader,
     UnifiedLog,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "OffsetIndex",
     "OffsetOutOfRangeError",
     "ProducerStateError",
+    "RemoteFetchPending",
     "RemoteLogReader",
     "TimeIndex",
     "UnifiedLog",

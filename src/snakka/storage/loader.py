@@ -210,6 +210,12 @@ class LogLoader:
             segments = [self._new_segment(max(0, self.log_start_offset_checkpoint))]
         leo = segments[-1].next_offset
         log_start = max(self.log_start_offset_checkpoint, segments[0].base_offset)
+        if self.config.remote_storage_enable and 0 <= self.log_start_offset_checkpoint < log_start:
+            # Tiered (KIP-405): the offsets below the first local segment are in remote
+            # storage, so the checkpointed start stands (Kafka's UnifiedLog keeps it when
+            # remote storage is enabled); the remote log manager raises it if the remote
+            # part turns out to begin later.
+            log_start = self.log_start_offset_checkpoint
         if log_start > leo:
             # The checkpointed start is past the data that survived (e.g. an unflushed
             # tail was lost): like Kafka, start an empty log at the checkpointed offset.

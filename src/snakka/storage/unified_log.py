@@ -33,7 +33,7 @@ What this module owns
 Where tiered storage plugs in
     :class:`RemoteLogReader` is the seam: with a remote part (KIP-405), the log start offset
     may lie below the first local segment; reads of offsets in between fall through to it.
-    It is None today (no remote storage), and nothing else here assumes a remote part.
+    The RemoteLogManager (:mod:`snakka.remote.manager`) sets it on tiered partitions.
 
 Invariants (checked with ``assert`` at load, truncation and log-start moves; appends keep
 them by construction and check only their own two integer compares in the LocalLog)
@@ -53,7 +53,7 @@ import logging
 import os
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import NamedTuple, Protocol
 
 from snakka.records.batch import (
@@ -113,16 +113,28 @@ class AppendResult(NamedTuple):
     duplicate: bool = False  # idempotent retry: nothing appended, original offsets
 
 
+class RemoteFetchPending(Exception):
+    """A read reached remote data that is not in memory yet (KIP-405's delayed remote fetch).
+
+    The remote reader has started fetching it off the event loop; ``ready`` (an asyncio
+    future of the running loop) completes when it is cached, successfully or not. The
+    caller answers what it has, or awaits ``ready`` (bounded by ``remote.fetch.max.wait.ms``)
+    and reads again."""
+
+    def __init__(self, ready: Awaitable[object], what: str = "") -> None:
+        super().__init__(what or "remote data is being fetched")
+        self.ready = ready
+
+
 class RemoteLogReader(Protocol):
     """The remote (tiered, KIP-405) part of a partition's log: segments copied to object
     storage and deleted locally by ``local.retention.ms`` / ``local.retention.bytes``.
 
-    When tiered storage arrives, its RemoteLogManager gives each UnifiedLog one of these;
-    :meth:`UnifiedLog.read` sends offsets in [log start offset, first local offset) here
-    and everything else to the LocalLog, so handlers and the replica layer never know which
-    part answered. The same seam will serve ListOffsets by time below the local part and
-    the earliest-local offset (ListOffsets -4). No implementation exists yet: the attribute
-    is None and reads never reach it."""
+    The RemoteLogManager gives each tiered UnifiedLog one of these; :meth:`UnifiedLog.read`
+    sends offsets in [log start offset, first local offset) here and everything else to the
+    LocalLog, so handlers and the replica layer never know which part answered, except that
+    a remote read may raise :class:`RemoteFetchPending` (the data is on its way: await and
+    read again). Every method runs on the event loop and never blocks on I/O."""
 
     def read(
         self,
@@ -133,7 +145,28 @@ class RemoteLogReader(Protocol):
         min_one_message: bool,
     ) -> bytes | memoryview:
         """Whole batches from remote segments, starting with the batch containing
-        ``fetch_offset``; the same contract as :meth:`UnifiedLog.read`."""
+        ``fetch_offset``, never past the end of one remote segment; the same contract as
+        :meth:`UnifiedLog.read`. Raises :class:`RemoteFetchPending`, or
+        :class:`OffsetOutOfRangeError` when no remote segment holds the offset."""
+        ...
+
+    def offset_for_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """Earliest (offset, timestamp) in the remote segments with timestamp >=
+        ``timestamp`` and offset >= ``start_offset``; None if no remote record has one.
+        May raise :class:`RemoteFetchPending`."""
+        ...
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> tuple[list[AbortedTxn], bool]:
+        """The remote segments' aborted transactions for a read_committed read of
+        [start_offset, upper_bound_offset) (as :meth:`UnifiedLog.collect_aborted_transactions`)
+        and whether the search is complete (False: the local segments must be searched
+        too). May raise :class:`RemoteFetchPending`."""
+        ...
+
+    def highest_offset(self) -> int:
+        """The last offset held in remote storage (ListOffsets -5), or -1."""
         ...
 
 
@@ -210,7 +243,8 @@ class UnifiedLog:
         assert start <= hw <= leo, (
             f"partition {self.name}: log start {start}, high watermark {hw}, log end {leo}"
         )
-        assert self.remote_log_reader is not None or self._local.base_offset <= start, (
+        assert (self.remote_log_reader is not None or self.config.remote_storage_enable
+                or self._local.base_offset <= start), (
             f"partition {self.name}: log start {start} below the first local segment "
             f"{self._local.base_offset} with no remote part"
         )
@@ -513,6 +547,13 @@ class UnifiedLog:
         from the segment holding ``start_offset`` onwards, stopping at the first segment
         whose index says later ones cannot matter (an entry's LSO past the bound)."""
         out: list[AbortedTxn] = []
+        remote = self.remote_log_reader
+        if remote is not None and start_offset < self._local.base_offset:
+            found_remote, complete = remote.collect_aborted_transactions(
+                start_offset, upper_bound_offset)
+            out.extend(found_remote)
+            if complete:
+                return out
         segs = self._local.segments
         # From the floor segment of start_offset (else the first); a later segment may
         # hold the ABORT of a transaction that started earlier, so all later ones count
@@ -558,7 +599,13 @@ class UnifiedLog:
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """Earliest (offset, timestamp) of a record with timestamp >= ``timestamp``, at
         or after the log start offset; None if there is none (ListOffsets answers -1)."""
-        return self._local.offset_for_timestamp(timestamp, self._log_start_offset)
+        remote = self.remote_log_reader
+        if remote is not None and self._log_start_offset < self._local.base_offset:
+            # Kafka's fetchOffsetByTimestamp: the remote segments first, then the local ones.
+            found = remote.offset_for_timestamp(timestamp, self._log_start_offset)
+            if found is not None:
+                return found
+        return self._local.offset_for_timestamp(timestamp, self.local_log_start_offset)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp (ListOffsets
@@ -703,6 +750,7 @@ __all__ = [
     "LogClosedError",
     "OffsetOutOfRangeError",
     "ProducerStateError",
+    "RemoteFetchPending",
     "RemoteLogReader",
     "UnifiedLog",
 ]
