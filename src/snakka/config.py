@@ -525,9 +525,89 @@ _BROKER_LIST: list[ConfigDef] = [
        "Cluster id; generated on first start and kept in meta.properties.", read_only=True),
     # -- Kafka configs that would switch on a feature snakka does not have: known, so that
     # setting them stops the broker at start instead of being ignored as unknown keys --
-    _d("remote.log.storage.system.enable", _B, "false", _refuse_true(
-        "tiered storage is not available in this snakka version"),
-       "Tiered storage (not available yet: true is refused at start).", read_only=True),
+    # -- Tiered storage (KIP-405; docs/tiered-storage.md) --
+    _d("remote.log.storage.system.enable", _B, "false", _parse_bool,
+       "Tiered storage on this broker: the remote log manager, its metadata topic "
+       "__remote_log_metadata and the remote storage backend (rsm.config.*) start. Topics "
+       "then opt in with remote.storage.enable=true.", read_only=True),
+    _d("remote.log.manager.task.interval.ms", _L, "30000", _pos_long,
+       "How often the remote log manager looks for closed segments to copy and for remote "
+       "segments to delete (retention), per tiered partition.", read_only=True),
+    _d("remote.log.manager.task.retry.backoff.ms", _L, "500", _pos_long,
+       "First wait before a failed copy or delete is tried again (doubles per failure).",
+       read_only=True),
+    _d("remote.log.manager.task.retry.backoff.max.ms", _L, "30000", _pos_long,
+       "Longest wait between tries of a failed copy or delete (object store down).",
+       read_only=True),
+    _d("remote.log.manager.copier.thread.pool.size", _I, "10", _pos_int,
+       "Threads that upload segments; at most one copy runs per partition (segments go up "
+       "in offset order).", read_only=True),
+    _d("remote.log.manager.expiration.thread.pool.size", _I, "10", _pos_int,
+       "Threads that delete remote segments (retention, DeleteRecords, deleted topics).",
+       read_only=True),
+    _d("remote.log.manager.copy.max.bytes.per.second", _L, str(LONG_MAX), _pos_long,
+       "Upload rate limit over all partitions (bytes/s).", read_only=True),
+    _d("remote.log.reader.threads", _I, "10", _pos_int,
+       "Threads that read remote segments and indexes for fetches (off the event loop).",
+       read_only=True),
+    _d("remote.log.reader.max.pending.tasks", _I, "100", _pos_int,
+       "Remote reads queued beyond the reader threads; a fetch that would queue more is "
+       "answered without that partition's data and retries.", read_only=True),
+    _d("remote.fetch.max.wait.ms", _I, "500", _pos_int,
+       "Longest a fetch waits for remote data before it is answered without it.",
+       read_only=True),
+    _d("remote.log.index.file.cache.total.size.bytes", _L, "1073741824", _pos_long,
+       "Memory for remote segments' indexes (offset, time, transaction) kept for reads.",
+       read_only=True),
+    _d("remote.log.metadata.custom.metadata.max.bytes", _I, "128", _nonneg_int,
+       "Largest custom metadata a storage backend may attach to a remote segment; a copy "
+       "whose metadata is larger is deleted and the partition's copying stops (logged).",
+       read_only=True),
+    _d("snakka.remote.log.reader.cache.bytes", _L, "67108864", _pos_long,
+       "Memory for remote segment chunks read for fetches (LRU), with read-ahead of the "
+       "next chunk for sequential readers.", read_only=True),
+    _d("rlmm.config.remote.log.metadata.topic.num.partitions", _I, "50", _parse_int(1, 1000),
+       "Partitions of __remote_log_metadata (fixed once the topic exists; it is created on "
+       "the first remote copy).", read_only=True),
+    _d("rlmm.config.remote.log.metadata.topic.retention.ms", _L, "-1", _long_m1,
+       "Retention of __remote_log_metadata (-1: kept; the manager restates live segments "
+       "and trims what they supersede).", read_only=True),
+    _d("rsm.config.storage.backend", _S, "local", _one_of("local", "s3"),
+       "Remote storage backend: 'local' (a directory: rsm.config.storage.root) or 's3' "
+       "(any S3-compatible object store).", read_only=True),
+    _d("rsm.config.storage.root", _S, "", _parse_str,
+       "Directory of the local backend; empty: '<first log dir>-remote' beside the log "
+       "dir.", read_only=True),
+    _d("rsm.config.key.prefix", _S, "", _parse_str,
+       "Prefix of every object key (share one bucket between clusters).", read_only=True),
+    _d("rsm.config.chunk.size", _I, "4194304", _parse_int(65536, 1 << 30),
+       "Remote segments are read, checksummed (CRC32C) and cached in chunks of this size.",
+       read_only=True),
+    _d("rsm.config.storage.s3.bucket.name", _S, "", _parse_str,
+       "S3 bucket (backend s3).", read_only=True),
+    _d("rsm.config.storage.s3.endpoint.url", _S, "", _parse_str,
+       "S3 endpoint, e.g. http://127.0.0.1:9000 for MinIO; empty: AWS for the region.",
+       read_only=True),
+    _d("rsm.config.storage.s3.region", _S, "us-east-1", _parse_str, "S3 region.",
+       read_only=True),
+    _d("rsm.config.storage.s3.path.style.access.enabled", _B, "false", _parse_bool,
+       "Path-style S3 URLs (MinIO, Ceph RGW, most non-AWS servers).", read_only=True),
+    _d("rsm.config.storage.aws.access.key.id", _S, "", _parse_str,
+       "S3 access key; empty: the AWS environment variables / credential chain.",
+       read_only=True),
+    _d("rsm.config.storage.aws.secret.access.key", ConfigType.PASSWORD, "", _parse_str,
+       "S3 secret key; empty: the AWS environment variables / credential chain.",
+       read_only=True, sensitive=True),
+    _d("rsm.config.storage.s3.multipart.upload.part.size", _I, "26214400",
+       _parse_int(5 << 20, 1 << 30),
+       "Objects larger than this are uploaded in parts of this size (S3 multipart).",
+       read_only=True),
+    _d("rsm.config.storage.retry.max.attempts", _I, "5", _pos_int,
+       "Tries of one object-store call before the copy or read fails (and the remote log "
+       "manager backs off).", read_only=True),
+    _d("rsm.config.storage.retry.backoff.ms", _L, "100", _pos_long,
+       "First wait between tries of one object-store call (doubles per try).",
+       read_only=True),
     _d("authorizer.class.name", _S, "", _refuse_nonempty(
         "ACLs are not available in this snakka version: no request would be authorized"),
        "Authorizer (not available yet: any value is refused at start rather than leaving "
@@ -965,8 +1045,6 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
         if v is None:
             continue
         d.value(v)
-        if k == "remote.storage.enable" and d.value(v):
-            raise ConfigError(k, v, "tiered storage is not available in this snakka version")
         if k == "cleanup.policy" and "compact" in d.value(v):  # type: ignore[operator]
             raise ConfigError(k, v, "log compaction is not available in this snakka version")
 

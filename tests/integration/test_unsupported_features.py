@@ -37,7 +37,6 @@ FAST = 10.0  # seconds: "promptly", with a generous margin for a loaded 2-core m
     ("listener.security.protocol.map=PLAINTEXT:SASL_PLAINTEXT", "PLAINTEXT://localhost:0"),
     ("log.cleanup.policy=compact", "log.cleanup.policy"),
     ("log.dirs={tmp}/a,{tmp}/b", "log.dirs"),
-    ("remote.log.storage.system.enable=true", "remote.log.storage.system.enable"),
     ("authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
      "authorizer.class.name"),
 ])

@@ -133,6 +133,8 @@ class ClusterMetadata:
         self.next_producer_id_block = 0  # first id of the next unallocated block
         self.version = 0  # bumps on every applied record (cheap change detection)
         self.skipped: list[Mapping[str, Any]] = []  # replayed records that could not apply (see apply)
+        # remote.log.storage.system.enable (set by the broker): may topics be tiered at all.
+        self.remote_storage_system_enabled = False
 
     # -- replay --------------------------------------------------------------------------
     def apply(self, rec: Mapping[str, Any]) -> None:
@@ -229,6 +231,51 @@ class ClusterMetadata:
             validate_topic_configs(configs)
         except ConfigError as e:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        self._check_tiered_configs({}, {k: v for k, v in configs.items() if v is not None})
+
+    def _check_tiered_configs(self, before: Mapping[str, str], after: Mapping[str, str]) -> None:
+        """Kafka's tiered-storage rules for a topic's overrides (LogConfig.validate):
+        remote storage only when the broker has it; never on a compacted topic; local
+        retention within total retention; turning it off only with its remote data deleted
+        (KIP-950). ``before``/``after``: the topic's overrides around the change."""
+        def on(cfg: Mapping[str, str]) -> bool:
+            return cfg.get("remote.storage.enable", "false").strip().lower() == "true"
+
+        if not on(after):
+            if on(before) and not (
+                    after.get("remote.log.delete.on.disable", "false").lower() == "true"
+                    and after.get("remote.log.copy.disable", "false").lower() == "true"):
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG,
+                    "It is invalid to disable remote storage without deleting remote data. If "
+                    "you want to keep the remote data and turn to read only, please set "
+                    "`remote.storage.enable=true,remote.log.copy.disable=true`. If you want to "
+                    "disable remote storage and delete all remote data, please set "
+                    "`remote.storage.enable=false,remote.log.copy.disable=true,"
+                    "remote.log.delete.on.disable=true`.")
+            return
+        if not self.remote_storage_system_enabled:
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             "Tiered Storage functionality is disabled in the broker. Topic "
+                             "cannot be configured with remote log storage.")
+        if "compact" in after.get("cleanup.policy", "delete"):
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             "Remote log storage is unsupported for the compacted topics")
+        for unit, default in (("ms", 604_800_000), ("bytes", -1)):
+            total = int(after.get(f"retention.{unit}", default))
+            local = int(after.get(f"local.retention.{unit}", -2))
+            if local == -2 or total == -1:
+                continue
+            if local == -1:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Invalid value -1 for configuration local.retention.{unit}: Value must not "
+                    f"be -1 as retention.{unit} value is set as {total}.")
+            if local > total:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Invalid value {local} for configuration local.retention.{unit}: Value "
+                    f"must not be more than retention.{unit} property value: {total}")
 
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str | None],
                      topic_id: uuid.UUID | None = None, *, internal: bool = False) -> list[MetadataRecord]:
@@ -320,6 +367,14 @@ class ClusterMetadata:
                 validate_topic_configs(changes)
             except ConfigError as e:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+            before = self.current_overrides(resource_type, resource_name)
+            after = {} if replace else dict(before)
+            for k, v in changes.items():
+                if v is None:
+                    after.pop(k, None)
+                else:
+                    after[k] = v
+            self._check_tiered_configs(before, after)
         elif resource_type == RESOURCE_BROKER:
             for k, v in changes.items():
                 d = BROKER_CONFIGS.get(k)
