@@ -43,7 +43,8 @@ from .helpers import ck_consumer_config, run_async, wait_until
 
 # Until the remote log manager and the storage backends are on the branch, every tiered test
 # skips with this reason instead of timing out against a broker that never copies.
-for _module in ("snakka.remote.manager", "snakka.remote.storage"):
+for _module in ("snakka.remote.manager", "snakka.remote.storage", "snakka.remote.metadata_manager",
+                "snakka.remote.reader"):
     pytest.importorskip(_module, reason=f"tiered storage not built yet ({_module} is missing)")
 
 MiB = 1 << 20
@@ -485,6 +486,17 @@ class RemoteObject:
     segment_uuid: str
     suffix: str
 
+    def partition_of(self, topic: str) -> int | None:
+        """The partition if this object belongs to ``topic`` (topic names and topic ids may
+        both contain '-': the known name is matched as a prefix)."""
+        if not self.topic_dir.startswith(topic + "-"):
+            return None
+        part, sep, _topic_id = self.topic_dir[len(topic) + 1:].partition("-")
+        return int(part) if sep and part.isdigit() else None
+
+    def topic_id(self, topic: str) -> str:
+        return self.topic_dir[len(topic) + 1:].partition("-")[2]
+
 
 def parse_key(key: str, prefix: str = "") -> RemoteObject | None:
     """An object key of contracts.md (``<prefix><topic>-<p>-<topic id>/<20-digit start
@@ -498,6 +510,15 @@ def parse_key(key: str, prefix: str = "") -> RemoteObject | None:
     if not d or not off.isdigit() or len(off) != 20:
         return None
     return RemoteObject(key, d, int(off), uid, suffix)
+
+
+def rsm_configs(backend: Backend) -> dict[str, object]:
+    """The parsed rsm.config.* values for ``create_remote_storage`` (as the broker passes
+    them), from a backend's configs."""
+    from snakka.config import BROKER_CONFIGS, BrokerConfig
+
+    cfg = BrokerConfig(dict(backend.configs()))
+    return {name: cfg.get(name) for name in BROKER_CONFIGS if name.startswith("rsm.config.")}
 
 
 class Backend:
@@ -517,7 +538,7 @@ class Backend:
         out = []
         for k in self.keys():
             o = parse_key(k, self.prefix)
-            if o is not None and (topic is None or o.topic_dir.rsplit("-", 2)[0] == topic):
+            if o is not None and (topic is None or o.partition_of(topic) is not None):
                 out.append(o)
         return out
 
@@ -525,7 +546,7 @@ class Backend:
         """start offset -> suffixes stored, of the objects of one partition."""
         out: dict[int, set[str]] = {}
         for o in self.objects(topic):
-            if o.topic_dir.rsplit("-", 2)[1] == str(partition):
+            if o.partition_of(topic) == partition:
                 out.setdefault(o.start_offset, set()).add(o.suffix)
         return out
 

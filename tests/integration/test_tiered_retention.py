@@ -1,0 +1,201 @@
+"""Retention across the tiers (issue 12): what deletes remote segments, seen from outside.
+
+For each backend (local directory, loopback S3), a subprocess broker with tiered storage and a
+1-partition topic of 256 KiB segments keeping one segment locally; records carry their own
+offset in the value (one producer, so record i lands at offset i) so that any read after a
+deletion can be checked record by record:
+
+- ``retention.bytes``: remote segments go oldest first until remote + local-only bytes fit;
+  the log start offset moves to a segment boundary, ListOffsets -2 follows it, the deleted
+  segments' objects leave the store, and a consumer from the earliest offset reads a gapless
+  tail up to the end;
+- ``retention.ms``: segments whose records are all older than retention.ms go (records
+  produced with CreateTime an hour ago), the newer ones stay;
+- DeleteRecords (confluent-kafka's admin) below the local log start offset: the start moves
+  to exactly that offset, remote segments wholly below it leave the store, reads start there;
+- DeleteTopics: every object of the topic leaves the store.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from snakka.testing import EmbeddedBroker
+
+from .helpers import ck_admin, ck_consumer_config, ck_create_topic, wait_until
+from .tiered_support import (
+    EARLIEST,
+    LATEST,
+    LATEST_TIERED,
+    TIERED_BROKER,
+    assert_clean_output,
+    list_offsets,
+    tiered_backend,  # noqa: F401  (fixture)
+    tiered_topic_config,
+    wait_tiered,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tiered"), pytest.mark.timeout(300)]
+
+SEG = 256 * 1024
+RECORD = 1000  # value bytes: ~250 records per segment
+
+
+@pytest.fixture
+def broker(tiered_backend):  # noqa: F811  (the imported fixture)
+    b = EmbeddedBroker(mode="subprocess", log_level="INFO",
+                       config={**TIERED_BROKER, **tiered_backend.configs()})
+    b.start()
+    yield b
+    try:
+        assert_clean_output(b)
+    finally:
+        b.close()
+
+
+def produce_numbered(bootstrap: str, topic: str, start: int, n: int,
+                     timestamp_ms: int | None = None) -> None:
+    """Records ``start .. start+n-1``, each value beginning with its own offset."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                  "linger.ms": 5, "compression.type": "none"})
+    pad = b"x" * RECORD
+    for i in range(start, start + n):
+        v = b"%010d:" % i + pad
+        while True:
+            try:
+                if timestamp_ms is None:
+                    p.produce(topic, key=b"k%d" % (i % 50), value=v, partition=0)
+                else:
+                    p.produce(topic, key=b"k%d" % (i % 50), value=v, partition=0,
+                              timestamp=timestamp_ms)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(60) == 0
+
+
+def read_from_earliest(bootstrap: str, topic: str, end: int) -> list[int]:
+    """The offsets a confluent-kafka consumer reads from the earliest offset to ``end``,
+    checking each value names its offset."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer(ck_consumer_config(bootstrap))
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got: list[int] = []
+        deadline = time.monotonic() + 60
+        while (not got or got[-1] < end - 1) and time.monotonic() < deadline:
+            for m in c.consume(num_messages=10000, timeout=0.5):
+                assert not m.error(), m.error()
+                assert m.value().startswith(b"%010d:" % m.offset()), m.offset()
+                got.append(m.offset())
+        return got
+    finally:
+        c.close()
+
+
+def store_starts(backend, topic: str) -> list[int]:
+    """Start offsets of the segments of partition 0 with a manifest in the store."""
+    return sorted(s for s, suffixes in backend.segments(topic, 0).items()
+                  if "manifest" in suffixes)
+
+
+def assert_tail(bootstrap: str, topic: str, start: int, end: int) -> None:
+    got = read_from_earliest(bootstrap, topic, end)
+    assert got == list(range(start, end)), (got[:3], got[-3:], start, end)
+
+
+def test_retention_bytes_deletes_remote_segments(broker, tiered_backend):  # noqa: F811
+    bs = broker.bootstrap_servers
+    topic = "tiered-ret-bytes"
+    retention = 8 * SEG
+    ck_create_topic(bs, topic, 1, tiered_topic_config(SEG, SEG,
+                                                      **{"retention.bytes": str(retention)}))
+    n = 6000  # ~6 MB: ~24 segments, three times the retention
+    produce_numbered(bs, topic, 0, n)
+    wait_tiered(bs, broker.data_dir, topic, [0], timeout=120, local_max=3 * SEG)
+
+    def settled() -> int | None:
+        start = list_offsets(bs, topic, [0], EARLIEST)[0]
+        starts = store_starts(tiered_backend, topic)
+        # Done when the store holds nothing wholly below the log start offset.
+        return start if start > 0 and starts and starts[0] == start else None
+
+    start = wait_until(settled, 60, "remote retention by bytes", interval=0.2)
+    # Kept: at most retention.bytes in total (Kafka deletes the oldest segment while the
+    # rest still reaches retention.bytes), so between retention - one segment and retention.
+    kept = (n - start) * RECORD
+    assert retention - 2 * SEG <= kept <= retention, (start, kept, retention)
+    assert list_offsets(bs, topic, [0], LATEST)[0] == n
+    assert_tail(bs, topic, start, n)
+
+
+def test_retention_ms_deletes_old_remote_segments(broker, tiered_backend):  # noqa: F811
+    bs = broker.bootstrap_servers
+    topic = "tiered-ret-ms"
+    ck_create_topic(bs, topic, 1, tiered_topic_config(SEG, SEG, **{"retention.ms": "600000"}))
+    old = int(time.time() * 1000) - 3_600_000
+    produce_numbered(bs, topic, 0, 2000, timestamp_ms=old)  # ~8 segments an hour old
+    produce_numbered(bs, topic, 2000, 2000)
+    wait_tiered(bs, broker.data_dir, topic, [0], timeout=120, local_max=3 * SEG)
+
+    def settled() -> int | None:
+        start = list_offsets(bs, topic, [0], EARLIEST)[0]
+        starts = store_starts(tiered_backend, topic)
+        return start if start > 0 and starts and starts[0] == start else None
+
+    start = wait_until(settled, 60, "remote retention by time", interval=0.2)
+    # Every segment wholly older than retention.ms went; the one holding offset 2000 (the
+    # first new record) stays.
+    assert 2000 - 2 * SEG // RECORD < start <= 2000, start
+    assert_tail(bs, topic, start, 4000)
+
+
+def test_delete_records_below_local_start(broker, tiered_backend):  # noqa: F811
+    from confluent_kafka import TopicPartition
+
+    bs = broker.bootstrap_servers
+    topic = "tiered-delete-records"
+    ck_create_topic(bs, topic, 1, tiered_topic_config(SEG, SEG))
+    n = 4000
+    produce_numbered(bs, topic, 0, n)
+    tiered = wait_tiered(bs, broker.data_dir, topic, [0], timeout=120, local_max=3 * SEG)[0]
+    before = store_starts(tiered_backend, topic)
+    assert len(before) >= 6, before
+    target = before[4] + 17  # inside the 5th remote segment, far below the local start
+    assert target < tiered
+    admin = ck_admin(bs)
+    res = admin.delete_records([TopicPartition(topic, 0, target)])
+    low = next(iter(res.values())).result(30)
+    assert low.offset == target
+    assert list_offsets(bs, topic, [0], EARLIEST)[0] == target
+    # The four segments wholly below the target leave the store; the one holding it stays.
+    wait_until(lambda: store_starts(tiered_backend, topic)[0] == before[4], 60,
+               "remote segments below the DeleteRecords offset deleted", interval=0.2)
+    assert set(before[4:]) <= set(store_starts(tiered_backend, topic))
+    assert list_offsets(bs, topic, [0], LATEST_TIERED)[0] == tiered
+    assert_tail(bs, topic, target, n)
+
+
+def test_delete_topic_deletes_remote_objects(broker, tiered_backend):  # noqa: F811
+    bs = broker.bootstrap_servers
+    topic = "tiered-delete-topic"
+    ck_create_topic(bs, topic, 2, tiered_topic_config(SEG, SEG))
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    for i in range(3000):
+        p.produce(topic, value=b"%d" % i + b"y" * RECORD, partition=i % 2)
+        if i % 500 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+    wait_tiered(bs, broker.data_dir, topic, [0, 1], timeout=120, local_max=3 * SEG)
+    assert tiered_backend.objects(topic)
+    fs = ck_admin(bs).delete_topics([topic], operation_timeout=30)
+    fs[topic].result(30)
+    wait_until(lambda: not tiered_backend.objects(topic), 60,
+               "every remote object of the deleted topic gone", interval=0.2)
