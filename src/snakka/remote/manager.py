@@ -185,6 +185,14 @@ class RemoteLogManager(MetadataListener):
         """Run a round now (tests, a config change, a roll)."""
         self._wake.set()
 
+    async def run_once(self) -> None:
+        """One round now, awaited: attach, copy, expire (tests and tools)."""
+        self.scan()
+        self._round()
+        tasks = [p.task for p in self._partitions.values() if p.task is not None]
+        if tasks:
+            await asyncio.wait(tasks)
+
     async def _run(self) -> None:
         while not self._closed:
             try:
