@@ -185,6 +185,14 @@ class RemoteLogManager(MetadataListener):
         """Run a round now (tests, a config change, a roll)."""
         self._wake.set()
 
+    async def run_once(self) -> None:
+        """One round now, awaited: attach, copy, expire (tests and tools)."""
+        self.scan()
+        self._round()
+        tasks = [p.task for p in self._partitions.values() if p.task is not None]
+        if tasks:
+            await asyncio.wait(tasks)
+
     async def _run(self) -> None:
         while not self._closed:
             try:
@@ -295,7 +303,11 @@ class RemoteLogManager(MetadataListener):
     async def _partition_round(self, part: _Partition) -> None:
         try:
             if not part.log.config.remote_log_copy_disable:
-                await self._copy(part)
+                if await self._copy(part):
+                    # Local retention now rather than at the next retention check
+                    # (log.retention.check.interval.ms): the disk shrinks as soon as the
+                    # copies are confirmed. It only ever deletes what is remote.
+                    part.log.enforce_retention(self.time_ms())
             await self._expire(part)
             part.failures = 0
             part.last_error = ""
@@ -327,19 +339,23 @@ class RemoteLogManager(MetadataListener):
                 out.append(seg)
         return out
 
-    async def _copy(self, part: _Partition) -> None:
+    async def _copy(self, part: _Partition) -> int:
+        """Copy what is due; returns how many segments were copied."""
         pl = part.log
+        copied = 0
         candidates = self._copy_candidates(pl)
         part.copy_lag_segments = len(candidates)
         part.copy_lag_bytes = sum(s.size for s in candidates)
         for seg in candidates:
             if self._closed or pl.closed or not pl.config.remote_storage_enable:
-                return
+                break
             if seg.deleted or seg.base_offset < pl.log_start_offset:
                 continue  # DeleteRecords or retention took it meanwhile
             await self._copy_segment(part, seg)
+            copied += 1
             part.copy_lag_segments -= 1
             part.copy_lag_bytes -= seg.size
+        return copied
 
     async def _copy_segment(self, part: _Partition, seg: LogSegment) -> None:
         pl, tp = part.log, part.tp
