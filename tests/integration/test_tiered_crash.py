@@ -21,7 +21,6 @@ After the last restart, within a bounded time:
 from __future__ import annotations
 
 import random
-import threading
 import time
 
 import pytest
@@ -35,6 +34,7 @@ from .tiered_support import (
     Workload,
     assert_clean_output,
     ck_digest,
+    remote_segment_states,
     summaries,
     tiered_backend,  # noqa: F401  (fixture)
     tiered_topic_config,
@@ -69,13 +69,7 @@ def test_sigkill_during_upload(tiered_backend):  # noqa: F811  (the imported fix
         bs = broker.bootstrap_servers
         ck_create_topic(bs, TOPIC, 1, tiered_topic_config(SEG, SEG))
         workload = Workload(64 * MiB, 1, seed=7, phase_bytes=4 * MiB)
-        # Produce in a thread: the copier starts while records still arrive.
-        produced: list[dict[int, int]] = []
-        producer = threading.Thread(target=lambda: produced.append(workload.produce(bs, TOPIC)))
-        producer.start()
-        producer.join(300)
-        assert produced, "produce did not finish"
-        ends = produced[0]
+        ends = workload.produce(bs, TOPIC)
 
         seen_partial = 0
         kills = 0
@@ -100,7 +94,19 @@ def test_sigkill_during_upload(tiered_backend):  # noqa: F811  (the imported fix
         wait_tiered(bs, broker.data_dir, TOPIC, [0], timeout=120, local_max=3 * SEG)
         wait_until(lambda: not partial_copies(tiered_backend, TOPIC), 60,
                    "partial copies deleted by the restarted broker", interval=0.2)
-        verify_store(tiered_backend, broker, TOPIC)
+        # The kills left copies in COPY_SEGMENT_STARTED; the restarted broker deleted them.
+        def interrupted_cleaned() -> list | None:
+            states = remote_segment_states(bs, TOPIC)
+            interrupted = [h.names for h in states.values()
+                           if "COPY_SEGMENT_FINISHED" not in h.names]
+            if all(n[-1] == "DELETE_SEGMENT_FINISHED" for n in interrupted):
+                return interrupted
+            return None
+
+        interrupted = wait_until(interrupted_cleaned, 60, "interrupted copies deleted",
+                                 interval=0.5)
+        assert interrupted, "no kill interrupted a copy (none left COPY_SEGMENT_STARTED)"
+        verify_store(tiered_backend, bs, TOPIC)
         got = ck_digest(bs, TOPIC, ends)
         assert summaries(got) == summaries(workload.expected())
         assert_clean_output(broker)
@@ -108,48 +114,32 @@ def test_sigkill_during_upload(tiered_backend):  # noqa: F811  (the imported fix
         broker.close()
 
 
-def topic_uuid(text: str):
-    """A topic id as the object keys spell it (Kafka's base64 or a UUID string)."""
-    import base64
-    import uuid
-
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-
-
-def verify_store(backend, broker: EmbeddedBroker, topic: str) -> None:
-    """Every stored segment with a manifest reads back whole through the storage manager,
-    which verifies each chunk's CRC32C against the manifest."""
-    import uuid
-
+def verify_store(backend, bootstrap: str, topic: str) -> None:
+    """No COPY_SEGMENT_FINISHED metadata points at an incomplete object: every segment whose
+    last state in ``__remote_log_metadata`` is COPY_SEGMENT_FINISHED has its manifest in the
+    store and reads back whole through the storage manager, which verifies each chunk's
+    CRC32C against the manifest; the bytes are batches from the segment's start offset to
+    its end offset."""
     from snakka.remote.storage import create_remote_storage
 
-    from snakka.remote.types import (
-        RemoteLogSegmentId,
-        RemoteLogSegmentMetadata,
-        TopicIdPartition,
-    )
+    from snakka.remote.types import RemoteLogSegmentState
 
-    from .tiered_support import rsm_configs
+    from .tiered_support import batch_ranges, rsm_configs
 
+    states = remote_segment_states(bootstrap, topic)
+    manifests = {o.segment_uuid for o in backend.objects(topic) if o.suffix == "manifest"}
+    finished = {u: h for u, h in states.items()
+                if h.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED}
+    assert finished
+    assert set(finished) <= manifests, sorted(set(finished) - manifests)
     rsm = create_remote_storage(rsm_configs(backend))
     try:
-        complete = [o for o in backend.objects(topic) if o.suffix == "manifest"]
-        assert complete
-        for o in complete:
-            part = o.partition_of(topic)
-            assert part is not None
-            tp = TopicIdPartition(topic_uuid(o.topic_id(topic)), topic, part)
-            md = RemoteLogSegmentMetadata(
-                segment_id=RemoteLogSegmentId(tp, uuid.UUID(o.segment_uuid)),
-                start_offset=o.start_offset, end_offset=o.start_offset, max_timestamp_ms=0,
-                broker_id=0, event_timestamp_ms=0, segment_size_in_bytes=0,
-                segment_leader_epochs=((0, o.start_offset),))
-            data = rsm.fetch_log_segment(md, 0, 1 << 40)
-            assert len(data) > 0
-            # The bytes are whole batches starting at the segment's base offset.
-            assert int.from_bytes(data[:8], "big") == o.start_offset
+        for h in finished.values():
+            md = h.metadata
+            data = rsm.fetch_log_segment(md, 0, md.segment_size_in_bytes)
+            assert len(data) == md.segment_size_in_bytes
+            batches = batch_ranges(data)
+            assert batches[0][0] == md.start_offset
+            assert batches[-1][1] == md.end_offset, (batches[-1], md)
     finally:
         rsm.close()

@@ -24,14 +24,17 @@ import pytest
 
 from snakka.testing import EmbeddedBroker
 
-from .helpers import ck_admin, ck_consumer_config, ck_create_topic, wait_until
+from .helpers import ck_admin, ck_create_topic, wait_until
 from .tiered_support import (
     EARLIEST,
     LATEST,
     LATEST_TIERED,
+    RECORD,
     TIERED_BROKER,
     assert_clean_output,
     list_offsets,
+    produce_numbered,
+    read_from_earliest,
     tiered_backend,  # noqa: F401  (fixture)
     tiered_topic_config,
     wait_tiered,
@@ -40,7 +43,6 @@ from .tiered_support import (
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tiered"), pytest.mark.timeout(300)]
 
 SEG = 256 * 1024
-RECORD = 1000  # value bytes: ~250 records per segment
 
 
 @pytest.fixture
@@ -53,49 +55,6 @@ def broker(tiered_backend):  # noqa: F811  (the imported fixture)
         assert_clean_output(b)
     finally:
         b.close()
-
-
-def produce_numbered(bootstrap: str, topic: str, start: int, n: int,
-                     timestamp_ms: int | None = None) -> None:
-    """Records ``start .. start+n-1``, each value beginning with its own offset."""
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                  "linger.ms": 5, "compression.type": "none"})
-    pad = b"x" * RECORD
-    for i in range(start, start + n):
-        v = b"%010d:" % i + pad
-        while True:
-            try:
-                if timestamp_ms is None:
-                    p.produce(topic, key=b"k%d" % (i % 50), value=v, partition=0)
-                else:
-                    p.produce(topic, key=b"k%d" % (i % 50), value=v, partition=0,
-                              timestamp=timestamp_ms)
-                break
-            except BufferError:
-                p.poll(0.05)
-    assert p.flush(60) == 0
-
-
-def read_from_earliest(bootstrap: str, topic: str, end: int) -> list[int]:
-    """The offsets a confluent-kafka consumer reads from the earliest offset to ``end``,
-    checking each value names its offset."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    c = Consumer(ck_consumer_config(bootstrap))
-    try:
-        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        got: list[int] = []
-        deadline = time.monotonic() + 60
-        while (not got or got[-1] < end - 1) and time.monotonic() < deadline:
-            for m in c.consume(num_messages=10000, timeout=0.5):
-                assert not m.error(), m.error()
-                assert m.value().startswith(b"%010d:" % m.offset()), m.offset()
-                got.append(m.offset())
-        return got
-    finally:
-        c.close()
 
 
 def store_starts(backend, topic: str) -> list[int]:

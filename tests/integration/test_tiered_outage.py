@@ -1,0 +1,81 @@
+"""The object store goes down and comes back (issue 12): nothing recent is affected, nothing is
+lost, and the copier catches up, all within bounded time.
+
+The loopback S3 server of the tests is stopped under a running broker (subprocess, S3
+backend, a 1-partition topic of 256 KiB segments keeping one segment locally) after part of
+the topic was already copied. While it is down:
+
+- produce is answered as usual and a consumer reads the new records from the earliest local
+  offset (ListOffsets -4): produce and consume of recent data are unaffected;
+- uploads fail and back off: the broker logs the retries (``retrying in N ms``), the latest
+  tiered offset (-5) stays where it was, and local retention waits: the partition's local
+  ``.log`` bytes grow well past ``local.retention.bytes`` (nothing is deleted that is not
+  remote);
+
+When the server is back, within a bounded time (the retry backoff is capped at 2 s here) the
+copier catches up (-5 reaches the end of the closed segments), the local size shrinks to
+about one segment again, and a consumer from offset 0 reads every record, in order, no gap.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from snakka.testing import EmbeddedBroker
+
+from .helpers import ck_create_topic, wait_until
+from .tiered_support import (
+    EARLIEST_LOCAL,
+    LATEST_TIERED,
+    TIERED_BROKER,
+    assert_clean_output,
+    list_offsets,
+    local_log_bytes,
+    produce_numbered,
+    read_from_earliest,
+    s3_backend,  # noqa: F401  (fixture)
+    tiered_topic_config,
+    wait_tiered,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tiered"), pytest.mark.timeout(300)]
+
+SEG = 256 * 1024
+TOPIC = "tiered-outage"
+
+
+def _retry_lines(broker: EmbeddedBroker) -> list[str]:
+    return [line for line in broker.output
+            if "tiered storage task failed" in line and "retrying in" in line]
+
+
+def test_object_store_outage(s3_backend):  # noqa: F811  (the imported fixture)
+    broker = EmbeddedBroker(mode="subprocess", log_level="INFO",
+                            config={**TIERED_BROKER, **s3_backend.configs()})
+    broker.start()
+    try:
+        bs = broker.bootstrap_servers
+        ck_create_topic(bs, TOPIC, 1, tiered_topic_config(SEG, SEG))
+        produce_numbered(bs, TOPIC, 0, 2000)  # ~8 segments
+        before = wait_tiered(bs, broker.data_dir, TOPIC, [0], timeout=60, local_max=3 * SEG)[0]
+
+        s3_backend.down()
+        try:
+            produce_numbered(bs, TOPIC, 2000, 4000)  # ~16 more segments, acknowledged
+            local_start = list_offsets(bs, TOPIC, [0], EARLIEST_LOCAL)[0]
+            assert local_start <= 2000
+            got = read_from_earliest(bs, TOPIC, 6000, start=local_start)
+            assert got == list(range(local_start, 6000))
+            wait_until(lambda: len(_retry_lines(broker)) >= 2, 30,
+                       "the copier's failures logged with their backoff")
+            # Local retention waits for the copies: the local part keeps growing.
+            assert local_log_bytes(broker.data_dir, TOPIC, 0) > 12 * SEG
+            assert list_offsets(bs, TOPIC, [0], LATEST_TIERED)[0] == before
+        finally:
+            s3_backend.up()
+
+        wait_tiered(bs, broker.data_dir, TOPIC, [0], timeout=60, local_max=3 * SEG)
+        assert read_from_earliest(bs, TOPIC, 6000) == list(range(6000))
+        assert_clean_output(broker)
+    finally:
+        broker.close()
