@@ -188,3 +188,38 @@ def test_a_failing_object_store_is_kafka_storage_error_for_that_partition():
         got, _ = _fetch(b.bootstrap_servers, {0: 0})
         assert got[0][0] == 0 and got[0][1][0][0] == 0
 
+
+
+def test_share_fetch_of_remote_records_waits_for_the_remote_read():
+    """ShareFetch (MaxWaitMs 0) of a share group starting at the earliest offset, which is
+    remote only: the first request waits for the remote read and acquires from offset 0;
+    fetching on reads the whole partition, remote then local."""
+    from integration.share_protocol import ShareMember, set_group_configs
+
+    n = ROUNDS * PER_ROUND
+    with EmbeddedBroker() as b:
+        _pool, _rsm, _local = _produce_tiered(b)
+        topic_id = b.broker.replicas.metadata.topics[TOPIC].topic_id
+        tp = (topic_id, 0)
+
+        async def go():
+            admin = await raw_connect(b.bootstrap_servers)
+            try:
+                await set_group_configs(admin, "g", {"share.auto.offset.reset": "earliest"})
+            finally:
+                await admin.close()
+            m = await ShareMember.connect(b.bootstrap_servers, "g")
+            await m.join([TOPIC])
+            f = await m.fetch([tp], max_wait_ms=0)
+            first = f.records(*tp)
+            got = list(first)
+            for _ in range(100):
+                if len(got) >= n:
+                    break
+                f = await m.fetch(max_wait_ms=500)
+                got += f.records(*tp)
+            return first, got
+
+        first, got = run_async(go())
+        assert first and first[0][0] == 0
+        assert [(o, v) for o, v, _c in got] == [(i, _value(i)) for i in range(n)]
