@@ -8,17 +8,15 @@ import types
 import uuid
 
 import pytest
+from storage.helpers import Clock, append, batch  # tests/ is on sys.path
 
+from remote.manager_fakes import FakeReaders, FakeRLMM, FakeRSM
 from snakka.config import BrokerConfig
 from snakka.metadata.core import TopicInfo
 from snakka.remote.manager import RemoteLogManager, leader_epoch_checkpoint
 from snakka.remote.types import RemoteLogSegmentState, RemotePartitionDeleteState
 from snakka.storage import LogConfig
 from snakka.storage.manager import LogManager
-from tests.remote.manager_fakes import FakeReaders, FakeRLMM, FakeRSM
-from tests.storage.helpers import Clock, append, batch
-
-pytestmark = pytest.mark.fast
 
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
