@@ -8,17 +8,15 @@ import types
 import uuid
 
 import pytest
+from storage.helpers import Clock, append, batch  # tests/ is on sys.path
 
+from remote.manager_fakes import FakeReaders, FakeRLMM, FakeRSM
 from snakka.config import BrokerConfig
 from snakka.metadata.core import TopicInfo
 from snakka.remote.manager import RemoteLogManager, leader_epoch_checkpoint
 from snakka.remote.types import RemoteLogSegmentState, RemotePartitionDeleteState
 from snakka.storage import LogConfig
 from snakka.storage.manager import LogManager
-from tests.remote.manager_fakes import FakeReaders, FakeRLMM, FakeRSM
-from tests.storage.helpers import Clock, append, batch
-
-pytestmark = pytest.mark.fast
 
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
@@ -242,3 +240,18 @@ def test_restart_keeps_the_log_start_below_the_local_part(tmp_path):
         rlm._expirers.shutdown()
     finally:
         logs.close()
+
+
+def test_copy_rate_limit_spaces_copies(tmp_path):
+    from snakka.remote.manager import _RateLimit
+
+    async def go() -> float:
+        rl = _RateLimit(10_000)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        for _ in range(3):
+            await rl.acquire(1_000)  # 0.1 s each after the first
+        return loop.time() - t0
+
+    took = run(go())
+    assert took >= 0.19  # the second and third waited for the rate

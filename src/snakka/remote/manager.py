@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from snakka.controller import MetadataListener
+from snakka.limits import INT64_MAX
 from snakka.remote.types import (
     LogSegmentData,
     RemoteLogSegmentId,
@@ -148,6 +149,7 @@ class RemoteLogManager(MetadataListener):
         self._expirers = ThreadPoolExecutor(
             config.int("remote.log.manager.expiration.thread.pool.size"),
             thread_name_prefix="remote-expiration")
+        self._copy_quota = _RateLimit(config.int("remote.log.manager.copy.max.bytes.per.second"))
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._deleting: dict[TopicIdPartition, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -372,6 +374,9 @@ class RemoteLogManager(MetadataListener):
             txn_index_empty=not seg.txn_index.txns,
         )
         await self.rlmm.add_remote_log_segment_metadata(md)
+        # remote.log.manager.copy.max.bytes.per.second, over all partitions (after STARTED:
+        # a crash while waiting leaves a dangling copy, cleaned up like any other).
+        await self._copy_quota.acquire(seg.size)
         data = self._segment_data(pl, seg)
         loop = asyncio.get_running_loop()
         try:
@@ -527,6 +532,25 @@ class RemoteLogManager(MetadataListener):
                 log.warning("partition %s-%d: deleting remote data failed (%s: %s); retrying "
                             "in %d ms", tp.topic, tp.partition, type(e).__name__, e, delay)
                 await asyncio.sleep(delay / 1000)
+
+
+class _RateLimit:
+    """Bytes per second over all callers: each acquire waits until its bytes fit the rate
+    after everything acquired before it (no burst beyond one call's bytes)."""
+
+    def __init__(self, bytes_per_second: int) -> None:
+        self.rate = bytes_per_second
+        self._next_free = 0.0
+
+    async def acquire(self, n: int) -> None:
+        if self.rate >= INT64_MAX or n <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        start = max(now, self._next_free)
+        self._next_free = start + n / self.rate
+        if start > now:
+            await asyncio.sleep(start - now)
 
 
 def _empty_producer_snapshot(pl: UnifiedLog) -> bytes:
