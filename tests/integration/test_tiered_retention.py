@@ -85,10 +85,11 @@ def test_retention_bytes_deletes_remote_segments(broker, tiered_backend):  # noq
         return start if start > 0 and starts and starts[0] == start else None
 
     start = wait_until(settled, 60, "remote retention by bytes", interval=0.2)
-    # Kept: at most retention.bytes in total (Kafka deletes the oldest segment while the
-    # rest still reaches retention.bytes), so between retention - one segment and retention.
+    # Kafka deletes the oldest segment while the rest (remote + local-only bytes) still
+    # reaches retention.bytes: what stays is at least retention.bytes and less than one
+    # segment more (record values here, a little under the stored bytes).
     kept = (n - start) * RECORD
-    assert retention - 2 * SEG <= kept <= retention, (start, kept, retention)
+    assert retention - SEG <= kept < retention + SEG, (start, kept, retention)
     assert list_offsets(bs, topic, [0], LATEST)[0] == n
     assert_tail(bs, topic, start, n)
 
@@ -146,7 +147,7 @@ def test_delete_topic_deletes_remote_objects(broker, tiered_backend):  # noqa: F
     ck_create_topic(bs, topic, 2, tiered_topic_config(SEG, SEG))
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 32 * 1024})
     for i in range(3000):
         p.produce(topic, value=b"%d" % i + b"y" * RECORD, partition=i % 2)
         if i % 500 == 0:

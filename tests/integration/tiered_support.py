@@ -218,8 +218,10 @@ def produce_numbered(bootstrap: str, topic: str, start: int, n: int,
     """Records ``start .. start+n-1``, each value beginning with its own offset."""
     from confluent_kafka import Producer
 
+    # Batches well under the small segments of these tests (librdkafka's default batch.size
+    # is 1 MB, and a segment rolls only after a whole batch).
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                  "linger.ms": 5, "compression.type": "none"})
+                  "linger.ms": 5, "compression.type": "none", "batch.size": 32 * 1024})
     pad = b"x" * RECORD
     for i in range(start, start + n):
         v = b"%010d:" % i + pad
@@ -635,8 +637,48 @@ class LocalBackend(Backend):
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _s3_backend():  # helper A's loopback S3 server (tests/s3_server.py)
-    raise NotImplementedError
+class S3Backend(Backend):
+    """A fresh bucket on the tests' loopback S3 server (tests/s3_server.py: moto's S3 API on
+    127.0.0.1, which can go down and come back)."""
+
+    name = "s3"
+
+    def __init__(self, server) -> None:
+        import uuid
+
+        self.server = server
+        self.bucket = f"tiered-{uuid.uuid4().hex[:12]}"
+        server.create_bucket(self.bucket)
+        self._client = server.s3_client()
+
+    def configs(self) -> dict[str, str]:
+        return {k: (str(v).lower() if isinstance(v, bool) else str(v))
+                for k, v in self.server.rsm_configs(self.bucket).items()}
+
+    def keys(self) -> list[str]:
+        out: list[str] = []
+        for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
+            out.extend(o["Key"] for o in page.get("Contents", ()))
+        return out
+
+    def down(self) -> None:
+        self.server.down()
+
+    def up(self) -> None:
+        self.server.up()
+
+    def close(self) -> None:
+        if not self.server.is_up:
+            self.server.up()
+
+
+def _s3_backend(request) -> S3Backend:
+    from s3_server import moto_skip_reason
+
+    reason = moto_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    return S3Backend(request.getfixturevalue("s3_server"))
 
 
 @pytest.fixture(scope="module", params=["local", "s3"])
@@ -646,7 +688,7 @@ def tiered_backend(request):
     if request.param == "local":
         backend: Backend = LocalBackend(tempfile.mkdtemp(prefix="snakka-remote-"))
     else:
-        backend = _s3_backend()
+        backend = _s3_backend(request)
     try:
         yield backend
     finally:
@@ -659,8 +701,8 @@ def remote_segment_states(bootstrap: str, topic: str, timeout: float = 60) -> di
     -> :class:`SegmentHistory` (its metadata as added and every state it went through, in log
     order), read with confluent-kafka and decoded with the records' serde."""
     from confluent_kafka import Consumer, TopicPartition
-    from snakka.remote.metadata import deserialize
 
+    from snakka.remote.metadata import deserialize
     from snakka.remote.types import RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate
 
     name = "__remote_log_metadata"
@@ -713,9 +755,9 @@ class SegmentHistory:
 
 
 @pytest.fixture(scope="module")
-def s3_backend():
+def s3_backend(request):
     """The loopback S3 backend alone (tests only S3 can run: the server going down)."""
-    backend = _s3_backend()
+    backend = _s3_backend(request)
     try:
         yield backend
     finally:

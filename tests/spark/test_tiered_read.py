@@ -53,7 +53,8 @@ def test_batch_read_of_a_fully_tiered_topic(spark, tiered_broker):
                                             "local.retention.ms": "0"})
     records = [(i % PARTITIONS, b"key-%d" % i, b"value-%d-" % i + bytes(i % 251) * 2,
                 BASE_TS + i, [("h", b"%d" % i)] if i % 3 == 0 else None) for i in range(N)]
-    produce(bs, topic, records, **{"compression.type": "zstd"})
+    # Batches well under the 128 KiB segments (librdkafka's default batch.size is 1 MB).
+    produce(bs, topic, records, **{"compression.type": "zstd", "batch.size": 32 * 1024})
     wait_tiered(bs, tiered_broker.data_dir, topic, range(PARTITIONS), timeout=120,
                 local_max=2 * SEG)
     # Fully tiered: the log starts at 0, the local part at the active segment.
