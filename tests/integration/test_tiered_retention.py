@@ -131,7 +131,7 @@ def test_delete_records_below_local_start(broker, tiered_backend):  # noqa: F811
     admin = ck_admin(bs)
     res = admin.delete_records([TopicPartition(topic, 0, target)])
     low = next(iter(res.values())).result(30)
-    assert low.offset == target
+    assert low.low_watermark == target
     assert list_offsets(bs, topic, [0], EARLIEST)[0] == target
     # The four segments wholly below the target leave the store; the one holding it stays.
     wait_until(lambda: store_starts(tiered_backend, topic)[0] == before[4], 60,
@@ -155,7 +155,8 @@ def test_delete_topic_deletes_remote_objects(broker, tiered_backend):  # noqa: F
     assert p.flush(60) == 0
     wait_tiered(bs, broker.data_dir, topic, [0, 1], timeout=120, local_max=3 * SEG)
     assert tiered_backend.objects(topic)
-    fs = ck_admin(bs).delete_topics([topic], operation_timeout=30)
+    admin = ck_admin(bs)  # must outlive its futures
+    fs = admin.delete_topics([topic], operation_timeout=30)
     fs[topic].result(30)
     wait_until(lambda: not tiered_backend.objects(topic), 60,
                "every remote object of the deleted topic gone", interval=0.2)
