@@ -1,12 +1,13 @@
 """SIGKILL during an upload (issue 12): restart resumes copying, nothing points at a partial
 object, consumers from offset 0 see no gap.
 
-A subprocess broker copies 4 MiB segments of one partition one after another (the copier
-logs ``copied segment A..B`` after each COPY_SEGMENT_FINISHED). Right after such a line the
-next copy is under way: the broker is SIGKILLed a few milliseconds later, and the store is
-inspected at once: a segment copy with objects but no manifest (the manifest is the commit
-point, written last) proves the kill landed mid-upload. This repeats (several kills, each
-followed by a restart) until such a partial copy has been seen at least once.
+A subprocess broker copies 4 MiB segments of one partition one after another. The test
+polls the store and SIGKILLs the broker the moment a copy has objects but no manifest yet (the
+manifest is the commit point, written last), and checks the copy is still partial with the
+broker dead: the kill landed mid-upload (two such kills, each followed by a restart; up to
+eight tries, as the last objects may go up between the look and the kill), then
+one more at a random point of the copier's work (mostly between COPY_SEGMENT_STARTED and
+COPY_SEGMENT_FINISHED, or during the metadata writes).
 
 After the last restart, within a bounded time:
 - the copier has caught up (ListOffsets -5 reaches the end of the closed segments) and the
@@ -31,6 +32,7 @@ from .helpers import ck_create_topic, wait_until
 from .tiered_support import (
     TIERED_BROKER,
     MiB,
+    SlowProxy,
     Workload,
     assert_clean_output,
     ck_digest,
@@ -62,33 +64,46 @@ def _copied_lines(broker: EmbeddedBroker) -> int:
 
 def test_sigkill_during_upload(tiered_backend):  # noqa: F811  (the imported fixture)
     rnd = random.Random(405)
+    configs = tiered_backend.configs()
+    proxy = None
+    if tiered_backend.name == "s3":
+        # S3 shows an object only once it is whole: the copy's last small objects and its
+        # manifest would go up within milliseconds of the log's. Uploads through a proxy that
+        # delays each chunk leave a window to see.
+        proxy = SlowProxy(("127.0.0.1", tiered_backend.server.port), delay=0.02)
+        configs["rsm.config.storage.s3.endpoint.url"] = f"http://127.0.0.1:{proxy.port}"
     broker = EmbeddedBroker(mode="subprocess", log_level="INFO",
-                            config={**TIERED_BROKER, **tiered_backend.configs()})
+                            config={**TIERED_BROKER, **configs})
     broker.start()
     try:
         bs = broker.bootstrap_servers
         ck_create_topic(bs, TOPIC, 1, tiered_topic_config(SEG, SEG))
-        workload = Workload(64 * MiB, 1, seed=7, phase_bytes=4 * MiB)
+        workload = Workload(96 * MiB, 1, seed=7, phase_bytes=4 * MiB)
         ends = workload.produce(bs, TOPIC)
 
-        seen_partial = 0
-        kills = 0
-        while kills < MAX_KILLS and seen_partial == 0:
-            n = _copied_lines(broker)
-            # Wait for a copy to finish: the next one starts right after it.
-            try:
-                wait_until(lambda n=n: _copied_lines(broker) > n, 30, "a segment copied",
-                           interval=0.002)
-            except AssertionError:
-                break  # nothing left to copy
-            time.sleep(rnd.uniform(0, 0.03))  # a point inside the next upload, on purpose
+        # Kill the broker the moment a copy has objects in the store but no manifest yet
+        # (polling the store), i.e. mid-upload; then once more at a random point of the
+        # copier's work (mostly between COPY_SEGMENT_STARTED and FINISHED).
+        seen: set[str] = set()
+        mid_upload = 0
+        for _ in range(MAX_KILLS):
+            new = wait_until(lambda seen=seen: partial_copies(tiered_backend, TOPIC) - seen, 60,
+                             "an upload under way", interval=0.001)
             broker.kill()
-            kills += 1
-            if partial_copies(tiered_backend, TOPIC):
-                seen_partial += 1
+            # Still partial with the broker dead: the kill landed mid-upload (else the last
+            # objects and the manifest went up between the look and the kill: try again).
+            if new & partial_copies(tiered_backend, TOPIC):
+                mid_upload += 1
+            seen |= new
             broker.start()
-        assert seen_partial, (f"{kills} kills, none landed mid-upload (no partial copy in "
-                              f"the store); make the segments bigger")
+            if mid_upload == 2:
+                break
+        assert mid_upload, f"{MAX_KILLS} kills, none landed mid-upload"
+        n = _copied_lines(broker)
+        wait_until(lambda: _copied_lines(broker) > n, 60, "a segment copied", interval=0.002)
+        time.sleep(rnd.uniform(0, 0.05))  # a random point in the next copy
+        broker.kill()
+        broker.start()
         bs = broker.bootstrap_servers
 
         wait_tiered(bs, broker.data_dir, TOPIC, [0], timeout=120, local_max=3 * SEG)
@@ -112,6 +127,8 @@ def test_sigkill_during_upload(tiered_backend):  # noqa: F811  (the imported fix
         assert_clean_output(broker)
     finally:
         broker.close()
+        if proxy is not None:
+            proxy.close()
 
 
 def verify_store(backend, bootstrap: str, topic: str) -> None:

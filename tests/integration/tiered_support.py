@@ -25,6 +25,7 @@ fixed time.
 
 from __future__ import annotations
 
+import base64
 import codecs
 import hashlib
 import os
@@ -33,6 +34,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -575,7 +577,16 @@ def parse_key(key: str, prefix: str = "") -> RemoteObject | None:
     off, _, uid = stem.partition("-")
     if not d or not off.isdigit() or len(off) != 20:
         return None
-    return RemoteObject(key, d, int(off), uid, suffix)
+    return RemoteObject(key, d, int(off), str(key_uuid(uid)), suffix)
+
+
+def key_uuid(text: str) -> uuid.UUID:
+    """A uuid as object keys spell it: Kafka's URL-safe base64 (22 characters, as
+    kafka-topics.sh prints topic ids), or the usual hex form."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
 def rsm_configs(backend: Backend) -> dict[str, object]:
@@ -644,7 +655,6 @@ class S3Backend(Backend):
     name = "s3"
 
     def __init__(self, server) -> None:
-        import uuid
 
         self.server = server
         self.bucket = f"tiered-{uuid.uuid4().hex[:12]}"
@@ -762,3 +772,68 @@ def s3_backend(request):
         yield backend
     finally:
         backend.close()
+
+
+class SlowProxy:
+    """A TCP proxy on 127.0.0.1 that delays every chunk a client sends by ``delay`` seconds
+    (responses pass at once): the broker's uploads through it take visible time, so a test
+    can catch a copy mid-upload. Threads; ``close()`` ends them and their sockets."""
+
+    CHUNK = 64 * 1024
+
+    def __init__(self, upstream: tuple[str, int], delay: float) -> None:
+        import socket
+        import threading
+
+        self.upstream = upstream
+        self.delay = delay
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self._closed = threading.Event()
+        self._conns: list = []
+        self._thread = threading.Thread(target=self._accept, daemon=True, name="slow-proxy")
+        self._thread.start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self._closed.is_set():
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            self._conns += [client, server]
+            for src, dst, slow in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pump, args=(src, dst, slow), daemon=True).start()
+
+    def _pump(self, src, dst, slow: bool) -> None:
+        import socket
+
+        try:
+            while not self._closed.is_set():
+                data = src.recv(self.CHUNK)
+                if not data:
+                    break
+                if slow:
+                    self._closed.wait(self.delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._closed.set()
+        self._sock.close()
+        for s in self._conns:
+            s.close()
