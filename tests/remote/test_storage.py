@@ -666,3 +666,62 @@ def test_s3_backend_without_its_library_names_the_extra(monkeypatch: pytest.Monk
     with pytest.raises(ConfigError, match=re.escape("pip install 'snakka[s3]'")):
         create_remote_storage({"rsm.config.storage.backend": "s3",
                                "rsm.config.storage.s3.bucket.name": "b"})
+
+
+def test_backoff_is_capped_by_its_max(backend: Backend, segments: list[Segment],
+                                      failed_try: _FailedTry) -> None:
+    """rsm.config.storage.retry.backoff.max.ms bounds each wait: a first backoff of 10
+    minutes capped at 5 ms gives up at once instead of hanging the test (and a copier)."""
+    rsm = backend.make(**{"rsm.config.storage.retry.max.attempts": 3,
+                          "rsm.config.storage.retry.backoff.ms": 600_000,
+                          "rsm.config.storage.retry.backoff.max.ms": 5})
+    backend.down()
+    seg = segments[0]
+    thread, out = _run_in_thread(lambda: rsm.copy_log_segment_data(seg.metadata(), seg.data))
+    thread.join(60)
+    assert not thread.is_alive()
+    assert isinstance(out.get("error"), RemoteStorageError), out
+    assert sum("failed (try" in line for line in failed_try.lines) == 2
+
+
+def test_a_hung_s3_server_is_a_timeout_and_retried(segments: list[Segment],
+                                                   failed_try: _FailedTry) -> None:
+    """A server that accepts and never answers: each request ends at
+    rsm.config.storage.s3.request.timeout.ms, is tried again, then the call fails."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        port = listener.getsockname()[1]
+        rsm = create_remote_storage({
+            "rsm.config.storage.backend": "s3", "rsm.config.storage.s3.bucket.name": "hung",
+            "rsm.config.storage.s3.endpoint.url": f"http://127.0.0.1:{port}",
+            "rsm.config.storage.s3.path.style.access.enabled": True,
+            "rsm.config.storage.aws.access.key.id": "k",
+            "rsm.config.storage.aws.secret.access.key": "s",
+            "rsm.config.storage.s3.request.timeout.ms": 300, **FAST_RETRY})
+        try:
+            with pytest.raises(RemoteStorageError, match="tried 3 times"):
+                rsm.fetch_index(segments[0].metadata(), IndexType.OFFSET)
+        finally:
+            rsm.close()
+    assert sum("failed (try" in line for line in failed_try.lines) == 2
+
+
+@pytest.mark.parametrize("name", ["rsm.config.storage.retry.backoff.max.ms",
+                                  "rsm.config.storage.s3.request.timeout.ms",
+                                  "rsm.config.storage.s3.connect.timeout.ms",
+                                  "rsm.config.storage.s3.multipart.upload.concurrency"])
+def test_optional_bounds_must_be_positive(name: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(name)):
+        create_remote_storage({"rsm.config.storage.backend": "s3",
+                               "rsm.config.storage.s3.bucket.name": "b", name: 0})
+
+
+def test_virtual_hosted_style_puts_the_bucket_in_the_host() -> None:
+    from snakka.remote.storage.s3 import virtual_hosted_endpoint
+
+    assert (virtual_hosted_endpoint("http://minio.local:9000", "logs")
+            == "http://logs.minio.local:9000")
+    assert virtual_hosted_endpoint("https://s3.example.com/", "b") == "https://b.s3.example.com/"

@@ -28,7 +28,11 @@ from snakka.remote.storage.errors import (
     RemoteResourceNotFoundError,
     RemoteStorageError,
 )
-from snakka.remote.storage.objects import ObjectStore, ObjectStoreRemoteStorageManager
+from snakka.remote.storage.objects import (
+    RETRY_BACKOFF_MAX_MS,
+    ObjectStore,
+    ObjectStoreRemoteStorageManager,
+)
 from snakka.remote.types import IndexType, LogSegmentData, RemoteLogSegmentMetadata
 
 log = logging.getLogger(__name__)
@@ -78,6 +82,17 @@ def _int(configs: Mapping[str, object], name: str) -> int:
     return v
 
 
+def _opt_int(configs: Mapping[str, object], name: str, default: int) -> int:
+    """A bound of this package not (yet) in the broker's config table: read from ``configs``
+    when given (the ``rsm.config.*`` prefix passes any key through, as in Kafka), positive."""
+    v = configs.get(name, default)
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ConfigError(name, v, "expected a positive integer")
+    return v
+
+
 def _str(configs: Mapping[str, object], name: str) -> str:
     return str(_get(configs, name) or "")
 
@@ -118,7 +133,12 @@ def create_remote_storage(configs: Mapping[str, object]) -> RemoteStorageManager
                               "set both the access key id and the secret access key, or "
                               "neither (the AWS credential chain)")
         try:
-            from snakka.remote.storage.s3 import S3ObjectStore
+            from snakka.remote.storage.s3 import (
+                CONNECT_TIMEOUT_MS,
+                MULTIPART_CONCURRENCY,
+                REQUEST_TIMEOUT_MS,
+                S3ObjectStore,
+            )
         except ImportError as exc:
             raise ConfigError("rsm.config.storage.backend", backend,
                               f"the s3 backend needs the obstore library: {S3_INSTALL_HINT} "
@@ -130,7 +150,13 @@ def create_remote_storage(configs: Mapping[str, object]) -> RemoteStorageManager
                 region=_str(configs, "rsm.config.storage.s3.region"),
                 path_style=bool(_get(configs, "rsm.config.storage.s3.path.style.access.enabled")),
                 access_key_id=key_id, secret_access_key=secret,
-                part_size=_int(configs, "rsm.config.storage.s3.multipart.upload.part.size"))
+                part_size=_int(configs, "rsm.config.storage.s3.multipart.upload.part.size"),
+                part_concurrency=_opt_int(configs, "rsm.config.storage.s3.multipart.upload."
+                                          "concurrency", MULTIPART_CONCURRENCY),
+                connect_timeout_ms=_opt_int(configs, "rsm.config.storage.s3.connect.timeout.ms",
+                                            CONNECT_TIMEOUT_MS),
+                request_timeout_ms=_opt_int(configs, "rsm.config.storage.s3.request.timeout.ms",
+                                            REQUEST_TIMEOUT_MS))
         except ConfigError:
             raise
         except Exception as exc:  # the library refuses its configuration (bad endpoint URL...)
@@ -142,7 +168,9 @@ def create_remote_storage(configs: Mapping[str, object]) -> RemoteStorageManager
     rsm = ObjectStoreRemoteStorageManager(
         store, chunk_size=_int(configs, "rsm.config.chunk.size"), key_prefix=prefix,
         retry_max_attempts=_int(configs, "rsm.config.storage.retry.max.attempts"),
-        retry_backoff_ms=_int(configs, "rsm.config.storage.retry.backoff.ms"))
+        retry_backoff_ms=_int(configs, "rsm.config.storage.retry.backoff.ms"),
+        retry_backoff_max_ms=_opt_int(configs, "rsm.config.storage.retry.backoff.max.ms",
+                                      RETRY_BACKOFF_MAX_MS))
     log.info("remote storage: %s, chunks of %d bytes", store.description, rsm.chunk_size)
     return rsm
 

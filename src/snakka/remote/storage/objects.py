@@ -19,7 +19,7 @@ backends behave the same and one test suite covers both:
   refused or reset, timeouts, 5xx, throttling); the call is tried
   ``rsm.config.storage.retry.max.attempts`` times in all, waiting
   ``rsm.config.storage.retry.backoff.ms`` doubled per try (jittered, capped at
-  :data:`RETRY_BACKOFF_MAX_MS`), then RemoteStorageError. One DEBUG line per failed try, one
+  ``rsm.config.storage.retry.backoff.max.ms``), then RemoteStorageError. One DEBUG line per failed try, one
   WARNING per give-up. Not-found and checksum errors are never retried. :meth:`close` ends
   the waits at once.
 
@@ -62,10 +62,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Longest wait between two tries of one object-store call: doubling from
-# rsm.config.storage.retry.backoff.ms must not turn a generous attempt count into hours; the
-# remote log manager has its own, longer backoff between whole copies
-# (remote.log.manager.task.retry.backoff.max.ms).
+# Default of rsm.config.storage.retry.backoff.max.ms, the longest wait between two tries of one
+# object-store call: doubling from rsm.config.storage.retry.backoff.ms must not turn a
+# generous attempt count into hours; the remote log manager has its own, longer backoff
+# between whole copies (remote.log.manager.task.retry.backoff.max.ms).
 RETRY_BACKOFF_MAX_MS = 10_000
 
 # Manifests kept in memory (about 1 KiB each for a 1 GiB segment in 4 MiB chunks), so a
@@ -114,14 +114,16 @@ class ObjectStoreRemoteStorageManager:
     """Kafka's RemoteStorageManager over an :class:`ObjectStore` (see the module doc)."""
 
     def __init__(self, store: ObjectStore, *, chunk_size: int, key_prefix: str = "",
-                 retry_max_attempts: int = 5, retry_backoff_ms: int = 100) -> None:
-        if chunk_size <= 0 or retry_max_attempts <= 0 or retry_backoff_ms <= 0:
-            raise ValueError("chunk size, retry attempts and backoff must be positive")
+                 retry_max_attempts: int = 5, retry_backoff_ms: int = 100,
+                 retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS) -> None:
+        if min(chunk_size, retry_max_attempts, retry_backoff_ms, retry_backoff_max_ms) <= 0:
+            raise ValueError("chunk size, retry attempts and backoffs must be positive")
         self.store = store
         self.chunk_size = chunk_size
         self.key_prefix = key_prefix
         self.retry_max_attempts = retry_max_attempts
         self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._manifests: OrderedDict[object, SegmentManifest] = OrderedDict()
@@ -261,7 +263,7 @@ class ObjectStoreRemoteStorageManager:
                     log.warning("remote storage (%s): %s failed %d times, giving up: %s",
                                 self.store.description, what, attempt, exc)
                     raise RemoteStorageError(f"{what}: {exc} (tried {attempt} times)") from exc
-                wait_ms = min(delay_ms, RETRY_BACKOFF_MAX_MS) * random.uniform(0.8, 1.2)
+                wait_ms = min(delay_ms, self.retry_backoff_max_ms) * random.uniform(0.8, 1.2)
                 log.debug("remote storage (%s): %s failed (try %d of %d), again in %.0f ms: %s",
                           self.store.description, what, attempt, self.retry_max_attempts,
                           wait_ms, exc)

@@ -7,8 +7,8 @@ dependencies; the GIL is released while it moves bytes. It is an optional depend
 (``pip install 'snakka[s3]'``); the local backend needs nothing.
 
 - Uploads of more than ``rsm.config.storage.s3.multipart.upload.part.size`` bytes are
-  multipart, in parts of that size, :data:`MULTIPART_CONCURRENCY` parts in flight (memory per
-  upload: that many parts). An object appears complete or not at all.
+  multipart, in parts of that size, ``rsm.config.storage.s3.multipart.upload.concurrency``
+  parts in flight (memory per upload: that many parts). An object appears complete or not at all.
 - Segment reads are ranged GETs of whole checksum chunks (the storage manager asks).
 - ``rsm.config.storage.s3.path.style.access.enabled``: ``http://host/bucket/key`` (MinIO,
   Ceph, most non-AWS servers) instead of ``http://bucket.host/key``.
@@ -47,14 +47,15 @@ from snakka.remote.storage.errors import (
     TransientStoreError,
 )
 
-# Parts of one multipart upload in flight at once: memory per upload is this many parts
-# (2 x 25 MiB by default), throughput on a real link roughly doubles over one.
+# Defaults of the backend's bounds (rsm.config.storage.s3.* in create_remote_storage):
+# parts of one multipart upload in flight at once (memory per upload: this many parts, 2 x 25
+# MiB by default; on a real link throughput roughly doubles over one) ...
 MULTIPART_CONCURRENCY = 2
-# A TCP connect that takes longer is a transient failure (tried again).
-CONNECT_TIMEOUT = timedelta(seconds=10)
-# Longest one request (one part, one ranged GET) may take before it is abandoned and tried
-# again: a hung server must not hold a copier or reader thread forever.
-REQUEST_TIMEOUT = timedelta(seconds=120)
+# ... a TCP connect that takes longer is a transient failure (tried again) ...
+CONNECT_TIMEOUT_MS = 10_000
+# ... and the longest one request (one part, one ranged GET) may take before it is abandoned
+# and tried again: a hung server must not hold a copier or reader thread forever.
+REQUEST_TIMEOUT_MS = 120_000
 
 _PERMANENT = (PermissionDeniedError, UnauthenticatedError, InvalidPathError,
               NotSupportedError, UnknownConfigurationKeyError)
@@ -79,9 +80,13 @@ class S3ObjectStore:
 
     def __init__(self, *, bucket: str, endpoint_url: str = "", region: str = "us-east-1",
                  path_style: bool = False, access_key_id: str = "",
-                 secret_access_key: str = "", part_size: int = 25 << 20) -> None:
+                 secret_access_key: str = "", part_size: int = 25 << 20,
+                 part_concurrency: int = MULTIPART_CONCURRENCY,
+                 connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+                 request_timeout_ms: int = REQUEST_TIMEOUT_MS) -> None:
         self.bucket = bucket
         self.part_size = part_size
+        self.part_concurrency = part_concurrency
         self.description = f"s3://{bucket}" + (f" at {endpoint_url}" if endpoint_url else "")
         config: dict[str, str | bool] = {"region": region}
         if endpoint_url:
@@ -95,7 +100,8 @@ class S3ObjectStore:
             bucket,
             config=config,  # type: ignore[arg-type]  # keys checked by the library at once
             client_options={"allow_http": endpoint_url.startswith("http://"),
-                            "connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT},
+                            "connect_timeout": timedelta(milliseconds=connect_timeout_ms),
+                            "timeout": timedelta(milliseconds=request_timeout_ms)},
             retry_config={"max_retries": 0})
 
     def put_file(self, key: str, path: str, size: int) -> None:
@@ -112,7 +118,7 @@ class S3ObjectStore:
     def _put(self, key: str, source: BinaryIO | bytes, multipart: bool) -> None:
         try:
             obstore.put(self._store, key, source, use_multipart=multipart,
-                        chunk_size=self.part_size, max_concurrency=MULTIPART_CONCURRENCY)
+                        chunk_size=self.part_size, max_concurrency=self.part_concurrency)
         except FileNotFoundError as exc:  # a 404 on a write: the bucket is not there
             raise RemoteStorageError(f"put {key}: {exc}") from exc
         except (BaseError, OSError) as exc:
