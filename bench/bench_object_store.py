@@ -10,7 +10,9 @@ GIL with the client under test), each library runs in a fresh interpreter and re
 - ``put_1mib_mbs`` / ``get_1mib_mbs``: 200 objects of 1 MiB one after the other (a copier
   uploading small segments and their indexes);
 - ``range_4mib_mbs``: the 64 MiB object read back in 4 MiB ranged GETs
-  (rsm.config.chunk.size's default: what a remote fetch does).
+  (rsm.config.chunk.size's default: what a remote fetch does);
+- ``cpu_ms_per_mib``: the client process's CPU time (all its threads) per MiB moved over all
+  the transfers above: what the library costs the broker, whatever the server's speed.
 
 Each number is the best of ``--repeat`` runs. The loopback server is itself Python, so the
 MB/s are a floor shared by both; the differences are the client's own costs.
@@ -151,10 +153,13 @@ def _worker(lib: str, endpoint: str, repeat: int) -> dict[str, float | str]:
     def keep(name: str, nbytes: int, seconds: float) -> None:
         best[name] = max(best.get(name, 0.0), _mbs(nbytes, seconds))
 
+    cpu0 = time.process_time()
+    moved = 0
     with tempfile.NamedTemporaryFile() as f:
         f.write(big)
         f.flush()
         for r in range(repeat):
+            moved += 3 * BIG + 2 * SMALL * SMALL_COUNT
             key = f"{lib}/{r}/big"
             t = time.perf_counter()
             client.put_file(key, f.name)
@@ -175,6 +180,7 @@ def _worker(lib: str, endpoint: str, repeat: int) -> dict[str, float | str]:
                 assert client.get(f"{lib}/{r}/small-{i}") == SMALL
             keep("get_1mib_mbs", SMALL * SMALL_COUNT, time.perf_counter() - t)
     out.update(best)
+    out["cpu_ms_per_mib"] = round((time.process_time() - cpu0) * 1000 / (moved / MIB), 2)
     return out
 
 
@@ -182,7 +188,7 @@ def _worker(lib: str, endpoint: str, repeat: int) -> dict[str, float | str]:
 
 
 COLUMNS = ("library", "import_ms", "rss_mb", "put_64mib_mbs", "get_64mib_mbs",
-           "range_4mib_mbs", "put_1mib_mbs", "get_1mib_mbs")
+           "range_4mib_mbs", "put_1mib_mbs", "get_1mib_mbs", "cpu_ms_per_mib")
 
 
 def main() -> None:
