@@ -10,15 +10,16 @@ Fixtures (registered in tests/conftest.py through ``pytest_plugins``):
   each other's objects; the server is brought back up if a test left it down.
 
 Outages: ``s3_server.down()`` closes the listening socket AND every open connection (a
-client's pooled keep-alive connection must fail like it would against a dead server, not
-keep being served), ``s3_server.up()`` listens again on the same port. Objects survive: moto
+request in flight fails as it would against a dead server, rather than being completed),
+``s3_server.up()`` listens again on the same port. Objects survive: moto
 keeps them in this process's memory, not in the server.
 
 Why moto's server rather than its in-process mock: the broker under test may be a child
 process, and the S3 client (obstore) is Rust code that never goes through Python's HTTP
 stack; both need a real socket. Why our own werkzeug server around moto's WSGI app rather than
-``ThreadedMotoServer``: its ``stop()`` neither closes the listening socket nor the open
-connections, so "down" would still accept (and serve) requests.
+``ThreadedMotoServer``: its ``stop()`` closes the listening socket but lets the connections
+open at that moment finish their requests; ``down()`` here resets them too, so a request in
+flight when the outage starts fails as against a crashed server.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class LoopbackS3Server:
         self._thread.start()
 
     def down(self) -> None:
-        """Stop answering: the port refuses connections, open ones are reset."""
+        """Stop answering: the port refuses connections, open ones (requests in flight) are
+        reset."""
         if self._server is None:
             return
         self._server.shutdown()

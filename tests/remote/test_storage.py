@@ -725,3 +725,96 @@ def test_virtual_hosted_style_puts_the_bucket_in_the_host() -> None:
     assert (virtual_hosted_endpoint("http://minio.local:9000", "logs")
             == "http://logs.minio.local:9000")
     assert virtual_hosted_endpoint("https://s3.example.com/", "b") == "https://b.s3.example.com/"
+
+
+def test_a_tiny_segment_with_empty_files_round_trips(backend: Backend, tmp_path: Path) -> None:
+    """One small batch: its offset index is empty (0 bytes), an empty object in the store."""
+    plog = open_log(tmp_path / "tiny-0", clock=Clock())
+    append(plog, batch(1))
+    plog.roll()
+    plog.flush()
+    seg = _segment_of(plog.segments[0], plog.take_snapshot(sync=True))
+    plog.close()
+    assert seg.files["index"] == b""
+    rsm = backend.make()
+    md = seg.metadata()
+    md = replace(md, custom_metadata=rsm.copy_log_segment_data(md, seg.data))
+    fresh = backend.make()
+    assert fresh.fetch_index(md, IndexType.OFFSET) == b""
+    assert fresh.fetch_index(md, IndexType.TIMESTAMP) == seg.files["timeindex"]
+    assert fresh.fetch_log_segment(md, 0, 1000) == seg.files["log"]
+
+
+class _StatusServer:
+    """A loopback HTTP server answering every request with one status (an S3 error body),
+    counting the requests: what a throttling, failing or refusing S3 looks like."""
+
+    def __init__(self, status: int, code: str) -> None:
+        import http.server
+
+        owner = self
+        self.requests = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _answer(self) -> None:
+                owner.requests += 1
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                        f"<Message>{code}</Message></Error>").encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_PUT = do_DELETE = do_POST = do_HEAD = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def rsm(self) -> ObjectStoreRemoteStorageManager:
+        rsm = create_remote_storage({
+            "rsm.config.storage.backend": "s3", "rsm.config.storage.s3.bucket.name": "b-x",
+            "rsm.config.storage.s3.endpoint.url":
+                f"http://127.0.0.1:{self.server.server_address[1]}",
+            "rsm.config.storage.s3.path.style.access.enabled": True,
+            "rsm.config.storage.aws.access.key.id": "k",
+            "rsm.config.storage.aws.secret.access.key": "s", **FAST_RETRY})
+        assert isinstance(rsm, ObjectStoreRemoteStorageManager)
+        return rsm
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("status,code,tries", [
+    (503, "SlowDown", 3),           # throttling: transient, tried rsm...max.attempts times
+    (500, "InternalError", 3),      # a 5xx: transient
+    (403, "AccessDenied", 1),       # refused: trying again will not help
+])
+def test_s3_errors_retried_or_not(status: int, code: str, tries: int,
+                                  segments: list[Segment]) -> None:
+    server = _StatusServer(status, code)
+    rsm = server.rsm()
+    try:
+        with pytest.raises(RemoteStorageError) as info:
+            rsm.fetch_index(segments[0].metadata(), IndexType.OFFSET)
+        assert not isinstance(info.value, RemoteResourceNotFoundError)
+        assert server.requests == tries  # the library's own retries are off: ours count
+        server.requests = 0
+        with pytest.raises(RemoteStorageError):
+            rsm.copy_log_segment_data(segments[1].metadata(), segments[1].data)
+        assert server.requests == tries  # the first upload fails; nothing else is tried
+    finally:
+        rsm.close()
+        server.close()
