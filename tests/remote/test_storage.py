@@ -133,6 +133,15 @@ class Backend:
         self._made.append(rsm)
         return rsm
 
+    def copied(self, seg: Segment, **overrides: object
+               ) -> tuple[ObjectStoreRemoteStorageManager, RemoteLogSegmentMetadata, str]:
+        """A manager, ``seg`` copied by it (metadata with its custom metadata) and the
+        segment's object key without suffix."""
+        rsm = self.make(**overrides)
+        md = seg.metadata()
+        md = replace(md, custom_metadata=rsm.copy_log_segment_data(md, seg.data))
+        return rsm, md, segment_key_base(str(overrides.get("rsm.config.key.prefix", "")), md)
+
     @property
     def root(self) -> Path:
         return Path(str(self.configs["rsm.config.storage.root"]))
@@ -314,11 +323,8 @@ def test_range_reads_across_chunk_boundaries(backend: Backend, segments: list[Se
 
 def test_a_flipped_byte_is_detected_in_the_chunk_it_is_in(backend: Backend,
                                                           segments: list[Segment]) -> None:
-    rsm = backend.make()
     seg = segments[0]
-    md = seg.metadata()
-    md = replace(md, custom_metadata=rsm.copy_log_segment_data(md, seg.data))
-    base = segment_key_base("", md)
+    rsm, md, base = backend.copied(seg)
     backend.flip_byte(f"{base}.log", 2 * CHUNK + 100)  # in chunk 2
     data = seg.files["log"]
     with pytest.raises(RemoteChecksumError, match="chunk 2"):
@@ -339,11 +345,8 @@ def test_a_flipped_byte_is_detected_in_the_chunk_it_is_in(backend: Backend,
 
 def test_a_damaged_or_foreign_manifest_is_refused(backend: Backend,
                                                   segments: list[Segment]) -> None:
-    rsm = backend.make()
     seg = segments[0]
-    md = seg.metadata()
-    md = replace(md, custom_metadata=rsm.copy_log_segment_data(md, seg.data))
-    base = segment_key_base("", md)
+    rsm, md, base = backend.copied(seg)
     # Another copy's manifest under this one's name: the custom metadata tells.
     other = seg.metadata()
     rsm.copy_log_segment_data(other, segments[1].data)
