@@ -14,10 +14,16 @@ GIL with the client under test), each library runs in a fresh interpreter and re
 - ``cpu_ms_per_mib``: the client process's CPU time (all its threads) per MiB moved over all
   the transfers above: what the library costs the broker, whatever the server's speed.
 
+With ``--rsm``, snakka's own RemoteStorageManager instead (what the copier and the remote
+reader get, checksums included), on both backends: ``copy_mbs`` (one 64 MiB segment and its
+small index files, manifest last) and ``fetch_mbs`` (the segment read back in
+``rsm.config.chunk.size`` pieces, every chunk CRC32C-verified), through the loopback S3 server
+and through a local directory.
+
 Each number is the best of ``--repeat`` runs. The loopback server is itself Python, so the
 MB/s are a floor shared by both; the differences are the client's own costs.
 
-    PYTHONPATH=src .venv/bin/python bench/bench_object_store.py [--repeat 2] [--json]
+    PYTHONPATH=src .venv/bin/python bench/bench_object_store.py [--repeat 2] [--json] [--rsm]
 
 Needs ``moto[server]``, ``obstore`` and ``boto3`` (the ``test`` extra has them).
 """
@@ -184,17 +190,70 @@ def _worker(lib: str, endpoint: str, repeat: int) -> dict[str, float | str]:
     return out
 
 
+# ------------------------------------------------------------------ snakka's RSM
+
+
+def _rsm_rows(endpoint: str, repeat: int) -> list[dict[str, float | str]]:
+    import uuid
+
+    from snakka.remote.storage import create_remote_storage
+    from snakka.remote.types import (
+        LogSegmentData,
+        RemoteLogSegmentId,
+        RemoteLogSegmentMetadata,
+        TopicIdPartition,
+    )
+
+    tp = TopicIdPartition(uuid.uuid4(), "bench", 0)
+    rows: list[dict[str, float | str]] = []
+    with tempfile.TemporaryDirectory() as d:
+        files = {}
+        for name, size in (("log", BIG), ("index", 64 << 10), ("timeindex", 96 << 10),
+                           ("snapshot", 100)):
+            files[name] = os.path.join(d, f"00000000000000000000.{name}")
+            with open(files[name], "wb") as f:
+                f.write(os.urandom(size))
+        data = LogSegmentData(files["log"], files["index"], files["timeindex"], None,
+                              files["snapshot"], b"0\n1\n0 0\n")
+        backends: list[tuple[str, dict[str, object]]] = [
+            ("local", {"rsm.config.storage.backend": "local",
+                       "rsm.config.storage.root": os.path.join(d, "remote")}),
+            ("s3", {"rsm.config.storage.backend": "s3",
+                    "rsm.config.storage.s3.bucket.name": BUCKET,
+                    "rsm.config.storage.s3.endpoint.url": endpoint,
+                    "rsm.config.storage.s3.path.style.access.enabled": True,
+                    "rsm.config.storage.aws.access.key.id": "x",
+                    "rsm.config.storage.aws.secret.access.key": "x"}),
+        ]
+        for name, configs in backends:
+            rsm = create_remote_storage(configs)
+            copy_best = fetch_best = 0.0
+            for _ in range(repeat):
+                md = RemoteLogSegmentMetadata(RemoteLogSegmentId.generate(tp), 0, 999, 0, 0, 0,
+                                              BIG, ((0, 0),))
+                t = time.perf_counter()
+                rsm.copy_log_segment_data(md, data)
+                copy_best = max(copy_best, _mbs(BIG, time.perf_counter() - t))
+                t = time.perf_counter()
+                got = sum(len(rsm.fetch_log_segment(md, s, s + rsm.chunk_size))
+                          for s in range(0, BIG, rsm.chunk_size))
+                assert got == BIG
+                fetch_best = max(fetch_best, _mbs(BIG, time.perf_counter() - t))
+                rsm.delete_log_segment_data(md)
+            rsm.close()
+            rows.append({"backend": name, "copy_mbs": copy_best, "fetch_mbs": fetch_best})
+    return rows
+
+
 # ------------------------------------------------------------------ driver
-
-
-COLUMNS = ("library", "import_ms", "rss_mb", "put_64mib_mbs", "get_64mib_mbs",
-           "range_4mib_mbs", "put_1mib_mbs", "get_1mib_mbs", "cpu_ms_per_mib")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--json", action="store_true", help="print one JSON object per library")
+    ap.add_argument("--json", action="store_true", help="print one JSON object per row")
+    ap.add_argument("--rsm", action="store_true",
+                    help="measure snakka's RemoteStorageManager on both backends instead")
     ap.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)
     ap.add_argument("--endpoint", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -206,8 +265,8 @@ def main() -> None:
     try:
         urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"),
                                timeout=10).close()
-        rows = []
-        for lib in LIBRARIES:
+        rows = _rsm_rows(endpoint, args.repeat) if args.rsm else []
+        for lib in () if args.rsm else LIBRARIES:
             res = subprocess.run(
                 [sys.executable, __file__, "--worker", lib, "--endpoint", endpoint,
                  "--repeat", str(args.repeat)],
@@ -222,10 +281,11 @@ def main() -> None:
         for row in rows:
             print(json.dumps(row))
         return
-    print("| " + " | ".join(COLUMNS) + " |")
-    print("|" + "---|" * len(COLUMNS))
+    columns = list(rows[0])
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
     for row in rows:
-        print("| " + " | ".join(str(row[c]) for c in COLUMNS) + " |")
+        print("| " + " | ".join(str(row[c]) for c in columns) + " |")
 
 
 if __name__ == "__main__":
