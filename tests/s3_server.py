@@ -116,6 +116,18 @@ class LoopbackS3Server:
                      aws_access_key_id=ACCESS_KEY,
                      aws_secret_access_key=SECRET_KEY).create_bucket(Bucket=name)
 
+    def remove_bucket(self, name: str) -> None:
+        """Delete ``name`` and every object in it."""
+        client = self.s3_client()
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                client.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
+        for upload in client.list_multipart_uploads(Bucket=name).get("Uploads", []):
+            client.abort_multipart_upload(Bucket=name, Key=upload["Key"],
+                                          UploadId=upload["UploadId"])
+        client.delete_bucket(Bucket=name)
+
     def s3_client(self) -> Any:
         """A boto3 client on this server (what tests use to look at or damage objects)."""
         import boto3
@@ -161,9 +173,12 @@ def s3_server() -> Iterator[LoopbackS3Server]:
 
 
 @pytest.fixture
-def s3_bucket(s3_server: LoopbackS3Server) -> dict[str, object]:
-    """A fresh bucket's rsm.config.* configs (see the module doc)."""
+def s3_bucket(s3_server: LoopbackS3Server) -> Iterator[dict[str, object]]:
+    """A fresh bucket's rsm.config.* configs (see the module doc); emptied and removed after
+    the test (moto holds objects in this process's memory and temporary files)."""
     s3_server.up()  # a test that failed while the server was down must not break the next
     name = f"snakka-{uuid.uuid4().hex[:16]}"
     s3_server.create_bucket(name)
-    return s3_server.rsm_configs(name)
+    yield s3_server.rsm_configs(name)
+    s3_server.up()
+    s3_server.remove_bucket(name)
