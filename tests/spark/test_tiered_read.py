@@ -50,7 +50,9 @@ def test_batch_read_of_a_fully_tiered_topic(spark, tiered_broker):
     topic = "spark-tiered"
     ck_create_topic(bs, topic, PARTITIONS, {"remote.storage.enable": "true",
                                             "segment.bytes": str(SEG),
-                                            "local.retention.ms": "0"})
+                                            "local.retention.ms": "0",
+                                            # the records are stamped in 2023
+                                            "retention.ms": "-1"})
     records = [(i % PARTITIONS, b"key-%d" % i, b"value-%d-" % i + bytes(i % 251) * 2,
                 BASE_TS + i, [("h", b"%d" % i)] if i % 3 == 0 else None) for i in range(N)]
     # Batches well under the 128 KiB segments (librdkafka's default batch.size is 1 MB).
