@@ -1,9 +1,10 @@
 """The object store goes down and comes back (issue 12): nothing recent is affected, nothing is
 lost, and the copier catches up, all within bounded time.
 
-The loopback S3 server of the tests is stopped under a running broker (subprocess, S3
-backend, a 1-partition topic of 256 KiB segments keeping one segment locally) after part of
-the topic was already copied. While it is down:
+For each backend, the store goes away under a running broker (subprocess, a 1-partition
+topic of 256 KiB segments keeping one segment locally) after part of the topic was already
+copied: the loopback S3 server stops (its port refuses, open connections are reset); the
+local directory's root disappears (an unmounted NAS). While it is down:
 
 - produce is answered as usual and a consumer reads the new records from the earliest local
   offset (ListOffsets -4): produce and consume of recent data are unaffected;
@@ -33,7 +34,7 @@ from .tiered_support import (
     local_log_bytes,
     produce_numbered,
     read_from_earliest,
-    s3_backend,  # noqa: F401  (fixture)
+    tiered_backend,  # noqa: F401  (fixture)
     tiered_topic_config,
     wait_tiered,
 )
@@ -50,9 +51,9 @@ def _retry_lines(broker: EmbeddedBroker) -> list[str]:
     return [line for line in broker.output if "tiered storage task failed" in line]
 
 
-def test_object_store_outage(s3_backend):  # noqa: F811  (the imported fixture)
+def test_object_store_outage(tiered_backend):  # noqa: F811  (the imported fixture)
     broker = EmbeddedBroker(mode="subprocess", log_level="INFO",
-                            config={**TIERED_BROKER, **s3_backend.configs()})
+                            config={**TIERED_BROKER, **tiered_backend.configs()})
     broker.start()
     try:
         bs = broker.bootstrap_servers
@@ -60,7 +61,7 @@ def test_object_store_outage(s3_backend):  # noqa: F811  (the imported fixture)
         produce_numbered(bs, TOPIC, 0, 2000)  # ~8 segments
         before = wait_tiered(bs, broker.data_dir, TOPIC, [0], timeout=60, local_max=3 * SEG)[0]
 
-        s3_backend.down()
+        tiered_backend.down()
         try:
             produce_numbered(bs, TOPIC, 2000, 4000)  # ~16 more segments, acknowledged
             local_start = list_offsets(bs, TOPIC, [0], EARLIEST_LOCAL)[0]
@@ -74,7 +75,7 @@ def test_object_store_outage(s3_backend):  # noqa: F811  (the imported fixture)
             assert local_log_bytes(broker.data_dir, TOPIC, 0) > 12 * SEG
             assert list_offsets(bs, TOPIC, [0], LATEST_TIERED)[0] == before
         finally:
-            s3_backend.up()
+            tiered_backend.up()
 
         wait_tiered(bs, broker.data_dir, TOPIC, [0], timeout=60, local_max=3 * SEG)
         assert read_from_earliest(bs, TOPIC, 6000) == list(range(6000))

@@ -644,8 +644,17 @@ class LocalBackend(Backend):
         base = Path(self.root)
         return sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
 
+    def down(self) -> None:
+        """An unmounted NAS: the root directory is not there (the backend never creates it,
+        it retries as for a store that does not answer)."""
+        os.rename(self.root, self.root + ".away")
+
+    def up(self) -> None:
+        os.rename(self.root + ".away", self.root)
+
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.root + ".away", ignore_errors=True)
 
 
 class S3Backend(Backend):
@@ -680,6 +689,7 @@ class S3Backend(Backend):
     def close(self) -> None:
         if not self.server.is_up:
             self.server.up()
+        self.server.remove_bucket(self.bucket)  # moto keeps objects in this process's memory
 
 
 def _s3_backend(request) -> S3Backend:
@@ -762,16 +772,6 @@ class SegmentHistory:
     @property
     def names(self) -> list[str]:
         return [s.name for s in self.states]
-
-
-@pytest.fixture(scope="module")
-def s3_backend(request):
-    """The loopback S3 backend alone (tests only S3 can run: the server going down)."""
-    backend = _s3_backend(request)
-    try:
-        yield backend
-    finally:
-        backend.close()
 
 
 class SlowProxy:
