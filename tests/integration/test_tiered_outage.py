@@ -8,6 +8,9 @@ local directory's root disappears (an unmounted NAS). While it is down:
 
 - produce is answered as usual and a consumer reads the new records from the earliest local
   offset (ListOffsets -4): produce and consume of recent data are unaffected;
+- a consumer of the history (offset 0, remote only) gets nothing and no error (the partition
+  is answered KAFKA_STORAGE_ERROR, which clients retry), and it goes on from where it was, no
+  gap, once the store is back;
 - uploads fail and back off: the broker logs the retries (``retrying in N ms``), the latest
   tiered offset (-5) stays where it was, and local retention waits: the partition's local
   ``.log`` bytes grow well past ``local.retention.bytes`` (nothing is deleted that is not
@@ -21,10 +24,11 @@ about one segment again, and a consumer from offset 0 reads every record, in ord
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from snakka.testing import EmbeddedBroker
 
-from .helpers import ck_create_topic, wait_until
+from .helpers import ck_consumer_config, ck_create_topic, wait_until
 from .tiered_support import (
     EARLIEST_LOCAL,
     LATEST_TIERED,
@@ -74,11 +78,30 @@ def test_object_store_outage(tiered_backend):  # noqa: F811  (the imported fixtu
             # Local retention waits for the copies: the local part keeps growing.
             assert local_log_bytes(broker.data_dir, TOPIC, 0) > 12 * SEG
             assert list_offsets(bs, TOPIC, [0], LATEST_TIERED)[0] == before
+            # A consumer of the history gets nothing (the broker answers
+            # KAFKA_STORAGE_ERROR for the partition; librdkafka retries) and no error...
+            history = Consumer(ck_consumer_config(bs))
+            history.assign([TopicPartition(TOPIC, 0, 0)])
+            got = [m for _ in range(4) for m in history.consume(num_messages=1000, timeout=0.5)]
+            assert not got, [m.error() or m.offset() for m in got[:5]]
         finally:
             tiered_backend.up()
 
+        # ... and, with the store back, the same consumer goes on from offset 0.
+        offsets: list[int] = []
+        wait_until(lambda: offsets.extend(_offsets(history.consume(1000, 0.5))) or
+                   len(offsets) >= 6000, 60, "the history consumer resumes")
+        history.close()
+        assert offsets == list(range(6000))
         wait_tiered(bs, broker.data_dir, TOPIC, [0], timeout=60, local_max=3 * SEG)
         assert read_from_earliest(bs, TOPIC, 6000) == list(range(6000))
         assert_clean_output(broker)
     finally:
         broker.close()
+
+
+def _offsets(msgs) -> list[int]:
+    for m in msgs:
+        assert not m.error(), m.error()
+        assert m.value().startswith(b"%010d:" % m.offset())
+    return [m.offset() for m in msgs]
