@@ -582,7 +582,8 @@ def test_concurrent_use_from_threads(backend: Backend, segments: list[Segment]) 
 
 def test_s3_multipart_upload_of_a_big_segment(s3_bucket: dict[str, object], s3_server: Any,
                                               tmp_path: Path) -> None:
-    """Part size 5 MiB, a 12 MiB segment: three parts (S3's multipart ETag says so)."""
+    """Part size 5 MiB, a 13 MiB segment: three parts (S3's multipart ETag says so); a part
+    that fails is retried with the whole upload."""
     plog = open_log(tmp_path / "big-0", LogConfig(segment_bytes=64 << 20), clock=Clock())
     payload = os.urandom(500_000)
     for i in range(26):  # ~13 MB: records of 500 kB, incompressible
@@ -601,10 +602,21 @@ def test_s3_multipart_upload_of_a_big_segment(s3_bucket: dict[str, object], s3_s
         "rsm.config.storage.s3.multipart.upload.part.size": 5 << 20})
     try:
         md = seg.metadata()
+        # The second part fails once (throttled): the upload is tried again, whole.
+        s3_server.inject_errors(lambda method, target: method == "PUT"
+                                and ".log?" in target and "partNumber=2" in target)
+        s3_server.requests.clear()
         rsm.copy_log_segment_data(md, seg.data)
+        parts = sorted(t.split("partNumber=")[1].split("&")[0]
+                       for m, t in s3_server.requests if m == "PUT" and "partNumber=" in t)
+        # Both tries sent parts 1 and 2; part 3 went in the second (and maybe in the first,
+        # which had two parts in flight).
+        assert parts.count("1") == parts.count("2") == 2 and parts.count("3") in (1, 2), parts
         key = f"{segment_key_base('', md)}.log"
-        head = s3_server.s3_client().head_object(
-            Bucket=s3_bucket["rsm.config.storage.s3.bucket.name"], Key=key)
+        bucket = s3_bucket["rsm.config.storage.s3.bucket.name"]
+        leftover = s3_server.s3_client().list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+        assert leftover == []  # the failed try's upload was aborted: no hidden debris
+        head = s3_server.s3_client().head_object(Bucket=bucket, Key=key)
         assert head["ETag"].strip('"').endswith("-3"), head["ETag"]
         assert head["ContentLength"] == size
         assert rsm.fetch_log_segment(md, 0, size) == seg.files["log"]
