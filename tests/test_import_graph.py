@@ -62,7 +62,8 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     # Append, read, leadership and epochs: the one place durability is decided.
     REPLICA: (("snakka.replica",), frozenset({STORAGE, CORES, BASE})),
     # Unified log over local log, loader, validator, log manager, flush scheduler.
-    STORAGE: (("snakka.storage", "snakka.topic_policy", "snakka.remote.storage"), frozenset({CORES, BASE})),
+    STORAGE: (("snakka.storage", "snakka.topic_policy", "snakka.remote.storage",
+               "snakka.remote.reader"), frozenset({CORES, BASE})),
     # Sans-I/O state machines and their configuration.
     CORES: (("snakka.metadata", "snakka.groups", "snakka.share", "snakka.txn", "snakka.config",
              "snakka.security", "snakka.remote"), frozenset({BASE})),

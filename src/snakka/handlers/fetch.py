@@ -20,6 +20,13 @@
   read); an empty list when there are none, null under read_uncommitted, as Kafka sends it.
 - Sessions (KIP-227) are resolved by fetch_sessions.FetchSessionCache; an incremental response
   lists only partitions with news.
+- Tiered storage (KIP-405): a partition whose fetch offset lies in remote segments not yet in
+  memory reads nothing at first (its ReadResult carries a pending awaitable; the remote reader
+  fetches off the event loop). As Kafka's DelayedRemoteFetch, the fetch then waits for those
+  reads, at most ``remote.fetch.max.wait.ms`` (whatever the request's MaxWaitMs and MinBytes,
+  as Kafka does), reads every partition once more and answers: the remote data if it came, the
+  other partitions' data either way; a partition still pending is answered without records
+  (the consumer fetches it again), a failed remote read with KAFKA_STORAGE_ERROR.
 - Memory: records are read from disk into memory, so every read first reserves its bytes in the
   broker-wide ``queued.max.response.bytes`` budget (server/memory.py) and reads at most what it
   got (still the first whole batch). When the budget is spent and this connection has not yet
@@ -29,6 +36,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from snakka.fetch_sessions import CachedPartition
@@ -64,8 +72,9 @@ def _read_partitions(services, entries, by_id: bool, max_bytes: int, read_commit
                      incremental: bool, min_one_batch: bool = True):
     """Read every partition once, without touching session state.
 
-    Returns (rows, total bytes, any error) where rows are (topic key, PartitionData, cached
-    partition) for the partitions the response should list.
+    Returns (rows, total bytes, any error, pending) where rows are (topic key, PartitionData,
+    cached partition) for the partitions the response should list and pending the awaitables
+    of partitions whose remote data is being fetched (answered without records for now).
     """
     replicas = services.replicas
     unknown = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -73,6 +82,7 @@ def _read_partitions(services, entries, by_id: bool, max_bytes: int, read_commit
     total = 0
     remaining = max_bytes  # Kafka's limitBytes: what the response may still hold
     any_error = False
+    pending = []
     first_data = min_one_batch
     for (tkey, partition), cp in entries:
         limit = min(cp.max_bytes, remaining)
@@ -82,6 +92,8 @@ def _read_partitions(services, entries, by_id: bool, max_bytes: int, read_commit
                              unknown=unknown)
         err = read.error_code
         records = read.records
+        if read.pending is not None:
+            pending.append(read.pending)
         n = len(records)
         if read.found and err not in _FENCED and (limit != 0 or first_data):
             # A read happened (even one that failed): what is left shrinks by what it returned,
@@ -110,7 +122,7 @@ def _read_partitions(services, entries, by_id: bool, max_bytes: int, read_commit
             partition_index=partition, error_code=err, high_watermark=hw,
             last_stable_offset=lso, log_start_offset=log_start,
             aborted_transactions=aborted, preferred_read_replica=-1, records=records)))
-    return rows, total, any_error
+    return rows, total, any_error, pending
 
 
 def _build(session_id: int, rows, by_id: bool) -> FetchResponse:
@@ -162,7 +174,10 @@ def handle(ctx: RequestContext, req: FetchRequest):
             return _build(fctx.session_id, _read_nothing(services, fctx, by_id, read_committed),
                           by_id)
         return _fetch_later(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
-    rows, total, any_error = got
+    rows, total, any_error, pending = got
+    if pending:
+        _give_back(ctx)
+        return _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline, pending)
     if total >= req.min_bytes or any_error or req.max_wait_ms <= 0 or not fctx.partitions:
         return _build(fctx.session_id, rows, by_id)
     _give_back(ctx)
@@ -180,12 +195,12 @@ def _read_reserved(ctx, fctx, by_id, max_bytes, read_committed):
         return None
     # A negative request MaxBytes reserves nothing but keeps its meaning for the read (Kafka's
     # limitBytes: the first partition's negative size is an error, the rest get 0).
-    rows, total, any_error = _read_partitions(ctx.services, fctx.partitions, by_id,
-                                              max_bytes if max_bytes < 0 else grant,
-                                              read_committed, fctx.incremental)
+    rows, total, any_error, pending = _read_partitions(
+        ctx.services, fctx.partitions, by_id, max_bytes if max_bytes < 0 else grant,
+        read_committed, fctx.incremental)
     conn.settle_response_bytes(grant, total)
     ctx.response_bytes = total
-    return rows, total, any_error
+    return rows, total, any_error, pending
 
 
 def _give_back(ctx) -> None:
@@ -209,13 +224,28 @@ async def _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed, deadlin
             return got
         remaining = deadline - services.time_ms()
         if remaining <= 0 or not await ctx.connection.wait_for_response_memory(remaining / 1000):
-            return _read_nothing(services, fctx, by_id, read_committed), 0, False
+            return _read_nothing(services, fctx, by_id, read_committed), 0, False, []
+
+
+async def _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline, pending):
+    """Kafka's DelayedRemoteFetch: wait for the pending remote reads (at most
+    ``remote.fetch.max.wait.ms``), read every partition once more and answer with what there
+    is (a partition whose remote data is still on its way: no records this time)."""
+    services = ctx.services
+    wait_ms = services.resolver.broker_int("remote.fetch.max.wait.ms")
+    await asyncio.wait([asyncio.ensure_future(p) for p in pending], timeout=wait_ms / 1000)
+    rows, _total, _any_error, _still = await _read_when_memory(
+        ctx, fctx, by_id, max_bytes, read_committed, deadline)
+    return _build(fctx.session_id, rows, by_id)
 
 
 async def _fetch_later(ctx, req, fctx, by_id, max_bytes, read_committed, deadline):
     services = ctx.services
-    rows, total, any_error = await _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed,
-                                                     deadline)
+    rows, total, any_error, pending = await _read_when_memory(ctx, fctx, by_id, max_bytes,
+                                                              read_committed, deadline)
+    if pending:
+        _give_back(ctx)
+        return await _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline, pending)
     if total >= req.min_bytes or any_error or services.time_ms() >= deadline:
         return _build(fctx.session_id, rows, by_id)
     _give_back(ctx)
@@ -235,10 +265,18 @@ async def _long_poll(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
             break
         if not await services.replicas.wait_for_append(keys, remaining / 1000):
             break
-        rows, total, any_error = await _read_when_memory(ctx, fctx, by_id, max_bytes,
-                                                         read_committed, deadline)
+        rows, total, any_error, pending = await _read_when_memory(ctx, fctx, by_id, max_bytes,
+                                                                  read_committed, deadline)
+        if pending:
+            _give_back(ctx)
+            return await _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline,
+                                       pending)
         if total >= req.min_bytes or any_error:
             return _build(fctx.session_id, rows, by_id)
         _give_back(ctx)
-    rows, _, _ = await _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed, deadline)
+    rows, _, _, pending = await _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed,
+                                                  deadline)
+    if pending:
+        _give_back(ctx)
+        return await _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline, pending)
     return _build(fctx.session_id, rows, by_id)

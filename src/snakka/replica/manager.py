@@ -20,8 +20,11 @@ goes through here, so the rules are decided in one place:
   (read_committed reads stop at the LSO and carry the aborted transactions overlapping what
   they return), offsets out of range, a log deleted under a reader.
   Reads below a partition's local log start offset fall through to its remote part (tiered
-  storage, KIP-405: ``UnifiedLog.remote_log_reader``, none today), so fetches, share fetches
-  and ListOffsets need no change when it arrives.
+  storage, KIP-405: ``UnifiedLog.remote_log_reader``, :mod:`snakka.remote.reader`). Remote
+  data not in memory yet never blocks: the read answers without records and its
+  ``ReadResult.pending`` carries the awaitable that completes once the data is fetched (the
+  caller may wait for it, bounded by ``remote.fetch.max.wait.ms``, and read again: Kafka's
+  DelayedRemoteFetch); a failed remote read is KAFKA_STORAGE_ERROR for that partition.
 - **Wake-ups**: appends resolve the futures of long polls parked on a partition
   (:meth:`wait_for_append`).
 - **Partition lifecycle**: the controller creates, adds, detaches and reconfigures partition logs
@@ -40,18 +43,20 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.records import RecordValidationError, validate_batches
+from snakka.remote.reader import RemoteReadError
 from snakka.storage import (
     LogClosedError,
     LogConfig,
     LogManager,
     OffsetOutOfRangeError,
     ProducerStateError,
+    RemoteFetchPending,
     UnifiedLog,
 )
 from snakka.storage.flush import FlushScheduler
@@ -106,6 +111,9 @@ class ReadResult:
     # read_committed only: (producer id, first offset) of the aborted transactions that
     # overlap the returned records (Fetch's AbortedTransactions); empty otherwise.
     aborted_transactions: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    # Tiered storage: the records lie in remote segments being fetched off the event loop;
+    # no records now, and this completes when a second read would find them in memory.
+    pending: Awaitable[object] | None = None
 
 
 def _next_offset_after(records: bytes | memoryview) -> int:
@@ -382,27 +390,38 @@ class ReplicaManager:
                               max_offset=(out.last_stable_offset if read_committed
                                           else out.high_watermark),
                               min_one_message=min_one_message or max_bytes < 0)
+            if records and max_bytes < 0:
+                out.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+                return out
+            found = None
+            if read_committed and records:
+                # librdkafka consumers read_committed by default, so this runs on most
+                # fetches: first the cheap superset up to the LSO (usually empty: no header
+                # walk), then the exact bound (the offset after the last returned batch, as
+                # Kafka's fetchUpperBoundOffset) only when there is something to filter.
+                found = pl.collect_aborted_transactions(fetch_offset, out.last_stable_offset)
         except OffsetOutOfRangeError:
             out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
             return out
         except LogClosedError:  # deleted while the reader waited
             out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return out
-        if records and max_bytes < 0:
-            out.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+        except RemoteFetchPending as e:
+            # Remote data on its way (or the remote reader's queue is full): no records
+            # now, never a half answer (records without their aborted transactions).
+            out.pending = e.ready
+            return out
+        except RemoteReadError as e:  # the reader logged the failure when it happened
+            log.debug("partition %s: remote read at offset %d failed: %s", pl.name,
+                      fetch_offset, e)
+            out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
             return out
         out.records = records
-        if read_committed and records:
-            # librdkafka consumers read_committed by default, so this runs on most fetches:
-            # first the cheap superset up to the LSO (usually empty: no header walk), then
-            # the exact bound (the offset after the last returned batch, as Kafka's
-            # fetchUpperBoundOffset) only when there is something to filter.
-            found = pl.collect_aborted_transactions(fetch_offset, out.last_stable_offset)
-            if found:
-                upper = _next_offset_after(records)
-                out.aborted_transactions = [
-                    (t.producer_id, t.first_offset) for t in found if t.first_offset < upper
-                ]
+        if found:
+            upper = _next_offset_after(records)
+            out.aborted_transactions = [
+                (t.producer_id, t.first_offset) for t in found if t.first_offset < upper
+            ]
         return out
 
     # -- long-poll wake-ups --------------------------------------------------------------
@@ -460,6 +479,17 @@ class ReplicaManager:
         pl.delete_records_before(offset)
         if checkpoint:
             self.logs.checkpoint()
+
+    def advance_log_start_offset(self, pl: UnifiedLog, offset: int) -> None:
+        """Tiered storage moved the log start offset (remote retention, or a remote part that
+        begins later than the checkpoint said): as DeleteRecords, checkpointed, and the
+        listeners that follow log starts (share partitions) are told."""
+        if offset <= pl.log_start_offset:
+            return
+        pl.delete_records_before(offset)
+        self.logs.checkpoint()
+        for listener in self._listeners:
+            listener.on_log_start_moved()
 
     # -- retention and checkpoints -------------------------------------------------------
     def enforce_retention(self) -> int:

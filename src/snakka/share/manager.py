@@ -43,7 +43,7 @@ import asyncio
 import logging
 import struct
 import uuid
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -193,6 +193,8 @@ class SharePartitionManager(MetadataListener):
         self._partitions: dict[StateKey, SharePartition] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
+        # Tiered storage: longest a share fetch waits for remote data (DelayedRemoteFetch).
+        self.remote_fetch_max_wait_ms = config.int("remote.fetch.max.wait.ms")
         # share-partition -> futures of parked ShareFetches to wake on take_wakeup()
         self._waiters: WaitList = {}
 
@@ -409,7 +411,8 @@ class SharePartitionManager(MetadataListener):
     # -- fetching ------------------------------------------------------------------------
     def _fetch_once(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey],
                     *, max_bytes: int, max_records: int, batch_size: int, mode: AcquireMode,
-                    min_bytes: int, force: bool) -> tuple[list[PartitionResult], bool]:
+                    min_bytes: int, force: bool, remote: list[Awaitable[object]] | None = None
+                    ) -> tuple[list[PartitionResult], bool]:
         """One pass over the partitions (already rotated), as Kafka 4.2's DelayedShareFetch +
         ShareFetchUtils: take every share-partition that may acquire (``can_acquire``: under
         the record-lock cap, or holding AVAILABLE records); read each from its next fetch
@@ -422,7 +425,14 @@ class SharePartitionManager(MetadataListener):
         Returns (results, done): ``done`` when the response should be sent now, as Kafka
         completes a delayed share fetch: MinBytes was satisfied by what was read (always when
         MinBytes <= 0 and some partition may acquire), whether or not anything was acquired
-        (MaxRecords <= 0 acquires nothing), or MaxBytes <= 0 gave per-partition errors."""
+        (MaxRecords <= 0 acquires nothing), or MaxBytes <= 0 gave per-partition errors.
+
+        Tiered storage: a partition whose records are in remote segments not in memory yet
+        reads nothing (ReplicaManager.read_log's ``pending``). With ``remote`` (a list) the
+        pass stops before acquiring anything when there is such a partition, and puts the
+        awaitables there: the caller waits for them (``remote.fetch.max.wait.ms``) and makes
+        the pass again (Kafka's delayed share fetch of remote data). A failed remote read is
+        KAFKA_STORAGE_ERROR for its partition."""
         results: list[PartitionResult] = []
         config = self.partition_config(group_id)
         read_committed = self._group_value(group_id, "share.isolation.level") == "read_committed"
@@ -461,8 +471,13 @@ class SharePartitionManager(MetadataListener):
                 continue
             read = self.replicas.read_log(pl, offset, min(partition_max_bytes, limit),
                                           read_committed=read_committed, min_one_message=min_one)
-            if read.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:  # deleted meanwhile
-                res.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if read.pending is not None:
+                if remote is not None:
+                    remote.append(read.pending)
+                continue
+            if read.error_code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,  # deleted meanwhile
+                                   ErrorCode.KAFKA_STORAGE_ERROR):  # a remote read failed
+                res.error = ErrorCode(read.error_code)
                 continue
             data = read.records
             if read.error_code != ErrorCode.NONE or not data:
@@ -472,6 +487,8 @@ class SharePartitionManager(MetadataListener):
             available += len(data)
             reads.append((res, sp, offset, data,
                           read.aborted_transactions if read_committed else None))
+        if remote:
+            return results, False  # wait for the remote data, then a new pass
         if available < min_bytes and not force:
             return results, False
         records_left = max_records  # <= 0: nothing is acquired (never "unlimited")
@@ -509,12 +526,25 @@ class SharePartitionManager(MetadataListener):
         partitions = rotate_partitions(partitions, session_epoch)
         opts: dict[str, Any] = {"max_bytes": max_bytes, "max_records": max_records,
                                 "batch_size": batch_size, "mode": mode}
+        remote: list[Awaitable[object]] = []
         results, done = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
-                                         force=max_wait_ms <= 0, **opts)
+                                         force=max_wait_ms <= 0, remote=remote, **opts)
+        if remote:
+            return self._after_remote(group_id, member_id, partitions, remote, min_bytes, opts)
         if done or max_wait_ms <= 0 or not partitions or \
                 all(r.error != ErrorCode.NONE for r in results):
             return results
         return self._long_poll(group_id, member_id, partitions, max_wait_ms, min_bytes, opts)
+
+    async def _after_remote(self, group_id, member_id, partitions, remote, min_bytes, opts):
+        """Wait for the pending remote reads (at most ``remote.fetch.max.wait.ms``), then one
+        pass that answers with what there is (Kafka completes a delayed fetch of remote data
+        once the remote read is done, whatever MinBytes)."""
+        await asyncio.wait([asyncio.ensure_future(r) for r in remote],
+                           timeout=self.remote_fetch_max_wait_ms / 1000)
+        results, _ = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
+                                      force=True, **opts)
+        return results
 
     async def _long_poll(self, group_id, member_id, partitions, max_wait_ms, min_bytes, opts):
         deadline = self.time_ms() + max_wait_ms
@@ -526,8 +556,13 @@ class SharePartitionManager(MetadataListener):
             log_keys = [(n, p) for t, p in partitions if (n := self.topic_name(t)) is not None]
             if not await self._wait(share_keys, log_keys, remaining / 1000):
                 break
+            remote: list[Awaitable[object]] = []
             results, done = self._fetch_once(group_id, member_id, partitions,
-                                             min_bytes=min_bytes, force=False, **opts)
+                                             min_bytes=min_bytes, force=False, remote=remote,
+                                             **opts)
+            if remote:
+                return await self._after_remote(group_id, member_id, partitions, remote,
+                                                min_bytes, opts)
             if done:
                 return results
         results, _ = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,

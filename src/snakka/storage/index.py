@@ -179,7 +179,25 @@ class OffsetIndex(_IndexFile):
         cls, path: str, base_offset: int, max_index_size: int, log_size: int
     ) -> OffsetIndex:
         idx = cls(path, base_offset, max_index_size)
-        data = idx._read_file()
+        idx._parse(idx._read_file(), log_size)
+        return idx
+
+    @classmethod
+    def from_bytes(cls, data: bytes, base_offset: int, log_size: int,
+                   name: str = "<remote>") -> OffsetIndex:
+        """An index held in memory only (a remote segment's, fetched from object storage):
+        the same checks as :meth:`load`; ``name`` is for messages."""
+        if len(data) % cls.entry_size:
+            raise CorruptIndexError(f"offset index {name} has size {len(data)}, not a multiple "
+                                    f"of {cls.entry_size}")
+        idx = cls(name, base_offset, len(data) + cls.entry_size)
+        idx._parse(data, log_size)
+        idx._on_disk = False
+        return idx
+
+    def _parse(self, data: bytes, log_size: int) -> None:
+        idx = self
+        path = self.path
         n = len(data) // 8
         prev_rel = -1
         prev_pos = -1
@@ -200,7 +218,6 @@ class OffsetIndex(_IndexFile):
         idx._file_bytes = len(data)
         idx._dirty_from = len(data)
         idx._on_disk = True
-        return idx
 
 
 class TimeIndex(_IndexFile):
@@ -253,7 +270,25 @@ class TimeIndex(_IndexFile):
         cls, path: str, base_offset: int, max_index_size: int, next_offset: int
     ) -> TimeIndex:
         idx = cls(path, base_offset, max_index_size)
-        data = idx._read_file()
+        idx._parse(idx._read_file(), next_offset)
+        return idx
+
+    @classmethod
+    def from_bytes(cls, data: bytes, base_offset: int, next_offset: int,
+                   name: str = "<remote>") -> TimeIndex:
+        """An index held in memory only (see :meth:`OffsetIndex.from_bytes`)."""
+        if len(data) % cls.entry_size:
+            raise CorruptIndexError(f"time index {name} has size {len(data)}, not a multiple "
+                                    f"of {cls.entry_size}")
+        idx = cls(name, base_offset, len(data) + cls.entry_size)
+        idx._parse(data, next_offset)
+        idx._on_disk = False
+        return idx
+
+    def _parse(self, data: bytes, next_offset: int) -> None:
+        idx = self
+        path = self.path
+        base_offset = self.base_offset
         prev_ts = None
         prev_off = -1
         for ts, rel in _TIME_ENTRY.iter_unpack(data):
@@ -266,13 +301,12 @@ class TimeIndex(_IndexFile):
             idx._ts.append(ts)
             idx._off.append(off)
             prev_ts, prev_off = ts, off
-        if idx.entries > idx.max_entries:
+        if len(data) // self.entry_size > idx.max_entries:
             raise CorruptIndexError(f"time index {path} has too many entries")
         idx._buf[:] = data
         idx._file_bytes = len(data)
         idx._dirty_from = len(data)
         idx._on_disk = True
-        return idx
 
 
 class AbortedTxn(NamedTuple):
@@ -358,7 +392,25 @@ class TransactionIndex(_IndexFile):
         idx = cls(path, base_offset)
         if not os.path.exists(path):
             return idx
-        data = idx._read_file()
+        idx._parse(idx._read_file(), next_offset)
+        return idx
+
+    @classmethod
+    def from_bytes(cls, data: bytes, base_offset: int, next_offset: int,
+                   name: str = "<remote>") -> TransactionIndex:
+        """An index held in memory only (see :meth:`OffsetIndex.from_bytes`)."""
+        if len(data) % cls.entry_size:
+            raise CorruptIndexError(f"transaction index {name} has size {len(data)}, not a "
+                                    f"multiple of {cls.entry_size}")
+        idx = cls(name, base_offset)
+        idx._parse(data, next_offset)
+        idx._on_disk = False
+        return idx
+
+    def _parse(self, data: bytes, next_offset: int) -> None:
+        idx = self
+        path = self.path
+        base_offset = self.base_offset
         prev_last = -1
         for version, pid, first, last, lso in _TXN_ENTRY.iter_unpack(data):
             if (
@@ -379,7 +431,6 @@ class TransactionIndex(_IndexFile):
         idx._file_bytes = len(data)
         idx._dirty_from = len(data)
         idx._on_disk = True
-        return idx
 
 
 def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:

@@ -1,0 +1,225 @@
+"""Fetch, ShareFetch and ListOffsets over a partition whose first segments are remote only.
+
+An embedded broker (thread mode) gets records from a real producer; then, on the broker's
+event loop, the partition's closed segments are "copied" to the in-test storage manager of
+tests/remote/test_reader.py and deleted locally, and the log gets a remote reader (what the
+RemoteLogManager does once the copier has run; the lead wires the real one). Real clients
+then read from offset 0; the storage manager can be stalled to check
+``remote.fetch.max.wait.ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from confluent_kafka import Producer
+from integration.helpers import ck_consume, raw_connect, run_async  # tests/ is on sys.path
+
+from remote.test_reader import FakeMetadata, FakeStorage, drop_local, tier
+from snakka.client.admin import Admin
+from snakka.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from snakka.remote.reader import RemoteReaderPool
+from snakka.remote.types import TopicIdPartition
+from snakka.share.manager import split_batches
+from snakka.testing import EmbeddedBroker
+
+TOPIC = "tiered"
+ROUNDS, PER_ROUND = 6, 50
+TS0 = 1_700_000_000_000
+
+
+def _on_loop(b: EmbeddedBroker, fn):
+    async def call():
+        return fn()
+
+    return asyncio.run_coroutine_threadsafe(call(), b._loop).result(30)
+
+
+def _value(i: int) -> bytes:
+    return b"value-%06d-" % i + b"x" * (i % 97)
+
+
+def _produce_tiered(b: EmbeddedBroker, partitions: int = 1, *, chunk: int = 512,
+                    gate: threading.Event | None = None):
+    """ROUNDS x PER_ROUND records to partition 0 (timestamps TS0 + i), a segment per round;
+    every closed segment tiered and deleted locally; the remote reader installed. Returns
+    (pool, storage, first local offset)."""
+    async def create():
+        async with Admin(b.bootstrap_servers) as admin:
+            await admin.create_topic(TOPIC, partitions)
+
+    run_async(create())
+    plog = b.broker.replicas.get_log(TOPIC, 0)
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0})
+    i = 0
+    for _ in range(ROUNDS):
+        for _ in range(PER_ROUND):
+            p.produce(TOPIC, _value(i), key=b"k%d" % i, partition=0, timestamp=TS0 + i)
+            i += 1
+        assert p.flush(30) == 0
+        _on_loop(b, plog.roll)
+    for q in range(1, partitions):
+        p.produce(TOPIC, b"local-%d" % q, partition=q)
+    assert p.flush(30) == 0
+    topic_id = b.broker.replicas.metadata.topics[TOPIC].topic_id
+    tp = TopicIdPartition(topic_id, TOPIC, 0)
+    rsm, rlmm = FakeStorage(chunk_size=chunk), FakeMetadata()
+    rsm.gate = gate
+    cfg = b.broker.config
+
+    def install():
+        mds = tier(plog, tp, rsm, rlmm, upto=plog.segments[-2].base_offset)
+        drop_local(plog, mds[-1].end_offset + 1)
+        pool = RemoteReaderPool(
+            rlmm, rsm, cache_bytes=cfg.int("snakka.remote.log.reader.cache.bytes"),
+            threads=cfg.int("remote.log.reader.threads"),
+            max_pending=cfg.int("remote.log.reader.max.pending.tasks"),
+            index_cache_bytes=cfg.int("remote.log.index.file.cache.total.size.bytes"))
+        plog.remote_log_reader = pool.reader_for(plog, tp)
+        return pool, plog.local_log.base_offset
+
+    pool, local_start = _on_loop(b, install)
+    assert local_start >= 4 * PER_ROUND  # most of the data is remote only
+    return pool, rsm, local_start
+
+
+def _fetch(bootstrap: str, offsets: dict[int, int], *, max_wait_ms: int = 0,
+           isolation: int = 0):
+    """One Fetch v12 of TOPIC; returns ({partition: (error, [(base, last)], bytes)}, seconds)."""
+    async def go():
+        conn = await raw_connect(bootstrap)
+        try:
+            t0 = time.monotonic()
+            resp = await conn.send(FetchRequest(
+                replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+                isolation_level=isolation, session_id=0, session_epoch=-1,
+                topics=[FetchTopic(topic=TOPIC, partitions=[
+                    FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+                    for p, o in offsets.items()])]), version=12)
+            took = time.monotonic() - t0
+        finally:
+            await conn.close()
+        assert resp.error_code == 0
+        out = {}
+        for t in resp.responses:
+            for pd in t.partitions:
+                data = bytes(pd.records or b"")
+                out[pd.partition_index] = (
+                    pd.error_code, [(s, e) for s, e, _a, _b in split_batches(data)], data)
+        return out, took
+
+    return run_async(go())
+
+
+def test_a_fetch_at_a_remote_offset_waits_for_the_remote_read_and_returns_data():
+    """Fetch offset 0 (remote only) with MaxWaitMs 0: the first read is pending, the handler
+    waits for it (DelayedRemoteFetch) and answers with the batches from offset 0."""
+    with EmbeddedBroker() as b:
+        pool, _rsm, _local = _produce_tiered(b)
+        got, _took = _fetch(b.bootstrap_servers, {0: 0})
+        err, batches, _data = got[0]
+        assert err == 0
+        assert batches and batches[0][0] == 0
+        assert pool.tasks_run >= 1
+        # In the middle of a remote segment too.
+        got, _ = _fetch(b.bootstrap_servers, {0: PER_ROUND + 7})
+        assert got[0][0] == 0 and got[0][1][0][0] <= PER_ROUND + 7 <= got[0][1][0][1]
+
+
+def test_real_consumers_read_a_tiered_partition_from_offset_0():
+    """confluent-kafka and kafka-python read every record from offset 0, remote then local,
+    with the values, keys and timestamps produced."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    n = ROUNDS * PER_ROUND
+    with EmbeddedBroker() as b:
+        _pool, _rsm, local = _produce_tiered(b)
+        got = ck_consume(b.bootstrap_servers, TOPIC, [0], n, timeout=60)
+        assert [g.offset for g in got] == list(range(n))
+        assert [g.value for g in got] == [_value(i) for i in range(n)]
+        assert [g.timestamp for g in got] == [TS0 + i for i in range(n)]
+        c = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, enable_auto_commit=False,
+                          auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+        try:
+            c.assign([KTP(TOPIC, 0)])
+            c.seek_to_beginning()
+            kp = []
+            deadline = time.monotonic() + 60
+            while len(kp) < n and time.monotonic() < deadline:
+                for recs in c.poll(timeout_ms=500).values():
+                    kp.extend(recs)
+        finally:
+            c.close()
+        assert [(r.offset, r.value, r.key) for r in kp] == \
+            [(i, _value(i), b"k%d" % i) for i in range(n)]
+        assert local > 0
+
+
+def test_a_stalled_object_store_answers_after_remote_fetch_max_wait_ms_with_other_data():
+    """The storage manager hangs: a fetch of the remote partition and a local one answers
+    after about remote.fetch.max.wait.ms (not the request's MaxWaitMs, not forever): the local
+    partition's records, the remote one without records and no error. Once the store
+    answers, the next fetch has the remote data."""
+    gate = threading.Event()
+    with EmbeddedBroker(config={"remote.fetch.max.wait.ms": "300"}) as b:
+        try:
+            _pool, _rsm, _local = _produce_tiered(b, partitions=2, gate=gate)
+            got, took = _fetch(b.bootstrap_servers, {0: 0, 1: 0}, max_wait_ms=0)
+            assert got[0][0] == 0 and got[0][1] == []
+            assert got[1][0] == 0 and got[1][1] == [(0, 0)]
+            assert 0.25 <= took < 10, took
+        finally:
+            gate.set()
+        got, _took = _fetch(b.bootstrap_servers, {0: 0})
+        assert got[0][0] == 0 and got[0][1][0][0] == 0
+
+
+def test_a_failing_object_store_is_kafka_storage_error_for_that_partition():
+    with EmbeddedBroker() as b:
+        _pool, rsm, _local = _produce_tiered(b, partitions=2)
+        rsm.fail = OSError("connection refused")
+        got, _ = _fetch(b.bootstrap_servers, {0: 0, 1: 0})
+        assert got[0][0] == 56  # KAFKA_STORAGE_ERROR
+        assert got[1][0] == 0 and got[1][1] == [(0, 0)]
+        rsm.fail = None
+        got, _ = _fetch(b.bootstrap_servers, {0: 0})
+        assert got[0][0] == 0 and got[0][1][0][0] == 0
+
+
+
+def test_share_fetch_of_remote_records_waits_for_the_remote_read():
+    """ShareFetch (MaxWaitMs 0) of a share group starting at the earliest offset, which is
+    remote only: the first request waits for the remote read and acquires from offset 0;
+    fetching on reads the whole partition, remote then local."""
+    from integration.share_protocol import ShareMember, set_group_configs
+
+    n = ROUNDS * PER_ROUND
+    with EmbeddedBroker() as b:
+        _pool, _rsm, _local = _produce_tiered(b)
+        topic_id = b.broker.replicas.metadata.topics[TOPIC].topic_id
+        tp = (topic_id, 0)
+
+        async def go():
+            admin = await raw_connect(b.bootstrap_servers)
+            try:
+                await set_group_configs(admin, "g", {"share.auto.offset.reset": "earliest"})
+            finally:
+                await admin.close()
+            m = await ShareMember.connect(b.bootstrap_servers, "g")
+            await m.join([TOPIC])
+            f = await m.fetch([tp], max_wait_ms=0)
+            first = f.records(*tp)
+            got = list(first)
+            for _ in range(100):
+                if len(got) >= n:
+                    break
+                f = await m.fetch(max_wait_ms=500)
+                got += f.records(*tp)
+            return first, got
+
+        first, got = run_async(go())
+        assert first and first[0][0] == 0
+        assert [(o, v) for o, v, _c in got] == [(i, _value(i)) for i in range(n)]
