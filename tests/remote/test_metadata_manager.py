@@ -130,6 +130,8 @@ def test_events_survive_a_restart_and_partitions_are_ready(tmp_path: Path) -> No
             b.broker.controller, b.broker.replicas, b.broker.config, broker_id=0,
             time_ms=b.broker.time_ms)
         assert not m2.is_ready(TP)  # not replayed yet
+        with pytest.raises(RuntimeError, match="not ready"):
+            on_loop(b, lambda: m2.add_remote_log_segment_metadata(seg(900, 909)))
         on_loop(b, m2.start)
         assert m2.is_ready(TP)
         assert snapshot(b, m2) == before
@@ -327,5 +329,83 @@ def test_clients_see_the_topic_as_the_brokers_own(tmp_path: Path) -> None:
         assert errors and errors[0] is not None, "a client wrote to __remote_log_metadata"
         assert errors[0].code() != 0
         del KafkaException
+        # Kafka's Metadata does not flag it internal (Topic.isInternal lists only the
+        # coordinators' topics); it is reserved all the same.
+        from kafka.admin import KafkaAdminClient
+        kadmin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        try:
+            [desc] = kadmin.describe_topics([REMOTE_LOG_METADATA_TOPIC])
+            assert desc["is_internal"] is False and len(desc["partitions"]) == 5
+        finally:
+            kadmin.close()
         # The manager's state is untouched by the attempt.
         assert len(m.list_remote_log_segments(TP)) == 1
+
+
+def test_partitions_become_ready_as_their_metadata_partition_is_replayed(tmp_path: Path) -> None:
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        copy(b, manager(b), seg(0, 9))
+        copy(b, manager(b), seg(0, 9, TP_OTHER))
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        br = b.broker
+        m = TopicBasedRemoteLogMetadataManager(br.controller, br.replicas, br.config,
+                                               broker_id=0, time_ms=br.time_ms)
+        seen: list[tuple[int, bool, bool]] = []
+        real = m._replay_partition
+
+        async def replay(p: int) -> None:
+            seen.append((p, m.is_ready(TP), m.is_ready(TP_OTHER)))
+            await real(p)
+        m._replay_partition = replay  # type: ignore[method-assign]
+        on_loop(b, m.start)
+        p_tp, p_other = metadata_partition(TP, 5), metadata_partition(TP_OTHER, 5)
+        for p, ready_tp, ready_other in seen:
+            assert ready_tp == (p > p_tp) and ready_other == (p > p_other)
+        assert m.is_ready(TP) and m.is_ready(TP_OTHER)
+
+
+def test_a_trim_cut_short_leaves_the_same_state(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash in the middle of a trim (some restated batches appended, the log start not
+    moved): replay sees the old records and part of the restatement, and the same state."""
+    kw = {"compact_min_records": 1_000_000, "compact_ratio": 2, "snapshot_batch_records": 3}
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b, **kw)
+        # The first segment copied holds the highest offset and is deleted: its restatement
+        # is one 4-record unit (added, copied, deleting, deleted) that keeps the highest
+        # copied offset, written first; the crash below cuts right after it.
+        for i in [11] + list(range(10)):
+            md = seg(i * 10, i * 10 + 9)
+            copy(b, m, md)
+            if i in (11, 0, 1):
+                on_loop(b, lambda md=md: m.update_remote_log_segment_metadata(
+                    upd(md, S.DELETE_SEGMENT_STARTED)))
+            if i in (11, 0):
+                on_loop(b, lambda md=md: m.update_remote_log_segment_metadata(
+                    upd(md, S.DELETE_SEGMENT_FINISHED)))
+        before = snapshot(b, m)
+        assert m.highest_offset_for_epoch(TP, 0) == 119
+        p = metadata_partition(TP, 5)
+        held = m.held(p)
+        real = m._append
+        calls = {"n": 0}
+
+        def dying(part: int, events: list[Any]) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise OSError(errno.EIO, "the broker dies here")
+            return real(part, events)
+        monkeypatch.setattr(m, "_append", dying)
+        with pytest.raises(OSError):
+            on_loop(b, lambda: m.trim(p, force=True))
+        pl = b.broker.replicas.get_log(REMOTE_LOG_METADATA_TOPIC, p)
+        assert pl.log_start_offset == 0 and m.held(p) > held  # part of it written, not trimmed
+        on_loop(b, m.close)
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b, **kw)
+        assert snapshot(b, m) == before
+        # ... and a whole trim from there still gives it.
+        assert on_loop(b, lambda: m.trim(metadata_partition(TP, 5), force=True))
+        assert snapshot(b, m) == before
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        assert snapshot(b, manager(b, **kw)) == before

@@ -138,6 +138,8 @@ class TopicBasedRemoteLogMetadataManager:
             self.num_partitions = ti.partitions
         self._started = True
         for p in range(self.num_partitions):
+            if self._closed:
+                return
             if ti is not None:
                 await self._replay_partition(p)
             self._ready.add(p)
@@ -181,8 +183,10 @@ class TopicBasedRemoteLogMetadataManager:
         self._trims.clear()
 
     def is_ready(self, tp: TopicIdPartition) -> bool:
-        """True once ``tp``'s metadata partition is replayed (and until :meth:`close`)."""
-        return self._started and self.metadata_partition(tp) in self._ready
+        """True once ``tp``'s metadata partition is replayed (and until :meth:`close`). Reads
+        of a partition that is not ready answer from what is replayed so far: callers that act
+        on the answer (the copier, retention) wait for readiness, as Kafka's refuse to run."""
+        return not self._closed and self.metadata_partition(tp) in self._ready
 
     def metadata_partition(self, tp: TopicIdPartition) -> int:
         return metadata_partition(tp, self.num_partitions)
@@ -205,9 +209,12 @@ class TopicBasedRemoteLogMetadataManager:
         await self._write(md.topic_id_partition, md)
 
     async def _write(self, tp: TopicIdPartition, event: RemoteLogMetadata) -> None:
-        if not self._started or self._closed:
-            raise RuntimeError("the remote log metadata manager is not started")
         p = self.metadata_partition(tp)
+        if self._closed or p not in self._ready:
+            # Kafka's ensureInitializedAndNotClosed: an event checked against a state that is
+            # not fully replayed could be illegal on replay.
+            raise RuntimeError(f"remote log metadata of {tp} is not ready (metadata partition "
+                               f"{p} not replayed, or the manager is closed)")
         async with self._lock(p):
             self.store.check(event)  # ValueError: nothing written
             await self._ensure_topic()
@@ -276,13 +283,14 @@ class TopicBasedRemoteLogMetadataManager:
         return 0 if pl is None else pl.log_end_offset - pl.log_start_offset
 
     def _live_estimate(self, p: int) -> int:
-        # Cheap upper bound of the restatement's size: per segment at most 3 records, per
-        # user partition one delete record and one 4-record unit per leader epoch.
+        # A cheap estimate of the restatement's size (no need to build it): two records per
+        # segment (added, copied; a segment being deleted has three, one never copied one),
+        # at most one 4-record unit per leader epoch, one partition-delete record.
         total = 0
         for tp in self._pinned.get(p, ()):
             cache = self.store.cache(tp)
             if cache is not None:
-                total += 3 * len(cache) + 4 * len(cache.epochs())
+                total += 2 * len(cache) + 4 * len(cache.epochs())
             total += 1
         return total
 
@@ -307,11 +315,11 @@ class TopicBasedRemoteLogMetadataManager:
         finally:
             self._trims.pop(p, None)
 
-    async def trim(self, p: int) -> bool:
+    async def trim(self, p: int, *, force: bool = False) -> bool:
         """Snapshot-and-trim metadata partition ``p`` if it holds too many superseded records
-        (module doc). Returns whether it did."""
+        (module doc), or anyway with ``force``. Returns whether it did."""
         async with self._lock(p):
-            if not self._needs_trim(p):
+            if not force and not self._needs_trim(p):
                 return False
             pl = self.replicas.get_log(self.topic, p)
             if pl is None:
