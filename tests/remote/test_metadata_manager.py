@@ -409,3 +409,39 @@ def test_a_trim_cut_short_leaves_the_same_state(tmp_path: Path,
         assert snapshot(b, m) == before
     with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
         assert snapshot(b, manager(b, **kw)) == before
+
+
+def test_a_finished_partition_delete_forgets_the_partition(tmp_path: Path) -> None:
+    a = seg(0, 9, TP_OTHER)
+    states = RemotePartitionDeleteState
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b)
+        copy(b, m, a)
+        copy(b, m, seg(0, 9))
+        for st in (states.DELETE_PARTITION_MARKED, states.DELETE_PARTITION_STARTED):
+            on_loop(b, lambda st=st: m.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(TP_OTHER, st, 7, 0)))
+            assert m.partition_delete_state(TP_OTHER) is st
+        for state in (S.DELETE_SEGMENT_STARTED, S.DELETE_SEGMENT_FINISHED):
+            on_loop(b, lambda state=state: m.update_remote_log_segment_metadata(upd(a, state)))
+        on_loop(b, lambda: m.put_remote_partition_delete_metadata(RemotePartitionDeleteMetadata(
+            TP_OTHER, states.DELETE_PARTITION_FINISHED, 8, 0)))
+        assert m.partitions() == [TP]
+        assert m.partition_delete_state(TP_OTHER) is None
+        on_loop(b, lambda: m.trim(metadata_partition(TP_OTHER, 5), force=True))
+        assert m.partitions() == [TP]
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b)
+        assert m.partitions() == [TP]
+        assert m.list_remote_log_segments(TP_OTHER) == []
+
+
+def test_positive_retention_is_warned_about(tmp_path: Path,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    cfg = {**TIERED, "rlmm.config.remote.log.metadata.topic.retention.ms": "604800000"}
+    with EmbeddedBroker(str(tmp_path), config=cfg) as b:
+        m = manager(b)
+        copy(b, m, seg(0, 9))
+        ti = b.broker.controller.metadata.topics[REMOTE_LOG_METADATA_TOPIC]
+        assert ti.configs["retention.ms"] == "604800000"
+        assert "retention deletes remote log metadata" in caplog.text

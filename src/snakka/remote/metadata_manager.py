@@ -136,6 +136,11 @@ class TopicBasedRemoteLogMetadataManager:
                             "topic's count is used (it is fixed once created)", self.topic,
                             ti.partitions, self.num_partitions)
             self.num_partitions = ti.partitions
+        if self.retention_ms >= 0:
+            log.warning("rlmm.config.remote.log.metadata.topic.retention.ms=%d: retention "
+                        "deletes remote log metadata, and the remote segments it described "
+                        "are forgotten at the next start (-1 keeps it; the manager trims what "
+                        "is superseded itself)", self.retention_ms)
         self._started = True
         for p in range(self.num_partitions):
             if self._closed:
