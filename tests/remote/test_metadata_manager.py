@@ -340,6 +340,17 @@ def test_clients_see_the_topic_as_the_brokers_own(tmp_path: Path) -> None:
             kadmin.close()
         # The manager's state is untouched by the attempt.
         assert len(m.list_remote_log_segments(TP)) == 1
+        # The snakka CLI: `topics list` leaves the broker's own topics out, `describe` shows it.
+        from click.testing import CliRunner
+
+        from snakka.cli import main
+        runner = CliRunner()
+        listed = runner.invoke(main, ["topics", "list", "-b", b.bootstrap_servers])
+        assert listed.exit_code == 0 and REMOTE_LOG_METADATA_TOPIC not in listed.output
+        desc = runner.invoke(main, ["topics", "describe", REMOTE_LOG_METADATA_TOPIC,
+                                    "-b", b.bootstrap_servers])
+        assert desc.exit_code == 0, desc.output
+        assert "partitions 5" in desc.output and "retention.ms=-1" in desc.output, desc.output
 
 
 def test_partitions_become_ready_as_their_metadata_partition_is_replayed(tmp_path: Path) -> None:
