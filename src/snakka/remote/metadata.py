@@ -479,41 +479,43 @@ class RemoteLogMetadataCache:
                    if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
 
     # -- restatement -----------------------------------------------------------------------
-    def restate(self) -> list[list[RemoteLogMetadata]]:
+    def restate(self) -> Iterator[list[RemoteLogMetadata]]:
         """Events that rebuild this cache's observable state from nothing (module doc), in
         units: each unit is the life of one segment and must be appended atomically (one
         batch), so that replaying the old records plus any prefix of whole units changes
-        nothing (a unit re-applied on top of the state it restates is a no-op overall)."""
-        started = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+        nothing (a unit re-applied on top of the state it restates is a no-op overall).
+        Units are built lazily (the caller may yield between them); the cache must not change
+        meanwhile."""
         finished = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-        delete_started = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
-        # (order, unit): copied segments in the order they were copied (what the per-epoch
-        # index depends on), then the segments never copied, in arrival order.
-        units: list[tuple[tuple[int, int], list[RemoteLogMetadata]]] = []
-        # The deleted segments that still hold an epoch's highest copied offset: their whole
-        # life again (added, copied, deleted).
+        # The deleted segments that still hold an epoch's highest copied offset come back
+        # whole (added, copied, deleted); then every live segment. Copied segments in the
+        # order they were copied (what the per-epoch index depends on), then the segments
+        # never copied, in arrival order.
+        order: list[tuple[tuple[int, int], bool, RemoteLogSegmentMetadata]] = []
         seen: set[RemoteLogSegmentId] = set()
         for seq, md in self._highest_source.values():
             sid = md.segment_id
-            if sid in self._segments or sid in seen:
-                continue
-            seen.add(sid)
-            units.append(((0, seq), [dataclasses.replace(md, state=started),
-                                     _update_to(md, finished), _update_to(md, delete_started),
-                                     _update_to(md, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)]))
-        for md in self._segments.values():
-            sid = md.segment_id
-            unit: list[RemoteLogMetadata] = [dataclasses.replace(md, state=started)]
-            if sid in self._finished:
-                unit.append(_update_to(md, finished))
-                order = (0, self._finished[sid])
+            if sid not in self._segments and sid not in seen:
+                seen.add(sid)
+                order.append(((0, seq), True, md))
+        for sid, md in self._segments.items():
+            copied = self._finished.get(sid)
+            order.append(((0, copied) if copied is not None else (1, self._added[sid]),
+                          False, md))
+        order.sort(key=lambda x: x[0])
+        for _key, gone, md in order:
+            unit: list[RemoteLogMetadata] = [
+                dataclasses.replace(md, state=RemoteLogSegmentState.COPY_SEGMENT_STARTED)]
+            if gone:
+                unit.extend(_update_to(md, state) for state in (
+                    finished, RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                    RemoteLogSegmentState.DELETE_SEGMENT_FINISHED))
             else:
-                order = (1, self._added[sid])
-            if md.state is delete_started:
-                unit.append(_update_to(md, delete_started))
-            units.append((order, unit))
-        units.sort(key=lambda u: u[0])
-        return [u for _order, u in units]
+                if md.segment_id in self._finished:
+                    unit.append(_update_to(md, finished))
+                if md.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+                    unit.append(_update_to(md, md.state))
+            yield unit
 
 
 def _listing_order(md: RemoteLogSegmentMetadata) -> tuple[int, int, int]:
@@ -597,14 +599,14 @@ class RemotePartitionMetadataStore:
             return False
         return True
 
-    def restate_partition(self, tp: TopicIdPartition) -> list[list[RemoteLogMetadata]]:
+    def restate_partition(self, tp: TopicIdPartition) -> Iterator[list[RemoteLogMetadata]]:
         """The units (see RemoteLogMetadataCache.restate) that rebuild ``tp``'s state."""
         cache = self._caches.get(tp)
-        units = [] if cache is None else cache.restate()
+        if cache is not None:
+            yield from cache.restate()
         delete = self._deletes.get(tp)
         if delete is not None:
-            units.append([delete])
-        return units
+            yield [delete]
 
     def restate(self, tps: Iterable[TopicIdPartition]) -> Iterator[list[RemoteLogMetadata]]:
         """The units that rebuild the state of ``tps`` from nothing, partition by partition."""
