@@ -7,6 +7,8 @@ import struct
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from snakka.protocol.primitives import base64_to_uuid
 from snakka.remote.metadata import (
@@ -245,3 +247,24 @@ def test_values_captured_from_kafka_4_0() -> None:
     assert update.custom_metadata == b"snakka-0"
     assert serialize(md) == KAFKA_SEGMENT and serialize(update) == KAFKA_UPDATE
     assert metadata_partition(tp, 50) == 6
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from([SEGMENT_BYTES, UPDATE_BYTES, DELETE_BYTES, SNAPSHOT_BYTES,
+                        KAFKA_SEGMENT, KAFKA_UPDATE]),
+       st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=4),
+       st.integers(0, 250), st.binary(max_size=8))
+def test_damaged_values_raise_only_the_serde_error(raw: bytes, flips: list[tuple[int, int]],
+                                                   cut: int, tail: bytes) -> None:
+    """Whatever a damaged value holds, decoding either succeeds or raises the serde's error
+    (the manager logs and skips those; anything else would stop the broker's start)."""
+    data = bytearray(raw)
+    for pos, byte in flips:
+        if pos < len(data):
+            data[pos] = byte
+    data = data[:cut] + tail if cut < len(data) else data
+    try:
+        event = deserialize(bytes(data))
+    except RemoteLogMetadataSerdeError:
+        return
+    assert deserialize(serialize(event)) == event

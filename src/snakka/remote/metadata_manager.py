@@ -179,7 +179,12 @@ class TopicBasedRemoteLogMetadataManager:
             except RemoteLogMetadataSerdeError as exc:
                 log.warning("%s: undecodable record skipped: %s", where, exc)
                 continue
-            if self.store.replay(event, where):
+            try:
+                applied = self.store.replay(event, where)
+            except Exception:  # a bug must not keep the broker from starting: say it loudly
+                log.exception("%s: record could not be applied, skipped: %s", where, event)
+                continue
+            if applied:
                 self._note_pinned(event, p)
 
     def close(self) -> None:
