@@ -278,12 +278,17 @@ CRASH_SCRIPT = textwrap.dedent("""
                                                broker_id=0, time_ms=b.time_ms)
         await m.start()
         tp = TopicIdPartition(uuid.UUID(sys.argv[2]), "orders", 0)
-        for i in range(int(sys.argv[3])):
+        n = int(sys.argv[3])  # 0: until killed, printing each acknowledged copy
+        i = 0
+        while n == 0 or i < n:
             md = RemoteLogSegmentMetadata(RemoteLogSegmentId(tp, uuid.UUID(int=i + 1)), i * 10,
                                           i * 10 + 9, 0, 0, 0, 10, ((0, i * 10),))
             await m.add_remote_log_segment_metadata(md)
             await m.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
                 md.segment_id, 1, S.COPY_SEGMENT_FINISHED, 0, b"x"))
+            if n == 0:
+                print("ACK", i, flush=True)
+            i += 1
         print("WRITTEN", flush=True)
         await asyncio.sleep(3600)
 
@@ -456,3 +461,66 @@ def test_positive_retention_is_warned_about(tmp_path: Path,
         ti = b.broker.controller.metadata.topics[REMOTE_LOG_METADATA_TOPIC]
         assert ti.configs["retention.ms"] == "604800000"
         assert "retention deletes remote log metadata" in caplog.text
+
+
+def test_acknowledged_events_survive_sigkill_mid_stream(tmp_path: Path) -> None:
+    """SIGKILL while the manager keeps writing: every copy whose COPY_SEGMENT_FINISHED call
+    returned is there after the restart; at most the one in flight is less far."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.Popen([sys.executable, "-c", CRASH_SCRIPT, str(tmp_path), str(TP.topic_id),
+                             "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    acked = -1
+    try:
+        assert proc.stdout is not None
+        while acked < 40:
+            line = proc.stdout.readline()
+            assert line.startswith(b"ACK"), line
+            acked = int(line.split()[1])
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b)
+        segs = m.list_remote_log_segments(TP)
+        done = [s for s in segs if s.state is S.COPY_SEGMENT_FINISHED]
+        assert [s.segment_id.id for s in done[:acked + 1]] == [
+            uuid.UUID(int=i + 1) for i in range(acked + 1)]
+        assert len(segs) <= len(done) + 1  # the copy in flight, if its start was written
+        assert m.highest_offset_for_epoch(TP, 0) >= acked * 10 + 9
+
+
+def test_concurrent_writers_keep_log_and_memory_in_step(tmp_path: Path) -> None:
+    """Twenty partitions' copiers at once (four per metadata partition) and deletions racing
+    them: what the log replays to is what memory holds."""
+    tps = [TopicIdPartition(uuid.UUID(int=(i + 1) * 7919), f"t{i % 3}", i) for i in range(20)]
+
+    async def life(m: TopicBasedRemoteLogMetadataManager, tp: TopicIdPartition) -> None:
+        mds = [seg(i * 10, i * 10 + 9, tp) for i in range(6)]
+        for md in mds:
+            await m.add_remote_log_segment_metadata(md)
+            await m.update_remote_log_segment_metadata(upd(md, S.COPY_SEGMENT_FINISHED))
+        for md in mds[:2]:
+            await m.update_remote_log_segment_metadata(upd(md, S.DELETE_SEGMENT_STARTED))
+            await m.update_remote_log_segment_metadata(upd(md, S.DELETE_SEGMENT_FINISHED))
+
+    def look(m: TopicBasedRemoteLogMetadataManager) -> Any:
+        return {tp: (m.list_remote_log_segments(tp), m.highest_offset_for_epoch(tp, 0))
+                for tp in tps}
+
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b, compact_min_records=40, compact_ratio=1)
+
+        async def everyone() -> None:
+            await asyncio.gather(*(life(m, tp) for tp in tps))
+            while m._trims:
+                await asyncio.gather(*m._trims.values(), return_exceptions=True)
+        on_loop(b, everyone)
+        before = on_loop(b, lambda: look(m))
+        assert all(len(segs) == 4 and hi == 59 for segs, hi in before.values())
+        assert sorted(m.metadata_partitions_of(tps)) == list(range(5))
+        trimmed = [p for p in range(5) if b.broker.replicas.get_log(
+            REMOTE_LOG_METADATA_TOPIC, p).log_start_offset > 0]
+        assert trimmed, "no trim ran among the writers"
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b)
+        assert on_loop(b, lambda: look(m)) == before
