@@ -1,8 +1,13 @@
-"""``__remote_log_metadata`` as Apache Kafka 4.0 writes it: the reference broker tiers a topic
-through a tiny RemoteStorageManager of ours (Java, compiled here: it keeps nothing and returns
-custom metadata), we read its metadata topic with kafka-python, and snakka's serde must decode
-every record, re-encode it to the same bytes, find it in the partition our partitioner names,
-and rebuild the state Kafka's events describe (copies, then the deletion of the topic)."""
+"""``__remote_log_metadata`` between snakka and Apache Kafka 4.0, both ways.
+
+Kafka -> snakka: the reference broker tiers a topic through a tiny RemoteStorageManager of ours
+(Java, compiled here: it keeps nothing and returns custom metadata), we read its metadata topic
+with kafka-python, and snakka's serde must decode every record, re-encode it to the same bytes,
+find it in the partition our partitioner names, and rebuild the state Kafka's events describe
+(copies, then the deletion of the topic).
+
+snakka -> Kafka: Kafka's own RemoteLogMetadataFormatter (kafka-console-consumer.sh) reads the
+``__remote_log_metadata`` a snakka broker wrote, every kind of record included."""
 
 from __future__ import annotations
 
@@ -29,9 +34,10 @@ from snakka.remote.types import (
     TopicIdPartition,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    ref.skip_reason() is not None or shutil.which("javac") is None,
-    reason=ref.skip_reason() or "no `javac` on PATH (needed to build the test's Java RSM)")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(ref.skip_reason() is not None,
+                                                    reason=ref.skip_reason() or "")]
+needs_javac = pytest.mark.skipif(shutil.which("javac") is None,
+                                 reason="no `javac` on PATH (needed to build the test's Java RSM)")
 
 S = RemoteLogSegmentState
 TOPIC = "tiered"
@@ -91,6 +97,7 @@ def _tp_of(event: Any) -> TopicIdPartition:
     return event.topic_id_partition
 
 
+@needs_javac
 def test_kafka_written_remote_log_metadata(tmp_path: Path) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
@@ -185,3 +192,70 @@ def test_kafka_written_remote_log_metadata(tmp_path: Path) -> None:
     cache = store.cache(tp)
     assert cache is None or not [m for m in cache.segments()
                                  if m.state is not S.COPY_SEGMENT_STARTED]
+
+
+def test_kafka_reads_what_snakka_writes(tmp_path: Path) -> None:
+    import asyncio
+    import uuid
+
+    from snakka.protocol.primitives import uuid_to_base64
+    from snakka.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
+    from snakka.remote.types import (
+        RemoteLogSegmentId,
+        RemotePartitionDeleteState,
+    )
+    from snakka.testing import EmbeddedBroker
+
+    tp = TopicIdPartition(uuid.UUID("6d2a8c5e-1f0b-4c1a-9b7e-3a4f5e6d7c8b"), "orders", 2)
+    sid = RemoteLogSegmentId(tp, uuid.UUID("11111111-2222-4333-8444-555555555555"))
+    events: list[Any] = [
+        RemoteLogSegmentMetadata(sid, 100, 199, 1_700_000_000_000, 0, 1_700_000_001_000, 4096,
+                                 ((0, 100), (3, 150)), txn_index_empty=True),
+        RemoteLogSegmentMetadataUpdate(sid, 1_700_000_002_000, S.COPY_SEGMENT_FINISHED, 0,
+                                       b"manifest-crc"),
+        RemoteLogSegmentMetadataUpdate(sid, 1_700_000_003_000, S.DELETE_SEGMENT_STARTED, 0,
+                                       b"manifest-crc"),
+        RemoteLogSegmentMetadataUpdate(sid, 1_700_000_004_000, S.DELETE_SEGMENT_FINISHED, 0,
+                                       b"manifest-crc"),
+        RemotePartitionDeleteMetadata(tp, RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                                      1_700_000_005_000, 0),
+        RemotePartitionDeleteMetadata(tp, RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
+                                      1_700_000_006_000, 0),
+    ]
+    config = {"remote.log.storage.system.enable": "true",
+              "rlmm.config.remote.log.metadata.topic.num.partitions": "3"}
+    with EmbeddedBroker(str(tmp_path), config=config) as b:
+        br = b.broker
+        m = TopicBasedRemoteLogMetadataManager(br.controller, br.replicas, br.config,
+                                               broker_id=0, time_ms=br.time_ms)
+
+        async def write() -> None:
+            await m.start()
+            await m.add_remote_log_segment_metadata(events[0])
+            for ev in events[1:4]:
+                await m.update_remote_log_segment_metadata(ev)
+            for ev in events[4:]:
+                await m.put_remote_partition_delete_metadata(ev)
+        assert b._loop is not None
+        asyncio.run_coroutine_threadsafe(write(), b._loop).result(30)
+        out = ref.run_tool(
+            "kafka-console-consumer.sh", "--bootstrap-server", b.bootstrap_servers,
+            "--topic", "__remote_log_metadata", "--from-beginning", "--max-messages", "6",
+            "--timeout-ms", "30000", "--formatter",
+            "org.apache.kafka.server.log.remote.metadata.storage.serialization."
+            "RemoteLogMetadataSerde$RemoteLogMetadataFormatter")
+    lines = [x for x in out.stdout.splitlines() if x.startswith("partition: ")]
+    assert len(lines) == 6, out.stdout + out.stderr
+    want_partition = metadata_partition(tp, 3)
+    assert all(x.startswith(f"partition: {want_partition}, offset: {i},")
+               for i, x in enumerate(lines)), lines
+    text = "\n".join(lines)
+    # What Kafka's toString() of each decoded event says.
+    for needle in ("startOffset=100", "endOffset=199", "segmentSizeInBytes=4096",
+                   "segmentLeaderEpochs={0=100, 3=150}", "txnIdxEmpty=true",
+                   "COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_STARTED",
+                   "DELETE_SEGMENT_FINISHED", "DELETE_PARTITION_MARKED",
+                   "DELETE_PARTITION_FINISHED", f"id={uuid_to_base64(sid.id)}",
+                   f"{uuid_to_base64(tp.topic_id)}:orders-2",
+                   "CustomMetadata{12 bytes}"):
+        assert needle in text, (needle, text)
