@@ -299,14 +299,21 @@ def _epoch_end(md: RemoteLogSegmentMetadata, epoch: int) -> int:
 
 class _LeaderEpochState:
     """One leader epoch of one partition (Kafka's RemoteLogLeaderEpochState): start offset ->
-    COPY_SEGMENT_FINISHED segment id (sorted), the other segments of the epoch still tracked
-    (copying, duplicates, deleting), and the highest copied offset of the epoch."""
+    the COPY_SEGMENT_FINISHED copies starting there (sorted by start; per start, in the order
+    they finished: the last one is read), the other segments of the epoch still tracked
+    (copying, replaced, deleting), and the highest copied offset of the epoch.
+
+    One difference from Kafka, for copies of the same offsets (a copy retried after an
+    ambiguous failure): Kafka keeps only the last one in its index, so deleting it leaves the
+    range unreadable although the earlier copy is still complete; here the earlier copy is read
+    again. That also makes the index depend only on the live copies and the order they
+    finished, which is what a restatement replays."""
 
     __slots__ = ("offsets", "ids", "unreferenced", "highest")
 
     def __init__(self) -> None:
         self.offsets: list[int] = []  # sorted start offsets of referenced segments
-        self.ids: dict[int, RemoteLogSegmentId] = {}
+        self.ids: dict[int, list[RemoteLogSegmentId]] = {}  # start -> copies, last is read
         self.unreferenced: set[RemoteLogSegmentId] = set()
         self.highest: int | None = None
 
@@ -315,32 +322,39 @@ class _LeaderEpochState:
 
     def copy_finished(self, start: int, sid: RemoteLogSegmentId, epoch_end: int) -> None:
         # A later upload that covers what earlier ones did (a new leader copied a superset)
-        # replaces them: they become unreferenced (still listed, so they get deleted).
-        while (self.offsets and self.offsets[-1] >= start and self.highest is not None
+        # replaces those starting after it: they become unreferenced (still listed, so they
+        # get deleted). Copies starting at the same offset stay behind it (class doc).
+        while (self.offsets and self.offsets[-1] > start and self.highest is not None
                and self.highest <= epoch_end):
             last = self.offsets.pop()
-            self.unreferenced.add(self.ids.pop(last))
-        if start not in self.ids:
+            self.unreferenced.update(self.ids.pop(last))
+        copies = self.ids.get(start)
+        if copies is None:
             bisect.insort(self.offsets, start)
-        else:
-            self.unreferenced.add(self.ids[start])
-        self.ids[start] = sid
+            copies = self.ids[start] = []
+        copies.append(sid)
         self.unreferenced.discard(sid)
         if self.highest is None or epoch_end > self.highest:
             self.highest = epoch_end
 
     def delete_started(self, start: int, sid: RemoteLogSegmentId) -> None:
-        if self.ids.get(start) == sid:
-            del self.ids[start]
-            self.offsets.pop(bisect.bisect_left(self.offsets, start))
+        copies = self.ids.get(start)
+        if copies is not None and sid in copies:
+            copies.remove(sid)
+            if not copies:
+                del self.ids[start]
+                self.offsets.pop(bisect.bisect_left(self.offsets, start))
         self.unreferenced.add(sid)
 
     def delete_finished(self, sid: RemoteLogSegmentId) -> None:
         self.unreferenced.discard(sid)
 
+    def referenced(self) -> list[RemoteLogSegmentId]:
+        return [sid for o in self.offsets for sid in self.ids[o]]
+
     def floor(self, offset: int) -> RemoteLogSegmentId | None:
         i = bisect.bisect_right(self.offsets, offset)
-        return self.ids[self.offsets[i - 1]] if i else None
+        return self.ids[self.offsets[i - 1]][-1] if i else None
 
 
 class RemoteLogMetadataCache:
@@ -376,6 +390,13 @@ class RemoteLogMetadataCache:
         if existing is not None and not is_valid_transition(existing.state, md.state):
             raise ValueError(f"segment {md.segment_id} is already {existing.state.name}"
                              f" (its copy cannot start again)")
+        if existing is None and any(src.segment_id == md.segment_id
+                                    for _seq, src in self._highest_source.values()):
+            # Kafka would take a deleted segment's id again (copy ids are fresh uuids, so no
+            # copier does). Refused for the deleted copy that still holds an epoch's highest
+            # offset: the restatement brings it back to life and deletes it again, and a
+            # second life under the same id could not be told apart from the first.
+            raise ValueError(f"segment {md.segment_id} was deleted (a copy id is not reused)")
 
     def add_copy_in_progress_segment(self, md: RemoteLogSegmentMetadata) -> None:
         self.check_add(md)
@@ -450,7 +471,7 @@ class RemoteLogMetadataCache:
         state = self._epochs.get(epoch)
         if state is None:
             return []
-        ids = [state.ids[o] for o in state.offsets] + list(state.unreferenced)
+        ids = state.referenced() + list(state.unreferenced)
         return sorted((self._segments[i] for i in ids if i in self._segments),
                       key=_listing_order)
 
@@ -485,7 +506,13 @@ class RemoteLogMetadataCache:
         batch), so that replaying the old records plus any prefix of whole units changes
         nothing (a unit re-applied on top of the state it restates is a no-op overall).
         Units are built lazily (the caller may yield between them); the cache must not change
-        meanwhile."""
+        meanwhile.
+
+        Exact for everything one leader produces (copies in order, retried copies of the same
+        offsets, deletions). Not exact in one case only several leaders produce: a copy that
+        replaced overlapping copies starting after it (a new leader's superset) and was then
+        deleted itself; the replaced copies, still complete, are readable again after a
+        restatement."""
         finished = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
         # The deleted segments that still hold an epoch's highest copied offset come back
         # whole (added, copied, deleted); then every live segment. Copied segments in the
