@@ -186,6 +186,18 @@ def test_a_deleted_copy_holding_the_highest_offset_is_not_started_again() -> Non
     assert c.highest_offset_for_epoch(0) == 9 and c.segments() == []
 
 
+def test_a_partition_whose_only_copy_was_cleaned_up_has_no_metadata() -> None:
+    # A copy abandoned before it finished (COPY_SEGMENT_STARTED -> DELETE_*): nothing is left
+    # to say about the partition, after a restatement or not (found by the property test).
+    store = RemotePartitionMetadataStore()
+    a = seg(0, 9)
+    store.apply(a)
+    store.apply(upd(a, S.DELETE_SEGMENT_STARTED))
+    assert store.partitions() == [TP]
+    store.apply(upd(a, S.DELETE_SEGMENT_FINISHED))
+    assert store.partitions() == [] and store.cache(TP) is None
+
+
 def test_partition_delete_states() -> None:
     store = RemotePartitionMetadataStore()
     a = seg(0, 9)
@@ -213,6 +225,7 @@ events_st = st.lists(
     st.one_of(
         st.tuples(st.just("next"), st.integers(0, 11)),
         st.tuples(st.just("next"), st.integers(0, 11)),
+        st.tuples(st.just("abandon"), st.integers(0, 11)),
         st.tuples(st.just("add"), st.integers(0, 11)),
         st.tuples(st.just("to"), st.integers(0, 11), st.sampled_from(_STATES)),
         st.tuples(st.just("pdel"), st.sampled_from([0, 1]),
@@ -252,6 +265,12 @@ def _to_events(raw: list[tuple[Any, ...]]) -> list[Any]:
                 continue
             step[ev[1]] = k
             out.append(segs[ev[1]] if k == 0 else upd(segs[ev[1]], path[k], ts=100 + len(out)))
+        elif ev[0] == "abandon":  # a copy given up: started -> deleting -> deleted
+            k = step.get(ev[1], -1)
+            nxt = {0: S.DELETE_SEGMENT_STARTED, 2: S.DELETE_SEGMENT_FINISHED}.get(k)
+            if nxt is not None:
+                step[ev[1]] = {S.DELETE_SEGMENT_STARTED: 2, S.DELETE_SEGMENT_FINISHED: 3}[nxt]
+                out.append(upd(segs[ev[1]], nxt, ts=100 + len(out)))
         elif ev[0] == "add":
             out.append(segs[ev[1]])
         elif ev[0] == "to":

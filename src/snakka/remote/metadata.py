@@ -380,6 +380,10 @@ class RemoteLogMetadataCache:
     def __len__(self) -> int:
         return len(self._segments)
 
+    def is_empty(self) -> bool:
+        """No segment and no copied offset: nothing a restatement would say."""
+        return not self._segments and not self._highest_source
+
     # -- events ----------------------------------------------------------------------------
     def check_add(self, md: RemoteLogSegmentMetadata) -> None:
         """Raise ValueError unless ``md`` may be added now."""
@@ -605,6 +609,8 @@ class RemotePartitionMetadataStore:
             if existing is None:
                 raise ValueError(f"no remote segment {event.segment_id}")
             existing.update_remote_log_segment_metadata(event)
+            if existing.is_empty():  # its only copies were cleaned up before they finished
+                del self._caches[tp]
         elif isinstance(event, RemotePartitionDeleteMetadata):
             tp = event.topic_id_partition
             if event.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
