@@ -47,6 +47,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from snakka.limits import INT32_MAX
 from snakka.protocol.errors import DecodeError
 from snakka.protocol.internal.storage import RECORDS
 from snakka.protocol.internal.storage import remote_log_segment_metadata_record as seg_mod
@@ -133,7 +134,7 @@ def metadata_partition(tp: TopicIdPartition, num_partitions: int) -> int:
     h = 1  # java.util.Objects.hash over (Long lsb, Long msb, Integer partition)
     for element in (_java_long_hash(lsb), _java_long_hash(msb), tp.partition & 0xFFFFFFFF):
         h = (31 * h + element) & 0xFFFFFFFF
-    return (murmur2(h.to_bytes(4, "big")) & 0x7FFFFFFF) % num_partitions
+    return (murmur2(h.to_bytes(4, "big")) & INT32_MAX) % num_partitions  # Utils.toPositive
 
 
 # -- serde -------------------------------------------------------------------------------------
