@@ -30,7 +30,7 @@ import pytest
 
 from snakka.testing import EmbeddedBroker
 
-from .helpers import ck_create_topic, segment_files
+from .helpers import SNAKKA, ck_create_topic, run, segment_files
 from .tiered_support import (
     EARLIEST,
     EARLIEST_LOCAL,
@@ -120,6 +120,37 @@ def test_local_disk_shrinks_and_list_offsets(tiered):
         complete = sorted(s for s, suffixes in segs.items() if "manifest" in suffixes)
         assert complete and complete[0] == 0
         assert len(complete) >= (TOTAL_MB * MiB // PARTITIONS) // SEGMENT_BYTES // 2
+
+
+def test_java_and_cli_tools_see_both_tiers(tiered):
+    """The reference Kafka's kafka-get-offsets.sh (the Java admin client's ListOffsets with
+    earliest-local / latest-tiered, KIP-1005) agrees with the wire answers, and `snakka
+    topics describe` shows the local start and the latest tiered offset per partition."""
+    bs, topic = tiered.broker.bootstrap_servers, tiered.topic
+    parts = range(PARTITIONS)
+    local_start = list_offsets(bs, topic, parts, EARLIEST_LOCAL)
+    remote_end = list_offsets(bs, topic, parts, LATEST_TIERED)
+    out = run([SNAKKA, "topics", "describe", topic, "-b", bs]).stdout.decode()
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["0"], ["1"])]
+    assert "local start" in out and "latest tiered" in out, out
+    for row in rows:
+        p = int(row[0])
+        # partition leader replicas "log start" "log end" records "local start" "latest tiered"
+        assert row[3:8] == [str(0), str(tiered.ends[p]), str(tiered.ends[p]),
+                            str(local_start[p]), str(remote_end[p])], (row, out)
+    assert len(rows) == PARTITIONS, out
+    from reference_kafka import run_tool, skip_reason
+
+    if skip_reason():
+        pytest.skip(skip_reason())
+    for spec, want in (("earliest-local", local_start), ("latest-tiered", remote_end),
+                       ("earliest", dict.fromkeys(parts, 0))):
+        r = run_tool("kafka-get-offsets.sh", "--bootstrap-server", bs, "--topic", topic,
+                     "--time", spec)
+        assert r.returncode == 0, r.stderr[-2000:]
+        got = {int(line.split(":")[1]): int(line.split(":")[2])
+               for line in r.stdout.split() if line.startswith(topic + ":")}
+        assert got == want, (spec, r.stdout)
 
 
 @pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python", "console-consumer"])
