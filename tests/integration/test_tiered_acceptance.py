@@ -181,7 +181,11 @@ def test_restart_rebuilds_remote_metadata(tiered, how):
     broker.start()
     bs = broker.bootstrap_servers
     # The remote part is known again only through __remote_log_metadata: the local segments
-    # below the local start are gone.
+    # below the local start are gone. The start-up line says what the replay found.
+    replays = [line for line in broker.output
+               if "of __remote_log_metadata replayed" in line]
+    assert f"replayed, {PARTITIONS} user partition(s) with remote metadata" in replays[-1], \
+        replays[-1]
     assert list_offsets(bs, tiered.topic, parts, EARLIEST) == dict.fromkeys(parts, 0)
     assert list_offsets(bs, tiered.topic, parts, LATEST_TIERED) == tiered.tiered
     got = ck_digest(bs, tiered.topic, tiered.ends)
