@@ -650,11 +650,19 @@ class LocalBackend(Backend):
         os.rename(self.root, self.root + ".away")
 
     def up(self) -> None:
+        if os.path.exists(self.root):  # recreated meanwhile: what the mount would hide
+            os.rename(self.root, self.root + ".recreated")
         os.rename(self.root + ".away", self.root)
+
+    def is_down(self) -> bool:
+        """Still away: nobody recreated the root meanwhile (a broker writing into the empty
+        mount point of an unmounted NAS would)."""
+        return not os.path.exists(self.root)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
         shutil.rmtree(self.root + ".away", ignore_errors=True)
+        shutil.rmtree(self.root + ".recreated", ignore_errors=True)
 
 
 class S3Backend(Backend):
@@ -685,6 +693,9 @@ class S3Backend(Backend):
 
     def up(self) -> None:
         self.server.up()
+
+    def is_down(self) -> bool:
+        return not self.server.is_up
 
     def close(self) -> None:
         if not self.server.is_up:
