@@ -223,3 +223,75 @@ def test_share_fetch_of_remote_records_waits_for_the_remote_read():
         first, got = run_async(go())
         assert first and first[0][0] == 0
         assert [(o, v) for o, v, _c in got] == [(i, _value(i)) for i in range(n)]
+
+
+def test_list_offsets_by_timestamp_below_the_local_start():
+    """offsets_for_times (confluent-kafka and kafka-python) of timestamps held only in
+    remote segments: the first record at or after each, as before tiering; a timestamp past
+    every record is -1 / None."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    with EmbeddedBroker() as b:
+        _pool, _rsm, local = _produce_tiered(b)
+        targets = [0, 7, PER_ROUND + 3, 3 * PER_ROUND + 49, local + 2]
+        c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "unused"})
+        try:  # one partition per call: librdkafka keeps one timestamp per partition
+            got = [c.offsets_for_times([CTP(TOPIC, 0, TS0 + i)], timeout=30)[0].offset
+                   for i in targets + [10**9]]
+        finally:
+            c.close()
+        assert got == targets + [-1]
+        k = KafkaConsumer(bootstrap_servers=b.bootstrap_servers)
+        try:
+            for i in targets:
+                found = k.offsets_for_times({KTP(TOPIC, 0): TS0 + i})[KTP(TOPIC, 0)]
+                assert (found.offset, found.timestamp) == (i, TS0 + i)
+        finally:
+            k.close()
+
+
+def test_list_offsets_by_timestamp_with_a_stalled_store_times_out_per_partition():
+    """The store hangs: ListOffsets v10 with TimeoutMs 300 answers REQUEST_TIMED_OUT for the
+    remote lookup (Kafka's DelayedRemoteListOffsets), the other partition at once-ish; the
+    store fails: KAFKA_STORAGE_ERROR."""
+    from snakka.protocol.messages.list_offsets_request import (
+        ListOffsetsPartition,
+        ListOffsetsRequest,
+        ListOffsetsTopic,
+    )
+
+    gate = threading.Event()
+    with EmbeddedBroker() as b:
+        try:
+            _pool, rsm, _local = _produce_tiered(b, partitions=2, gate=gate)
+
+            async def ask(timeout_ms):
+                conn = await raw_connect(b.bootstrap_servers)
+                try:
+                    t0 = time.monotonic()
+                    resp = await conn.send(ListOffsetsRequest(
+                        replica_id=-1, isolation_level=0, timeout_ms=timeout_ms,
+                        topics=[ListOffsetsTopic(name=TOPIC, partitions=[
+                            ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
+                                                 timestamp=TS0 + 5) for p in (0, 1)])]),
+                        version=10)
+                    return ({pr.partition_index: (pr.error_code, pr.offset)
+                             for pr in resp.topics[0].partitions}, time.monotonic() - t0)
+                finally:
+                    await conn.close()
+
+            got, took = run_async(ask(300))
+            assert got == {0: (7, -1), 1: (0, 0)}, got  # partition 1: local, answered
+            assert 0.25 <= took < 10, took
+            gate.set()
+            got, _ = run_async(ask(30_000))
+            assert got[0] == (0, 5)
+            rsm.fail = OSError("down")
+            _pool.forget_segment(_pool.rlmm.segments[0].segment_id)
+            got, _ = run_async(ask(30_000))
+            assert got[0] == (56, -1)
+        finally:
+            gate.set()
