@@ -295,3 +295,56 @@ def test_list_offsets_by_timestamp_with_a_stalled_store_times_out_per_partition(
             assert got[0] == (56, -1)
         finally:
             gate.set()
+
+
+def test_read_committed_consumer_skips_aborted_records_in_remote_segments():
+    """Transactions aborted and committed in segments that are then tiered: a read_committed
+    librdkafka consumer reading from offset 0 gets the aborted transactions from the remote
+    txn indexes and drops those records; read_uncommitted sees them."""
+    from integration.helpers import ck_read_to_end
+    from storage.helpers import append, batch
+
+    pid, pid2 = 1000, 2000
+    with EmbeddedBroker() as b:
+        async def create():
+            async with Admin(b.bootstrap_servers) as admin:
+                await admin.create_topic(TOPIC, 1)
+
+        run_async(create())
+        plog = b.broker.replicas.get_log(TOPIC, 0)
+        topic_id = b.broker.replicas.metadata.topics[TOPIC].topic_id
+        tp = TopicIdPartition(topic_id, TOPIC, 0)
+        rsm, rlmm = FakeStorage(chunk_size=512), FakeMetadata()
+
+        def write_and_tier():
+            seq = {pid: 0, pid2: 0}
+            for r in range(4):
+                append(plog, batch(2, tag=f"plain{r}-"))
+                append(plog, batch(2, producer_id=pid, producer_epoch=0, base_sequence=seq[pid],
+                                   is_transactional=True, tag=f"aborted{r}-"))
+                seq[pid] += 2
+                plog.roll()  # the ABORT lands in a later segment than its records
+                append(plog, batch(1, producer_id=pid2, producer_epoch=0,
+                                   base_sequence=seq[pid2], is_transactional=True,
+                                   tag=f"committed{r}-"))
+                seq[pid2] += 1
+                plog.append_control_marker(pid, 0, False, 0)
+                plog.append_control_marker(pid2, 0, True, 0)
+                plog.roll()
+            append(plog, batch(1, tag="local-"))
+            mds = tier(plog, tp, rsm, rlmm)
+            drop_local(plog, mds[-1].end_offset + 1)
+            pool = RemoteReaderPool(rlmm, rsm, cache_bytes=1 << 20, threads=2, max_pending=8,
+                                    index_cache_bytes=1 << 20)
+            plog.remote_log_reader = pool.reader_for(plog, tp)
+            return mds
+
+        mds = _on_loop(b, write_and_tier)
+        assert any(not md.txn_index_empty for md in mds)
+        committed = ck_read_to_end(b.bootstrap_servers, TOPIC, "read_committed")
+        uncommitted = ck_read_to_end(b.bootstrap_servers, TOPIC, "read_uncommitted")
+    assert not any(v.startswith(b"aborted") for v in committed), committed
+    assert sum(v.startswith(b"committed") for v in committed) == 4
+    assert sum(v.startswith(b"plain") for v in committed) == 8
+    assert committed[-1].startswith(b"local")
+    assert sum(v.startswith(b"aborted") for v in uncommitted) == 8
