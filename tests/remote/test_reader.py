@@ -515,3 +515,54 @@ def test_a_corrupt_remote_index_is_a_storage_error(tiered):
     rsm.files[md.segment_id.id][IndexType.OFFSET] += b"\x00\x01"
     with pytest.raises(RemoteReadError, match="offset index"):
         plog.read(md.start_offset, 100)
+
+
+def test_a_read_needing_a_chunk_the_read_ahead_is_fetching_waits_for_it(tmp_path):
+    """The read-ahead of chunk k+1 is still in flight when the consumer's next read needs
+    it: the read joins that task (no second fetch of the same bytes)."""
+    plog = write_mixed_log(tmp_path / "t-0")
+    tp = TopicIdPartition(uuid.uuid4(), "t", 0)
+    rsm, rlmm = FakeStorage(chunk_size=1024), FakeMetadata()
+    mds = tier(plog, tp, rsm, rlmm)
+    md = mds[1]
+    ref = {off: bytes(plog.read(off, 150)) for off in range(md.start_offset, md.end_offset + 1)}
+    drop_local(plog, mds[-1].end_offset + 1)
+    pool = RemoteReaderPool(rlmm, rsm, cache_bytes=1 << 20, threads=2, max_pending=4,
+                            index_cache_bytes=1 << 20)
+    plog.remote_log_reader = pool.reader_for(plog, tp)
+
+    async def run():
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(md.start_offset, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        rsm.gate = threading.Event()
+        off = md.start_offset
+        while True:  # read on until the read-ahead of the segment's second chunk started
+            data = plog.read(off, 150)
+            assert bytes(data) == ref[off]
+            off = _next_after(data)
+            if pool.prefetches:
+                break
+        assert pool.tasks_in_flight == 1
+        reads_before = len(rsm.log_reads)
+        pend = None
+        while off <= md.end_offset:
+            try:
+                data = plog.read(off, 150)
+            except RemoteFetchPending as p:
+                pend = p
+                break
+            off = _next_after(data)
+        assert pend is not None and pool.tasks_in_flight == 1  # joined, nothing new
+        rsm.gate.set()
+        await asyncio.wait_for(pend.ready, 10)
+        assert bytes(plog.read(off, 150)) == ref[off]
+        return len(rsm.log_reads) - reads_before
+
+    try:
+        assert asyncio.run(run()) == 1  # only the read-ahead's fetch
+    finally:
+        if rsm.gate is not None:
+            rsm.gate.set()
+        pool.close()
+        plog.close()

@@ -372,10 +372,12 @@ class RemoteReaderPool:
 
         to_submit: list[_Task] = []
         for task in tasks:
-            keys = task.keys(self.chunk_size)
-            joined = [k for k in keys if k in self._inflight]
-            if keys and len(joined) == len(keys):  # all on their way: wait for them
-                for k in joined:
+            # The pieces not cached, if all are on their way (a read-ahead, another reader's
+            # task): wait for those tasks instead of fetching again.
+            keys = [k for k in task.keys(self.chunk_size)
+                    if k not in self._chunks and k not in self._indexes]
+            if keys and all(k in self._inflight for k in keys):
+                for k in keys:
                     waiting[0] += 1
                     self._inflight[k].append(one_done)
                 continue
