@@ -28,6 +28,7 @@ from snakka.testing import EmbeddedBroker
 TOPIC = "tiered"
 ROUNDS, PER_ROUND = 6, 50
 TS0 = 1_700_000_000_000
+STEP = 1000  # ms between records: a test's own delays do not move a time onto another record
 
 
 def _on_loop(b: EmbeddedBroker, fn):
@@ -43,7 +44,7 @@ def _value(i: int) -> bytes:
 
 def _produce_tiered(b: EmbeddedBroker, partitions: int = 1, *, chunk: int = 512,
                     gate: threading.Event | None = None):
-    """ROUNDS x PER_ROUND records to partition 0 (timestamps TS0 + i), a segment per round;
+    """ROUNDS x PER_ROUND records to partition 0 (timestamps TS0 + i * STEP), a segment per round;
     every closed segment tiered and deleted locally; the remote reader installed. Returns
     (pool, storage, first local offset)."""
     async def create():
@@ -56,7 +57,7 @@ def _produce_tiered(b: EmbeddedBroker, partitions: int = 1, *, chunk: int = 512,
     i = 0
     for _ in range(ROUNDS):
         for _ in range(PER_ROUND):
-            p.produce(TOPIC, _value(i), key=b"k%d" % i, partition=0, timestamp=TS0 + i)
+            p.produce(TOPIC, _value(i), key=b"k%d" % i, partition=0, timestamp=TS0 + i * STEP)
             i += 1
         assert p.flush(30) == 0
         _on_loop(b, plog.roll)
@@ -140,7 +141,7 @@ def test_real_consumers_read_a_tiered_partition_from_offset_0():
         got = ck_consume(b.bootstrap_servers, TOPIC, [0], n, timeout=60)
         assert [g.offset for g in got] == list(range(n))
         assert [g.value for g in got] == [_value(i) for i in range(n)]
-        assert [g.timestamp for g in got] == [TS0 + i for i in range(n)]
+        assert [g.timestamp for g in got] == [TS0 + i * STEP for i in range(n)]
         c = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, enable_auto_commit=False,
                           auto_offset_reset="earliest", consumer_timeout_ms=10_000)
         try:
@@ -239,16 +240,16 @@ def test_list_offsets_by_timestamp_below_the_local_start():
         targets = [0, 7, PER_ROUND + 3, 3 * PER_ROUND + 49, local + 2]
         c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "unused"})
         try:  # one partition per call: librdkafka keeps one timestamp per partition
-            got = [c.offsets_for_times([CTP(TOPIC, 0, TS0 + i)], timeout=30)[0].offset
-                   for i in targets + [10**9]]
+            got = [c.offsets_for_times([CTP(TOPIC, 0, TS0 + i * STEP)], timeout=30)[0].offset
+                   for i in targets + [10**7]]
         finally:
             c.close()
         assert got == targets + [-1]
         k = KafkaConsumer(bootstrap_servers=b.bootstrap_servers)
         try:
             for i in targets:
-                found = k.offsets_for_times({KTP(TOPIC, 0): TS0 + i})[KTP(TOPIC, 0)]
-                assert (found.offset, found.timestamp) == (i, TS0 + i)
+                found = k.offsets_for_times({KTP(TOPIC, 0): TS0 + i * STEP})[KTP(TOPIC, 0)]
+                assert (found.offset, found.timestamp) == (i, TS0 + i * STEP)
         finally:
             k.close()
 
@@ -276,7 +277,7 @@ def test_list_offsets_by_timestamp_with_a_stalled_store_times_out_per_partition(
                         replica_id=-1, isolation_level=0, timeout_ms=timeout_ms,
                         topics=[ListOffsetsTopic(name=TOPIC, partitions=[
                             ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
-                                                 timestamp=TS0 + 5) for p in (0, 1)])]),
+                                                 timestamp=TS0 + 5 * STEP) for p in (0, 1)])]),
                         version=10)
                     return ({pr.partition_index: (pr.error_code, pr.offset)
                              for pr in resp.topics[0].partitions}, time.monotonic() - t0)
@@ -348,3 +349,39 @@ def test_read_committed_consumer_skips_aborted_records_in_remote_segments():
     assert sum(v.startswith(b"plain") for v in committed) == 8
     assert committed[-1].startswith(b"local")
     assert sum(v.startswith(b"aborted") for v in uncommitted) == 8
+
+
+def test_share_by_duration_reset_into_remote_segments_starts_at_the_segment():
+    """share.auto.offset.reset=by_duration whose time lies in remote segments not in memory:
+    initialising cannot wait for the remote read, so the share-partition starts at the
+    first remote segment whose records reach that time (from metadata): nothing newer is
+    skipped, nothing from earlier segments is delivered."""
+    from integration.share_protocol import ShareMember, set_group_configs
+
+    n = ROUNDS * PER_ROUND
+    with EmbeddedBroker() as b:
+        _pool, _rsm, _local = _produce_tiered(b)
+        topic_id = b.broker.replicas.metadata.topics[TOPIC].topic_id
+        tp = (topic_id, 0)
+        target = 2 * PER_ROUND + 20  # inside the third segment [100, 149]
+
+        async def go():
+            admin = await raw_connect(b.bootstrap_servers)
+            try:
+                ago = (time.time() * 1000 - (TS0 + target * STEP)) / 1000
+                await set_group_configs(admin, "g", {
+                    "share.auto.offset.reset": f"by_duration:PT{ago:.3f}S"})
+            finally:
+                await admin.close()
+            m = await ShareMember.connect(b.bootstrap_servers, "g")
+            await m.join([TOPIC])
+            got = []
+            for _ in range(100):
+                f = await m.fetch([tp] if not got else None, max_wait_ms=500)
+                got += f.records(*tp)
+                if got and got[-1][0] >= n - 1:
+                    break
+            return got
+
+        got = run_async(go())
+        assert [o for o, _v, _c in got] == list(range(2 * PER_ROUND, n))

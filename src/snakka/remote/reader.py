@@ -752,6 +752,16 @@ class RemotePartitionReader:
                     break
         return None
 
+    def segment_offset_for_timestamp(self, timestamp: int) -> int | None:
+        """Metadata only, no I/O: the start offset of the first remote segment (below the
+        local ones) whose max timestamp reaches ``timestamp``, or None. Every record before
+        it is older than ``timestamp``; a caller that cannot wait for the exact answer
+        (:meth:`offset_for_timestamp`) may start there."""
+        for md in self._finished_segments():
+            if md.max_timestamp_ms >= timestamp:
+                return md.start_offset
+        return None
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
                                      ) -> tuple[list[AbortedTxn], bool]:
         """Kafka's collectAbortedTransactions over the remote segments (below the local
