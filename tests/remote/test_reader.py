@@ -518,14 +518,16 @@ def test_a_corrupt_remote_index_is_a_storage_error(tiered):
 
 
 def test_a_read_needing_a_chunk_the_read_ahead_is_fetching_waits_for_it(tmp_path):
-    """The read-ahead of chunk k+1 is still in flight when the consumer's next read needs
-    it: the read joins that task (no second fetch of the same bytes)."""
+    """The read-ahead (here: of the next segment's indexes and first chunk, started when a
+    read reaches a segment's last chunk) is still in flight when the consumer's next read
+    needs it: the read joins that task (no second fetch of the same bytes)."""
     plog = write_mixed_log(tmp_path / "t-0")
     tp = TopicIdPartition(uuid.uuid4(), "t", 0)
     rsm, rlmm = FakeStorage(chunk_size=1024), FakeMetadata()
     mds = tier(plog, tp, rsm, rlmm)
     md = mds[1]
-    ref = {off: bytes(plog.read(off, 150)) for off in range(md.start_offset, md.end_offset + 1)}
+    ref = {off: bytes(plog.read(off, 150)) for off in range(md.start_offset,
+                                                             mds[2].end_offset + 1)}
     drop_local(plog, mds[-1].end_offset + 1)
     pool = RemoteReaderPool(rlmm, rsm, cache_bytes=1 << 20, threads=2, max_pending=4,
                             index_cache_bytes=1 << 20)
@@ -537,7 +539,7 @@ def test_a_read_needing_a_chunk_the_read_ahead_is_fetching_waits_for_it(tmp_path
         await asyncio.wait_for(e.value.ready, 10)
         rsm.gate = threading.Event()
         off = md.start_offset
-        while True:  # read on until the read-ahead of the segment's second chunk started
+        while True:  # read on until a read-ahead started
             data = plog.read(off, 150)
             assert bytes(data) == ref[off]
             off = _next_after(data)
@@ -546,7 +548,7 @@ def test_a_read_needing_a_chunk_the_read_ahead_is_fetching_waits_for_it(tmp_path
         assert pool.tasks_in_flight == 1
         reads_before = len(rsm.log_reads)
         pend = None
-        while off <= md.end_offset:
+        while off <= mds[2].end_offset:
             try:
                 data = plog.read(off, 150)
             except RemoteFetchPending as p:

@@ -103,6 +103,10 @@ _MAX_RECORDED_ERRORS = 1024
 # A read spanning segments after a compacted-away offset, or many txn indexes: at most this
 # many segments' indexes are asked for in one round.
 _MAX_SEGMENTS_PER_ROUND = 8
+# A segment's first read fetches from the offset index's floor position; the batch holding
+# the offset lies up to index.interval.bytes (4 KiB by default) further: fetch this much more
+# in the same task so the read needs one round.
+_INDEX_SLACK = 16 * 1024
 # Retries of a read without a loop (inline I/O) before giving up (each fetches what is missing).
 _INLINE_ROUNDS = 64
 
@@ -680,7 +684,8 @@ class RemotePartitionReader:
         """The read over cached pieces; None when no batch of ``md`` reaches the offset."""
         size = md.segment_size_in_bytes
         want = max(min(budget, span_cap), 1) + HEADER_SIZE
-        idx = self._indexes_or_missing(md, position_of=fetch_offset, span=want)
+        idx = self._indexes_or_missing(
+            md, position_of=fetch_offset, span=max(want, min(want + _INDEX_SLACK, span_cap)))
         pos = idx.offset.lookup(fetch_offset)[1]
         # The batch holding fetch_offset: walk headers from the index's floor position.
         while True:
