@@ -63,6 +63,11 @@ FAST_TESTS = (
     "client",
     "txn",
     "server/test_response_memory.py",
+    # Tiered storage's cores and managers over fakes (issue 12): no broker, no child process.
+    "remote/test_manager.py",
+    "remote/test_metadata_cache.py",
+    "remote/test_metadata_serde.py",
+    "remote/test_reader.py",
     # The sans-I/O connection core, dispatch, authentication and authorizer (issue 10, h10-server).
     "server/test_channel.py",
     "server/test_connection_shell.py",

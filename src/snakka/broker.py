@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from snakka.config import BrokerConfig
+from snakka.config import BROKER_CONFIGS, BrokerConfig
 from snakka.controller import Controller, MetadataListener
 from snakka.fetch_sessions import FetchSessionCache
 from snakka.groups.coordinator import GroupCoordinator
@@ -38,6 +38,7 @@ from snakka.handlers import load_handlers
 from snakka.handlers.services import Services
 from snakka.limits import MIN_FREE_FDS_AT_START
 from snakka.metadata.core import ClusterMetadata, TopicInfo
+from snakka.remote.manager import RemoteLogManager
 from snakka.replica.manager import ReplicaManager
 from snakka.security.principal import SecurityProtocol
 from snakka.server.channel import ChannelLimits
@@ -88,6 +89,7 @@ class Broker:
         self.groups: GroupCoordinator | None = None
         self.shares: SharePartitionManager | None = None
         self.txns: TransactionManager | None = None
+        self.remote: RemoteLogManager | None = None  # tiered storage (KIP-405), when enabled
         self.services: Services | None = None
         self.handlers = load_handlers()
         self.fetch_sessions = FetchSessionCache(
@@ -123,7 +125,7 @@ class Broker:
         """Give back what a failed start took (listening sockets, tasks, the data dir lock);
         best effort: the failure being reported matters more than any error here."""
         steps: list[Awaitable[None]] = [srv.stop() for srv in self.listener_servers]
-        steps += [part.stop() for part in (self.txns, self.shares, self.groups)
+        steps += [part.stop() for part in (self.remote, self.txns, self.shares, self.groups)
                   if part is not None]
         if self.flusher is not None:
             steps.append(self.flusher.close())
@@ -194,6 +196,11 @@ class Broker:
         # before start(): the transactions it completes may have offsets in them).
         self.txns.set_offsets_marker_writer(self.groups.complete_transaction)
         await self.txns.start()
+        # Tiered storage after the coordinators (its metadata topic is replayed like theirs)
+        # and before the listeners: fetches below the local log start need it.
+        if config.bool("remote.log.storage.system.enable"):
+            self.remote = await self._start_remote_log_manager()
+            controller.add_listener(self.remote)
         controller.add_listener(_FetchSessionsForget(self.fetch_sessions))
         controller.add_listener(self.shares)
         controller.add_listener(self.groups)
@@ -201,7 +208,7 @@ class Broker:
         self.services = Services(
             config=config, node_id=self.node_id, time_ms=self.time_ms, controller=controller,
             replicas=replicas, groups=self.groups, shares=self.shares, txns=self.txns,
-            fetch_sessions=self.fetch_sessions, endpoints=self)
+            remote=self.remote, fetch_sessions=self.fetch_sessions, endpoints=self)
         self._check_fd_headroom()
         dispatcher = RequestDispatcher(self.handlers, services=self.services)
         limits = ChannelLimits.from_config(config)
@@ -222,6 +229,36 @@ class Broker:
                  self.node_id, (time.monotonic() - t0) * 1000, metadata.cluster_id,
                  len(metadata.topics), self.log_dir)
 
+    async def _start_remote_log_manager(self) -> RemoteLogManager:
+        """The remote storage backend, the metadata manager (replays __remote_log_metadata),
+        the reader pool and the RemoteLogManager, which attaches every tiered partition."""
+        from snakka.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
+        from snakka.remote.reader import RemoteReaderPool
+        from snakka.remote.storage import create_remote_storage
+
+        config = self.config
+        assert self.replicas is not None
+        self.metadata.remote_storage_system_enabled = True
+        rsm_configs: dict[str, object] = {
+            name: config.get(name) for name in BROKER_CONFIGS if name.startswith("rsm.config.")}
+        if not rsm_configs["rsm.config.storage.root"]:
+            rsm_configs["rsm.config.storage.root"] = self.log_dir.rstrip(os.sep) + "-remote"
+        rsm = create_remote_storage(rsm_configs)
+        rlmm = TopicBasedRemoteLogMetadataManager(
+            self.controller, self.replicas, config, broker_id=self.node_id, time_ms=self.time_ms)
+        await rlmm.start()
+        readers = RemoteReaderPool(
+            rlmm, rsm, cache_bytes=config.int("snakka.remote.log.reader.cache.bytes"),
+            threads=config.int("remote.log.reader.threads"),
+            max_pending=config.int("remote.log.reader.max.pending.tasks"),
+            index_cache_bytes=config.int("remote.log.index.file.cache.total.size.bytes"))
+        remote = RemoteLogManager(config, self.replicas, rlmm, rsm, readers,
+                                  broker_id=self.node_id, time_ms=self.time_ms)
+        await remote.start()
+        log.info("tiered storage: backend %s, %d tiered partitions",
+                 rsm_configs["rsm.config.storage.backend"], len(remote.partitions))
+        return remote
+
     async def stop(self) -> None:
         self._started = False  # closing connections below must not touch stopping parts
         for srv in self.listener_servers:
@@ -236,6 +273,8 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+        if self.remote is not None:
+            await self.remote.stop()
         if self.txns is not None:
             await self.txns.stop()
         if self.shares is not None:

@@ -253,15 +253,21 @@ def topics_describe(names, bootstrap) -> None:
             out = []
             for t in ts:
                 if t.error_code:
-                    out.append((t, None, None))
+                    out.append((t, None, None, None))
                     continue
                 offsets = await admin.partition_offsets(t.name, len(t.partitions))
                 configs = await admin.topic_overrides(t.name)
-                out.append((t, offsets, configs))
+                tiers = None
+                if configs.get("remote.storage.enable", "false").lower() == "true":
+                    parts = range(len(t.partitions))
+                    tiers = (await admin.list_offsets(t.name, parts, -4),  # earliest local
+                             await admin.list_offsets(t.name, parts, -5),  # latest tiered
+                             await admin.local_sizes(t.name, parts))
+                out.append((t, offsets, configs, tiers))
             return out
 
     failed = []
-    for t, offsets, configs in _run(go()):
+    for t, offsets, configs, tiers in _run(go()):
         if offsets is None:
             failed.append(f"{t.name}: {ErrorCode(t.error_code).name}")
             continue
@@ -270,11 +276,21 @@ def topics_describe(names, bootstrap) -> None:
                     f"partitions {len(t.partitions)}  configs {cfg}", bold=True)
         rows = []
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
-            lo, hi = offsets[p.partition_index]
-            rows.append([str(p.partition_index), str(p.leader_id),
-                         ",".join(map(str, p.replica_nodes)), str(lo), str(hi), str(hi - lo)])
-        _print_table(["partition", "leader", "replicas", "log start", "log end", "records"],
-                     rows)
+            i = p.partition_index
+            lo, hi = offsets[i]
+            row = [str(i), str(p.leader_id), ",".join(map(str, p.replica_nodes)), str(lo),
+                   str(hi), str(hi - lo)]
+            if tiers is not None:
+                local_start, tiered, size = tiers[0][i], tiers[1][i], tiers[2].get(i, 0)
+                # remote: [log start, local start); not yet copied: after the latest tiered
+                row += [str(local_start), str(tiered), str(local_start - lo),
+                        str(hi - max(tiered + 1, lo)), str(size)]
+            rows.append(row)
+        header = ["partition", "leader", "replicas", "log start", "log end", "records"]
+        if tiers is not None:
+            header += ["local start", "latest tiered", "remote only", "not yet tiered",
+                       "local bytes"]
+        _print_table(header, rows)
     if failed:
         # As kafka-topics.sh --describe: a topic that does not exist is an error (exit 1).
         raise click.ClickException("topic " + "; topic ".join(failed))

@@ -45,7 +45,7 @@ def primitive(t: str):
 
 
 def module_of(msg):
-    return importlib.import_module(f"snakka.protocol.messages.{msg.module}")
+    return importlib.import_module(f"{msg.package}.{msg.module}")
 
 
 def field_strategy(msg, f, v: int):

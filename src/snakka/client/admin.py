@@ -36,6 +36,10 @@ from snakka.protocol.messages.describe_configs_request import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
 )
+from snakka.protocol.messages.describe_log_dirs_request import (
+    DescribableLogDirTopic,
+    DescribeLogDirsRequest,
+)
 from snakka.protocol.messages.describe_producers_request import (
     DescribeProducersRequest,
     TopicRequest,
@@ -206,6 +210,20 @@ class Admin:
         lo = await self.list_offsets(topic, range(n), -2)
         hi = await self.list_offsets(topic, range(n), -1)
         return {p: (lo[p], hi[p]) for p in range(n)}
+
+    async def local_sizes(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        """Bytes of each partition on its leader's disk (DescribeLogDirs, as Kafka: a tiered
+        partition's remote segments are not in it)."""
+        out: dict[int, int] = {}
+        for (host, port), parts in (await self._by_leader(topic, partitions, "log dirs")).items():
+            resp = await (await self._conn_to(host, port)).send(DescribeLogDirsRequest(
+                topics=[DescribableLogDirTopic(topic=topic, partitions=parts)]))
+            _check(resp.error_code, f"describe log dirs of {topic}")
+            for result in resp.results:
+                for t in result.topics:
+                    for p in t.partitions:
+                        out[p.partition_index] = out.get(p.partition_index, 0) + p.partition_size
+        return out
 
     async def list_offsets(self, topic: str, partitions, timestamp: int) -> dict[int, int]:
         """ListOffsets for ``partitions`` of ``topic``, each asked of its leader (Metadata), as

@@ -2,9 +2,10 @@
 
 Special timestamps (Kafka's ListOffsetsRequest constants): -2 earliest (log start offset),
 -1 latest (high watermark, or the last stable offset for read_committed), -3 the record with the
-largest timestamp (v7+), -4 earliest local (v8+; all data is local, so the log start offset),
--5 latest tiered (v9+) and -6 earliest pending upload (v11+): with no tiered storage both answer
-offset -1, as Kafka does for a topic without remote storage. A non-negative timestamp finds the
+largest timestamp (v7+), -4 earliest local (v8+; the first offset on this disk: above the log start offset once tiered
+storage has deleted local segments), -5 latest tiered (v9+: the last offset in remote storage,
+-1 before the first copy) and -6 earliest pending upload (v11+: the first offset not yet in
+remote storage); both answer offset -1 for a topic without remote storage, as Kafka does. A non-negative timestamp finds the
 earliest offset whose timestamp is >= it, or offset -1 if there is none.
 v0 (older clients) answers with ``old_style_offsets``.
 
@@ -58,12 +59,18 @@ def _lookup(services, topic, p, v: int, read_committed: bool):
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     if ts == EARLIEST:
         return ErrorCode.NONE, -1, pl.log_start_offset
-    if ts == EARLIEST_LOCAL:  # the log start offset too until a remote part exists
+    if ts == EARLIEST_LOCAL:
         return ErrorCode.NONE, -1, pl.local_log_start_offset
     if ts == LATEST:
         return ErrorCode.NONE, -1, pl.last_stable_offset if read_committed else pl.high_watermark
     if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-        return ErrorCode.NONE, -1, -1
+        if not pl.config.remote_storage_enable:
+            return ErrorCode.NONE, -1, -1  # Kafka: -1 for a topic without remote storage
+        hi = pl.highest_offset_in_remote_storage
+        if ts == LATEST_TIERED:
+            return ErrorCode.NONE, -1, hi
+        # The first offset not yet in remote storage (none pending: the log end).
+        return ErrorCode.NONE, -1, max(hi + 1, pl.log_start_offset)
     if ts == MAX_TIMESTAMP:
         found = pl.max_timestamp_offset()
         return (ErrorCode.NONE, -1, -1) if found is None else (ErrorCode.NONE, found[1], found[0])

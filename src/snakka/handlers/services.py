@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from snakka.groups.coordinator import GroupCoordinator
     from snakka.metadata.configs import ConfigResolver
     from snakka.metadata.core import ClusterMetadata
+    from snakka.remote.manager import RemoteLogManager
     from snakka.replica.manager import ReplicaManager
     from snakka.share.manager import SharePartitionManager
     from snakka.txn.manager import TransactionManager
@@ -40,6 +41,7 @@ class Services:
     groups: GroupCoordinator
     shares: SharePartitionManager
     txns: TransactionManager
+    remote: RemoteLogManager | None  # tiered storage (remote.log.storage.system.enable)
     fetch_sessions: FetchSessionCache
     endpoints: Endpoints
 

@@ -480,6 +480,17 @@ class ReplicaManager:
         if checkpoint:
             self.logs.checkpoint()
 
+    def advance_log_start_offset(self, pl: UnifiedLog, offset: int) -> None:
+        """Tiered storage moved the log start offset (remote retention, or a remote part that
+        begins later than the checkpoint said): as DeleteRecords, checkpointed, and the
+        listeners that follow log starts (share partitions) are told."""
+        if offset <= pl.log_start_offset:
+            return
+        pl.delete_records_before(offset)
+        self.logs.checkpoint()
+        for listener in self._listeners:
+            listener.on_log_start_moved()
+
     # -- retention and checkpoints -------------------------------------------------------
     def enforce_retention(self) -> int:
         deleted = self.logs.enforce_retention_all(self.time_ms())

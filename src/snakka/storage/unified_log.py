@@ -201,6 +201,10 @@ class UnifiedLog:
         self.log_start_dirty = False  # LogManager rewrites the start-offset checkpoint
         self.topic_id: str | None = None  # from partition.metadata (set by LogManager)
         self.remote_log_reader: RemoteLogReader | None = None  # tiered storage (see class)
+        # The last offset copied to remote storage (Kafka's highestOffsetInRemoteStorage),
+        # -1 for none; the RemoteLogManager moves it after each confirmed copy. Local
+        # segments above it are never deleted by retention (they are not remote yet).
+        self.highest_offset_in_remote_storage = -1
         self.producer_state = ProducerStateManager(
             producer_id_expiration_ms=config.producer_id_expiration_ms
         )
@@ -634,13 +638,33 @@ class UnifiedLog:
         self._check_offsets()
         return offset
 
+    @property
+    def tiered(self) -> bool:
+        """Remote storage holds (or will hold) this log's closed segments: retention here is
+        local retention, and total retention belongs to the RemoteLogManager."""
+        return self.config.remote_storage_enable and self.remote_log_reader is not None
+
+    def only_local_size_bytes(self) -> int:
+        """Bytes of the local segments not yet in remote storage (Kafka's
+        onlyLocalLogSegmentsSize): with the remote size, the log's total for retention.bytes."""
+        hi = self.highest_offset_in_remote_storage
+        return sum(seg.size for seg in self._local.segments if seg.next_offset - 1 > hi)
+
     def enforce_retention(self, now_ms: int) -> int:
         """Delete whole segments by ``retention.ms`` (segment's largest timestamp older
         than now - retention.ms) and ``retention.bytes``; returns how many. Like Kafka,
-        an expired non-empty active segment is rolled first so it can go too."""
+        an expired non-empty active segment is rolled first so it can go too.
+
+        A tiered log applies ``local.retention.ms`` / ``local.retention.bytes`` (-2: the
+        total settings) to the segments already in remote storage, and keeps every other
+        segment whatever its age: it is deleted from remote storage once copied (Kafka's
+        isSegmentEligibleForDeletion). The log start offset does not move: the offsets stay
+        readable from remote storage."""
         cfg = self.config
         if not cfg.delete_enabled or self._local.closed:
             return 0
+        if self.tiered:
+            return self._enforce_local_retention(now_ms)
         deleted = 0
         if cfg.retention_ms >= 0:
             deleted += self._delete_oldest(
@@ -658,6 +682,32 @@ class UnifiedLog:
 
             deleted += self._delete_oldest(over_size, f"retention.bytes {cfg.retention_bytes}")
         return deleted
+
+    def _enforce_local_retention(self, now_ms: int) -> int:
+        cfg = self.config
+        retention_ms = cfg.retention_ms if cfg.local_retention_ms == -2 else cfg.local_retention_ms
+        retention_bytes = (cfg.retention_bytes if cfg.local_retention_bytes == -2
+                           else cfg.local_retention_bytes)
+        hi = self.highest_offset_in_remote_storage
+        local = self._local
+        doomed: list[LogSegment] = []
+        excess = local.size_bytes - retention_bytes if retention_bytes >= 0 else -1
+        for seg in local.segments:
+            if seg is local.active_segment or seg.next_offset - 1 > hi:
+                break  # the active segment, and everything not yet remote, stays
+            by_time = retention_ms >= 0 and now_ms - largest_timestamp(seg) > retention_ms
+            by_size = retention_bytes >= 0 and excess - seg.size >= 0
+            if not (by_time or by_size):
+                break
+            excess -= seg.size
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        local.delete_segments(
+            doomed, f"local retention (local.retention.ms {retention_ms}, local.retention.bytes "
+                    f"{retention_bytes}); offsets up to {doomed[-1].next_offset - 1} are remote")
+        self._check_offsets()
+        return len(doomed)
 
     def _delete_oldest(self, predicate: Callable[[LogSegment], bool], reason: str) -> int:
         local = self._local
