@@ -568,3 +568,22 @@ def test_a_read_needing_a_chunk_the_read_ahead_is_fetching_waits_for_it(tmp_path
             rsm.gate.set()
         pool.close()
         plog.close()
+
+
+def test_the_remote_txn_search_stops_where_it_is_complete(tiered, monkeypatch):
+    """Kafka's search order: segments from the one holding the start offset, stopping at
+    the first entry whose last stable offset reaches the bound; later segments' indexes are
+    not fetched (an old read_committed fetch does not download every txn index; one round
+    asks for a bounded number of segments, here 1)."""
+    import snakka.remote.reader as reader_module
+
+    monkeypatch.setattr(reader_module, "_MAX_SEGMENTS_PER_ROUND", 1)
+    plog, pool, rsm, rlmm, ref, _tp = tiered
+    remote = [md for md in rlmm.segments if md.start_offset < plog.local_log.base_offset]
+    with_txn = [md for md in remote if not md.txn_index_empty]
+    assert len(with_txn) >= 3
+    found, complete = plog.remote_log_reader.collect_aborted_transactions(0, 1)
+    assert complete
+    assert found == ref[("txn", 0, 1)]
+    fetched = [md for md in with_txn if pool.indexes(md) is not None]
+    assert len(fetched) < len(with_txn)

@@ -777,18 +777,17 @@ class RemotePartitionReader:
 
     def _collect_aborted(self, start_offset: int, upper_bound_offset: int
                          ) -> tuple[list[AbortedTxn], bool]:
-        segments = [md for md in self._finished_segments() if md.end_offset >= start_offset]
-        missing = [md for md in segments
-                   if not md.txn_index_empty and self.pool.indexes(md) is None]
-        if missing:  # one round for every index needed (at most a bounded number)
-            raise _Pending([_Task(md, indexes=True)
-                            for md in missing[:_MAX_SEGMENTS_PER_ROUND]])
+        segments = [md for md in self._finished_segments()
+                    if md.end_offset >= start_offset and not md.txn_index_empty]
         out: list[AbortedTxn] = []
-        for md in segments:
-            if md.txn_index_empty:
-                continue
+        for i, md in enumerate(segments):
             entry = self.pool.indexes(md)
-            assert entry is not None
+            if entry is None:
+                # The indexes of this segment and the next few (in order: the search may
+                # complete in any of them) in one round.
+                raise _Pending([_Task(later, indexes=True) for later in
+                                segments[i:i + _MAX_SEGMENTS_PER_ROUND]
+                                if self.pool.indexes(later) is None])
             found = entry.txn.collect_aborted_txns(start_offset, upper_bound_offset)
             out.extend(found.aborted)
             if found.complete:
