@@ -11,6 +11,7 @@ are fakes with the contract's methods (helper A and B build the real ones).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 import uuid
@@ -22,6 +23,7 @@ from snakka.records import iter_records
 from snakka.remote.reader import RemoteReaderPool, RemoteReadError
 from snakka.remote.types import (
     IndexType,
+    LogSegmentData,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
@@ -120,12 +122,24 @@ def tier(plog: UnifiedLog, tp: TopicIdPartition, rsm: FakeStorage, rlmm: FakeMet
             event_timestamp_ms=0, segment_size_in_bytes=seg.size,
             segment_leader_epochs=((0, seg.base_offset),),
             state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED, txn_index_empty=not txn)
-        files: dict[object, bytes] = {"log": _read_file(seg.path) or b"",
-                                      IndexType.OFFSET: _read_file(seg.offset_index.path) or b"",
-                                      IndexType.TIMESTAMP: _read_file(seg.time_index.path) or b""}
-        if txn:
-            files[IndexType.TRANSACTION] = txn
-        rsm.put(md, files)
+        if isinstance(rsm, FakeStorage):
+            files: dict[object, bytes] = {
+                "log": _read_file(seg.path) or b"",
+                IndexType.OFFSET: _read_file(seg.offset_index.path) or b"",
+                IndexType.TIMESTAMP: _read_file(seg.time_index.path) or b""}
+            if txn:
+                files[IndexType.TRANSACTION] = txn
+            rsm.put(md, files)
+        else:  # a real RemoteStorageManager (snakka.remote.storage)
+            snapshot = os.path.join(plog.dir_path, f"{seg.next_offset:020d}.snapshot")
+            if not os.path.exists(snapshot):
+                open(snapshot, "wb").close()
+            custom = rsm.copy_log_segment_data(md, LogSegmentData(
+                log_segment=seg.path, offset_index=seg.offset_index.path,
+                time_index=seg.time_index.path,
+                transaction_index=seg.txn_index.path if txn else None,
+                producer_snapshot_index=snapshot, leader_epoch_index=b"0\n1\n0 0\n"))
+            md = dataclasses.replace(md, custom_metadata=custom)
         rlmm.segments.append(md)
         out.append(md)
     return out
@@ -179,13 +193,23 @@ def write_mixed_log(path, clock=None) -> UnifiedLog:
     return plog
 
 
-@pytest.fixture
-def tiered(tmp_path):
-    """(log, pool, storage, metadata, reference reads) with every closed segment remote and
-    all but the last two deleted locally."""
+def local_backend(root) -> object:
+    """The real local-directory RemoteStorageManager with CHUNK-byte chunks; skips while
+    the storage package (issue 12's helper A) is not on this branch."""
+    try:
+        from snakka.remote.storage import create_remote_storage
+    except ImportError:
+        pytest.skip("snakka.remote.storage is not on this branch yet (issue 12)")
+    return create_remote_storage({"rsm.config.storage.backend": "local",
+                                  "rsm.config.storage.root": os.fspath(root),
+                                  "rsm.config.chunk.size": CHUNK})
+
+
+def _tiered(tmp_path, backend: str):
     plog = write_mixed_log(tmp_path / "t-0")
     tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    rsm, rlmm = FakeStorage(), FakeMetadata()
+    rsm = FakeStorage() if backend == "fake" else local_backend(tmp_path / "remote")
+    rlmm = FakeMetadata()
     mds = tier(plog, tp, rsm, rlmm)
     assert len(mds) >= 6
     ref = _reference(plog)
@@ -193,9 +217,27 @@ def tiered(tmp_path):
     pool = RemoteReaderPool(rlmm, rsm, cache_bytes=1 << 20, threads=2, max_pending=4,
                             index_cache_bytes=1 << 20)
     plog.remote_log_reader = pool.reader_for(plog, tp)
-    yield plog, pool, rsm, rlmm, ref, tp
-    pool.close()
-    plog.close()
+    return plog, pool, rsm, rlmm, ref, tp
+
+
+@pytest.fixture(params=["fake", "local"])
+def tiered(tmp_path, request):
+    """(log, pool, storage, metadata, reference reads, tp) with every closed segment remote
+    and all but the last two deleted locally; the storage is the in-test fake or the real
+    local-directory backend."""
+    made = _tiered(tmp_path, request.param)
+    yield made
+    made[1].close()
+    made[0].close()
+
+
+@pytest.fixture
+def fake_tiered(tmp_path):
+    """:func:`tiered` over the fake storage only (it can fail, stall and be corrupted)."""
+    made = _tiered(tmp_path, "fake")
+    yield made
+    made[1].close()
+    made[0].close()
 
 
 _SIZES = (1, 150, 600, 1 << 20)
@@ -314,8 +356,8 @@ def _next_after(data) -> int:
     return nxt
 
 
-def test_concurrent_reads_of_the_same_pieces_share_one_task(tiered):
-    plog, pool, rsm, _rlmm, _ref, _tp = tiered
+def test_concurrent_reads_of_the_same_pieces_share_one_task(fake_tiered):
+    plog, pool, rsm, _rlmm, _ref, _tp = fake_tiered
 
     async def run():
         futs = []
@@ -378,11 +420,11 @@ def test_index_cache_is_bounded(tiered):
         assert len(pool._indexes) == 1
 
 
-def test_a_failed_remote_read_is_a_storage_error_once_then_retried(tiered):
+def test_a_failed_remote_read_is_a_storage_error_once_then_retried(fake_tiered):
     """The object store fails: the pending resolves, the next read raises RemoteReadError
     (KAFKA_STORAGE_ERROR), logged once and not cached: once the store is back the read after
     it succeeds."""
-    plog, pool, rsm, _rlmm, ref, _tp = tiered
+    plog, pool, rsm, _rlmm, ref, _tp = fake_tiered
 
     async def run():
         rsm.fail = OSError("object store down")
@@ -401,10 +443,10 @@ def test_a_failed_remote_read_is_a_storage_error_once_then_retried(tiered):
     assert asyncio.run(run()) == ref[(0, 150, True, -1)]
 
 
-def test_a_failed_chunk_after_good_indexes_is_reported_too(tiered):
+def test_a_failed_chunk_after_good_indexes_is_reported_too(fake_tiered):
     """Indexes fetched fine, the segment bytes not (a checksum mismatch): the error is
     recorded against the chunks, so the next read reports it instead of waiting again."""
-    plog, pool, rsm, _rlmm, ref, _tp = tiered
+    plog, pool, rsm, _rlmm, ref, _tp = fake_tiered
     md = _rlmm.segments[1]
     real = rsm.fetch_log_segment
 
@@ -507,10 +549,10 @@ def test_highest_offset_and_forget_segment(tiered):
     assert all(k[1] != md.segment_id.id for k in pool._chunks)
 
 
-def test_a_corrupt_remote_index_is_a_storage_error(tiered):
+def test_a_corrupt_remote_index_is_a_storage_error(fake_tiered):
     """The remote offset index is parsed with the local index code and its checks: a
     truncated file is a storage error for the read, not a wrong answer."""
-    plog, _pool, rsm, rlmm, _ref, _tp = tiered
+    plog, _pool, rsm, rlmm, _ref, _tp = fake_tiered
     md = rlmm.segments[2]
     rsm.files[md.segment_id.id][IndexType.OFFSET] += b"\x00\x01"
     with pytest.raises(RemoteReadError, match="offset index"):
