@@ -1,7 +1,7 @@
 """Reads of remote (tiered, KIP-405) segments for Fetch, ShareFetch and ListOffsets.
 
 What this module owns
-    :class:`RemoteReaderPool`, one per broker (the RemoteLogManager creates it), and the
+    :class:`RemoteReaderPool`, one per broker (made with the RemoteLogManager), and the
     per-partition :class:`RemotePartitionReader` it hands out, which implements
     :class:`snakka.storage.unified_log.RemoteLogReader`: the part of a tiered partition's log
     below its first local segment. Kafka spreads this over RemoteLogManager.read,
@@ -25,10 +25,18 @@ How a read works (never blocking the event loop)
     in the same task, so a fetch needs one round trip) and the read raises
     :class:`~snakka.storage.unified_log.RemoteFetchPending` carrying an asyncio future that
     completes once the task has delivered (successfully or not); the caller awaits it
-    (bounded by ``remote.fetch.max.wait.ms``) and reads again. Concurrent reads of the same
-    pieces share one task. When a read takes chunk k of a segment it also schedules chunk
-    k+1 (read-ahead; at the end of a segment: the next remote segment's indexes and first
+    (bounded by ``remote.fetch.max.wait.ms``) and reads again. A read whose missing pieces
+    are all being fetched already (another reader's task, a read-ahead) waits for those
+    tasks instead. When a read takes chunk k of a segment it also schedules chunk k+1
+    (read-ahead; at the end of a segment: the next remote segment's indexes and first
     chunk), so a sequential consumer rarely waits.
+
+    ListOffsets by time (Kafka's findOffsetByTimestamp) takes the first remote segment whose
+    max timestamp reaches the target, its time then offset index for a position, and scans
+    the batches from there. read_committed reads search the remote segments' transaction
+    indexes in segment order from the one holding the fetch offset and stop where the search
+    is complete (Kafka's collectAbortedTransactions); segments the metadata says have no
+    aborted transaction cost nothing.
 
 Bounds
     At most ``threads + remote.log.reader.max.pending.tasks`` tasks exist (running or
@@ -36,9 +44,12 @@ Bounds
     when a task finishes (capacity freed), so the fetch answers without that partition's
     data in the meantime. Read-ahead only uses the first half of the queue, leaving the rest
     to reads a client waits for. One read spans at most half the chunk cache (beyond its
-    first batch), so what it needs fits the cache at once; the chunks a task delivered are
-    not evicted by that delivery (a read whose first batch alone exceeds the bound still
-    completes; the cache then holds that one task's chunks).
+    first batch), so what it needs fits the cache at once (with a tiny cache a read returns
+    fewer whole batches than ``max_bytes`` allows); the chunks a task delivered are not
+    evicted by that delivery (a read whose first batch alone exceeds the bound still
+    completes; the cache then holds that one task's chunks). A deleted segment's pieces are
+    dropped (:meth:`RemoteReaderPool.forget_segment`); a task in flight for it still
+    delivers, and its pieces age out of the LRU.
 
 Errors
     A failed task (RemoteStorageError, a checksum mismatch, a corrupt index) is logged once
