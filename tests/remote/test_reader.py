@@ -240,6 +240,23 @@ def fake_tiered(tmp_path):
     made[0].close()
 
 
+def all_remote(tmp_path, *, read_size: int = 150, chunk_size: int = CHUNK,
+               cache_bytes: int = 1 << 20, threads: int = 2, max_pending: int = 4):
+    """The mixed log with every closed segment remote (fake storage) and deleted locally.
+    Returns (log, pool, storage, segments, local reads of ``read_size`` bytes at every
+    remote offset taken before the deletion)."""
+    plog = write_mixed_log(tmp_path / "t-0")
+    tp = TopicIdPartition(uuid.uuid4(), "t", 0)
+    rsm, rlmm = FakeStorage(chunk_size=chunk_size), FakeMetadata()
+    mds = tier(plog, tp, rsm, rlmm)
+    ref = {off: bytes(plog.read(off, read_size)) for off in range(mds[-1].end_offset + 1)}
+    drop_local(plog, mds[-1].end_offset + 1)
+    pool = RemoteReaderPool(rlmm, rsm, cache_bytes=cache_bytes, threads=threads,
+                            max_pending=max_pending, index_cache_bytes=1 << 20)
+    plog.remote_log_reader = pool.reader_for(plog, tp)
+    return plog, pool, rsm, mds, ref
+
+
 _SIZES = (1, 150, 600, 1 << 20)
 
 
@@ -297,15 +314,7 @@ def test_reads_through_the_event_loop_raise_pending_then_answer(tmp_path):
     from the cache, byte-identical; the read-ahead (the next chunk, and at a segment's end
     the next segment's indexes and first chunk) means a sequential reader never waits again
     when chunks are larger than batches (4 MiB chunks by default)."""
-    plog = write_mixed_log(tmp_path / "t-0")
-    tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    rsm, rlmm = FakeStorage(chunk_size=1024), FakeMetadata()
-    mds = tier(plog, tp, rsm, rlmm)
-    ref = {off: bytes(plog.read(off, 150)) for off in range(mds[-1].end_offset + 1)}
-    drop_local(plog, mds[-1].end_offset + 1)
-    pool = RemoteReaderPool(rlmm, rsm, cache_bytes=1 << 20, threads=2, max_pending=4,
-                            index_cache_bytes=1 << 20)
-    plog.remote_log_reader = pool.reader_for(plog, tp)
+    plog, pool, rsm, _mds, ref = all_remote(tmp_path, chunk_size=1024)
 
     async def run():
         with pytest.raises(RemoteFetchPending) as e:
@@ -386,15 +395,8 @@ def test_chunk_cache_is_bounded_and_keeps_reads_correct(tmp_path):
     most half the cache beyond its first batch, so it may return fewer whole batches than
     the local read did: a prefix of it), never more than the bound held (or one task's
     chunks: the first 700-byte batch spans 4 chunks), evicted chunks fetched again."""
-    plog = write_mixed_log(tmp_path / "t-0")
-    tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    rsm, rlmm = FakeStorage(), FakeMetadata()
-    mds = tier(plog, tp, rsm, rlmm)
-    ref = {off: bytes(plog.read(off, 600)) for off in range(mds[-1].end_offset + 1)}
-    drop_local(plog, mds[-1].end_offset + 1)
-    pool = RemoteReaderPool(rlmm, rsm, cache_bytes=3 * CHUNK, threads=1, max_pending=1,
-                            index_cache_bytes=1 << 20)
-    plog.remote_log_reader = pool.reader_for(plog, tp)
+    plog, pool, rsm, mds, ref = all_remote(tmp_path, read_size=600, cache_bytes=3 * CHUNK,
+                                           threads=1, max_pending=1)
     high = 0
     shorter = 0
     for off, want in ref.items():
@@ -475,14 +477,7 @@ def test_a_failed_chunk_after_good_indexes_is_reported_too(fake_tiered):
 def test_a_full_queue_refuses_with_a_pending_that_resolves_when_capacity_frees(tmp_path):
     """threads=1, max_pending=1: two stalled tasks fill the pool; a third read is refused
     (no task for it) with a pending that completes when a task ends."""
-    plog = write_mixed_log(tmp_path / "t-0")
-    tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    rsm, rlmm = FakeStorage(), FakeMetadata()
-    mds = tier(plog, tp, rsm, rlmm)
-    drop_local(plog, mds[-1].end_offset + 1)
-    pool = RemoteReaderPool(rlmm, rsm, cache_bytes=1 << 20, threads=1, max_pending=1,
-                            index_cache_bytes=1 << 20)
-    plog.remote_log_reader = pool.reader_for(plog, tp)
+    plog, pool, rsm, mds, _ref = all_remote(tmp_path, threads=1, max_pending=1)
     rsm.gate = threading.Event()
 
     async def run():
@@ -555,7 +550,7 @@ def test_a_corrupt_remote_index_is_a_storage_error(fake_tiered):
     plog, _pool, rsm, rlmm, _ref, _tp = fake_tiered
     md = rlmm.segments[2]
     rsm.files[md.segment_id.id][IndexType.OFFSET] += b"\x00\x01"
-    with pytest.raises(RemoteReadError, match="offset index"):
+    with pytest.raises(RemoteReadError, match=r"\.index has size"):
         plog.read(md.start_offset, 100)
 
 
@@ -563,17 +558,8 @@ def test_a_read_needing_a_chunk_the_read_ahead_is_fetching_waits_for_it(tmp_path
     """The read-ahead (here: of the next segment's indexes and first chunk, started when a
     read reaches a segment's last chunk) is still in flight when the consumer's next read
     needs it: the read joins that task (no second fetch of the same bytes)."""
-    plog = write_mixed_log(tmp_path / "t-0")
-    tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    rsm, rlmm = FakeStorage(chunk_size=1024), FakeMetadata()
-    mds = tier(plog, tp, rsm, rlmm)
+    plog, pool, rsm, mds, ref = all_remote(tmp_path, chunk_size=1024)
     md = mds[1]
-    ref = {off: bytes(plog.read(off, 150)) for off in range(md.start_offset,
-                                                             mds[2].end_offset + 1)}
-    drop_local(plog, mds[-1].end_offset + 1)
-    pool = RemoteReaderPool(rlmm, rsm, cache_bytes=1 << 20, threads=2, max_pending=4,
-                            index_cache_bytes=1 << 20)
-    plog.remote_log_reader = pool.reader_for(plog, tp)
 
     async def run():
         with pytest.raises(RemoteFetchPending) as e:
