@@ -385,3 +385,41 @@ def test_share_by_duration_reset_into_remote_segments_starts_at_the_segment():
 
         got = run_async(go())
         assert [o for o, _v, _c in got] == list(range(2 * PER_ROUND, n))
+
+
+def test_a_tiered_partition_without_its_remote_reader_answers_replica_not_available():
+    """Offsets below the first local segment while the partition's remote part is not
+    attached (its __remote_log_metadata partition not replayed yet): Fetch and ListOffsets
+    by time answer REPLICA_NOT_AVAILABLE (retriable, as Kafka when its remote metadata is
+    not initialised), never the first local segment's records in place of the remote ones
+    (which is what a read below the local start returned), and never an offset guessed
+    from the local part."""
+    from snakka.protocol.messages.list_offsets_request import (
+        ListOffsetsPartition,
+        ListOffsetsRequest,
+        ListOffsetsTopic,
+    )
+
+    with EmbeddedBroker() as b:
+        _pool, _rsm, local = _produce_tiered(b)
+        plog = b.broker.replicas.get_log(TOPIC, 0)
+        _on_loop(b, lambda: setattr(plog, "remote_log_reader", None))
+        got, _ = _fetch(b.bootstrap_servers, {0: 0})
+        assert got[0][0] == 9, got[0][:2]  # REPLICA_NOT_AVAILABLE, no records
+        got, _ = _fetch(b.bootstrap_servers, {0: local})  # the local part still reads
+        assert got[0][0] == 0 and got[0][1][0][0] == local
+
+        async def ask():
+            conn = await raw_connect(b.bootstrap_servers)
+            try:
+                resp = await conn.send(ListOffsetsRequest(
+                    replica_id=-1, isolation_level=0, topics=[ListOffsetsTopic(
+                        name=TOPIC, partitions=[ListOffsetsPartition(
+                            partition_index=0, current_leader_epoch=-1,
+                            timestamp=TS0 + 5 * STEP)])]), version=7)
+                pr = resp.topics[0].partitions[0]
+                return pr.error_code, pr.offset
+            finally:
+                await conn.close()
+
+        assert run_async(ask()) == (9, -1)

@@ -30,7 +30,7 @@ from snakka.protocol.messages.list_offsets_response import (
     ListOffsetsTopicResponse,
 )
 from snakka.remote.reader import RemoteReadError
-from snakka.storage import RemoteFetchPending
+from snakka.storage import RemoteFetchPending, RemoteLogUnavailableError
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.list_offsets_request import ListOffsetsRequest
@@ -80,6 +80,8 @@ def _lookup(services, topic, p, v: int, read_committed: bool):
         found = pl.offset_for_timestamp(ts)  # may need remote segments (tiered storage)
     except RemoteReadError:  # the remote reader logged it
         return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
+    except RemoteLogUnavailableError:  # tiered, its remote part not attached yet
+        return ErrorCode.REPLICA_NOT_AVAILABLE, -1, -1
     if found is None:
         return ErrorCode.NONE, -1, -1
     return ErrorCode.NONE, found[1], found[0]

@@ -57,6 +57,7 @@ from snakka.storage import (
     OffsetOutOfRangeError,
     ProducerStateError,
     RemoteFetchPending,
+    RemoteLogUnavailableError,
     UnifiedLog,
 )
 from snakka.storage.flush import FlushScheduler
@@ -415,6 +416,9 @@ class ReplicaManager:
             # Remote data on its way (or the remote reader's queue is full): no records
             # now, never a half answer (records without their aborted transactions).
             out.pending = e.ready
+            return out
+        except RemoteLogUnavailableError:  # tiered, its remote part not attached yet
+            out.error_code = ErrorCode.REPLICA_NOT_AVAILABLE
             return out
         except RemoteReadError as e:  # the reader logged the failure when it happened
             log.debug("partition %s: remote read at offset %d failed: %s", pl.name,

@@ -68,7 +68,7 @@ from snakka.share.types import (
     SharePartitionConfig,
     SharePartitionState,
 )
-from snakka.storage import RemoteFetchPending
+from snakka.storage import RemoteFetchPending, RemoteLogUnavailableError
 from snakka.util.waiters import WaitList, wait_any, wake
 
 if TYPE_CHECKING:
@@ -250,6 +250,8 @@ class SharePartitionManager(MetadataListener):
             ts = self.time_ms() - parse_iso_duration_ms(reset.split(":", 1)[1])
             try:
                 found = pl.offset_for_timestamp(ts)
+            except RemoteLogUnavailableError:
+                return pl.log_start_offset  # remote metadata not there yet: skip nothing
             except (RemoteFetchPending, RemoteReadError) as e:
                 # The exact record lies in remote segments not in memory, and initialising
                 # cannot wait: start at the first remote segment whose records reach the
@@ -491,7 +493,8 @@ class SharePartitionManager(MetadataListener):
                     remote.append(read.pending)
                 continue
             if read.error_code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,  # deleted meanwhile
-                                   ErrorCode.KAFKA_STORAGE_ERROR):  # a remote read failed
+                                   ErrorCode.KAFKA_STORAGE_ERROR,  # a remote read failed
+                                   ErrorCode.REPLICA_NOT_AVAILABLE):  # remote not attached
                 res.error = read.error_code
                 continue
             data = read.records
