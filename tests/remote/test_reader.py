@@ -615,3 +615,23 @@ def test_the_remote_txn_search_stops_where_it_is_complete(tiered, monkeypatch):
     assert found == ref[("txn", 0, 1)]
     fetched = [md for md in with_txn if pool.indexes(md) is not None]
     assert len(fetched) < len(with_txn)
+
+
+def test_a_closed_pool_refuses_reads_and_wakes_waiters(fake_tiered):
+    """Shutdown: a read waiting on a task is woken, and reads after close fail as storage
+    errors instead of doing I/O on the event loop."""
+    plog, pool, rsm, _rlmm, _ref, _tp = fake_tiered
+    rsm.gate = threading.Event()
+
+    async def run():
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(0, 150)
+        pool.close()
+        await asyncio.wait_for(e.value.ready, 10)
+        with pytest.raises(RemoteReadError, match="closed"):
+            plog.read(0, 150)
+
+    try:
+        asyncio.run(run())
+    finally:
+        rsm.gate.set()

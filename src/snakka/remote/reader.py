@@ -368,11 +368,13 @@ class RemoteReaderPool:
     def fetch(self, tasks: Sequence[_Task]) -> asyncio.Future[None] | None:
         """Start ``tasks`` (the pieces a read needs) and return a future completing when all
         have delivered; None when there is no running loop and the work was done inline."""
+        if self._closed:  # shutting down: never I/O on the loop, never a new task
+            raise RemoteReadError("the remote reader is closed")
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        if loop is None or self._closed:
+        if loop is None:
             for task in tasks:
                 self._run(task)
                 self._deliver(task)
