@@ -321,11 +321,11 @@ class RemoteReaderPool:
         return data
 
     def raise_recorded_error(self, keys: Iterable[_Key]) -> None:
-        """If a failed task recorded an error for one of ``keys``: forget it and raise."""
-        for key in keys:
-            err = self._errors.pop(key, None)
-            if err is not None:
-                raise RemoteReadError(f"remote read failed: {err}") from err
+        """If a failed task recorded an error for any of ``keys``: forget them all (the
+        read after this one tries again) and raise."""
+        errors = [e for e in (self._errors.pop(key, None) for key in keys) if e is not None]
+        if errors:
+            raise RemoteReadError(f"remote read failed: {errors[0]}") from errors[0]
 
     def _put_chunks(self, md: RemoteLogSegmentMetadata, chunks: dict[int, bytes]) -> None:
         """Cache a task's chunks, then evict the least recently used others down to the
