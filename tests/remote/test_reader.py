@@ -635,3 +635,38 @@ def test_a_closed_pool_refuses_reads_and_wakes_waiters(fake_tiered):
         asyncio.run(run())
     finally:
         rsm.gate.set()
+
+
+def test_a_failure_is_reported_once_even_when_its_task_spanned_many_chunks(fake_tiered):
+    """A segment's first task fetches many chunks and fails: one read reports it; after the
+    store recovers, no later read of any of those chunks reports the old failure again."""
+    plog, pool, rsm, rlmm, ref, _tp = fake_tiered
+    md = rlmm.segments[1]
+
+    real = rsm.fetch_log_segment
+
+    def down(m, s, e):
+        raise OSError("store down")
+
+    async def run():
+        rsm.fetch_log_segment = down  # the indexes come, the segment's chunks do not
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(md.start_offset, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        assert len(pool._errors) > 1  # the task was for several chunks
+        with pytest.raises(RemoteReadError):
+            plog.read(md.start_offset, 150)
+        rsm.fetch_log_segment = real
+        errors = 0
+        for off in range(md.start_offset, md.end_offset + 1):
+            for _ in range(3):
+                try:
+                    assert bytes(plog.read(off, 150)) == ref[(off, 150, True, -1)]
+                    break
+                except RemoteFetchPending as p:
+                    await asyncio.wait_for(p.ready, 10)
+                except RemoteReadError:
+                    errors += 1
+        return errors
+
+    assert asyncio.run(run()) == 0

@@ -249,7 +249,8 @@ class RemoteReaderPool:
         self._index_total = 0
         # Pieces being fetched -> callbacks to run when their task ends.
         self._inflight: dict[_Key, list[Callable[[], None]]] = {}
-        self._errors: OrderedDict[_Key, BaseException] = OrderedDict()
+        # Pieces of failed tasks -> (the error, every piece of that task).
+        self._errors: OrderedDict[_Key, tuple[BaseException, list[_Key]]] = OrderedDict()
         self._tasks = 0  # submitted, not yet delivered
         self._capacity_waiters: list[asyncio.Future[None]] = []
         self._closed = False
@@ -321,11 +322,15 @@ class RemoteReaderPool:
         return data
 
     def raise_recorded_error(self, keys: Iterable[_Key]) -> None:
-        """If a failed task recorded an error for any of ``keys``: forget them all (the
-        read after this one tries again) and raise."""
-        errors = [e for e in (self._errors.pop(key, None) for key in keys) if e is not None]
-        if errors:
-            raise RemoteReadError(f"remote read failed: {errors[0]}") from errors[0]
+        """If a failed task recorded an error for any of ``keys``: forget it for every piece
+        of that task (reported once; the read after this one tries again) and raise."""
+        for key in keys:
+            failure = self._errors.get(key)
+            if failure is not None:
+                err, failed = failure
+                for k in failed:
+                    self._errors.pop(k, None)
+                raise RemoteReadError(f"remote read failed: {err}") from err
 
     def _put_chunks(self, md: RemoteLogSegmentMetadata, chunks: dict[int, bytes]) -> None:
         """Cache a task's chunks, then evict the least recently used others down to the
@@ -358,9 +363,10 @@ class RemoteReaderPool:
             _k, evicted = self._indexes.popitem(last=False)
             self._index_total -= evicted.charge
 
-    def _record_error(self, key: _Key, err: BaseException) -> None:
-        self._errors[key] = err
-        self._errors.move_to_end(key)
+    def _record_error(self, keys: list[_Key], err: BaseException) -> None:
+        for key in keys:
+            self._errors[key] = (err, keys)
+            self._errors.move_to_end(key)
         while len(self._errors) > _MAX_RECORDED_ERRORS:
             self._errors.popitem(last=False)
 
@@ -544,9 +550,7 @@ class RemoteReaderPool:
         if task.chunks:
             self._put_chunks(task.md, task.chunks)
         if task.error is not None:
-            keys = task.failed_keys or task.keys(self.chunk_size)
-            for key in keys:
-                self._record_error(key, task.error)
+            self._record_error(task.failed_keys or task.keys(self.chunk_size), task.error)
 
 
 class RemotePartitionReader:
