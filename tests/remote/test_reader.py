@@ -670,3 +670,55 @@ def test_a_failure_is_reported_once_even_when_its_task_spanned_many_chunks(fake_
         return errors
 
     assert asyncio.run(run()) == 0
+
+
+def test_a_failed_read_ahead_is_not_reported_to_a_later_read(fake_tiered):
+    """Read-ahead tasks have no waiter: their failure is logged, not recorded, so the read
+    that later needs the chunk fetches it (and succeeds once the store is back)."""
+    plog, pool, rsm, rlmm, ref, _tp = fake_tiered
+    md = rlmm.segments[1]
+
+    async def run():
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(md.start_offset, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        rsm.fail = OSError("store down")
+        before = pool.prefetches
+        off = md.start_offset
+        while pool.prefetches == before:  # read on until a read-ahead starts (and fails)
+            data = plog.read(off, 150)
+            off = _next_after(data)
+        while pool.tasks_in_flight:
+            await asyncio.sleep(0.001)
+        rsm.fail = None
+        nxt = rlmm.segments[2].start_offset  # what the read-ahead was for
+        for _ in range(3):
+            try:
+                return bytes(plog.read(nxt, 150)) == ref[(nxt, 150, True, -1)]
+            except RemoteFetchPending as p:
+                await asyncio.wait_for(p.ready, 10)
+        return False
+
+    assert asyncio.run(run())
+
+
+def test_a_recorded_failure_expires(fake_tiered, monkeypatch):
+    """A failure nobody came back for within the TTL is not reported to a read much later:
+    that read tries the store again."""
+    import snakka.remote.reader as reader_module
+
+    plog, pool, rsm, _rlmm, ref, _tp = fake_tiered
+    monkeypatch.setattr(reader_module, "_ERROR_TTL_S", -1.0)  # everything has expired
+
+    async def run():
+        rsm.fail = OSError("store down")
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(0, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        rsm.fail = None
+        with pytest.raises(RemoteFetchPending) as e:  # tried again, not the old error
+            plog.read(0, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        return bytes(plog.read(0, 150))
+
+    assert asyncio.run(run()) == ref[(0, 150, True, -1)]

@@ -54,9 +54,10 @@ Bounds
 Errors
     A failed task (RemoteStorageError, a checksum mismatch, a corrupt index) is logged once
     and recorded against the pieces it was fetching; nothing is cached. The next read that
-    needs one of them raises :class:`RemoteReadError` (KAFKA_STORAGE_ERROR for that
-    partition, as Kafka answers a failed remote fetch) and forgets the record, so the read
-    after it tries the object store again. An offset no finished remote segment holds raises
+    needs one of them (within 30 s) raises :class:`RemoteReadError` (KAFKA_STORAGE_ERROR
+    for that partition, as Kafka answers a failed remote fetch) and forgets the record for
+    all of them, so the read after it tries the object store again. A failed read-ahead is
+    only logged (no one waited for it). An offset no finished remote segment holds raises
     :class:`~snakka.storage.unified_log.OffsetOutOfRangeError`.
 
 Threading
@@ -74,6 +75,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -109,8 +111,11 @@ _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 # Estimated memory of a parsed index entry beyond its file bytes (two Python ints in two
 # lists): what the index cache charges, so its bound is about memory, not file sizes.
 _INDEX_ENTRY_OVERHEAD = 64
-# Errors remembered for the next read (oldest dropped beyond this).
+# Errors remembered for the next read (oldest dropped beyond this), and for how long: the
+# read that waited for the failed task comes back within remote.fetch.max.wait.ms; a read
+# much later (the consumer went away and came back) tries the store again instead.
 _MAX_RECORDED_ERRORS = 1024
+_ERROR_TTL_S = 30.0
 # A read spanning segments after a compacted-away offset, or many txn indexes: at most this
 # many segments' indexes are asked for in one round.
 _MAX_SEGMENTS_PER_ROUND = 8
@@ -192,6 +197,7 @@ class _Task:
     end: int = 0
     position_of: int | None = None
     span: int = 0
+    background: bool = False  # a read-ahead: nobody waits, a failure is only logged
     # Results, filled by the worker.
     parsed: SegmentIndexes | None = None
     chunks: dict[int, bytes] = field(default_factory=dict)
@@ -249,8 +255,9 @@ class RemoteReaderPool:
         self._index_total = 0
         # Pieces being fetched -> callbacks to run when their task ends.
         self._inflight: dict[_Key, list[Callable[[], None]]] = {}
-        # Pieces of failed tasks -> (the error, every piece of that task).
-        self._errors: OrderedDict[_Key, tuple[BaseException, list[_Key]]] = OrderedDict()
+        # Pieces of failed tasks -> (the error, every piece of that task, when).
+        self._errors: OrderedDict[_Key, tuple[BaseException, list[_Key], float]] = \
+            OrderedDict()
         self._tasks = 0  # submitted, not yet delivered
         self._capacity_waiters: list[asyncio.Future[None]] = []
         self._closed = False
@@ -324,13 +331,15 @@ class RemoteReaderPool:
     def raise_recorded_error(self, keys: Iterable[_Key]) -> None:
         """If a failed task recorded an error for any of ``keys``: forget it for every piece
         of that task (reported once; the read after this one tries again) and raise."""
+        now = time.monotonic()
         for key in keys:
             failure = self._errors.get(key)
             if failure is not None:
-                err, failed = failure
+                err, failed, at = failure
                 for k in failed:
                     self._errors.pop(k, None)
-                raise RemoteReadError(f"remote read failed: {err}") from err
+                if now - at <= _ERROR_TTL_S:
+                    raise RemoteReadError(f"remote read failed: {err}") from err
 
     def _put_chunks(self, md: RemoteLogSegmentMetadata, chunks: dict[int, bytes]) -> None:
         """Cache a task's chunks, then evict the least recently used others down to the
@@ -364,8 +373,9 @@ class RemoteReaderPool:
             self._index_total -= evicted.charge
 
     def _record_error(self, keys: list[_Key], err: BaseException) -> None:
+        at = time.monotonic()
         for key in keys:
-            self._errors[key] = (err, keys)
+            self._errors[key] = (err, keys, at)
             self._errors.move_to_end(key)
         while len(self._errors) > _MAX_RECORDED_ERRORS:
             self._errors.popitem(last=False)
@@ -434,9 +444,10 @@ class RemoteReaderPool:
                 return
             keys = task.keys(self.chunk_size)
             if not keys or any(k in self._inflight or k in self._chunks or k in self._indexes
-                               or k in self._errors for k in keys):
+                               for k in keys):
                 continue
             self.prefetches += 1
+            task.background = True
             self._submit(loop, task, None)
 
     def _wait_capacity(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
@@ -549,7 +560,7 @@ class RemoteReaderPool:
             self._put_indexes(_idx_key(task.md), task.parsed)
         if task.chunks:
             self._put_chunks(task.md, task.chunks)
-        if task.error is not None:
+        if task.error is not None and not task.background:
             self._record_error(task.failed_keys or task.keys(self.chunk_size), task.error)
 
 
