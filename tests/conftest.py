@@ -44,6 +44,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import reference_kafka as _ref  # noqa: E402  (tests/ is not a package)
+from s3_server import s3_bucket, s3_server  # noqa: E402, F401  (the loopback S3 fixtures)
 
 _TESTS = Path(__file__).resolve().parent
 
@@ -102,6 +103,7 @@ NOT_FAST = {
         "an in-process broker answering on a socket",
     "spark/test_options.py::test_readers_and_partitions_pickle_without_connections":
         "an in-process broker (spark_broker)",
+    "remote/test_storage.py": "a loopback S3 server, retries with real waits",
 }
 
 # A -m fast run longer than this prints a warning and its slowest tests (never a failure:

@@ -71,3 +71,32 @@ def test_pytest_rewrites_only_the_plugin_not_the_broker():
                  "snakka.handlers.fetch"):
         mod = importlib.import_module(name)
         assert not isinstance(mod.__spec__.loader, AssertionRewritingHook), name
+
+
+def test_close_removes_the_default_tiered_storage_directory(snakka_broker_factory):
+    """The local backend's default root is '<log dir>-remote' (beside the log dir, so that a
+    Kafka broker could open the log dir as it is); the embedded broker's temporary dirs both
+    go at close."""
+    import time
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = snakka_broker_factory(config={"remote.log.storage.system.enable": "true",
+                                      "remote.log.manager.task.interval.ms": "100",
+                                      "log.flush.scheduler.interval.ms": "100"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+    admin.create_topics([NewTopic(
+        "tiered", 1, 1, config={"remote.storage.enable": "true", "segment.bytes": "1024"})]
+    )["tiered"].result(30)
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "batch.num.messages": 20})
+    for i in range(1000):  # batches of 20 small records: many 1 KiB segments
+        p.produce("tiered", b"m%d" % i)
+    assert p.flush(30) == 0
+    remote_root = b.data_dir + "-remote"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(
+            f.endswith(".manifest") for _, _, fs in os.walk(remote_root) for f in fs):
+        time.sleep(0.1)
+    assert any(f.endswith(".manifest") for _, _, fs in os.walk(remote_root) for f in fs)
+    b.close()
+    assert not os.path.exists(b.data_dir) and not os.path.exists(remote_root)

@@ -495,7 +495,7 @@ class SharePartitionManager(MetadataListener):
             if read.error_code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,  # deleted meanwhile
                                    ErrorCode.KAFKA_STORAGE_ERROR,  # a remote read failed
                                    ErrorCode.REPLICA_NOT_AVAILABLE):  # remote not attached
-                res.error = read.error_code
+                res.error = ErrorCode(read.error_code)
                 continue
             data = read.records
             if read.error_code != ErrorCode.NONE or not data:

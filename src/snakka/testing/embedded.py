@@ -88,6 +88,9 @@ class EmbeddedBroker:
             self.stop()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+            # tiered storage's default local backend lives beside the data dir
+            # (rsm.config.storage.root empty: '<log dir>-remote')
+            shutil.rmtree(self.data_dir.rstrip(os.sep) + "-remote", ignore_errors=True)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
