@@ -21,6 +21,7 @@ from storage.helpers import Clock, append, batch, open_log  # tests/ is on sys.p
 
 from snakka.records import iter_records
 from snakka.remote.reader import RemoteReaderPool, RemoteReadError
+from snakka.remote.storage import RemoteResourceNotFoundError
 from snakka.remote.types import (
     IndexType,
     LogSegmentData,
@@ -34,10 +35,6 @@ from snakka.storage.unified_log import OffsetOutOfRangeError, RemoteFetchPending
 
 PID, PID2 = 1000, 2000
 CHUNK = 256
-
-
-class NotFound(Exception):
-    pass
 
 
 class FakeStorage:
@@ -74,7 +71,7 @@ class FakeStorage:
             self.index_reads += 1
         data = self.files[md.segment_id.id].get(index_type)
         if data is None:
-            raise NotFound(index_type)
+            raise RemoteResourceNotFoundError(f"no {index_type.name} index")
         return data
 
 
@@ -194,12 +191,9 @@ def write_mixed_log(path, clock=None) -> UnifiedLog:
 
 
 def local_backend(root) -> object:
-    """The real local-directory RemoteStorageManager with CHUNK-byte chunks; skips while
-    the storage package (issue 12's helper A) is not on this branch."""
-    try:
-        from snakka.remote.storage import create_remote_storage
-    except ImportError:
-        pytest.skip("snakka.remote.storage is not on this branch yet (issue 12)")
+    """The real local-directory RemoteStorageManager with CHUNK-byte chunks."""
+    from snakka.remote.storage import create_remote_storage
+
     return create_remote_storage({"rsm.config.storage.backend": "local",
                                   "rsm.config.storage.root": os.fspath(root),
                                   "rsm.config.chunk.size": CHUNK})
@@ -722,3 +716,16 @@ def test_a_recorded_failure_expires(fake_tiered, monkeypatch):
         return bytes(plog.read(0, 150))
 
     assert asyncio.run(run()) == ref[(0, 150, True, -1)]
+
+
+def test_a_segment_whose_txn_index_is_absent_has_no_aborted_transactions(fake_tiered):
+    """The storage manager's contract: TRANSACTION of a segment without one raises
+    RemoteResourceNotFoundError; the reader takes that as an empty index (metadata that
+    did not say txn_index_empty, e.g. from an older copier)."""
+    plog, pool, rsm, rlmm, ref, _tp = fake_tiered
+    md = rlmm.segments[0]
+    assert md.txn_index_empty
+    rlmm.segments[0] = dataclasses.replace(md, txn_index_empty=False)
+    rsm.files[md.segment_id.id].pop(IndexType.TRANSACTION, None)
+    assert bytes(plog.read(0, 600)) == ref[(0, 600, True, -1)]
+    assert pool.indexes(rlmm.segments[0]).txn.txns == []

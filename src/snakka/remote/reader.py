@@ -84,6 +84,7 @@ from typing import Protocol, TypeVar
 
 from snakka.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from snakka.records.record import batch_records
+from snakka.remote.storage import RemoteResourceNotFoundError
 from snakka.remote.types import (
     IndexType,
     RemoteLogSegmentId,
@@ -93,14 +94,6 @@ from snakka.remote.types import (
 )
 from snakka.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from snakka.storage.unified_log import OffsetOutOfRangeError, RemoteFetchPending, UnifiedLog
-
-try:  # helper A's storage package; until it lands, an absent txn index is any such error
-    from snakka.remote.storage import (  # type: ignore[import-not-found,unused-ignore]
-        RemoteResourceNotFoundError,
-    )
-except ImportError:  # pragma: no cover - the storage package is on main with issue 12
-    class RemoteResourceNotFoundError(Exception):  # type: ignore[no-redef]
-        """Stand-in for snakka.remote.storage.RemoteResourceNotFoundError."""
 
 log = logging.getLogger("snakka.remote.reader")
 
