@@ -423,3 +423,60 @@ def test_a_tiered_partition_without_its_remote_reader_answers_replica_not_availa
                 await conn.close()
 
         assert run_async(ask()) == (9, -1)
+
+
+def test_wired_broker_serves_reads_below_the_local_start(tmp_path):
+    """The broker's own tiered storage (local backend, its copier and local retention, no
+    fakes): once most segments are remote only, confluent-kafka and kafka-python read every
+    record from offset 0, and offsets_for_times finds a remote-only timestamp."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    cfg = {"remote.log.storage.system.enable": "true", "rsm.config.storage.backend": "local",
+           "rsm.config.storage.root": str(tmp_path / "remote"),
+           "remote.log.manager.task.interval.ms": "200",
+           "log.retention.check.interval.ms": "200"}
+    n = 3000
+    with EmbeddedBroker(config=cfg) as b:
+        async def create():
+            async with Admin(b.bootstrap_servers) as admin:
+                await admin.create_topic(TOPIC, 1, configs={
+                    "remote.storage.enable": "true", "segment.bytes": "20000",
+                    "local.retention.bytes": "20000",
+                    "retention.ms": "-1"})  # the records' timestamps are from 2023
+
+        run_async(create())
+        # Small batches: a batch never spans segments, so segments need several.
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5,
+                      "batch.size": 4096})
+        for i in range(n):
+            p.produce(TOPIC, _value(i), partition=0, timestamp=TS0 + i * STEP)
+        assert p.flush(30) == 0
+        plog = b.broker.replicas.get_log(TOPIC, 0)
+        deadline = time.monotonic() + 60
+        while plog.local_log.base_offset < n // 2:
+            assert time.monotonic() < deadline, "the copier and local retention did not run"
+            time.sleep(0.05)
+        assert plog.log_start_offset == 0
+        got = ck_consume(b.bootstrap_servers, TOPIC, [0], n, timeout=60)
+        assert [(g.offset, g.value) for g in got] == [(i, _value(i)) for i in range(n)]
+        k = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, enable_auto_commit=False,
+                          auto_offset_reset="earliest")
+        try:
+            k.assign([KTP(TOPIC, 0)])
+            k.seek_to_beginning()
+            kp = []
+            while len(kp) < n and time.monotonic() < deadline + 60:
+                for recs in k.poll(timeout_ms=500).values():
+                    kp.extend(recs)
+            assert [(r.offset, r.value) for r in kp] == [(i, _value(i)) for i in range(n)]
+        finally:
+            k.close()
+        c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "unused"})
+        try:
+            [found] = c.offsets_for_times([CTP(TOPIC, 0, TS0 + 123 * STEP)], timeout=30)
+        finally:
+            c.close()
+        assert found.offset == 123
