@@ -199,10 +199,14 @@ def local_backend(root) -> object:
                                   "rsm.config.chunk.size": CHUNK})
 
 
-def _tiered(tmp_path, backend: str):
+def make_tiered(tmp_path, backend: str | object):
+    """The mixed log, its closed segments copied to ``backend`` ("fake", "local" or a
+    storage manager) and all but the last two deleted locally: (log, pool, storage,
+    metadata, reference reads, tp). The caller closes the pool and the log."""
     plog = write_mixed_log(tmp_path / "t-0")
     tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    rsm = FakeStorage() if backend == "fake" else local_backend(tmp_path / "remote")
+    rsm = FakeStorage() if backend == "fake" else \
+        local_backend(tmp_path / "remote") if backend == "local" else backend
     rlmm = FakeMetadata()
     mds = tier(plog, tp, rsm, rlmm)
     assert len(mds) >= 6
@@ -219,7 +223,7 @@ def tiered(tmp_path, request):
     """(log, pool, storage, metadata, reference reads, tp) with every closed segment remote
     and all but the last two deleted locally; the storage is the in-test fake or the real
     local-directory backend."""
-    made = _tiered(tmp_path, request.param)
+    made = make_tiered(tmp_path, request.param)
     yield made
     made[1].close()
     made[0].close()
@@ -228,7 +232,7 @@ def tiered(tmp_path, request):
 @pytest.fixture
 def fake_tiered(tmp_path):
     """:func:`tiered` over the fake storage only (it can fail, stall and be corrupted)."""
-    made = _tiered(tmp_path, "fake")
+    made = make_tiered(tmp_path, "fake")
     yield made
     made[1].close()
     made[0].close()
