@@ -526,3 +526,48 @@ def test_reader_over_the_s3_backend_and_an_outage(tmp_path, s3_server, s3_bucket
         pool.close()
         plog.close()
         rsm.close()
+
+
+def test_many_fetches_of_remote_data_with_a_stalled_store_stay_bounded():
+    """20 concurrent fetches of offsets in 5 different remote segments while the store
+    hangs, with 2 reader threads and 2 queued tasks: at most 4 tasks ever exist (the rest
+    are refused and wait for capacity), every fetch is answered after about
+    remote.fetch.max.wait.ms without records and without error, and once the store answers
+    every offset is served."""
+    gate = threading.Event()
+    cfg = {"remote.fetch.max.wait.ms": "300", "remote.log.reader.threads": "2",
+           "remote.log.reader.max.pending.tasks": "2"}
+    with EmbeddedBroker(config=cfg) as b:
+        try:
+            pool, _rsm, _local = _produce_tiered(b, gate=gate)
+            offsets = [seg * PER_ROUND + k for seg in range(5) for k in (1, 9, 17, 33)]
+
+            async def fetch_all():
+                async def one(off):
+                    conn = await raw_connect(b.bootstrap_servers)
+                    try:
+                        resp = await conn.send(FetchRequest(
+                            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                            isolation_level=0, session_id=0, session_epoch=-1,
+                            topics=[FetchTopic(topic=TOPIC, partitions=[FetchPartition(
+                                partition=0, fetch_offset=off,
+                                partition_max_bytes=1 << 20)])]), version=12)
+                    finally:
+                        await conn.close()
+                    pd = resp.responses[0].partitions[0]
+                    return pd.error_code, len(bytes(pd.records or b""))
+
+                t0 = time.monotonic()
+                got = await asyncio.gather(*(one(o) for o in offsets))
+                return got, time.monotonic() - t0
+
+            got, took = run_async(fetch_all())
+            assert got == [(0, 0)] * len(offsets), got
+            assert took < 15, took
+            assert pool.tasks_in_flight <= 4  # none has finished: the most there were
+            assert pool.refused > 0
+        finally:
+            gate.set()
+        for off in offsets:
+            data, _ = _fetch(b.bootstrap_servers, {0: off})
+            assert data[0][0] == 0 and data[0][1][0][0] <= off, off
