@@ -11,7 +11,9 @@ Fixtures (registered in tests/conftest.py through ``pytest_plugins``):
 
 Outages: ``s3_server.down()`` closes the listening socket AND every open connection (a
 request in flight fails as it would against a dead server, rather than being completed),
-``s3_server.up()`` listens again on the same port. Objects survive: moto
+``s3_server.up()`` listens again on the same port. Faults: ``s3_server.inject_errors(match,
+count, status)`` answers the next ``count`` matching requests with an error (503 SlowDown by
+default) instead of serving them; ``s3_server.requests`` lists every request seen. Objects survive: moto
 keeps them in this process's memory, not in the server.
 
 Why moto's server rather than its in-process mock: the broker under test may be a child
@@ -28,7 +30,8 @@ import logging
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -47,7 +50,10 @@ class LoopbackS3Server:
 
         self.host = host
         self.port = 0
-        self._app = DomainDispatcherApplication(create_backend_app)
+        self._moto = DomainDispatcherApplication(create_backend_app)
+        self._faults: list[tuple[Callable[[str, str], bool], int, list[int]]] = []
+        # (method, path?query) of the latest requests, for tests that look at what was sent
+        self.requests: deque[tuple[str, str]] = deque(maxlen=10_000)
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -90,6 +96,32 @@ class LoopbackS3Server:
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name=f"s3-server-{self.port}", daemon=True)
         self._thread.start()
+
+    def inject_errors(self, match: Callable[[str, str], bool], count: int = 1,
+                      status: int = 503) -> None:
+        """Answer the next ``count`` requests for which ``match(method, path?query)`` holds
+        with ``status`` (503 SlowDown: S3's throttling) instead of serving them."""
+        with self._lock:
+            self._faults.append((match, status, [count]))
+
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        method = environ["REQUEST_METHOD"]
+        target = environ.get("PATH_INFO", "") + "?" + environ.get("QUERY_STRING", "")
+        with self._lock:
+            self.requests.append((method, target))
+            fault = next((f for f in self._faults if f[2][0] > 0 and f[0](method, target)),
+                         None)
+            if fault is not None:
+                fault[2][0] -= 1
+        if fault is None:
+            return self._moto(environ, start_response)
+        stream = environ.get("wsgi.input")
+        if stream is not None:  # read the body, as a server that answers does
+            stream.read(int(environ.get("CONTENT_LENGTH") or 0))
+        body = b"<Error><Code>SlowDown</Code><Message>injected</Message></Error>"
+        start_response(f"{fault[1]} Injected", [("Content-Type", "application/xml"),
+                                                 ("Content-Length", str(len(body)))])
+        return [body]
 
     def down(self) -> None:
         """Stop answering: the port refuses connections, open ones (requests in flight) are

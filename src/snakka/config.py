@@ -608,6 +608,16 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("rsm.config.storage.retry.backoff.ms", _L, "100", _pos_long,
        "First wait between tries of one object-store call (doubles per try).",
        read_only=True),
+    _d("rsm.config.storage.retry.backoff.max.ms", _L, "10000", _pos_long,
+       "Longest wait between two tries of one object-store call.", read_only=True),
+    _d("rsm.config.storage.s3.multipart.upload.concurrency", _I, "2", _parse_int(1, 64),
+       "Parts of one multipart upload sent at once.", read_only=True),
+    _d("rsm.config.storage.s3.connect.timeout.ms", _L, "10000", _pos_long,
+       "Longest wait for a connection to the S3 endpoint (then the try fails and is retried).",
+       read_only=True),
+    _d("rsm.config.storage.s3.request.timeout.ms", _L, "120000", _pos_long,
+       "Longest one S3 request may take (a part of a multipart upload included).",
+       read_only=True),
     _d("authorizer.class.name", _S, "", _refuse_nonempty(
         "ACLs are not available in this snakka version: no request would be authorized"),
        "Authorizer (not available yet: any value is refused at start rather than leaving "

@@ -125,8 +125,21 @@ def test_epoch_aware_lookup() -> None:
 
 
 def test_later_superset_upload_replaces_earlier() -> None:
-    # Kafka's case 1: L0 uploaded 0-100, L1 uploaded 0-200 of the same epoch: the first is
-    # unreferenced (still listed, for deletion) and reads go to the second.
+    # Kafka's case 2: L0 uploaded 10-90, L1 uploaded 5-100: reads of 50 go to the second,
+    # the first is unreferenced (still listed, for deletion).
+    c = RemoteLogMetadataCache()
+    a, b = seg(10, 90), seg(5, 100)
+    for md in (a, b):
+        c.add_copy_in_progress_segment(md)
+        c.update_remote_log_segment_metadata(upd(md, S.COPY_SEGMENT_FINISHED))
+    found = c.remote_log_segment_metadata(0, 50)
+    assert found is not None and found.segment_id == b.segment_id
+    assert {m.segment_id for m in c.segments_for_epoch(0)} == {a.segment_id, b.segment_id}
+
+
+def test_copies_of_the_same_offsets_read_the_last_and_fall_back() -> None:
+    # Kafka's case 1 (0-100 then 0-200) reads the later copy; when it is deleted the earlier,
+    # still complete, is read again (Kafka would answer nothing for the range).
     c = RemoteLogMetadataCache()
     a, b = seg(0, 100), seg(0, 200)
     for md in (a, b):
@@ -134,7 +147,11 @@ def test_later_superset_upload_replaces_earlier() -> None:
         c.update_remote_log_segment_metadata(upd(md, S.COPY_SEGMENT_FINISHED))
     found = c.remote_log_segment_metadata(0, 50)
     assert found is not None and found.segment_id == b.segment_id
-    assert {m.segment_id for m in c.segments_for_epoch(0)} == {a.segment_id, b.segment_id}
+    c.update_remote_log_segment_metadata(upd(b, S.DELETE_SEGMENT_STARTED))
+    found = c.remote_log_segment_metadata(0, 50)
+    assert found is not None and found.segment_id == a.segment_id
+    assert c.remote_log_segment_metadata(0, 150) is None
+    assert c.highest_offset_for_epoch(0) == 200
 
 
 def test_retried_events_are_idempotent() -> None:
@@ -154,6 +171,31 @@ def test_retried_events_are_idempotent() -> None:
     c.add_copy_in_progress_segment(d)
     c.add_copy_in_progress_segment(d)
     assert [m.segment_id for m in c.segments()].count(d.segment_id) == 1
+
+
+def test_a_deleted_copy_holding_the_highest_offset_is_not_started_again() -> None:
+    # Found by the property test: re-adding it would make the restatement lose the highest
+    # copied offset (or bring the old copy back).
+    c = RemoteLogMetadataCache()
+    a = seg(0, 9)
+    c.add_copy_in_progress_segment(a)
+    for state in (S.COPY_SEGMENT_FINISHED, S.DELETE_SEGMENT_STARTED, S.DELETE_SEGMENT_FINISHED):
+        c.update_remote_log_segment_metadata(upd(a, state))
+    with pytest.raises(ValueError, match="not reused"):
+        c.add_copy_in_progress_segment(a)
+    assert c.highest_offset_for_epoch(0) == 9 and c.segments() == []
+
+
+def test_a_partition_whose_only_copy_was_cleaned_up_has_no_metadata() -> None:
+    # A copy abandoned before it finished (COPY_SEGMENT_STARTED -> DELETE_*): nothing is left
+    # to say about the partition, after a restatement or not (found by the property test).
+    store = RemotePartitionMetadataStore()
+    a = seg(0, 9)
+    store.apply(a)
+    store.apply(upd(a, S.DELETE_SEGMENT_STARTED))
+    assert store.partitions() == [TP]
+    store.apply(upd(a, S.DELETE_SEGMENT_FINISHED))
+    assert store.partitions() == [] and store.cache(TP) is None
 
 
 def test_partition_delete_states() -> None:
@@ -183,6 +225,7 @@ events_st = st.lists(
     st.one_of(
         st.tuples(st.just("next"), st.integers(0, 11)),
         st.tuples(st.just("next"), st.integers(0, 11)),
+        st.tuples(st.just("abandon"), st.integers(0, 11)),
         st.tuples(st.just("add"), st.integers(0, 11)),
         st.tuples(st.just("to"), st.integers(0, 11), st.sampled_from(_STATES)),
         st.tuples(st.just("pdel"), st.sampled_from([0, 1]),
@@ -222,6 +265,12 @@ def _to_events(raw: list[tuple[Any, ...]]) -> list[Any]:
                 continue
             step[ev[1]] = k
             out.append(segs[ev[1]] if k == 0 else upd(segs[ev[1]], path[k], ts=100 + len(out)))
+        elif ev[0] == "abandon":  # a copy given up: started -> deleting -> deleted
+            k = step.get(ev[1], -1)
+            nxt = {0: S.DELETE_SEGMENT_STARTED, 2: S.DELETE_SEGMENT_FINISHED}.get(k)
+            if nxt is not None:
+                step[ev[1]] = {S.DELETE_SEGMENT_STARTED: 2, S.DELETE_SEGMENT_FINISHED: 3}[nxt]
+                out.append(upd(segs[ev[1]], nxt, ts=100 + len(out)))
         elif ev[0] == "add":
             out.append(segs[ev[1]])
         elif ev[0] == "to":
@@ -237,8 +286,10 @@ class Model:
 
     def __init__(self) -> None:
         self.segs: dict[Any, RemoteLogSegmentMetadata] = {}
-        self.referenced: dict[tuple[Any, int, int], Any] = {}  # (tp, epoch, start) -> sid
+        # (tp, epoch, start) -> the copies finished there, in order (the last one is read)
+        self.referenced: dict[tuple[Any, int, int], list[Any]] = {}
         self.highest: dict[tuple[Any, int], int] = {}
+        self.source: dict[tuple[Any, int], Any] = {}  # the copy that set (or tied) highest
         self.deletes: dict[Any, RemotePartitionDeleteState] = {}
 
     def apply(self, ev: Any) -> bool:
@@ -250,6 +301,7 @@ class Model:
                     del self.segs[sid]
                 self.referenced = {k: v for k, v in self.referenced.items() if k[0] != tp}
                 self.highest = {k: v for k, v in self.highest.items() if k[0] != tp}
+                self.source = {k: v for k, v in self.source.items() if k[0] != tp}
             else:
                 self.deletes[tp] = ev.state
             return True
@@ -257,6 +309,8 @@ class Model:
             cur = self.segs.get(ev.segment_id)
             if cur is not None and cur.state is not S.COPY_SEGMENT_STARTED:
                 return False
+            if cur is None and ev.segment_id in self.source.values():
+                return False  # a deleted copy holding the highest offset never comes back
             self.segs[ev.segment_id] = ev  # (a retry replaces the fields)
             return True
         cur = self.segs.get(ev.segment_id)
@@ -274,10 +328,13 @@ class Model:
             end = nxt[0][1] - 1 if nxt else md.end_offset
             key = (tp, epoch, start)
             if md.state is S.COPY_SEGMENT_FINISHED:
-                self.referenced[key] = md.segment_id
+                self.referenced.setdefault(key, []).append(md.segment_id)
                 self.highest[(tp, epoch)] = max(self.highest.get((tp, epoch), -1), end)
-            elif md.state is S.DELETE_SEGMENT_STARTED and self.referenced.get(key) == md.segment_id:
-                del self.referenced[key]
+                if self.highest[(tp, epoch)] == end:
+                    self.source[(tp, epoch)] = md.segment_id
+            elif md.state is S.DELETE_SEGMENT_STARTED and md.segment_id in self.referenced.get(
+                    key, []):
+                self.referenced[key].remove(md.segment_id)
         if md.state is S.DELETE_SEGMENT_FINISHED:
             del self.segs[md.segment_id]
         else:
@@ -285,15 +342,15 @@ class Model:
         return True
 
     def lookup(self, tp: Any, epoch: int, offset: int) -> Any:
-        for (t, e, start), sid in self.referenced.items():
-            md = self.segs[sid]
-            if t != tp or e != epoch or start > offset:
+        for (t, e, start), sids in self.referenced.items():
+            if t != tp or e != epoch or start > offset or not sids:
                 continue
+            md = self.segs[sids[-1]]
             idx = [x[0] for x in md.segment_leader_epochs].index(e)
             nxt = md.segment_leader_epochs[idx + 1:]
             end = nxt[0][1] - 1 if nxt else md.end_offset
             if offset <= end:
-                return sid
+                return md.segment_id
         return None
 
 

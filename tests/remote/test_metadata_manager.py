@@ -130,6 +130,8 @@ def test_events_survive_a_restart_and_partitions_are_ready(tmp_path: Path) -> No
             b.broker.controller, b.broker.replicas, b.broker.config, broker_id=0,
             time_ms=b.broker.time_ms)
         assert not m2.is_ready(TP)  # not replayed yet
+        with pytest.raises(RuntimeError, match="not ready"):
+            on_loop(b, lambda: m2.add_remote_log_segment_metadata(seg(900, 909)))
         on_loop(b, m2.start)
         assert m2.is_ready(TP)
         assert snapshot(b, m2) == before
@@ -276,12 +278,17 @@ CRASH_SCRIPT = textwrap.dedent("""
                                                broker_id=0, time_ms=b.time_ms)
         await m.start()
         tp = TopicIdPartition(uuid.UUID(sys.argv[2]), "orders", 0)
-        for i in range(int(sys.argv[3])):
+        n = int(sys.argv[3])  # 0: until killed, printing each acknowledged copy
+        i = 0
+        while n == 0 or i < n:
             md = RemoteLogSegmentMetadata(RemoteLogSegmentId(tp, uuid.UUID(int=i + 1)), i * 10,
                                           i * 10 + 9, 0, 0, 0, 10, ((0, i * 10),))
             await m.add_remote_log_segment_metadata(md)
             await m.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
                 md.segment_id, 1, S.COPY_SEGMENT_FINISHED, 0, b"x"))
+            if n == 0:
+                print("ACK", i, flush=True)
+            i += 1
         print("WRITTEN", flush=True)
         await asyncio.sleep(3600)
 
@@ -327,5 +334,193 @@ def test_clients_see_the_topic_as_the_brokers_own(tmp_path: Path) -> None:
         assert errors and errors[0] is not None, "a client wrote to __remote_log_metadata"
         assert errors[0].code() != 0
         del KafkaException
+        # Kafka's Metadata does not flag it internal (Topic.isInternal lists only the
+        # coordinators' topics); it is reserved all the same.
+        from kafka.admin import KafkaAdminClient
+        kadmin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        try:
+            [desc] = kadmin.describe_topics([REMOTE_LOG_METADATA_TOPIC])
+            assert desc["is_internal"] is False and len(desc["partitions"]) == 5
+        finally:
+            kadmin.close()
         # The manager's state is untouched by the attempt.
         assert len(m.list_remote_log_segments(TP)) == 1
+        # The snakka CLI: `topics list` leaves the broker's own topics out, `describe` shows it.
+        from click.testing import CliRunner
+
+        from snakka.cli import main
+        runner = CliRunner()
+        listed = runner.invoke(main, ["topics", "list", "-b", b.bootstrap_servers])
+        assert listed.exit_code == 0 and REMOTE_LOG_METADATA_TOPIC not in listed.output
+        desc = runner.invoke(main, ["topics", "describe", REMOTE_LOG_METADATA_TOPIC,
+                                    "-b", b.bootstrap_servers])
+        assert desc.exit_code == 0, desc.output
+        assert "partitions 5" in desc.output and "retention.ms=-1" in desc.output, desc.output
+
+
+def test_partitions_become_ready_as_their_metadata_partition_is_replayed(tmp_path: Path) -> None:
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        copy(b, manager(b), seg(0, 9))
+        copy(b, manager(b), seg(0, 9, TP_OTHER))
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        br = b.broker
+        m = TopicBasedRemoteLogMetadataManager(br.controller, br.replicas, br.config,
+                                               broker_id=0, time_ms=br.time_ms)
+        seen: list[tuple[int, bool, bool]] = []
+        real = m._replay_partition
+
+        async def replay(p: int) -> None:
+            seen.append((p, m.is_ready(TP), m.is_ready(TP_OTHER)))
+            await real(p)
+        m._replay_partition = replay  # type: ignore[method-assign]
+        on_loop(b, m.start)
+        p_tp, p_other = metadata_partition(TP, 5), metadata_partition(TP_OTHER, 5)
+        for p, ready_tp, ready_other in seen:
+            assert ready_tp == (p > p_tp) and ready_other == (p > p_other)
+        assert m.is_ready(TP) and m.is_ready(TP_OTHER)
+
+
+def test_a_trim_cut_short_leaves_the_same_state(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash in the middle of a trim (some restated batches appended, the log start not
+    moved): replay sees the old records and part of the restatement, and the same state."""
+    kw = {"compact_min_records": 1_000_000, "compact_ratio": 2, "snapshot_batch_records": 3}
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b, **kw)
+        # The first segment copied holds the highest offset and is deleted: its restatement
+        # is one 4-record unit (added, copied, deleting, deleted) that keeps the highest
+        # copied offset, written first; the crash below cuts right after it.
+        for i in [11] + list(range(10)):
+            md = seg(i * 10, i * 10 + 9)
+            copy(b, m, md)
+            if i in (11, 0, 1):
+                on_loop(b, lambda md=md: m.update_remote_log_segment_metadata(
+                    upd(md, S.DELETE_SEGMENT_STARTED)))
+            if i in (11, 0):
+                on_loop(b, lambda md=md: m.update_remote_log_segment_metadata(
+                    upd(md, S.DELETE_SEGMENT_FINISHED)))
+        before = snapshot(b, m)
+        assert m.highest_offset_for_epoch(TP, 0) == 119
+        p = metadata_partition(TP, 5)
+        held = m.held(p)
+        real = m._append
+        calls = {"n": 0}
+
+        def dying(part: int, events: list[Any]) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise OSError(errno.EIO, "the broker dies here")
+            return real(part, events)
+        monkeypatch.setattr(m, "_append", dying)
+        with pytest.raises(OSError):
+            on_loop(b, lambda: m.trim(p, force=True))
+        pl = b.broker.replicas.get_log(REMOTE_LOG_METADATA_TOPIC, p)
+        assert pl.log_start_offset == 0 and m.held(p) > held  # part of it written, not trimmed
+        on_loop(b, m.close)
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b, **kw)
+        assert snapshot(b, m) == before
+        # ... and a whole trim from there still gives it.
+        assert on_loop(b, lambda: m.trim(metadata_partition(TP, 5), force=True))
+        assert snapshot(b, m) == before
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        assert snapshot(b, manager(b, **kw)) == before
+
+
+def test_a_finished_partition_delete_forgets_the_partition(tmp_path: Path) -> None:
+    a = seg(0, 9, TP_OTHER)
+    states = RemotePartitionDeleteState
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b)
+        copy(b, m, a)
+        copy(b, m, seg(0, 9))
+        for st in (states.DELETE_PARTITION_MARKED, states.DELETE_PARTITION_STARTED):
+            on_loop(b, lambda st=st: m.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(TP_OTHER, st, 7, 0)))
+            assert m.partition_delete_state(TP_OTHER) is st
+        for state in (S.DELETE_SEGMENT_STARTED, S.DELETE_SEGMENT_FINISHED):
+            on_loop(b, lambda state=state: m.update_remote_log_segment_metadata(upd(a, state)))
+        on_loop(b, lambda: m.put_remote_partition_delete_metadata(RemotePartitionDeleteMetadata(
+            TP_OTHER, states.DELETE_PARTITION_FINISHED, 8, 0)))
+        assert m.partitions() == [TP]
+        assert m.partition_delete_state(TP_OTHER) is None
+        on_loop(b, lambda: m.trim(metadata_partition(TP_OTHER, 5), force=True))
+        assert m.partitions() == [TP]
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b)
+        assert m.partitions() == [TP]
+        assert m.list_remote_log_segments(TP_OTHER) == []
+
+
+def test_positive_retention_is_warned_about(tmp_path: Path,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    cfg = {**TIERED, "rlmm.config.remote.log.metadata.topic.retention.ms": "604800000"}
+    with EmbeddedBroker(str(tmp_path), config=cfg) as b:
+        m = manager(b)
+        copy(b, m, seg(0, 9))
+        ti = b.broker.controller.metadata.topics[REMOTE_LOG_METADATA_TOPIC]
+        assert ti.configs["retention.ms"] == "604800000"
+        assert "retention deletes remote log metadata" in caplog.text
+
+
+def test_acknowledged_events_survive_sigkill_mid_stream(tmp_path: Path) -> None:
+    """SIGKILL while the manager keeps writing: every copy whose COPY_SEGMENT_FINISHED call
+    returned is there after the restart; at most the one in flight is less far."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.Popen([sys.executable, "-c", CRASH_SCRIPT, str(tmp_path), str(TP.topic_id),
+                             "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    acked = -1
+    try:
+        assert proc.stdout is not None
+        while acked < 40:
+            line = proc.stdout.readline()
+            assert line.startswith(b"ACK"), line
+            acked = int(line.split()[1])
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b)
+        segs = m.list_remote_log_segments(TP)
+        done = [s for s in segs if s.state is S.COPY_SEGMENT_FINISHED]
+        assert [s.segment_id.id for s in done[:acked + 1]] == [
+            uuid.UUID(int=i + 1) for i in range(acked + 1)]
+        assert len(segs) <= len(done) + 1  # the copy in flight, if its start was written
+        assert m.highest_offset_for_epoch(TP, 0) >= acked * 10 + 9
+
+
+def test_concurrent_writers_keep_log_and_memory_in_step(tmp_path: Path) -> None:
+    """Twenty partitions' copiers at once (four per metadata partition) and deletions racing
+    them: what the log replays to is what memory holds."""
+    tps = [TopicIdPartition(uuid.UUID(int=(i + 1) * 7919), f"t{i % 3}", i) for i in range(20)]
+
+    async def life(m: TopicBasedRemoteLogMetadataManager, tp: TopicIdPartition) -> None:
+        mds = [seg(i * 10, i * 10 + 9, tp) for i in range(6)]
+        for md in mds:
+            await m.add_remote_log_segment_metadata(md)
+            await m.update_remote_log_segment_metadata(upd(md, S.COPY_SEGMENT_FINISHED))
+        for md in mds[:2]:
+            await m.update_remote_log_segment_metadata(upd(md, S.DELETE_SEGMENT_STARTED))
+            await m.update_remote_log_segment_metadata(upd(md, S.DELETE_SEGMENT_FINISHED))
+
+    def look(m: TopicBasedRemoteLogMetadataManager) -> Any:
+        return {tp: (m.list_remote_log_segments(tp), m.highest_offset_for_epoch(tp, 0))
+                for tp in tps}
+
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b, compact_min_records=40, compact_ratio=1)
+
+        async def everyone() -> None:
+            await asyncio.gather(*(life(m, tp) for tp in tps))
+            while m._trims:
+                await asyncio.gather(*m._trims.values(), return_exceptions=True)
+        on_loop(b, everyone)
+        before = on_loop(b, lambda: look(m))
+        assert all(len(segs) == 4 and hi == 59 for segs, hi in before.values())
+        assert sorted(m.metadata_partitions_of(tps)) == list(range(5))
+        trimmed = [p for p in range(5) if b.broker.replicas.get_log(
+            REMOTE_LOG_METADATA_TOPIC, p).log_start_offset > 0]
+        assert trimmed, "no trim ran among the writers"
+    with EmbeddedBroker(str(tmp_path), config=TIERED) as b:
+        m = manager(b)
+        assert on_loop(b, lambda: look(m)) == before

@@ -7,6 +7,8 @@ import struct
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from snakka.protocol.primitives import base64_to_uuid
 from snakka.remote.metadata import (
@@ -209,3 +211,60 @@ def test_partition_ignores_topic_name() -> None:
     assert metadata_partition(a, 50) == metadata_partition(b, 50)
     with pytest.raises(ValueError):
         metadata_partition(a, 0)
+
+
+# Two values captured from Apache Kafka 4.0's __remote_log_metadata (reference broker, a topic
+# "tiered" with id WPRer1eQQamecTkYMhgdlg tiered through a test RSM returning custom metadata
+# "snakka-0"): the first segment's COPY_SEGMENT_STARTED record (TxnIndexEmpty tagged true), then
+# its COPY_SEGMENT_FINISHED update. Both sat in metadata partition 6 of 50.
+# tests/remote/test_metadata_kafka_compat.py captures fresh ones when Kafka and javac exist.
+KAFKA_SEGMENT = (
+    b"\x01\x00\x00\x07tieredX\xf4^\xafW\x90A\xa9\x9eq9\x182\x18\x1d\x96\x00\x00\x00\x00\x00R2"
+    b"\xd4\xb9\x98\xc0Jp\xaa\xa5U`E7\xad\x98\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    b"\x00\x00\x00\x00g\x00\x00\x00\x01\x00\x00\x01\xa2\x12\xbf\xd5%\x00\x00\x01\xa2\x12\xbf"
+    b"\xd6\xb8\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x0f\xfb\xc0\x00\x00"
+    b"\x01\x00\x01\x01")
+KAFKA_UPDATE = (
+    b"\x01\x01\x00\x07tieredX\xf4^\xafW\x90A\xa9\x9eq9\x182\x18\x1d\x96\x00\x00\x00\x00\x00R2"
+    b"\xd4\xb9\x98\xc0Jp\xaa\xa5U`E7\xad\x98\x00\x00\x00\x00\x01\x00\x00\x01\xa2\x12\xbf\xd7$"
+    b"\tsnakka-0\x01\x00")
+
+
+def test_values_captured_from_kafka_4_0() -> None:
+    tp = TopicIdPartition(base64_to_uuid("WPRer1eQQamecTkYMhgdlg"), "tiered", 0)
+    md = deserialize(KAFKA_SEGMENT)
+    assert isinstance(md, RemoteLogSegmentMetadata)
+    assert md.topic_id_partition == tp
+    assert (md.start_offset, md.end_offset, md.broker_id, md.segment_size_in_bytes) == (
+        0, 103, 1, 1047488)
+    assert md.segment_leader_epochs == ((0, 0),)
+    assert md.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED and md.txn_index_empty
+    assert md.custom_metadata is None
+    update = deserialize(KAFKA_UPDATE)
+    assert isinstance(update, RemoteLogSegmentMetadataUpdate)
+    assert update.segment_id == md.segment_id
+    assert update.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+    assert update.custom_metadata == b"snakka-0"
+    assert serialize(md) == KAFKA_SEGMENT and serialize(update) == KAFKA_UPDATE
+    assert metadata_partition(tp, 50) == 6
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from([SEGMENT_BYTES, UPDATE_BYTES, DELETE_BYTES, SNAPSHOT_BYTES,
+                        KAFKA_SEGMENT, KAFKA_UPDATE]),
+       st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=4),
+       st.integers(0, 250), st.binary(max_size=8))
+def test_damaged_values_raise_only_the_serde_error(raw: bytes, flips: list[tuple[int, int]],
+                                                   cut: int, tail: bytes) -> None:
+    """Whatever a damaged value holds, decoding either succeeds or raises the serde's error
+    (the manager logs and skips those; anything else would stop the broker's start)."""
+    data = bytearray(raw)
+    for pos, byte in flips:
+        if pos < len(data):
+            data[pos] = byte
+    data = data[:cut] + tail if cut < len(data) else data
+    try:
+        event = deserialize(bytes(data))
+    except RemoteLogMetadataSerdeError:
+        return
+    assert deserialize(serialize(event)) == event

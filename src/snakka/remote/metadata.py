@@ -299,14 +299,21 @@ def _epoch_end(md: RemoteLogSegmentMetadata, epoch: int) -> int:
 
 class _LeaderEpochState:
     """One leader epoch of one partition (Kafka's RemoteLogLeaderEpochState): start offset ->
-    COPY_SEGMENT_FINISHED segment id (sorted), the other segments of the epoch still tracked
-    (copying, duplicates, deleting), and the highest copied offset of the epoch."""
+    the COPY_SEGMENT_FINISHED copies starting there (sorted by start; per start, in the order
+    they finished: the last one is read), the other segments of the epoch still tracked
+    (copying, replaced, deleting), and the highest copied offset of the epoch.
+
+    One difference from Kafka, for copies of the same offsets (a copy retried after an
+    ambiguous failure): Kafka keeps only the last one in its index, so deleting it leaves the
+    range unreadable although the earlier copy is still complete; here the earlier copy is read
+    again. That also makes the index depend only on the live copies and the order they
+    finished, which is what a restatement replays."""
 
     __slots__ = ("offsets", "ids", "unreferenced", "highest")
 
     def __init__(self) -> None:
         self.offsets: list[int] = []  # sorted start offsets of referenced segments
-        self.ids: dict[int, RemoteLogSegmentId] = {}
+        self.ids: dict[int, list[RemoteLogSegmentId]] = {}  # start -> copies, last is read
         self.unreferenced: set[RemoteLogSegmentId] = set()
         self.highest: int | None = None
 
@@ -315,32 +322,39 @@ class _LeaderEpochState:
 
     def copy_finished(self, start: int, sid: RemoteLogSegmentId, epoch_end: int) -> None:
         # A later upload that covers what earlier ones did (a new leader copied a superset)
-        # replaces them: they become unreferenced (still listed, so they get deleted).
-        while (self.offsets and self.offsets[-1] >= start and self.highest is not None
+        # replaces those starting after it: they become unreferenced (still listed, so they
+        # get deleted). Copies starting at the same offset stay behind it (class doc).
+        while (self.offsets and self.offsets[-1] > start and self.highest is not None
                and self.highest <= epoch_end):
             last = self.offsets.pop()
-            self.unreferenced.add(self.ids.pop(last))
-        if start not in self.ids:
+            self.unreferenced.update(self.ids.pop(last))
+        copies = self.ids.get(start)
+        if copies is None:
             bisect.insort(self.offsets, start)
-        else:
-            self.unreferenced.add(self.ids[start])
-        self.ids[start] = sid
+            copies = self.ids[start] = []
+        copies.append(sid)
         self.unreferenced.discard(sid)
         if self.highest is None or epoch_end > self.highest:
             self.highest = epoch_end
 
     def delete_started(self, start: int, sid: RemoteLogSegmentId) -> None:
-        if self.ids.get(start) == sid:
-            del self.ids[start]
-            self.offsets.pop(bisect.bisect_left(self.offsets, start))
+        copies = self.ids.get(start)
+        if copies is not None and sid in copies:
+            copies.remove(sid)
+            if not copies:
+                del self.ids[start]
+                self.offsets.pop(bisect.bisect_left(self.offsets, start))
         self.unreferenced.add(sid)
 
     def delete_finished(self, sid: RemoteLogSegmentId) -> None:
         self.unreferenced.discard(sid)
 
+    def referenced(self) -> list[RemoteLogSegmentId]:
+        return [sid for o in self.offsets for sid in self.ids[o]]
+
     def floor(self, offset: int) -> RemoteLogSegmentId | None:
         i = bisect.bisect_right(self.offsets, offset)
-        return self.ids[self.offsets[i - 1]] if i else None
+        return self.ids[self.offsets[i - 1]][-1] if i else None
 
 
 class RemoteLogMetadataCache:
@@ -366,6 +380,10 @@ class RemoteLogMetadataCache:
     def __len__(self) -> int:
         return len(self._segments)
 
+    def is_empty(self) -> bool:
+        """No segment and no copied offset: nothing a restatement would say."""
+        return not self._segments and not self._highest_source
+
     # -- events ----------------------------------------------------------------------------
     def check_add(self, md: RemoteLogSegmentMetadata) -> None:
         """Raise ValueError unless ``md`` may be added now."""
@@ -376,6 +394,13 @@ class RemoteLogMetadataCache:
         if existing is not None and not is_valid_transition(existing.state, md.state):
             raise ValueError(f"segment {md.segment_id} is already {existing.state.name}"
                              f" (its copy cannot start again)")
+        if existing is None and any(src.segment_id == md.segment_id
+                                    for _seq, src in self._highest_source.values()):
+            # Kafka would take a deleted segment's id again (copy ids are fresh uuids, so no
+            # copier does). Refused for the deleted copy that still holds an epoch's highest
+            # offset: the restatement brings it back to life and deletes it again, and a
+            # second life under the same id could not be told apart from the first.
+            raise ValueError(f"segment {md.segment_id} was deleted (a copy id is not reused)")
 
     def add_copy_in_progress_segment(self, md: RemoteLogSegmentMetadata) -> None:
         self.check_add(md)
@@ -450,7 +475,7 @@ class RemoteLogMetadataCache:
         state = self._epochs.get(epoch)
         if state is None:
             return []
-        ids = [state.ids[o] for o in state.offsets] + list(state.unreferenced)
+        ids = state.referenced() + list(state.unreferenced)
         return sorted((self._segments[i] for i in ids if i in self._segments),
                       key=_listing_order)
 
@@ -479,41 +504,49 @@ class RemoteLogMetadataCache:
                    if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
 
     # -- restatement -----------------------------------------------------------------------
-    def restate(self) -> list[list[RemoteLogMetadata]]:
+    def restate(self) -> Iterator[list[RemoteLogMetadata]]:
         """Events that rebuild this cache's observable state from nothing (module doc), in
         units: each unit is the life of one segment and must be appended atomically (one
         batch), so that replaying the old records plus any prefix of whole units changes
-        nothing (a unit re-applied on top of the state it restates is a no-op overall)."""
-        started = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+        nothing (a unit re-applied on top of the state it restates is a no-op overall).
+        Units are built lazily (the caller may yield between them); the cache must not change
+        meanwhile.
+
+        Exact for everything one leader produces (copies in order, retried copies of the same
+        offsets, deletions). Not exact in one case only several leaders produce: a copy that
+        replaced overlapping copies starting after it (a new leader's superset) and was then
+        deleted itself; the replaced copies, still complete, are readable again after a
+        restatement."""
         finished = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-        delete_started = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
-        # (order, unit): copied segments in the order they were copied (what the per-epoch
-        # index depends on), then the segments never copied, in arrival order.
-        units: list[tuple[tuple[int, int], list[RemoteLogMetadata]]] = []
-        # The deleted segments that still hold an epoch's highest copied offset: their whole
-        # life again (added, copied, deleted).
+        # The deleted segments that still hold an epoch's highest copied offset come back
+        # whole (added, copied, deleted); then every live segment. Copied segments in the
+        # order they were copied (what the per-epoch index depends on), then the segments
+        # never copied, in arrival order.
+        order: list[tuple[tuple[int, int], bool, RemoteLogSegmentMetadata]] = []
         seen: set[RemoteLogSegmentId] = set()
         for seq, md in self._highest_source.values():
             sid = md.segment_id
-            if sid in self._segments or sid in seen:
-                continue
-            seen.add(sid)
-            units.append(((0, seq), [dataclasses.replace(md, state=started),
-                                     _update_to(md, finished), _update_to(md, delete_started),
-                                     _update_to(md, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)]))
-        for md in self._segments.values():
-            sid = md.segment_id
-            unit: list[RemoteLogMetadata] = [dataclasses.replace(md, state=started)]
-            if sid in self._finished:
-                unit.append(_update_to(md, finished))
-                order = (0, self._finished[sid])
+            if sid not in self._segments and sid not in seen:
+                seen.add(sid)
+                order.append(((0, seq), True, md))
+        for sid, md in self._segments.items():
+            copied = self._finished.get(sid)
+            order.append(((0, copied) if copied is not None else (1, self._added[sid]),
+                          False, md))
+        order.sort(key=lambda x: x[0])
+        for _key, gone, md in order:
+            unit: list[RemoteLogMetadata] = [
+                dataclasses.replace(md, state=RemoteLogSegmentState.COPY_SEGMENT_STARTED)]
+            if gone:
+                unit.extend(_update_to(md, state) for state in (
+                    finished, RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                    RemoteLogSegmentState.DELETE_SEGMENT_FINISHED))
             else:
-                order = (1, self._added[sid])
-            if md.state is delete_started:
-                unit.append(_update_to(md, delete_started))
-            units.append((order, unit))
-        units.sort(key=lambda u: u[0])
-        return [u for _order, u in units]
+                if md.segment_id in self._finished:
+                    unit.append(_update_to(md, finished))
+                if md.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+                    unit.append(_update_to(md, md.state))
+            yield unit
 
 
 def _listing_order(md: RemoteLogSegmentMetadata) -> tuple[int, int, int]:
@@ -576,6 +609,8 @@ class RemotePartitionMetadataStore:
             if existing is None:
                 raise ValueError(f"no remote segment {event.segment_id}")
             existing.update_remote_log_segment_metadata(event)
+            if existing.is_empty():  # its only copies were cleaned up before they finished
+                del self._caches[tp]
         elif isinstance(event, RemotePartitionDeleteMetadata):
             tp = event.topic_id_partition
             if event.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
@@ -597,14 +632,14 @@ class RemotePartitionMetadataStore:
             return False
         return True
 
-    def restate_partition(self, tp: TopicIdPartition) -> list[list[RemoteLogMetadata]]:
+    def restate_partition(self, tp: TopicIdPartition) -> Iterator[list[RemoteLogMetadata]]:
         """The units (see RemoteLogMetadataCache.restate) that rebuild ``tp``'s state."""
         cache = self._caches.get(tp)
-        units = [] if cache is None else cache.restate()
+        if cache is not None:
+            yield from cache.restate()
         delete = self._deletes.get(tp)
         if delete is not None:
-            units.append([delete])
-        return units
+            yield [delete]
 
     def restate(self, tps: Iterable[TopicIdPartition]) -> Iterator[list[RemoteLogMetadata]]:
         """The units that rebuild the state of ``tps`` from nothing, partition by partition."""

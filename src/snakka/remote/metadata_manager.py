@@ -91,8 +91,11 @@ REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
 #: records trimmed after a restatement are actually deleted from disk.
 REMOTE_LOG_METADATA_SEGMENT_BYTES = 16 * 1024 * 1024
 
-# Records replayed between two yields to the event loop at start-up.
-_REPLAY_YIELD_RECORDS = 2000
+# Records replayed between two yields to the event loop at start-up (~20 us each: decode
+# and apply), and records per batch of a restatement (~20 us each to build): both keep the
+# loop's stalls near 10-20 ms.
+_REPLAY_YIELD_RECORDS = 500
+TRIM_BATCH_RECORDS = min(SNAPSHOT_BATCH_RECORDS, 1000)
 _REPLAY_CHUNK = 8 << 20
 
 
@@ -103,7 +106,7 @@ class TopicBasedRemoteLogMetadataManager:
                  *, broker_id: int, time_ms: Callable[[], int],
                  compact_min_records: int = COMPACT_MIN_RECORDS,
                  compact_ratio: int = COMPACT_RATIO,
-                 snapshot_batch_records: int = SNAPSHOT_BATCH_RECORDS) -> None:
+                 snapshot_batch_records: int = TRIM_BATCH_RECORDS) -> None:
         self.controller = controller
         self.replicas = replicas
         self.broker_id = broker_id
@@ -136,8 +139,15 @@ class TopicBasedRemoteLogMetadataManager:
                             "topic's count is used (it is fixed once created)", self.topic,
                             ti.partitions, self.num_partitions)
             self.num_partitions = ti.partitions
+        if self.retention_ms >= 0:
+            log.warning("rlmm.config.remote.log.metadata.topic.retention.ms=%d: retention "
+                        "deletes remote log metadata, and the remote segments it described "
+                        "are forgotten at the next start (-1 keeps it; the manager trims what "
+                        "is superseded itself)", self.retention_ms)
         self._started = True
         for p in range(self.num_partitions):
+            if self._closed:
+                return
             if ti is not None:
                 await self._replay_partition(p)
             self._ready.add(p)
@@ -169,7 +179,12 @@ class TopicBasedRemoteLogMetadataManager:
             except RemoteLogMetadataSerdeError as exc:
                 log.warning("%s: undecodable record skipped: %s", where, exc)
                 continue
-            if self.store.replay(event, where):
+            try:
+                applied = self.store.replay(event, where)
+            except Exception:  # a bug must not keep the broker from starting: say it loudly
+                log.exception("%s: record could not be applied, skipped: %s", where, event)
+                continue
+            if applied:
                 self._note_pinned(event, p)
 
     def close(self) -> None:
@@ -181,8 +196,10 @@ class TopicBasedRemoteLogMetadataManager:
         self._trims.clear()
 
     def is_ready(self, tp: TopicIdPartition) -> bool:
-        """True once ``tp``'s metadata partition is replayed (and until :meth:`close`)."""
-        return self._started and self.metadata_partition(tp) in self._ready
+        """True once ``tp``'s metadata partition is replayed (and until :meth:`close`). Reads
+        of a partition that is not ready answer from what is replayed so far: callers that act
+        on the answer (the copier, retention) wait for readiness, as Kafka's refuse to run."""
+        return not self._closed and self.metadata_partition(tp) in self._ready
 
     def metadata_partition(self, tp: TopicIdPartition) -> int:
         return metadata_partition(tp, self.num_partitions)
@@ -205,9 +222,12 @@ class TopicBasedRemoteLogMetadataManager:
         await self._write(md.topic_id_partition, md)
 
     async def _write(self, tp: TopicIdPartition, event: RemoteLogMetadata) -> None:
-        if not self._started or self._closed:
-            raise RuntimeError("the remote log metadata manager is not started")
         p = self.metadata_partition(tp)
+        if self._closed or p not in self._ready:
+            # Kafka's ensureInitializedAndNotClosed: an event checked against a state that is
+            # not fully replayed could be illegal on replay.
+            raise RuntimeError(f"remote log metadata of {tp} is not ready (metadata partition "
+                               f"{p} not replayed, or the manager is closed)")
         async with self._lock(p):
             self.store.check(event)  # ValueError: nothing written
             await self._ensure_topic()
@@ -276,13 +296,14 @@ class TopicBasedRemoteLogMetadataManager:
         return 0 if pl is None else pl.log_end_offset - pl.log_start_offset
 
     def _live_estimate(self, p: int) -> int:
-        # Cheap upper bound of the restatement's size: per segment at most 3 records, per
-        # user partition one delete record and one 4-record unit per leader epoch.
+        # A cheap estimate of the restatement's size (no need to build it): two records per
+        # segment (added, copied; a segment being deleted has three, one never copied one),
+        # at most one 4-record unit per leader epoch, one partition-delete record.
         total = 0
         for tp in self._pinned.get(p, ()):
             cache = self.store.cache(tp)
             if cache is not None:
-                total += 3 * len(cache) + 4 * len(cache.epochs())
+                total += 2 * len(cache) + 4 * len(cache.epochs())
             total += 1
         return total
 
@@ -307,11 +328,11 @@ class TopicBasedRemoteLogMetadataManager:
         finally:
             self._trims.pop(p, None)
 
-    async def trim(self, p: int) -> bool:
+    async def trim(self, p: int, *, force: bool = False) -> bool:
         """Snapshot-and-trim metadata partition ``p`` if it holds too many superseded records
-        (module doc). Returns whether it did."""
+        (module doc), or anyway with ``force``. Returns whether it did."""
         async with self._lock(p):
-            if not self._needs_trim(p):
+            if not force and not self._needs_trim(p):
                 return False
             pl = self.replicas.get_log(self.topic, p)
             if pl is None:

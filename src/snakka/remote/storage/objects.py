@@ -201,13 +201,16 @@ class ObjectStoreRemoteStorageManager:
         return data
 
     def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
-        with self._lock:
-            self._manifests.pop(metadata.segment_id, None)
         base = segment_key_base(self.key_prefix, metadata)
         # Manifest first: from then on the segment is unreadable, whatever is left.
         for suffix in [MANIFEST_SUFFIX, *(k.suffix for k in FileKind)]:
             key = f"{base}.{suffix}"
             self._call(f"delete {key}", partial(self.store.delete, key))
+            if suffix == MANIFEST_SUFFIX:
+                # Forgotten once the stored one is gone: a reader racing the deletion cannot
+                # cache it again.
+                with self._lock:
+                    self._manifests.pop(metadata.segment_id, None)
 
     def close(self) -> None:
         self._closed.set()
