@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import threading
 import uuid
@@ -733,3 +734,17 @@ def test_a_segment_whose_txn_index_is_absent_has_no_aborted_transactions(fake_ti
     rsm.files[md.segment_id.id].pop(IndexType.TRANSACTION, None)
     assert bytes(plog.read(0, 600)) == ref[(0, 600, True, -1)]
     assert pool.indexes(rlmm.segments[0]).txn.txns == []
+
+
+def test_an_outage_is_one_warning_per_partition(fake_tiered, caplog):
+    """Every read fails while the store is down; the log gets one warning for the
+    partition, the other failures at debug level."""
+    plog, _pool, rsm, rlmm, _ref, _tp = fake_tiered
+    rsm.fail = OSError("store down")
+    caplog.set_level(logging.DEBUG, logger="snakka.remote.reader")
+    for md in rlmm.segments[:3]:
+        with pytest.raises(RemoteReadError):
+            plog.read(md.start_offset, 100)  # no loop: inline, then the recorded error
+    failures = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert len(failures) == 3
+    assert [r.levelno for r in failures] == [logging.WARNING, logging.DEBUG, logging.DEBUG]

@@ -52,7 +52,8 @@ Bounds
     delivers, and its pieces age out of the LRU.
 
 Errors
-    A failed task (RemoteStorageError, a checksum mismatch, a corrupt index) is logged once
+    A failed task (RemoteStorageError, a checksum mismatch, a corrupt index) is logged (a
+    warning per partition per minute, the rest at debug level: an outage fails every read)
     and recorded against the pieces it was fetching; nothing is cached. The next read that
     needs one of them (within 30 s) raises :class:`RemoteReadError` (KAFKA_STORAGE_ERROR
     for that partition, as Kafka answers a failed remote fetch) and forgets the record for
@@ -109,6 +110,9 @@ _INDEX_ENTRY_OVERHEAD = 64
 # much later (the consumer went away and came back) tries the store again instead.
 _MAX_RECORDED_ERRORS = 1024
 _ERROR_TTL_S = 30.0
+# An outage fails every read of a partition: one warning per partition per this many
+# seconds, the rest at debug level.
+_WARN_EVERY_S = 60.0
 # A read spanning segments after a compacted-away offset, or many txn indexes: at most this
 # many segments' indexes are asked for in one round.
 _MAX_SEGMENTS_PER_ROUND = 8
@@ -253,6 +257,7 @@ class RemoteReaderPool:
             OrderedDict()
         self._tasks = 0  # submitted, not yet delivered
         self._capacity_waiters: list[asyncio.Future[None]] = []
+        self._warned: dict[TopicIdPartition, float] = {}  # partition -> last warning
         self._closed = False
         # Counters (tests, metrics): tasks run, read-ahead tasks, reads answered, refusals.
         self.tasks_run = 0
@@ -520,9 +525,22 @@ class RemoteReaderPool:
             task.error = e
             if task.indexes and task.parsed is None:
                 task.failed_keys.insert(0, _idx_key(md))
-            log.warning("remote read of segment %s (offsets %d-%d) of %s failed: %r",
-                        md.segment_id.id, md.start_offset, md.end_offset,
-                        md.topic_id_partition, e)
+            self._log_failure(md, e)
+
+    def _log_failure(self, md: RemoteLogSegmentMetadata, e: Exception) -> None:
+        """Once per partition per _WARN_EVERY_S at warning level (reader threads: the dict
+        is only ever set item by item, atomic under the GIL)."""
+        tp = md.topic_id_partition
+        now = time.monotonic()
+        last = self._warned.get(tp)
+        warn = last is None or now - last >= _WARN_EVERY_S
+        if warn:
+            self._warned[tp] = now
+        log.log(logging.WARNING if warn else logging.DEBUG,
+                "remote read of segment %s (offsets %d-%d) of %s failed: %r%s",
+                md.segment_id.id, md.start_offset, md.end_offset, tp, e,
+                f" (more failures of this partition within {_WARN_EVERY_S:.0f} s are logged "
+                "at debug level)" if warn else "")
 
     def _load_indexes(self, md: RemoteLogSegmentMetadata) -> SegmentIndexes:
         rsm = self.rsm
