@@ -47,7 +47,10 @@ Bounds
     first batch), so what it needs fits the cache at once (with a tiny cache a read returns
     fewer whole batches than ``max_bytes`` allows); the chunks a task delivered are not
     evicted by that delivery (a read whose first batch alone exceeds the bound still
-    completes; the cache then holds that one task's chunks). A deleted segment's pieces are
+    completes; the cache then holds that one task's chunks). Sizing: the chunk cache should
+    hold two chunks per partition being read from remote storage at once (the chunk being
+    read and its read-ahead); below that, read-aheads evict chunks still in use and reads
+    fetch them again (correct, slower). A deleted segment's pieces are
     dropped (:meth:`RemoteReaderPool.forget_segment`); a task in flight for it still
     delivers, and its pieces age out of the LRU.
 
