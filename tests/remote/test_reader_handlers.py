@@ -571,3 +571,45 @@ def test_many_fetches_of_remote_data_with_a_stalled_store_stay_bounded():
         for off in offsets:
             data, _ = _fetch(b.bootstrap_servers, {0: off})
             assert data[0][0] == 0 and data[0][1][0][0] <= off, off
+
+
+def test_share_fetch_with_a_stalled_store_answers_after_remote_fetch_max_wait_ms():
+    """ShareFetch of remote-only records while the store hangs: answered after about
+    remote.fetch.max.wait.ms with nothing acquired (nothing is locked for a record the
+    broker could not read); once the store answers, the records are acquired from 0."""
+    from integration.share_protocol import ShareMember, set_group_configs
+
+    gate = threading.Event()
+    with EmbeddedBroker(config={"remote.fetch.max.wait.ms": "300"}) as b:
+        try:
+            _pool, _rsm, _local = _produce_tiered(b, gate=gate)
+            topic_id = b.broker.replicas.metadata.topics[TOPIC].topic_id
+            tp = (topic_id, 0)
+
+            async def go():
+                admin = await raw_connect(b.bootstrap_servers)
+                try:
+                    await set_group_configs(admin, "g", {"share.auto.offset.reset": "earliest"})
+                finally:
+                    await admin.close()
+                m = await ShareMember.connect(b.bootstrap_servers, "g")
+                await m.join([TOPIC])
+                t0 = time.monotonic()
+                f = await m.fetch([tp], max_wait_ms=0)
+                took = time.monotonic() - t0
+                stalled = f.records(*tp)
+                gate.set()
+                got = []
+                for _ in range(20):
+                    f = await m.fetch(max_wait_ms=500)
+                    got += f.records(*tp)
+                    if got:
+                        break
+                return stalled, took, got
+
+            stalled, took, got = run_async(go())
+        finally:
+            gate.set()
+        assert stalled == []
+        assert 0.25 <= took < 10, took
+        assert got and got[0][0] == 0
