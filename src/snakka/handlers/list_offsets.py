@@ -41,9 +41,6 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING
     -2, -1, -3, -4, -5, -6)
 # The lowest request version that may use each special timestamp.
 _MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
-# Kafka's remote.list.offsets.request.timeout.ms default, used while the broker has no such
-# config (snakka.config has no entry for it yet).
-REMOTE_LIST_OFFSETS_TIMEOUT_MS = 30_000
 
 
 def _lookup(services, topic, p, v: int, read_committed: bool):
@@ -132,8 +129,7 @@ async def _remote_lookups(services, topics, waiting, v: int, read_committed: boo
     data and look them up again (a lookup may need several remote reads) until all are
     answered or the deadline passes (REQUEST_TIMED_OUT for those left)."""
     if timeout_ms is None:
-        configured = services.resolver.broker_value("remote.list.offsets.request.timeout.ms")
-        timeout_ms = int(configured) if configured is not None else REMOTE_LIST_OFFSETS_TIMEOUT_MS
+        timeout_ms = services.resolver.broker_int("remote.list.offsets.request.timeout.ms")
     deadline = services.time_ms() + timeout_ms
     while waiting:
         remaining = deadline - services.time_ms()
