@@ -556,6 +556,10 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("remote.fetch.max.wait.ms", _I, "500", _pos_int,
        "Longest a fetch waits for remote data before it is answered without it.",
        read_only=True),
+    _d("remote.list.offsets.request.timeout.ms", _I, "30000", _pos_int,
+       "Longest a ListOffsets by timestamp waits for remote segments' indexes and data "
+       "(then REQUEST_TIMED_OUT for that partition; a v10+ request's own timeout may be "
+       "shorter).", read_only=True),
     _d("remote.log.index.file.cache.total.size.bytes", _L, "1073741824", _pos_long,
        "Memory for remote segments' indexes (offset, time, transaction) kept for reads.",
        read_only=True),

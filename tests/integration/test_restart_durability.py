@@ -286,7 +286,11 @@ def _fill(bs: str, topic: str) -> list[bytes]:
     from confluent_kafka import Producer
 
     ck_create_topic(bs, topic, 1)
-    p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 50})
+    # flush() sends at once whatever linger.ms says: a long linger keeps each group of
+    # PER_BATCH records in one batch however slowly a loaded machine runs this loop (with
+    # 50 ms the first records went out alone under load).
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 10_000,
+                  "batch.num.messages": PER_BATCH})
     values = []
     for b in range(NBATCH):
         for r in range(PER_BATCH):

@@ -11,6 +11,8 @@ are fakes with the contract's methods (helper A and B build the real ones).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import os
 import threading
 import uuid
@@ -20,8 +22,10 @@ from storage.helpers import Clock, append, batch, open_log  # tests/ is on sys.p
 
 from snakka.records import iter_records
 from snakka.remote.reader import RemoteReaderPool, RemoteReadError
+from snakka.remote.storage import RemoteResourceNotFoundError
 from snakka.remote.types import (
     IndexType,
+    LogSegmentData,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
@@ -32,10 +36,6 @@ from snakka.storage.unified_log import OffsetOutOfRangeError, RemoteFetchPending
 
 PID, PID2 = 1000, 2000
 CHUNK = 256
-
-
-class NotFound(Exception):
-    pass
 
 
 class FakeStorage:
@@ -72,7 +72,7 @@ class FakeStorage:
             self.index_reads += 1
         data = self.files[md.segment_id.id].get(index_type)
         if data is None:
-            raise NotFound(index_type)
+            raise RemoteResourceNotFoundError(f"no {index_type.name} index")
         return data
 
 
@@ -120,12 +120,24 @@ def tier(plog: UnifiedLog, tp: TopicIdPartition, rsm: FakeStorage, rlmm: FakeMet
             event_timestamp_ms=0, segment_size_in_bytes=seg.size,
             segment_leader_epochs=((0, seg.base_offset),),
             state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED, txn_index_empty=not txn)
-        files: dict[object, bytes] = {"log": _read_file(seg.path) or b"",
-                                      IndexType.OFFSET: _read_file(seg.offset_index.path) or b"",
-                                      IndexType.TIMESTAMP: _read_file(seg.time_index.path) or b""}
-        if txn:
-            files[IndexType.TRANSACTION] = txn
-        rsm.put(md, files)
+        if isinstance(rsm, FakeStorage):
+            files: dict[object, bytes] = {
+                "log": _read_file(seg.path) or b"",
+                IndexType.OFFSET: _read_file(seg.offset_index.path) or b"",
+                IndexType.TIMESTAMP: _read_file(seg.time_index.path) or b""}
+            if txn:
+                files[IndexType.TRANSACTION] = txn
+            rsm.put(md, files)
+        else:  # a real RemoteStorageManager (snakka.remote.storage)
+            snapshot = os.path.join(plog.dir_path, f"{seg.next_offset:020d}.snapshot")
+            if not os.path.exists(snapshot):
+                open(snapshot, "wb").close()
+            custom = rsm.copy_log_segment_data(md, LogSegmentData(
+                log_segment=seg.path, offset_index=seg.offset_index.path,
+                time_index=seg.time_index.path,
+                transaction_index=seg.txn_index.path if txn else None,
+                producer_snapshot_index=snapshot, leader_epoch_index=b"0\n1\n0 0\n"))
+            md = dataclasses.replace(md, custom_metadata=custom)
         rlmm.segments.append(md)
         out.append(md)
     return out
@@ -179,13 +191,24 @@ def write_mixed_log(path, clock=None) -> UnifiedLog:
     return plog
 
 
-@pytest.fixture
-def tiered(tmp_path):
-    """(log, pool, storage, metadata, reference reads) with every closed segment remote and
-    all but the last two deleted locally."""
+def local_backend(root) -> object:
+    """The real local-directory RemoteStorageManager with CHUNK-byte chunks."""
+    from snakka.remote.storage import create_remote_storage
+
+    return create_remote_storage({"rsm.config.storage.backend": "local",
+                                  "rsm.config.storage.root": os.fspath(root),
+                                  "rsm.config.chunk.size": CHUNK})
+
+
+def make_tiered(tmp_path, backend: str | object):
+    """The mixed log, its closed segments copied to ``backend`` ("fake", "local" or a
+    storage manager) and all but the last two deleted locally: (log, pool, storage,
+    metadata, reference reads, tp). The caller closes the pool and the log."""
     plog = write_mixed_log(tmp_path / "t-0")
     tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    rsm, rlmm = FakeStorage(), FakeMetadata()
+    rsm = FakeStorage() if backend == "fake" else \
+        local_backend(tmp_path / "remote") if backend == "local" else backend
+    rlmm = FakeMetadata()
     mds = tier(plog, tp, rsm, rlmm)
     assert len(mds) >= 6
     ref = _reference(plog)
@@ -193,9 +216,44 @@ def tiered(tmp_path):
     pool = RemoteReaderPool(rlmm, rsm, cache_bytes=1 << 20, threads=2, max_pending=4,
                             index_cache_bytes=1 << 20)
     plog.remote_log_reader = pool.reader_for(plog, tp)
-    yield plog, pool, rsm, rlmm, ref, tp
-    pool.close()
-    plog.close()
+    return plog, pool, rsm, rlmm, ref, tp
+
+
+@pytest.fixture(params=["fake", "local"])
+def tiered(tmp_path, request):
+    """(log, pool, storage, metadata, reference reads, tp) with every closed segment remote
+    and all but the last two deleted locally; the storage is the in-test fake or the real
+    local-directory backend."""
+    made = make_tiered(tmp_path, request.param)
+    yield made
+    made[1].close()
+    made[0].close()
+
+
+@pytest.fixture
+def fake_tiered(tmp_path):
+    """:func:`tiered` over the fake storage only (it can fail, stall and be corrupted)."""
+    made = make_tiered(tmp_path, "fake")
+    yield made
+    made[1].close()
+    made[0].close()
+
+
+def all_remote(tmp_path, *, read_size: int = 150, chunk_size: int = CHUNK,
+               cache_bytes: int = 1 << 20, threads: int = 2, max_pending: int = 4):
+    """The mixed log with every closed segment remote (fake storage) and deleted locally.
+    Returns (log, pool, storage, segments, local reads of ``read_size`` bytes at every
+    remote offset taken before the deletion)."""
+    plog = write_mixed_log(tmp_path / "t-0")
+    tp = TopicIdPartition(uuid.uuid4(), "t", 0)
+    rsm, rlmm = FakeStorage(chunk_size=chunk_size), FakeMetadata()
+    mds = tier(plog, tp, rsm, rlmm)
+    ref = {off: bytes(plog.read(off, read_size)) for off in range(mds[-1].end_offset + 1)}
+    drop_local(plog, mds[-1].end_offset + 1)
+    pool = RemoteReaderPool(rlmm, rsm, cache_bytes=cache_bytes, threads=threads,
+                            max_pending=max_pending, index_cache_bytes=1 << 20)
+    plog.remote_log_reader = pool.reader_for(plog, tp)
+    return plog, pool, rsm, mds, ref
 
 
 _SIZES = (1, 150, 600, 1 << 20)
@@ -255,15 +313,7 @@ def test_reads_through_the_event_loop_raise_pending_then_answer(tmp_path):
     from the cache, byte-identical; the read-ahead (the next chunk, and at a segment's end
     the next segment's indexes and first chunk) means a sequential reader never waits again
     when chunks are larger than batches (4 MiB chunks by default)."""
-    plog = write_mixed_log(tmp_path / "t-0")
-    tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    rsm, rlmm = FakeStorage(chunk_size=1024), FakeMetadata()
-    mds = tier(plog, tp, rsm, rlmm)
-    ref = {off: bytes(plog.read(off, 150)) for off in range(mds[-1].end_offset + 1)}
-    drop_local(plog, mds[-1].end_offset + 1)
-    pool = RemoteReaderPool(rlmm, rsm, cache_bytes=1 << 20, threads=2, max_pending=4,
-                            index_cache_bytes=1 << 20)
-    plog.remote_log_reader = pool.reader_for(plog, tp)
+    plog, pool, rsm, _mds, ref = all_remote(tmp_path, chunk_size=1024)
 
     async def run():
         with pytest.raises(RemoteFetchPending) as e:
@@ -314,8 +364,8 @@ def _next_after(data) -> int:
     return nxt
 
 
-def test_concurrent_reads_of_the_same_pieces_share_one_task(tiered):
-    plog, pool, rsm, _rlmm, _ref, _tp = tiered
+def test_concurrent_reads_of_the_same_pieces_share_one_task(fake_tiered):
+    plog, pool, rsm, _rlmm, _ref, _tp = fake_tiered
 
     async def run():
         futs = []
@@ -344,15 +394,8 @@ def test_chunk_cache_is_bounded_and_keeps_reads_correct(tmp_path):
     most half the cache beyond its first batch, so it may return fewer whole batches than
     the local read did: a prefix of it), never more than the bound held (or one task's
     chunks: the first 700-byte batch spans 4 chunks), evicted chunks fetched again."""
-    plog = write_mixed_log(tmp_path / "t-0")
-    tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    rsm, rlmm = FakeStorage(), FakeMetadata()
-    mds = tier(plog, tp, rsm, rlmm)
-    ref = {off: bytes(plog.read(off, 600)) for off in range(mds[-1].end_offset + 1)}
-    drop_local(plog, mds[-1].end_offset + 1)
-    pool = RemoteReaderPool(rlmm, rsm, cache_bytes=3 * CHUNK, threads=1, max_pending=1,
-                            index_cache_bytes=1 << 20)
-    plog.remote_log_reader = pool.reader_for(plog, tp)
+    plog, pool, rsm, mds, ref = all_remote(tmp_path, read_size=600, cache_bytes=3 * CHUNK,
+                                           threads=1, max_pending=1)
     high = 0
     shorter = 0
     for off, want in ref.items():
@@ -378,11 +421,11 @@ def test_index_cache_is_bounded(tiered):
         assert len(pool._indexes) == 1
 
 
-def test_a_failed_remote_read_is_a_storage_error_once_then_retried(tiered):
+def test_a_failed_remote_read_is_a_storage_error_once_then_retried(fake_tiered):
     """The object store fails: the pending resolves, the next read raises RemoteReadError
     (KAFKA_STORAGE_ERROR), logged once and not cached: once the store is back the read after
     it succeeds."""
-    plog, pool, rsm, _rlmm, ref, _tp = tiered
+    plog, pool, rsm, _rlmm, ref, _tp = fake_tiered
 
     async def run():
         rsm.fail = OSError("object store down")
@@ -401,10 +444,10 @@ def test_a_failed_remote_read_is_a_storage_error_once_then_retried(tiered):
     assert asyncio.run(run()) == ref[(0, 150, True, -1)]
 
 
-def test_a_failed_chunk_after_good_indexes_is_reported_too(tiered):
+def test_a_failed_chunk_after_good_indexes_is_reported_too(fake_tiered):
     """Indexes fetched fine, the segment bytes not (a checksum mismatch): the error is
     recorded against the chunks, so the next read reports it instead of waiting again."""
-    plog, pool, rsm, _rlmm, ref, _tp = tiered
+    plog, pool, rsm, _rlmm, ref, _tp = fake_tiered
     md = _rlmm.segments[1]
     real = rsm.fetch_log_segment
 
@@ -433,14 +476,7 @@ def test_a_failed_chunk_after_good_indexes_is_reported_too(tiered):
 def test_a_full_queue_refuses_with_a_pending_that_resolves_when_capacity_frees(tmp_path):
     """threads=1, max_pending=1: two stalled tasks fill the pool; a third read is refused
     (no task for it) with a pending that completes when a task ends."""
-    plog = write_mixed_log(tmp_path / "t-0")
-    tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    rsm, rlmm = FakeStorage(), FakeMetadata()
-    mds = tier(plog, tp, rsm, rlmm)
-    drop_local(plog, mds[-1].end_offset + 1)
-    pool = RemoteReaderPool(rlmm, rsm, cache_bytes=1 << 20, threads=1, max_pending=1,
-                            index_cache_bytes=1 << 20)
-    plog.remote_log_reader = pool.reader_for(plog, tp)
+    plog, pool, rsm, mds, _ref = all_remote(tmp_path, threads=1, max_pending=1)
     rsm.gate = threading.Event()
 
     async def run():
@@ -507,11 +543,208 @@ def test_highest_offset_and_forget_segment(tiered):
     assert all(k[1] != md.segment_id.id for k in pool._chunks)
 
 
-def test_a_corrupt_remote_index_is_a_storage_error(tiered):
+def test_a_corrupt_remote_index_is_a_storage_error(fake_tiered):
     """The remote offset index is parsed with the local index code and its checks: a
     truncated file is a storage error for the read, not a wrong answer."""
-    plog, _pool, rsm, rlmm, _ref, _tp = tiered
+    plog, _pool, rsm, rlmm, _ref, _tp = fake_tiered
     md = rlmm.segments[2]
     rsm.files[md.segment_id.id][IndexType.OFFSET] += b"\x00\x01"
-    with pytest.raises(RemoteReadError, match="offset index"):
+    with pytest.raises(RemoteReadError, match=r"\.index has size"):
         plog.read(md.start_offset, 100)
+
+
+def test_a_read_needing_a_chunk_the_read_ahead_is_fetching_waits_for_it(tmp_path):
+    """The read-ahead (here: of the next segment's indexes and first chunk, started when a
+    read reaches a segment's last chunk) is still in flight when the consumer's next read
+    needs it: the read joins that task (no second fetch of the same bytes)."""
+    plog, pool, rsm, mds, ref = all_remote(tmp_path, chunk_size=1024)
+    md = mds[1]
+
+    async def run():
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(md.start_offset, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        rsm.gate = threading.Event()
+        off = md.start_offset
+        while True:  # read on until a read-ahead started
+            data = plog.read(off, 150)
+            assert bytes(data) == ref[off]
+            off = _next_after(data)
+            if pool.prefetches:
+                break
+        assert pool.tasks_in_flight == 1
+        reads_before = len(rsm.log_reads)
+        pend = None
+        while off <= mds[2].end_offset:
+            try:
+                data = plog.read(off, 150)
+            except RemoteFetchPending as p:
+                pend = p
+                break
+            off = _next_after(data)
+        assert pend is not None and pool.tasks_in_flight == 1  # joined, nothing new
+        rsm.gate.set()
+        await asyncio.wait_for(pend.ready, 10)
+        assert bytes(plog.read(off, 150)) == ref[off]
+        return len(rsm.log_reads) - reads_before
+
+    try:
+        assert asyncio.run(run()) == 1  # only the read-ahead's fetch
+    finally:
+        if rsm.gate is not None:
+            rsm.gate.set()
+        pool.close()
+        plog.close()
+
+
+def test_the_remote_txn_search_stops_where_it_is_complete(tiered, monkeypatch):
+    """Kafka's search order: segments from the one holding the start offset, stopping at
+    the first entry whose last stable offset reaches the bound; later segments' indexes are
+    not fetched (an old read_committed fetch does not download every txn index; one round
+    asks for a bounded number of segments, here 1)."""
+    import snakka.remote.reader as reader_module
+
+    monkeypatch.setattr(reader_module, "_MAX_SEGMENTS_PER_ROUND", 1)
+    plog, pool, rsm, rlmm, ref, _tp = tiered
+    remote = [md for md in rlmm.segments if md.start_offset < plog.local_log.base_offset]
+    with_txn = [md for md in remote if not md.txn_index_empty]
+    assert len(with_txn) >= 3
+    found, complete = plog.remote_log_reader.collect_aborted_transactions(0, 1)
+    assert complete
+    assert found == ref[("txn", 0, 1)]
+    fetched = [md for md in with_txn if pool.indexes(md) is not None]
+    assert len(fetched) < len(with_txn)
+
+
+def test_a_closed_pool_refuses_reads_and_wakes_waiters(fake_tiered):
+    """Shutdown: a read waiting on a task is woken, and reads after close fail as storage
+    errors instead of doing I/O on the event loop."""
+    plog, pool, rsm, _rlmm, _ref, _tp = fake_tiered
+    rsm.gate = threading.Event()
+
+    async def run():
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(0, 150)
+        pool.close()
+        await asyncio.wait_for(e.value.ready, 10)
+        with pytest.raises(RemoteReadError, match="closed"):
+            plog.read(0, 150)
+
+    try:
+        asyncio.run(run())
+    finally:
+        rsm.gate.set()
+
+
+def test_a_failure_is_reported_once_even_when_its_task_spanned_many_chunks(fake_tiered):
+    """A segment's first task fetches many chunks and fails: one read reports it; after the
+    store recovers, no later read of any of those chunks reports the old failure again."""
+    plog, pool, rsm, rlmm, ref, _tp = fake_tiered
+    md = rlmm.segments[1]
+
+    real = rsm.fetch_log_segment
+
+    def down(m, s, e):
+        raise OSError("store down")
+
+    async def run():
+        rsm.fetch_log_segment = down  # the indexes come, the segment's chunks do not
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(md.start_offset, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        assert len(pool._errors) > 1  # the task was for several chunks
+        with pytest.raises(RemoteReadError):
+            plog.read(md.start_offset, 150)
+        rsm.fetch_log_segment = real
+        errors = 0
+        for off in range(md.start_offset, md.end_offset + 1):
+            for _ in range(3):
+                try:
+                    assert bytes(plog.read(off, 150)) == ref[(off, 150, True, -1)]
+                    break
+                except RemoteFetchPending as p:
+                    await asyncio.wait_for(p.ready, 10)
+                except RemoteReadError:
+                    errors += 1
+        return errors
+
+    assert asyncio.run(run()) == 0
+
+
+def test_a_failed_read_ahead_is_not_reported_to_a_later_read(fake_tiered):
+    """Read-ahead tasks have no waiter: their failure is logged, not recorded, so the read
+    that later needs the chunk fetches it (and succeeds once the store is back)."""
+    plog, pool, rsm, rlmm, ref, _tp = fake_tiered
+    md = rlmm.segments[1]
+
+    async def run():
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(md.start_offset, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        rsm.fail = OSError("store down")
+        before = pool.prefetches
+        off = md.start_offset
+        while pool.prefetches == before:  # read on until a read-ahead starts (and fails)
+            data = plog.read(off, 150)
+            off = _next_after(data)
+        while pool.tasks_in_flight:
+            await asyncio.sleep(0.001)
+        rsm.fail = None
+        nxt = rlmm.segments[2].start_offset  # what the read-ahead was for
+        for _ in range(3):
+            try:
+                return bytes(plog.read(nxt, 150)) == ref[(nxt, 150, True, -1)]
+            except RemoteFetchPending as p:
+                await asyncio.wait_for(p.ready, 10)
+        return False
+
+    assert asyncio.run(run())
+
+
+def test_a_recorded_failure_expires(fake_tiered, monkeypatch):
+    """A failure nobody came back for within the TTL is not reported to a read much later:
+    that read tries the store again."""
+    import snakka.remote.reader as reader_module
+
+    plog, pool, rsm, _rlmm, ref, _tp = fake_tiered
+    monkeypatch.setattr(reader_module, "_ERROR_TTL_S", -1.0)  # everything has expired
+
+    async def run():
+        rsm.fail = OSError("store down")
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(0, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        rsm.fail = None
+        with pytest.raises(RemoteFetchPending) as e:  # tried again, not the old error
+            plog.read(0, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        return bytes(plog.read(0, 150))
+
+    assert asyncio.run(run()) == ref[(0, 150, True, -1)]
+
+
+def test_a_segment_whose_txn_index_is_absent_has_no_aborted_transactions(fake_tiered):
+    """The storage manager's contract: TRANSACTION of a segment without one raises
+    RemoteResourceNotFoundError; the reader takes that as an empty index (metadata that
+    did not say txn_index_empty, e.g. from an older copier)."""
+    plog, pool, rsm, rlmm, ref, _tp = fake_tiered
+    md = rlmm.segments[0]
+    assert md.txn_index_empty
+    rlmm.segments[0] = dataclasses.replace(md, txn_index_empty=False)
+    rsm.files[md.segment_id.id].pop(IndexType.TRANSACTION, None)
+    assert bytes(plog.read(0, 600)) == ref[(0, 600, True, -1)]
+    assert pool.indexes(rlmm.segments[0]).txn.txns == []
+
+
+def test_an_outage_is_one_warning_per_partition(fake_tiered, caplog):
+    """Every read fails while the store is down; the log gets one warning for the
+    partition, the other failures at debug level."""
+    plog, _pool, rsm, rlmm, _ref, _tp = fake_tiered
+    rsm.fail = OSError("store down")
+    caplog.set_level(logging.DEBUG, logger="snakka.remote.reader")
+    for md in rlmm.segments[:3]:
+        with pytest.raises(RemoteReadError):
+            plog.read(md.start_offset, 100)  # no loop: inline, then the recorded error
+    failures = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert len(failures) == 3
+    assert [r.levelno for r in failures] == [logging.WARNING, logging.DEBUG, logging.DEBUG]

@@ -8,10 +8,18 @@ storage has deleted local segments), -5 latest tiered (v9+: the last offset in r
 remote storage); both answer offset -1 for a topic without remote storage, as Kafka does. A non-negative timestamp finds the
 earliest offset whose timestamp is >= it, or offset -1 if there is none.
 v0 (older clients) answers with ``old_style_offsets``.
+
+Tiered storage (KIP-405): a timestamp whose records lie in remote segments is looked up in
+their time and offset indexes and bytes, fetched off the event loop. As Kafka's
+DelayedRemoteListOffsets, the handler then answers later: it waits for those partitions (the
+request's TimeoutMs when positive (v10+), else ``remote.list.offsets.request.timeout.ms``,
+default 30 s), looks them up again, and answers REQUEST_TIMED_OUT for any partition still
+waiting at the deadline; a failed remote read is KAFKA_STORAGE_ERROR for its partition.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
@@ -21,6 +29,8 @@ from snakka.protocol.messages.list_offsets_response import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
+from snakka.remote.reader import RemoteReadError
+from snakka.storage import RemoteFetchPending, RemoteLogUnavailableError
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.list_offsets_request import ListOffsetsRequest
@@ -63,28 +73,80 @@ def _lookup(services, topic, p, v: int, read_committed: bool):
         return (ErrorCode.NONE, -1, -1) if found is None else (ErrorCode.NONE, found[1], found[0])
     if ts < 0:
         return ErrorCode.INVALID_REQUEST, -1, -1
-    found = pl.offset_for_timestamp(ts)
+    try:
+        found = pl.offset_for_timestamp(ts)  # may need remote segments (tiered storage)
+    except RemoteReadError:  # the remote reader logged it
+        return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
+    except RemoteLogUnavailableError:  # tiered, its remote part not attached yet
+        return ErrorCode.REPLICA_NOT_AVAILABLE, -1, -1
     if found is None:
         return ErrorCode.NONE, -1, -1
     return ErrorCode.NONE, found[1], found[0]
 
 
-def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+def _answer(services, t, p, v: int, read_committed: bool) -> ListOffsetsPartitionResponse:
+    """One partition's answer; raises RemoteFetchPending when remote data must be read."""
+    err, ts, off = _lookup(services, t.name, p, v, read_committed)
+    return _response(services, t, p, v, err, ts, off)
+
+
+def _response(services, t, p, v: int, err: int, ts: int, off: int
+              ) -> ListOffsetsPartitionResponse:
+    r = ListOffsetsPartitionResponse(
+        partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off,
+        # Kafka reports no epoch (-1) when no offset was found (a timestamp past the end)
+        leader_epoch=services.replicas.leader_epoch(t.name, p.partition_index)
+        if err == ErrorCode.NONE and off >= 0 else -1)
+    if v == 0:
+        r.old_style_offsets = [off] if err == ErrorCode.NONE and off >= 0 else []
+    return r
+
+
+def handle(ctx: RequestContext, req: ListOffsetsRequest):
     services = ctx.services
     v = ctx.api_version
     read_committed = v >= 2 and req.isolation_level == 1
     topics = []
+    waiting = []  # (topic, partition request, its slot in parts, the pending awaitable)
     for t in req.topics:
-        parts = []
+        parts: list[ListOffsetsPartitionResponse | None] = []
         for p in t.partitions:
-            err, ts, off = _lookup(services, t.name, p, v, read_committed)
-            r = ListOffsetsPartitionResponse(
-                partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off,
-                # Kafka reports no epoch (-1) when no offset was found (a timestamp past the end)
-                leader_epoch=services.replicas.leader_epoch(t.name, p.partition_index)
-                if err == ErrorCode.NONE and off >= 0 else -1)
-            if v == 0:
-                r.old_style_offsets = [off] if err == ErrorCode.NONE and off >= 0 else []
-            parts.append(r)
+            try:
+                parts.append(_answer(services, t, p, v, read_committed))
+            except RemoteFetchPending as e:
+                waiting.append((t, p, parts, len(parts), e.ready))
+                parts.append(None)
         topics.append(ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    if waiting:
+        timeout_ms = req.timeout_ms if v >= 10 and req.timeout_ms > 0 else None
+        return _remote_lookups(services, topics, waiting, v, read_committed, timeout_ms)
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+async def _remote_lookups(services, topics, waiting, v: int, read_committed: bool,
+                          timeout_ms: int | None) -> ListOffsetsResponse:
+    """Kafka's DelayedRemoteListOffsets: wait for the partitions whose answer needs remote
+    data and look them up again (a lookup may need several remote reads) until all are
+    answered or the deadline passes (REQUEST_TIMED_OUT for those left)."""
+    if timeout_ms is None:
+        timeout_ms = services.resolver.broker_int("remote.list.offsets.request.timeout.ms")
+    deadline = services.time_ms() + timeout_ms
+    while waiting:
+        remaining = deadline - services.time_ms()
+        if remaining <= 0:
+            break
+        await asyncio.wait([asyncio.ensure_future(w[4]) for w in waiting],
+                           timeout=remaining / 1000, return_when=asyncio.FIRST_COMPLETED)
+        still = []
+        for t, p, parts, i, ready in waiting:
+            if not ready.done():
+                still.append((t, p, parts, i, ready))
+                continue
+            try:
+                parts[i] = _answer(services, t, p, v, read_committed)
+            except RemoteFetchPending as e:
+                still.append((t, p, parts, i, e.ready))
+        waiting = still
+    for t, p, parts, i, _ready in waiting:
+        parts[i] = _response(services, t, p, v, ErrorCode.REQUEST_TIMED_OUT, -1, -1)
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -1,7 +1,7 @@
 """Reads of remote (tiered, KIP-405) segments for Fetch, ShareFetch and ListOffsets.
 
 What this module owns
-    :class:`RemoteReaderPool`, one per broker (the RemoteLogManager creates it), and the
+    :class:`RemoteReaderPool`, one per broker (made with the RemoteLogManager), and the
     per-partition :class:`RemotePartitionReader` it hands out, which implements
     :class:`snakka.storage.unified_log.RemoteLogReader`: the part of a tiered partition's log
     below its first local segment. Kafka spreads this over RemoteLogManager.read,
@@ -25,10 +25,18 @@ How a read works (never blocking the event loop)
     in the same task, so a fetch needs one round trip) and the read raises
     :class:`~snakka.storage.unified_log.RemoteFetchPending` carrying an asyncio future that
     completes once the task has delivered (successfully or not); the caller awaits it
-    (bounded by ``remote.fetch.max.wait.ms``) and reads again. Concurrent reads of the same
-    pieces share one task. When a read takes chunk k of a segment it also schedules chunk
-    k+1 (read-ahead; at the end of a segment: the next remote segment's indexes and first
+    (bounded by ``remote.fetch.max.wait.ms``) and reads again. A read whose missing pieces
+    are all being fetched already (another reader's task, a read-ahead) waits for those
+    tasks instead. When a read takes chunk k of a segment it also schedules chunk k+1
+    (read-ahead; at the end of a segment: the next remote segment's indexes and first
     chunk), so a sequential consumer rarely waits.
+
+    ListOffsets by time (Kafka's findOffsetByTimestamp) takes the first remote segment whose
+    max timestamp reaches the target, its time then offset index for a position, and scans
+    the batches from there. read_committed reads search the remote segments' transaction
+    indexes in segment order from the one holding the fetch offset and stop where the search
+    is complete (Kafka's collectAbortedTransactions); segments the metadata says have no
+    aborted transaction cost nothing.
 
 Bounds
     At most ``threads + remote.log.reader.max.pending.tasks`` tasks exist (running or
@@ -36,16 +44,24 @@ Bounds
     when a task finishes (capacity freed), so the fetch answers without that partition's
     data in the meantime. Read-ahead only uses the first half of the queue, leaving the rest
     to reads a client waits for. One read spans at most half the chunk cache (beyond its
-    first batch), so what it needs fits the cache at once; the chunks a task delivered are
-    not evicted by that delivery (a read whose first batch alone exceeds the bound still
-    completes; the cache then holds that one task's chunks).
+    first batch), so what it needs fits the cache at once (with a tiny cache a read returns
+    fewer whole batches than ``max_bytes`` allows); the chunks a task delivered are not
+    evicted by that delivery (a read whose first batch alone exceeds the bound still
+    completes; the cache then holds that one task's chunks). Sizing: the chunk cache should
+    hold two chunks per partition being read from remote storage at once (the chunk being
+    read and its read-ahead); below that, read-aheads evict chunks still in use and reads
+    fetch them again (correct, slower). A deleted segment's pieces are
+    dropped (:meth:`RemoteReaderPool.forget_segment`); a task in flight for it still
+    delivers, and its pieces age out of the LRU.
 
 Errors
-    A failed task (RemoteStorageError, a checksum mismatch, a corrupt index) is logged once
+    A failed task (RemoteStorageError, a checksum mismatch, a corrupt index) is logged (a
+    warning per partition per minute, the rest at debug level: an outage fails every read)
     and recorded against the pieces it was fetching; nothing is cached. The next read that
-    needs one of them raises :class:`RemoteReadError` (KAFKA_STORAGE_ERROR for that
-    partition, as Kafka answers a failed remote fetch) and forgets the record, so the read
-    after it tries the object store again. An offset no finished remote segment holds raises
+    needs one of them (within 30 s) raises :class:`RemoteReadError` (KAFKA_STORAGE_ERROR
+    for that partition, as Kafka answers a failed remote fetch) and forgets the record for
+    all of them, so the read after it tries the object store again. A failed read-ahead is
+    only logged (no one waited for it). An offset no finished remote segment holds raises
     :class:`~snakka.storage.unified_log.OffsetOutOfRangeError`.
 
 Threading
@@ -63,6 +79,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +88,7 @@ from typing import Protocol, TypeVar
 
 from snakka.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from snakka.records.record import batch_records
+from snakka.remote.storage import RemoteResourceNotFoundError
 from snakka.remote.types import (
     IndexType,
     RemoteLogSegmentId,
@@ -81,14 +99,6 @@ from snakka.remote.types import (
 from snakka.storage.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from snakka.storage.unified_log import OffsetOutOfRangeError, RemoteFetchPending, UnifiedLog
 
-try:  # helper A's storage package; until it lands, an absent txn index is any such error
-    from snakka.remote.storage import (  # type: ignore[import-not-found,unused-ignore]
-        RemoteResourceNotFoundError,
-    )
-except ImportError:  # pragma: no cover - the storage package is on main with issue 12
-    class RemoteResourceNotFoundError(Exception):  # type: ignore[no-redef]
-        """Stand-in for snakka.remote.storage.RemoteResourceNotFoundError."""
-
 log = logging.getLogger("snakka.remote.reader")
 
 _T = TypeVar("_T")
@@ -98,11 +108,21 @@ _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 # Estimated memory of a parsed index entry beyond its file bytes (two Python ints in two
 # lists): what the index cache charges, so its bound is about memory, not file sizes.
 _INDEX_ENTRY_OVERHEAD = 64
-# Errors remembered for the next read (oldest dropped beyond this).
+# Errors remembered for the next read (oldest dropped beyond this), and for how long: the
+# read that waited for the failed task comes back within remote.fetch.max.wait.ms; a read
+# much later (the consumer went away and came back) tries the store again instead.
 _MAX_RECORDED_ERRORS = 1024
+_ERROR_TTL_S = 30.0
+# An outage fails every read of a partition: one warning per partition per this many
+# seconds, the rest at debug level.
+_WARN_EVERY_S = 60.0
 # A read spanning segments after a compacted-away offset, or many txn indexes: at most this
 # many segments' indexes are asked for in one round.
 _MAX_SEGMENTS_PER_ROUND = 8
+# A segment's first read fetches from the offset index's floor position; the batch holding
+# the offset lies up to index.interval.bytes (4 KiB by default) further: fetch this much more
+# in the same task so the read needs one round.
+_INDEX_SLACK = 16 * 1024
 # Retries of a read without a loop (inline I/O) before giving up (each fetches what is missing).
 _INLINE_ROUNDS = 64
 
@@ -177,6 +197,7 @@ class _Task:
     end: int = 0
     position_of: int | None = None
     span: int = 0
+    background: bool = False  # a read-ahead: nobody waits, a failure is only logged
     # Results, filled by the worker.
     parsed: SegmentIndexes | None = None
     chunks: dict[int, bytes] = field(default_factory=dict)
@@ -234,9 +255,12 @@ class RemoteReaderPool:
         self._index_total = 0
         # Pieces being fetched -> callbacks to run when their task ends.
         self._inflight: dict[_Key, list[Callable[[], None]]] = {}
-        self._errors: OrderedDict[_Key, BaseException] = OrderedDict()
+        # Pieces of failed tasks -> (the error, every piece of that task, when).
+        self._errors: OrderedDict[_Key, tuple[BaseException, list[_Key], float]] = \
+            OrderedDict()
         self._tasks = 0  # submitted, not yet delivered
         self._capacity_waiters: list[asyncio.Future[None]] = []
+        self._warned: dict[TopicIdPartition, float] = {}  # partition -> last warning
         self._closed = False
         # Counters (tests, metrics): tasks run, read-ahead tasks, reads answered, refusals.
         self.tasks_run = 0
@@ -306,11 +330,17 @@ class RemoteReaderPool:
         return data
 
     def raise_recorded_error(self, keys: Iterable[_Key]) -> None:
-        """If a failed task recorded an error for one of ``keys``: forget it and raise."""
+        """If a failed task recorded an error for any of ``keys``: forget it for every piece
+        of that task (reported once; the read after this one tries again) and raise."""
+        now = time.monotonic()
         for key in keys:
-            err = self._errors.pop(key, None)
-            if err is not None:
-                raise RemoteReadError(f"remote read failed: {err}") from err
+            failure = self._errors.get(key)
+            if failure is not None:
+                err, failed, at = failure
+                for k in failed:
+                    self._errors.pop(k, None)
+                if now - at <= _ERROR_TTL_S:
+                    raise RemoteReadError(f"remote read failed: {err}") from err
 
     def _put_chunks(self, md: RemoteLogSegmentMetadata, chunks: dict[int, bytes]) -> None:
         """Cache a task's chunks, then evict the least recently used others down to the
@@ -343,9 +373,11 @@ class RemoteReaderPool:
             _k, evicted = self._indexes.popitem(last=False)
             self._index_total -= evicted.charge
 
-    def _record_error(self, key: _Key, err: BaseException) -> None:
-        self._errors[key] = err
-        self._errors.move_to_end(key)
+    def _record_error(self, keys: list[_Key], err: BaseException) -> None:
+        at = time.monotonic()
+        for key in keys:
+            self._errors[key] = (err, keys, at)
+            self._errors.move_to_end(key)
         while len(self._errors) > _MAX_RECORDED_ERRORS:
             self._errors.popitem(last=False)
 
@@ -353,11 +385,13 @@ class RemoteReaderPool:
     def fetch(self, tasks: Sequence[_Task]) -> asyncio.Future[None] | None:
         """Start ``tasks`` (the pieces a read needs) and return a future completing when all
         have delivered; None when there is no running loop and the work was done inline."""
+        if self._closed:  # shutting down: never I/O on the loop, never a new task
+            raise RemoteReadError("the remote reader is closed")
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        if loop is None or self._closed:
+        if loop is None:
             for task in tasks:
                 self._run(task)
                 self._deliver(task)
@@ -372,10 +406,12 @@ class RemoteReaderPool:
 
         to_submit: list[_Task] = []
         for task in tasks:
-            keys = task.keys(self.chunk_size)
-            joined = [k for k in keys if k in self._inflight]
-            if keys and len(joined) == len(keys):  # all on their way: wait for them
-                for k in joined:
+            # The pieces not cached, if all are on their way (a read-ahead, another reader's
+            # task): wait for those tasks instead of fetching again.
+            keys = [k for k in task.keys(self.chunk_size)
+                    if k not in self._chunks and k not in self._indexes]
+            if keys and all(k in self._inflight for k in keys):
+                for k in keys:
                     waiting[0] += 1
                     self._inflight[k].append(one_done)
                 continue
@@ -409,9 +445,10 @@ class RemoteReaderPool:
                 return
             keys = task.keys(self.chunk_size)
             if not keys or any(k in self._inflight or k in self._chunks or k in self._indexes
-                               or k in self._errors for k in keys):
+                               for k in keys):
                 continue
             self.prefetches += 1
+            task.background = True
             self._submit(loop, task, None)
 
     def _wait_capacity(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
@@ -491,9 +528,22 @@ class RemoteReaderPool:
             task.error = e
             if task.indexes and task.parsed is None:
                 task.failed_keys.insert(0, _idx_key(md))
-            log.warning("remote read of segment %s (offsets %d-%d) of %s failed: %r",
-                        md.segment_id.id, md.start_offset, md.end_offset,
-                        md.topic_id_partition, e)
+            self._log_failure(md, e)
+
+    def _log_failure(self, md: RemoteLogSegmentMetadata, e: Exception) -> None:
+        """Once per partition per _WARN_EVERY_S at warning level (reader threads: the dict
+        is only ever set item by item, atomic under the GIL)."""
+        tp = md.topic_id_partition
+        now = time.monotonic()
+        last = self._warned.get(tp)
+        warn = last is None or now - last >= _WARN_EVERY_S
+        if warn:
+            self._warned[tp] = now
+        log.log(logging.WARNING if warn else logging.DEBUG,
+                "remote read of segment %s (offsets %d-%d) of %s failed: %r%s",
+                md.segment_id.id, md.start_offset, md.end_offset, tp, e,
+                f" (more failures of this partition within {_WARN_EVERY_S:.0f} s are logged "
+                "at debug level)" if warn else "")
 
     def _load_indexes(self, md: RemoteLogSegmentMetadata) -> SegmentIndexes:
         rsm = self.rsm
@@ -524,10 +574,8 @@ class RemoteReaderPool:
             self._put_indexes(_idx_key(task.md), task.parsed)
         if task.chunks:
             self._put_chunks(task.md, task.chunks)
-        if task.error is not None:
-            keys = task.failed_keys or task.keys(self.chunk_size)
-            for key in keys:
-                self._record_error(key, task.error)
+        if task.error is not None and not task.background:
+            self._record_error(task.failed_keys or task.keys(self.chunk_size), task.error)
 
 
 class RemotePartitionReader:
@@ -678,7 +726,8 @@ class RemotePartitionReader:
         """The read over cached pieces; None when no batch of ``md`` reaches the offset."""
         size = md.segment_size_in_bytes
         want = max(min(budget, span_cap), 1) + HEADER_SIZE
-        idx = self._indexes_or_missing(md, position_of=fetch_offset, span=want)
+        idx = self._indexes_or_missing(
+            md, position_of=fetch_offset, span=max(want, min(want + _INDEX_SLACK, span_cap)))
         pos = idx.offset.lookup(fetch_offset)[1]
         # The batch holding fetch_offset: walk headers from the index's floor position.
         while True:
@@ -750,6 +799,16 @@ class RemotePartitionReader:
                     break
         return None
 
+    def segment_offset_for_timestamp(self, timestamp: int) -> int | None:
+        """Metadata only, no I/O: the start offset of the first remote segment (below the
+        local ones) whose max timestamp reaches ``timestamp``, or None. Every record before
+        it is older than ``timestamp``; a caller that cannot wait for the exact answer
+        (:meth:`offset_for_timestamp`) may start there."""
+        for md in self._finished_segments():
+            if md.max_timestamp_ms >= timestamp:
+                return md.start_offset
+        return None
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
                                      ) -> tuple[list[AbortedTxn], bool]:
         """Kafka's collectAbortedTransactions over the remote segments (below the local
@@ -760,18 +819,17 @@ class RemotePartitionReader:
 
     def _collect_aborted(self, start_offset: int, upper_bound_offset: int
                          ) -> tuple[list[AbortedTxn], bool]:
-        segments = [md for md in self._finished_segments() if md.end_offset >= start_offset]
-        missing = [md for md in segments
-                   if not md.txn_index_empty and self.pool.indexes(md) is None]
-        if missing:  # one round for every index needed (at most a bounded number)
-            raise _Pending([_Task(md, indexes=True)
-                            for md in missing[:_MAX_SEGMENTS_PER_ROUND]])
+        segments = [md for md in self._finished_segments()
+                    if md.end_offset >= start_offset and not md.txn_index_empty]
         out: list[AbortedTxn] = []
-        for md in segments:
-            if md.txn_index_empty:
-                continue
+        for i, md in enumerate(segments):
             entry = self.pool.indexes(md)
-            assert entry is not None
+            if entry is None:
+                # The indexes of this segment and the next few (in order: the search may
+                # complete in any of them) in one round.
+                raise _Pending([_Task(later, indexes=True) for later in
+                                segments[i:i + _MAX_SEGMENTS_PER_ROUND]
+                                if self.pool.indexes(later) is None])
             found = entry.txn.collect_aborted_txns(start_offset, upper_bound_offset)
             out.extend(found.aborted)
             if found.complete:

@@ -57,6 +57,7 @@ from snakka.storage import (
     OffsetOutOfRangeError,
     ProducerStateError,
     RemoteFetchPending,
+    RemoteLogUnavailableError,
     UnifiedLog,
 )
 from snakka.storage.flush import FlushScheduler
@@ -399,7 +400,12 @@ class ReplicaManager:
                 # fetches: first the cheap superset up to the LSO (usually empty: no header
                 # walk), then the exact bound (the offset after the last returned batch, as
                 # Kafka's fetchUpperBoundOffset) only when there is something to filter.
-                found = pl.collect_aborted_transactions(fetch_offset, out.last_stable_offset)
+                upper = out.last_stable_offset
+                if fetch_offset < pl.local_log_start_offset:
+                    # Remote data: the exact bound lets the search of remote txn indexes
+                    # (fetched from object storage) stop as early as Kafka's does.
+                    upper = _next_offset_after(records)
+                found = pl.collect_aborted_transactions(fetch_offset, upper)
         except OffsetOutOfRangeError:
             out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
             return out
@@ -410,6 +416,9 @@ class ReplicaManager:
             # Remote data on its way (or the remote reader's queue is full): no records
             # now, never a half answer (records without their aborted transactions).
             out.pending = e.ready
+            return out
+        except RemoteLogUnavailableError:  # tiered, its remote part not attached yet
+            out.error_code = ErrorCode.REPLICA_NOT_AVAILABLE
             return out
         except RemoteReadError as e:  # the reader logged the failure when it happened
             log.debug("partition %s: remote read at offset %d failed: %s", pl.name,

@@ -58,6 +58,7 @@ from snakka.records.batch import (
     TRANSACTIONAL_MASK,
 )
 from snakka.records.control import read_end_txn_marker
+from snakka.remote.reader import RemotePartitionReader, RemoteReadError
 from snakka.share.partition import SharePartition
 from snakka.share.persister import SharePersister, StateKey
 from snakka.share.sessions import ShareSessionCache, rotate_partitions
@@ -67,6 +68,7 @@ from snakka.share.types import (
     SharePartitionConfig,
     SharePartitionState,
 )
+from snakka.storage import RemoteFetchPending, RemoteLogUnavailableError
 from snakka.util.waiters import WaitList, wait_any, wake
 
 if TYPE_CHECKING:
@@ -246,7 +248,22 @@ class SharePartitionManager(MetadataListener):
             return pl.log_start_offset
         if reset.startswith("by_duration:"):
             ts = self.time_ms() - parse_iso_duration_ms(reset.split(":", 1)[1])
-            found = pl.offset_for_timestamp(ts)
+            try:
+                found = pl.offset_for_timestamp(ts)
+            except RemoteLogUnavailableError:
+                return pl.log_start_offset  # remote metadata not there yet: skip nothing
+            except (RemoteFetchPending, RemoteReadError) as e:
+                # The exact record lies in remote segments not in memory, and initialising
+                # cannot wait: start at the first remote segment whose records reach the
+                # time (nothing newer is skipped; a few older records may be delivered).
+                reader = pl.remote_log_reader
+                start = reader.segment_offset_for_timestamp(ts) \
+                    if isinstance(reader, RemotePartitionReader) else None
+                log.info("share group %s, partition %s: by_duration start from remote "
+                         "segment metadata (%s): offset %s", group_id, pl.name, e, start)
+                if start is not None:
+                    return max(start, pl.log_start_offset)
+                found = None
             # No record that recent: start at the end, as Kafka.
             return found[0] if found is not None else pl.high_watermark
         return pl.high_watermark
@@ -476,7 +493,8 @@ class SharePartitionManager(MetadataListener):
                     remote.append(read.pending)
                 continue
             if read.error_code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,  # deleted meanwhile
-                                   ErrorCode.KAFKA_STORAGE_ERROR):  # a remote read failed
+                                   ErrorCode.KAFKA_STORAGE_ERROR,  # a remote read failed
+                                   ErrorCode.REPLICA_NOT_AVAILABLE):  # remote not attached
                 res.error = ErrorCode(read.error_code)
                 continue
             data = read.records

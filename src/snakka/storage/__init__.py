@@ -65,6 +65,7 @@ from .unified_log import (
     ProducerStateError,
     RemoteFetchPending,
     RemoteLogReader,
+    RemoteLogUnavailableError,
     UnifiedLog,
 )
 from .validator import LogValidator
@@ -92,6 +93,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "ProducerStateError",
     "RemoteFetchPending",
+    "RemoteLogUnavailableError",
     "RemoteLogReader",
     "TimeIndex",
     "UnifiedLog",

@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import struct
 from bisect import bisect_right
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -49,6 +49,9 @@ TXN_ENTRY_VERSION = 0
 
 class CorruptIndexError(Exception):
     """An index file failed its sanity check; rebuild it from the log."""
+
+
+_I = TypeVar("_I", bound="_IndexFile")
 
 
 class _IndexFile:
@@ -99,11 +102,36 @@ class _IndexFile:
     def _read_file(self) -> bytes:
         with open(self.path, "rb") as f:
             data = f.read()
-        if len(data) % self.entry_size:
-            raise CorruptIndexError(
-                f"index file {self.path} has size {len(data)}, not a multiple of {self.entry_size}"
-            )
+        self._check_size(self.path, data)
         return data
+
+    @classmethod
+    def _check_size(cls, path: str, data: bytes) -> None:
+        if len(data) % cls.entry_size:
+            raise CorruptIndexError(
+                f"index file {path} has size {len(data)}, not a multiple of {cls.entry_size}"
+            )
+
+    @classmethod
+    def from_bytes(cls: type[_I], data: bytes, base_offset: int, limit: int,
+                   name: str = "<remote>") -> _I:
+        """An index held in memory only (a remote segment's, fetched from object storage),
+        with the same checks as ``load``: ``limit`` is what they bound entries by (the
+        offset index: the .log's size; the time and transaction indexes: the segment's next
+        offset); ``name`` is for messages."""
+        cls._check_size(name, data)
+        idx = cls._empty(name, base_offset, len(data))
+        idx._parse(data, limit)
+        idx._on_disk = False
+        return idx
+
+    @classmethod
+    def _empty(cls: type[_I], path: str, base_offset: int, nbytes: int) -> _I:
+        return cls(path, base_offset, nbytes + cls.entry_size)
+
+    def _parse(self, data: bytes, limit: int) -> None:
+        """Fill the index from file bytes (``load`` / ``from_bytes``), checking them."""
+        raise NotImplementedError
 
     def _truncate_entries(self, n: int) -> None:
         cut = n * self.entry_size
@@ -182,20 +210,8 @@ class OffsetIndex(_IndexFile):
         idx._parse(idx._read_file(), log_size)
         return idx
 
-    @classmethod
-    def from_bytes(cls, data: bytes, base_offset: int, log_size: int,
-                   name: str = "<remote>") -> OffsetIndex:
-        """An index held in memory only (a remote segment's, fetched from object storage):
-        the same checks as :meth:`load`; ``name`` is for messages."""
-        if len(data) % cls.entry_size:
-            raise CorruptIndexError(f"offset index {name} has size {len(data)}, not a multiple "
-                                    f"of {cls.entry_size}")
-        idx = cls(name, base_offset, len(data) + cls.entry_size)
-        idx._parse(data, log_size)
-        idx._on_disk = False
-        return idx
-
-    def _parse(self, data: bytes, log_size: int) -> None:
+    def _parse(self, data: bytes, limit: int) -> None:
+        log_size = limit  # the .log's size
         idx = self
         path = self.path
         n = len(data) // 8
@@ -273,19 +289,8 @@ class TimeIndex(_IndexFile):
         idx._parse(idx._read_file(), next_offset)
         return idx
 
-    @classmethod
-    def from_bytes(cls, data: bytes, base_offset: int, next_offset: int,
-                   name: str = "<remote>") -> TimeIndex:
-        """An index held in memory only (see :meth:`OffsetIndex.from_bytes`)."""
-        if len(data) % cls.entry_size:
-            raise CorruptIndexError(f"time index {name} has size {len(data)}, not a multiple "
-                                    f"of {cls.entry_size}")
-        idx = cls(name, base_offset, len(data) + cls.entry_size)
-        idx._parse(data, next_offset)
-        idx._on_disk = False
-        return idx
-
-    def _parse(self, data: bytes, next_offset: int) -> None:
+    def _parse(self, data: bytes, limit: int) -> None:
+        next_offset = limit  # the segment's next offset
         idx = self
         path = self.path
         base_offset = self.base_offset
@@ -339,6 +344,10 @@ class TransactionIndex(_IndexFile):
     def __init__(self, path: str, base_offset: int) -> None:
         super().__init__(path, base_offset, 1 << 62)  # no size limit (Kafka has none)
         self.txns: list[AbortedTxn] = []
+
+    @classmethod
+    def _empty(cls, path: str, base_offset: int, nbytes: int) -> TransactionIndex:
+        return cls(path, base_offset)
 
     def append(self, txn: AbortedTxn) -> None:
         """Add an entry; its last offset must be above the previous entry's (markers are
@@ -395,19 +404,8 @@ class TransactionIndex(_IndexFile):
         idx._parse(idx._read_file(), next_offset)
         return idx
 
-    @classmethod
-    def from_bytes(cls, data: bytes, base_offset: int, next_offset: int,
-                   name: str = "<remote>") -> TransactionIndex:
-        """An index held in memory only (see :meth:`OffsetIndex.from_bytes`)."""
-        if len(data) % cls.entry_size:
-            raise CorruptIndexError(f"transaction index {name} has size {len(data)}, not a "
-                                    f"multiple of {cls.entry_size}")
-        idx = cls(name, base_offset)
-        idx._parse(data, next_offset)
-        idx._on_disk = False
-        return idx
-
-    def _parse(self, data: bytes, next_offset: int) -> None:
+    def _parse(self, data: bytes, limit: int) -> None:
+        next_offset = limit  # the segment's next offset
         idx = self
         path = self.path
         base_offset = self.base_offset

@@ -81,6 +81,7 @@ from .validator import LogValidator
 log = logging.getLogger("snakka.storage")
 
 OFFSET_OUT_OF_RANGE = 1  # Kafka error code (mirrors ErrorCode.OFFSET_OUT_OF_RANGE)
+REPLICA_NOT_AVAILABLE = 9
 KAFKA_STORAGE_ERROR = 56
 
 
@@ -111,6 +112,15 @@ class AppendResult(NamedTuple):
     log_append_time_ms: int  # -1 for CreateTime topics
     log_start_offset: int
     duplicate: bool = False  # idempotent retry: nothing appended, original offsets
+
+
+class RemoteLogUnavailableError(Exception):
+    """Offsets below the first local segment, with no remote reader attached (the tiered
+    partition's remote metadata is not replayed yet, or remote storage was just turned
+    off): Kafka answers REPLICA_NOT_AVAILABLE (retriable) when its remote log metadata is
+    not initialised. Never the local segments' data in place of the remote one."""
+
+    error_code = REPLICA_NOT_AVAILABLE
 
 
 class RemoteFetchPending(Exception):
@@ -535,8 +545,12 @@ class UnifiedLog:
             )
         if max_offset is not None and fetch_offset >= max_offset:
             return b""
-        remote = self.remote_log_reader
-        if remote is not None and fetch_offset < local.base_offset:
+        if fetch_offset < local.base_offset:
+            remote = self.remote_log_reader
+            if remote is None:
+                raise RemoteLogUnavailableError(
+                    f"offset {fetch_offset} of {self.name} is in remote storage, which is not "
+                    f"attached to this partition yet")
             return remote.read(
                 fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
             )
@@ -604,7 +618,11 @@ class UnifiedLog:
         """Earliest (offset, timestamp) of a record with timestamp >= ``timestamp``, at
         or after the log start offset; None if there is none (ListOffsets answers -1)."""
         remote = self.remote_log_reader
-        if remote is not None and self._log_start_offset < self._local.base_offset:
+        if self._log_start_offset < self._local.base_offset:
+            if remote is None:  # the answer may be remote: never guess from the local part
+                raise RemoteLogUnavailableError(
+                    f"{self.name}: offsets below {self._local.base_offset} are in remote "
+                    f"storage, which is not attached to this partition yet")
             # Kafka's fetchOffsetByTimestamp: the remote segments first, then the local ones.
             found = remote.offset_for_timestamp(timestamp, self._log_start_offset)
             if found is not None:
@@ -802,5 +820,6 @@ __all__ = [
     "ProducerStateError",
     "RemoteFetchPending",
     "RemoteLogReader",
+    "RemoteLogUnavailableError",
     "UnifiedLog",
 ]
