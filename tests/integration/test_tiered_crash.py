@@ -145,7 +145,6 @@ def verify_store(backend, bootstrap: str, topic: str) -> None:
     CRC32C against the manifest; the bytes are batches from the segment's start offset to
     its end offset."""
     from snakka.remote.storage import create_remote_storage
-
     from snakka.remote.types import RemoteLogSegmentState
 
     from .tiered_support import batch_ranges, rsm_configs
