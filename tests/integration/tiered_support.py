@@ -654,6 +654,14 @@ class LocalBackend(Backend):
             os.rename(self.root, self.root + ".recreated")
         os.rename(self.root + ".away", self.root)
 
+    def corrupt(self, key: str, position: int) -> None:
+        """Flip the bits of one byte of a stored object (bit rot, a bad disk)."""
+        with open(os.path.join(self.root, key), "r+b") as f:
+            f.seek(position)
+            b = f.read(1)
+            f.seek(position)
+            f.write(bytes([b[0] ^ 0xFF]))
+
     def is_down(self) -> bool:
         """Still away: nobody recreated the root meanwhile (a broker writing into the empty
         mount point of an unmounted NAS would)."""
@@ -696,6 +704,11 @@ class S3Backend(Backend):
 
     def is_down(self) -> bool:
         return not self.server.is_up
+
+    def corrupt(self, key: str, position: int) -> None:
+        data = bytearray(self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+        data[position] ^= 0xFF
+        self._client.put_object(Bucket=self.bucket, Key=key, Body=bytes(data))
 
     def close(self) -> None:
         if not self.server.is_up:
