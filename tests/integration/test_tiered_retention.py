@@ -24,7 +24,7 @@ import pytest
 
 from snakka.testing import EmbeddedBroker
 
-from .helpers import ck_admin, ck_create_topic, wait_until
+from .helpers import ck_admin, ck_consumer_config, ck_create_topic, wait_until
 from .tiered_support import (
     EARLIEST,
     LATEST,
@@ -160,3 +160,63 @@ def test_delete_topic_deletes_remote_objects(broker, tiered_backend):  # noqa: F
     fs[topic].result(30)
     wait_until(lambda: not tiered_backend.objects(topic), 60,
                "every remote object of the deleted topic gone", interval=0.2)
+
+
+def test_readers_of_segments_being_deleted(broker, tiered_backend):  # noqa: F811
+    """Remote segments deleted under readers: consumers reading the remote part in small
+    fetches while DeleteRecords moves the log start forward, segment after segment. Each
+    consumer sees offsets only increasing, every value the one written at its offset, jumps
+    (OFFSET_OUT_OF_RANGE, auto.offset.reset=earliest) only forward to the new start, and
+    reaches the end; the broker logs no error."""
+    import threading
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    bs = broker.bootstrap_servers
+    topic = "tiered-delete-under-readers"
+    ck_create_topic(bs, topic, 1, tiered_topic_config(SEG, SEG))
+    n = 6000
+    produce_numbered(bs, topic, 0, n)
+    wait_tiered(bs, broker.data_dir, topic, [0], timeout=120, local_max=3 * SEG)
+    starts = store_starts(tiered_backend, topic)
+    problems: list[str] = []
+    done: list[int] = []
+    jumps: list[tuple[int, int]] = []
+
+    def read(i: int) -> None:
+        c = Consumer(ck_consumer_config(bs, **{"max.partition.fetch.bytes": 8 * 1024}))
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            last = -1
+            deadline = time.monotonic() + 120
+            while last < n - 1 and time.monotonic() < deadline:
+                for m in c.consume(num_messages=50, timeout=0.2):
+                    if m.error():
+                        problems.append(f"reader {i}: {m.error()}")
+                        continue
+                    if m.offset() <= last or not m.value().startswith(b"%010d:" % m.offset()):
+                        problems.append(f"reader {i}: offset {m.offset()} after {last}")
+                    if m.offset() != last + 1:
+                        jumps.append((last, m.offset()))
+                    last = m.offset()
+            done.append(last)
+        finally:
+            c.close()
+
+    readers = [threading.Thread(target=read, args=(i,)) for i in range(3)]
+    for r in readers:
+        r.start()
+    admin = ck_admin(bs)
+    for s in starts[1:-2]:
+        tp = TopicPartition(topic, 0, s + 5)
+        admin.delete_records([tp])[tp].result(30)
+        time.sleep(0.05)  # readers make some progress between deletions, on purpose
+    for r in readers:
+        r.join(150)
+    assert not problems, problems[:10]
+    assert done == [n - 1] * 3, done
+    # The deletions overtook the readers: they were sent forward to the new start.
+    assert jumps, "no reader was overtaken by a deletion (make the readers slower)"
+    assert all(b in {s + 5 for s in starts} for _, b in jumps), jumps
+    wait_until(lambda: store_starts(tiered_backend, topic)[0] == starts[-3], 60,
+               "the deleted segments gone from the store", interval=0.2)
