@@ -142,6 +142,8 @@ def test_delete_records_below_local_start(broker, tiered_backend):  # noqa: F811
 
 
 def test_delete_topic_deletes_remote_objects(broker, tiered_backend):  # noqa: F811
+    """DeleteTopics removes every object of the topic; a topic created again under the same
+    name starts from nothing (new topic id, its own objects, offset 0 is its own data)."""
     bs = broker.bootstrap_servers
     topic = "tiered-delete-topic"
     ck_create_topic(bs, topic, 2, tiered_topic_config(SEG, SEG))
@@ -160,6 +162,15 @@ def test_delete_topic_deletes_remote_objects(broker, tiered_backend):  # noqa: F
     fs[topic].result(30)
     wait_until(lambda: not tiered_backend.objects(topic), 60,
                "every remote object of the deleted topic gone", interval=0.2)
+    # The same name again: a new topic id, new objects; offset 0 is the new topic's data.
+    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 30,
+               "the deleted topic gone from the metadata")
+    ck_create_topic(bs, topic, 1, tiered_topic_config(SEG, SEG))
+    produce_numbered(bs, topic, 0, 2000)
+    wait_tiered(bs, broker.data_dir, topic, [0], timeout=120, local_max=3 * SEG)
+    assert read_from_earliest(bs, topic, 2000) == list(range(2000))
+    ids = {o.topic_id(topic) for o in tiered_backend.objects(topic)}
+    assert len(ids) == 1, ids
 
 
 def test_readers_of_segments_being_deleted(broker, tiered_backend):  # noqa: F811
