@@ -166,3 +166,58 @@ def verify_store(backend, bootstrap: str, topic: str) -> None:
             assert batches[-1][1] == md.end_offset, (batches[-1], md)
     finally:
         rsm.close()
+
+
+def test_sigkill_during_remote_deletion(tiered_backend):  # noqa: F811  (the imported fixture)
+    """SIGKILL while remote segments are being deleted (the manifest goes first, then the
+    other objects): after the restart the interrupted deletion is finished (objects gone,
+    DELETE_SEGMENT_FINISHED recorded), the log start offset stays where DeleteRecords put
+    it, and the rest reads from there. S3 only: through the delaying proxy a deletion takes
+    visible time; a local directory deletes six files in well under a millisecond."""
+    from confluent_kafka import TopicPartition
+
+    from .helpers import ck_admin
+    from .tiered_support import EARLIEST, list_offsets, produce_numbered, read_from_earliest
+
+    if tiered_backend.name != "s3":
+        pytest.skip("a local deletion leaves no window to kill in (see the docstring)")
+    proxy = SlowProxy(("127.0.0.1", tiered_backend.server.port), delay=0.02)
+    configs = {**tiered_backend.configs(),
+               "rsm.config.storage.s3.endpoint.url": f"http://127.0.0.1:{proxy.port}"}
+    broker = EmbeddedBroker(mode="subprocess", log_level="INFO",
+                            config={**TIERED_BROKER, **configs})
+    broker.start()
+    topic = TOPIC + "-delete"
+    seg = 256 * 1024
+    try:
+        bs = broker.bootstrap_servers
+        ck_create_topic(bs, topic, 1, tiered_topic_config(seg, seg))
+        produce_numbered(bs, topic, 0, 4000)
+        wait_tiered(bs, broker.data_dir, topic, [0], timeout=120, local_max=3 * seg)
+        assert not partial_copies(tiered_backend, topic)
+        starts = sorted(o.start_offset for o in tiered_backend.objects(topic)
+                        if o.suffix == "manifest")
+        target = starts[-3] + 7
+        admin = ck_admin(bs)
+        tp = TopicPartition(topic, 0, target)
+        admin.delete_records([tp])[tp].result(30)
+        # Nothing is being copied now: a segment without its manifest is being deleted.
+        wait_until(lambda: partial_copies(tiered_backend, topic), 30,
+                   "a deletion under way", interval=0.001)
+        broker.kill()
+        assert partial_copies(tiered_backend, topic), "the deletion finished first"
+        broker.start()
+        bs = broker.bootstrap_servers
+        assert list_offsets(bs, topic, [0], EARLIEST)[0] == target
+        wait_until(lambda: not partial_copies(tiered_backend, topic)
+                   and min(o.start_offset for o in tiered_backend.objects(topic)) == starts[-3],
+                   60, "the interrupted deletion finished", interval=0.2)
+        states = remote_segment_states(bs, topic)
+        below = [h.names for h in states.values() if h.metadata.end_offset < target]
+        assert below and all(n[-1] == "DELETE_SEGMENT_FINISHED" for n in below), below
+        assert read_from_earliest(bs, topic, 4000) == list(range(target, 4000))
+        assert any("a deletion that did not finish" in line for line in broker.output)
+        assert_clean_output(broker)
+    finally:
+        broker.close()
+        proxy.close()
