@@ -43,12 +43,6 @@ import pytest
 
 from .helpers import ck_consumer_config, run_async, wait_until
 
-# Until the remote log manager and the storage backends are on the branch, every tiered test
-# skips with this reason instead of timing out against a broker that never copies.
-for _module in ("snakka.remote.manager", "snakka.remote.storage", "snakka.remote.metadata_manager",
-                "snakka.remote.reader"):
-    pytest.importorskip(_module, reason=f"tiered storage not built yet ({_module} is missing)")
-
 MiB = 1 << 20
 SEGMENT_BYTES = MiB
 
