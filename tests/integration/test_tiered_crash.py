@@ -30,12 +30,14 @@ from snakka.testing import EmbeddedBroker
 
 from .helpers import ck_create_topic, wait_until
 from .tiered_support import (
+    LATEST_TIERED,
     TIERED_BROKER,
     MiB,
     SlowProxy,
     Workload,
     assert_clean_output,
     ck_digest,
+    list_offsets,
     remote_segment_states,
     summaries,
     tiered_backend,  # noqa: F401  (fixture)
@@ -48,6 +50,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tiered"), pytest.mark.t
 SEG = 4 * MiB
 TOPIC = "tiered-crash"
 MAX_KILLS = 8
+
+
+def set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None:
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    from .helpers import ck_admin
+
+    admin = ck_admin(bootstrap)  # must outlive its futures
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(30)
 
 
 def partial_copies(backend, topic: str) -> set[str]:
@@ -77,9 +95,14 @@ def test_sigkill_during_upload(tiered_backend):  # noqa: F811  (the imported fix
     broker.start()
     try:
         bs = broker.bootstrap_servers
-        ck_create_topic(bs, TOPIC, 1, tiered_topic_config(SEG, SEG))
+        # Copying starts only once everything is produced (KIP-950's remote.log.copy.disable,
+        # then turned off): a copier faster than the producer would leave nothing to kill in.
+        ck_create_topic(bs, TOPIC, 1, tiered_topic_config(
+            SEG, SEG, **{"remote.log.copy.disable": "true"}))
         workload = Workload(96 * MiB, 1, seed=7, phase_bytes=4 * MiB)
         ends = workload.produce(bs, TOPIC)
+        assert list_offsets(bs, TOPIC, [0], LATEST_TIERED)[0] == -1
+        set_topic_config(bs, TOPIC, "remote.log.copy.disable", "false")
 
         # Kill the broker the moment a copy has objects in the store but no manifest yet
         # (polling the store), i.e. mid-upload; then once more at a random point of the
