@@ -232,7 +232,10 @@ class Broker:
     async def _start_remote_log_manager(self) -> RemoteLogManager:
         """The remote storage backend, the metadata manager (replays __remote_log_metadata),
         the reader pool and the RemoteLogManager, which attaches every tiered partition."""
-        from snakka.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
+        from snakka.remote.metadata_manager import (
+            REMOTE_LOG_METADATA_TOPIC,
+            TopicBasedRemoteLogMetadataManager,
+        )
         from snakka.remote.reader import RemoteReaderPool
         from snakka.remote.storage import create_remote_storage
 
@@ -243,7 +246,10 @@ class Broker:
             name: config.get(name) for name in BROKER_CONFIGS if name.startswith("rsm.config.")}
         if not rsm_configs["rsm.config.storage.root"]:
             rsm_configs["rsm.config.storage.root"] = self.log_dir.rstrip(os.sep) + "-remote"
-        rsm = create_remote_storage(rsm_configs)
+        # The local backend's root is created on first use only: once the metadata topic
+        # exists, segments may be in the root, and a missing root is an unmounted share.
+        rsm = create_remote_storage(
+            rsm_configs, create_root=REMOTE_LOG_METADATA_TOPIC not in self.metadata.topics)
         rlmm = TopicBasedRemoteLogMetadataManager(
             self.controller, self.replicas, config, broker_id=self.node_id, time_ms=self.time_ms)
         await rlmm.start()

@@ -669,6 +669,30 @@ def test_local_backend_never_leaves_a_half_object_under_its_name(
     rsm.close()
 
 
+def test_local_root_is_created_only_on_first_use(tmp_path: Path,
+                                                 segments: list[Segment]) -> None:
+    """After the first use a missing root is an unmounted share: not recreated (writing into
+    the bare mount point would hide the copies and 'delete' nothing); an outage until back."""
+    root = tmp_path / "nas" / "remote"
+    rsm = create_remote_storage({"rsm.config.storage.root": str(root),
+                                 "rsm.config.chunk.size": CHUNK, **FAST_RETRY},
+                                create_root=False)
+    try:
+        seg = segments[0]
+        md = seg.metadata()
+        with pytest.raises(RemoteStorageError):
+            rsm.copy_log_segment_data(md, seg.data)
+        assert not root.exists()
+        root.mkdir(parents=True)  # mounted again
+        rsm.copy_log_segment_data(md, seg.data)
+        assert rsm.fetch_log_segment(md, 0, 10**9) == seg.files["log"]
+    finally:
+        rsm.close()
+    first = create_remote_storage({"rsm.config.storage.root": str(tmp_path / "new")})
+    first.close()
+    assert (tmp_path / "new").is_dir()
+
+
 # ---------------------------------------------------------------- configuration
 
 

@@ -97,12 +97,14 @@ def _str(configs: Mapping[str, object], name: str) -> str:
     return str(_get(configs, name) or "")
 
 
-def create_remote_storage(configs: Mapping[str, object]) -> RemoteStorageManager:
+def create_remote_storage(configs: Mapping[str, object], *,
+                          create_root: bool = True) -> RemoteStorageManager:
     """The storage manager ``configs`` (the ``rsm.config.*`` broker configs, full names,
     values parsed; a missing key takes its default) describe.
 
     ``rsm.config.storage.root`` must be set (the caller resolves its default) for the local
-    backend, and is created if absent. ConfigError for a bad combination, or for backend s3
+    backend, and is created if absent when ``create_root`` (the broker's first use of tiered
+    storage); otherwise a missing root is an outage. ConfigError for a bad combination, or for backend s3
     when its library is not installed."""
     backend = _str(configs, "rsm.config.storage.backend")
     prefix = _str(configs, "rsm.config.key.prefix")
@@ -115,10 +117,18 @@ def create_remote_storage(configs: Mapping[str, object]) -> RemoteStorageManager
         if os.path.isabs(prefix) or any(p in (".", "..") for p in prefix.split("/")):
             raise ConfigError("rsm.config.key.prefix", prefix,
                               "must be a relative path for the local backend")
-        try:
-            os.makedirs(root, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError("rsm.config.storage.root", root, str(exc)) from exc
+        # Only on first use (the caller knows): once segments may be in it, a missing root
+        # is an outage (an unmounted NAS: creating it would write into the bare mount point
+        # and "delete" nothing), reported and retried by every call until it is back.
+        if create_root:
+            try:
+                os.makedirs(root, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError("rsm.config.storage.root", root, str(exc)) from exc
+        elif not os.path.isdir(root):
+            log.warning("tiered storage: the local backend's root %s is not there (an "
+                        "unmounted share?); remote reads, copies and deletions wait for it",
+                        root)
         from snakka.remote.storage.local import LocalDirectoryStore
         store = LocalDirectoryStore(root)
     elif backend == "s3":
