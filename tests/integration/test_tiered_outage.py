@@ -107,18 +107,13 @@ def _offsets(msgs) -> list[int]:
     return [m.offset() for m in msgs]
 
 
-def test_restart_and_delete_topic_while_the_store_is_down(tiered_backend, request):  # noqa: F811
+def test_restart_and_delete_topic_while_the_store_is_down(tiered_backend):  # noqa: F811
     """The broker does not need the store to start: restarted (SIGKILL) during an outage it
     serves produce and local reads at once, and leaves the store alone (the local backend
     must not recreate a missing root: on an unmounted NAS that is the mount point, and what
     it wrote there would be hidden by the mount, and the deletions below would "succeed"
     on an empty directory); a topic deleted during the outage loses its remote objects once
     the store is back; nothing of the surviving topic is lost."""
-    if tiered_backend.name == "local":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "create_remote_storage creates a missing rsm.config.storage.root at every "
-            "start (snakka/remote/storage/__init__.py), so a restart during a NAS outage "
-            "writes copies into the bare mount point and deletes nothing of the real store")))
     broker = EmbeddedBroker(mode="subprocess", log_level="INFO",
                             config={**TIERED_BROKER, **tiered_backend.configs()})
     broker.start()
