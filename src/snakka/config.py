@@ -292,7 +292,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
            "Preallocate segment files (accepted, no effect on this platform).",
            broker_synonym="log.preallocate"),
         _d("remote.storage.enable", _B, "false", _parse_bool,
-           "Tiered storage for this topic (not yet available: setting true is rejected).",
+           "Tiered storage for this topic: closed segments are copied to remote storage and "
+           "local.retention.* applies locally (needs remote.log.storage.system.enable=true; "
+           "turning it off needs remote.log.copy.disable=true and "
+           "remote.log.delete.on.disable=true, and deletes the remote data).",
            broker_synonym=None),
         _d("retention.bytes", _L, "-1", _long_m1,
            "Maximum size of a partition before old segments are deleted (-1: no limit).",
@@ -318,9 +321,11 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("compression.zstd.level", _I, "3", _parse_int(-131072, 22),
            "zstd level when the broker (re)compresses.", broker_synonym="compression.zstd.level"),
         _d("remote.log.copy.disable", _B, "false", _parse_bool,
-           "Tiered storage: stop copying segments (tiered storage is not available yet)."),
+           "Tiered storage: stop copying segments (remote data stays readable and is still "
+           "deleted by retention)."),
         _d("remote.log.delete.on.disable", _B, "false", _parse_bool,
-           "Tiered storage: delete remote data when disabling (not available yet)."),
+           "Tiered storage: with remote.storage.enable=false, delete the topic's remote data "
+           "(required to turn tiered storage off, KIP-950)."),
         _d("leader.replication.throttled.replicas", _LIST, "", _parse_list,
            "Replication throttling (no effect on a single broker)."),
         _d("follower.replication.throttled.replicas", _LIST, "", _parse_list,

@@ -203,3 +203,21 @@ def test_shapes_follow_the_request():
     assert resp.error_code == 16
     assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [
         (1, 16), (5, 16)]
+
+
+def test_fetch_error_response_has_empty_records_not_null():
+    """A failing Fetch handler's answer carries empty records, as Kafka's
+    (MemoryRecords.EMPTY): librdkafka fails the whole response on a null record set
+    ("invalid MessageSetSize -1"). Every API and version with a records field gets the same."""
+    import snakka.handlers.fetch as fetch_handler
+    from snakka.protocol import encode_response
+    from snakka.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+
+    req = FetchRequest(topics=[FetchTopic(topic="t", topic_id=uuid.uuid4(), partitions=[
+        FetchPartition(partition=p) for p in (0, 1)])])
+    for v in (4, 12, 16):
+        resp = error_response(1, v, req, -1, "x", fetch_handler)
+        parts = resp.responses[0].partitions
+        assert [(p.partition_index, p.error_code, p.records) for p in parts] == [
+            (0, -1, b""), (1, -1, b"")]
+        assert encode_response(7, 1, v, resp)  # encodes as a real record set of size 0

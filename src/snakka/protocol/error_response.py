@@ -201,6 +201,12 @@ def mirror(resp_cls: type[ProtocolStruct], src: Any, code: int, message: str | N
             elif current is not None:  # a single nested struct (e.g. a ``Throttle``)
                 setattr(obj, attr, mirror(elem_cls, None, code, message))
             continue
+        if attr == "records" and getattr(obj, attr) is None:
+            # Kafka answers empty records (MemoryRecords.EMPTY), never null: librdkafka reads
+            # a null as MessageSetSize -1 and fails the whole response ("Protocol parse
+            # failure").
+            setattr(obj, attr, b"")
+            continue
         if isinstance(src, (int, str)):  # an element made from a plain id: its first id field
             if (not id_set and attr in _ID_FIELDS
                     and isinstance(getattr(obj, attr), type(src))):
