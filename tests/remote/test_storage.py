@@ -874,3 +874,13 @@ def test_s3_errors_retried_or_not(status: int, code: str, tries: int,
     finally:
         rsm.close()
         server.close()
+
+
+def test_s3_failures_are_one_line() -> None:
+    """obstore's errors carry a multi-line request dump; what reaches the log is one line."""
+    pytest.importorskip("obstore")
+    from snakka.remote.storage.s3 import _translate
+
+    err = _translate("put a/b.log", OSError("Generic S3 error: connection refused\n"
+                                            "Debug: Request { method: PUT, ... }\n" * 20))
+    assert "\n" not in str(err) and "connection refused" in str(err)

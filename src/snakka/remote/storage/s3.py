@@ -64,12 +64,20 @@ _PERMANENT = (PermissionDeniedError, UnauthenticatedError, InvalidPathError,
               NotSupportedError, UnknownConfigurationKeyError)
 
 
+def _summary(exc: Exception, limit: int = 300) -> str:
+    """The first line of ``exc`` (obstore's messages carry a multi-line debug dump of the
+    request: one WARNING per give-up must stay one line in the broker's log)."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return first if len(first) <= limit else first[:limit] + "..."
+
+
 def _translate(what: str, exc: Exception) -> Exception:
     if isinstance(exc, FileNotFoundError):  # obstore's "not found" (404)
         return RemoteResourceNotFoundError(f"{what}: no such object")
     if isinstance(exc, (*_PERMANENT, ValueError)):
-        return RemoteStorageError(f"{what}: {exc}")
-    return TransientStoreError(f"{what}: {exc}")
+        return RemoteStorageError(f"{what}: {type(exc).__name__}: {_summary(exc)}")
+    return TransientStoreError(f"{what}: {type(exc).__name__}: {_summary(exc)}")
 
 
 def virtual_hosted_endpoint(endpoint: str, bucket: str) -> str:
