@@ -25,7 +25,7 @@ MB/s are a floor shared by both; the differences are the client's own costs.
 
     PYTHONPATH=src .venv/bin/python bench/bench_object_store.py [--repeat 2] [--json] [--rsm]
 
-Needs ``moto[server]``, ``obstore`` and ``boto3`` (the ``test`` extra has them).
+Needs ``moto[s3]`` with flask and flask-cors, ``obstore`` and ``boto3`` (the ``test`` extra has them).
 """
 
 from __future__ import annotations

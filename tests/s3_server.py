@@ -187,7 +187,7 @@ def moto_skip_reason() -> str | None:
         import boto3  # noqa: F401
         import moto.moto_server.werkzeug_app  # noqa: F401
     except ImportError as exc:
-        return f"the loopback S3 server needs moto[server] (the test extra): {exc}"
+        return f"the loopback S3 server needs moto[s3] with flask and flask-cors (the test extra): {exc}"
     return None
 
 
