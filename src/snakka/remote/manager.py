@@ -91,7 +91,6 @@ class MetadataManager(Protocol):
         self, md: RemotePartitionDeleteMetadata) -> None: ...
     def list_remote_log_segments(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]: ...
     def highest_offset_for_epoch(self, tp: TopicIdPartition, leader_epoch: int) -> int | None: ...
-    def remote_log_size(self, tp: TopicIdPartition) -> int: ...
     def close(self) -> None: ...
 
 
@@ -114,8 +113,6 @@ class _Partition:
     failures: int = 0
     retry_at_ms: int = 0
     last_error: str = ""
-    copy_lag_segments: int = 0  # closed segments not yet remote (for describe / metrics)
-    copy_lag_bytes: int = 0
 
 
 def leader_epoch_checkpoint(entries: Iterable[tuple[int, int]]) -> bytes:
@@ -269,23 +266,6 @@ class RemoteLogManager(MetadataListener):
         """The tiered partitions attached now."""
         return [p.tp for p in self._partitions.values()]
 
-    def describe(self, topic: str, partition: int) -> dict[str, object] | None:
-        """Remote size, segment count, copier lag and last error of one partition (for
-        DescribeLogDirs, `snakka topics describe` and metrics); None if not tiered."""
-        part = self._partitions.get((topic, partition))
-        if part is None:
-            return None
-        segs = [md for md in self.rlmm.list_remote_log_segments(part.tp) if md.state == FINISHED]
-        return {
-            "remote_size_bytes": sum(md.segment_size_in_bytes for md in segs),
-            "remote_segments": len(segs),
-            "highest_remote_offset": part.log.highest_offset_in_remote_storage,
-            "local_log_start_offset": part.log.local_log_start_offset,
-            "copy_lag_segments": part.copy_lag_segments,
-            "copy_lag_bytes": part.copy_lag_bytes,
-            "last_error": part.last_error,
-        }
-
     # ------------------------------------------------------------ one round
 
     def _round(self) -> None:
@@ -345,18 +325,13 @@ class RemoteLogManager(MetadataListener):
         """Copy what is due; returns how many segments were copied."""
         pl = part.log
         copied = 0
-        candidates = self._copy_candidates(pl)
-        part.copy_lag_segments = len(candidates)
-        part.copy_lag_bytes = sum(s.size for s in candidates)
-        for seg in candidates:
+        for seg in self._copy_candidates(pl):
             if self._closed or pl.closed or not pl.config.remote_storage_enable:
                 break
             if seg.deleted or seg.base_offset < pl.log_start_offset:
                 continue  # DeleteRecords or retention took it meanwhile
             await self._copy_segment(part, seg)
             copied += 1
-            part.copy_lag_segments -= 1
-            part.copy_lag_bytes -= seg.size
         return copied
 
     async def _copy_segment(self, part: _Partition, seg: LogSegment) -> None:
