@@ -327,7 +327,8 @@ def test_aiokafka_zombie_is_fenced(broker):
     bs = broker.bootstrap_servers
     topic = "txn-fence-aio"
     ck_create_topic(bs, topic, PARTITIONS)
-    raised: list[BaseException] = []
+    raised: list[str] = []  # names only: the exception's traceback would keep aiokafka's
+    # fenced futures alive past run_async, which collects and checks them
 
     async def go():
         old = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="zombie-aio")
@@ -343,13 +344,14 @@ def test_aiokafka_zombie_is_fenced(broker):
                 await (await old.send(topic, value=b"zombie-late", partition=1))
                 await old.commit_transaction()
             except KafkaError as e:
-                raised.append(e)
+                raised.append(type(e).__name__)
         finally:
             await new.stop()
             await old.stop()
 
-    run_async(go(), timeout=90)
-    assert raised and type(raised[0]).__name__ in (
+    # aiokafka's sender task dies of the fence and nobody awaits it: expected here.
+    run_async(go(), timeout=90, unretrieved_ok=("ProducerFenced",))
+    assert raised and raised[0] in (
         "ProducerFenced", "InvalidProducerEpoch", "KafkaError"), raised
     wait_stable(bs, topic, list(range(PARTITIONS)))
     for client in CLIENTS:

@@ -211,16 +211,19 @@ def test_share_fetch_of_remote_records_waits_for_the_remote_read():
             finally:
                 await admin.close()
             m = await ShareMember.connect(b.bootstrap_servers, "g")
-            await m.join([TOPIC])
-            f = await m.fetch([tp], max_wait_ms=0)
-            first = f.records(*tp)
-            got = list(first)
-            for _ in range(100):
-                if len(got) >= n:
-                    break
-                f = await m.fetch(max_wait_ms=500)
-                got += f.records(*tp)
-            return first, got
+            try:
+                await m.join([TOPIC])
+                f = await m.fetch([tp], max_wait_ms=0)
+                first = f.records(*tp)
+                got = list(first)
+                for _ in range(100):
+                    if len(got) >= n:
+                        break
+                    f = await m.fetch(max_wait_ms=500)
+                    got += f.records(*tp)
+                return first, got
+            finally:
+                await m.close()
 
         first, got = run_async(go())
         assert first and first[0][0] == 0
@@ -375,14 +378,17 @@ def test_share_by_duration_reset_into_remote_segments_starts_at_the_segment():
             finally:
                 await admin.close()
             m = await ShareMember.connect(b.bootstrap_servers, "g")
-            await m.join([TOPIC])
-            got = []
-            for _ in range(100):
-                f = await m.fetch([tp] if not got else None, max_wait_ms=500)
-                got += f.records(*tp)
-                if got and got[-1][0] >= n - 1:
-                    break
-            return got
+            try:
+                await m.join([TOPIC])
+                got = []
+                for _ in range(100):
+                    f = await m.fetch([tp] if not got else None, max_wait_ms=500)
+                    got += f.records(*tp)
+                    if got and got[-1][0] >= n - 1:
+                        break
+                return got
+            finally:
+                await m.close()
 
         got = run_async(go())
         assert [o for o, _v, _c in got] == list(range(2 * PER_ROUND, n))
@@ -593,19 +599,22 @@ def test_share_fetch_with_a_stalled_store_answers_after_remote_fetch_max_wait_ms
                 finally:
                     await admin.close()
                 m = await ShareMember.connect(b.bootstrap_servers, "g")
-                await m.join([TOPIC])
-                t0 = time.monotonic()
-                f = await m.fetch([tp], max_wait_ms=0)
-                took = time.monotonic() - t0
-                stalled = f.records(*tp)
-                gate.set()
-                got = []
-                for _ in range(20):
-                    f = await m.fetch(max_wait_ms=500)
-                    got += f.records(*tp)
-                    if got:
-                        break
-                return stalled, took, got
+                try:
+                    await m.join([TOPIC])
+                    t0 = time.monotonic()
+                    f = await m.fetch([tp], max_wait_ms=0)
+                    took = time.monotonic() - t0
+                    stalled = f.records(*tp)
+                    gate.set()
+                    got = []
+                    for _ in range(20):
+                        f = await m.fetch(max_wait_ms=500)
+                        got += f.records(*tp)
+                        if got:
+                            break
+                    return stalled, took, got
+                finally:
+                    await m.close()
 
             stalled, took, got = run_async(go())
         finally:
