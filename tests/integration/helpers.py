@@ -343,7 +343,7 @@ def _late_client_leak(_loop, ctx: dict) -> None:
         ctx.get("message"), ctx.get("exception"))
 
 
-def run_async(coro, timeout: float = 60, *, unretrieved_ok: tuple[str, ...] = ()):
+def run_async(coro, timeout: float | None = 60, *, unretrieved_ok: tuple[str, ...] = ()):
     """Run a client-side coroutine on a fresh event loop, bounded by ``timeout``.
 
     What the loop's exception handler receives (a task or future whose exception nobody

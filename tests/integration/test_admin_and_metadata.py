@@ -25,6 +25,7 @@ from .helpers import (
     ck_end_offsets,
     host_port,
     run,
+    run_async,
     wait_until,
 )
 
@@ -604,7 +605,6 @@ def test_describe_configs_hour_synonyms_carry_hours(hours_broker):
 def test_aiokafka_admin(broker):
     """aiokafka's admin speaks old versions (CreateTopics v3, DescribeConfigs v2,
     AlterConfigs v1, CreatePartitions v1, Metadata v5)."""
-    import asyncio
 
     from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
@@ -638,7 +638,7 @@ def test_aiokafka_admin(broker):
         finally:
             await a.close()
 
-    asyncio.run(asyncio.wait_for(go(), 60))
+    run_async(go(), timeout=60)
     assert "aio" not in _ck_topics(bs)
 
 

@@ -51,6 +51,7 @@ from .helpers import (
     make_records,
     now_ms,
     run,
+    run_async,
     segment_files,
     topic_batches,
 )
@@ -197,7 +198,7 @@ async def _aiokafka(bs: str, topic: str, codec: str, recs: list[Rec]):
 
 
 def aiokafka_roundtrip(bs: str, topic: str, codec: str, recs: list[Rec]):
-    return asyncio.run(asyncio.wait_for(_aiokafka(bs, topic, codec, recs), 200))
+    return run_async(_aiokafka(bs, topic, codec, recs), timeout=200)
 
 
 # -- kcat ------------------------------------------------------------------------------------
@@ -347,7 +348,7 @@ def consume_from(client: str, bs: str, topic: str, offset: int, count: int) -> l
                 await c.stop()
             return out
 
-        return asyncio.run(asyncio.wait_for(go(), 60))
+        return run_async(go(), timeout=60)
     assert client == "kcat"
     out = run([KCAT, "-b", bs, "-C", "-t", topic, "-p", "0", "-o", str(offset), "-c", str(count),
                "-e", "-J", "-q"])
@@ -452,7 +453,7 @@ def test_acks_0_1_all_and_aiokafka_idempotence(broker, client):
                 finally:
                     await p.stop()
 
-            asyncio.run(asyncio.wait_for(go(), 60))
+            run_async(go(), timeout=60)
     got = ck_consume(bs, topic, [0], len(values), timeout=30)
     assert [(g.offset, g.value) for g in got] == list(enumerate(values))
     if client != "confluent-kafka":

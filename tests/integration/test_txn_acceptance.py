@@ -129,7 +129,7 @@ def _aiokafka_producer(bs: str, topic: str, tid: str, round_sync: threading.Barr
         finally:
             await p.stop()
 
-    asyncio.run(asyncio.wait_for(go(), 120))
+    run_async(go(), timeout=120)
 
 
 def _run_together(targets) -> None:

@@ -14,14 +14,13 @@ transactional id, AddOffsetsToTxn, EndTxn, FindCoordinator key type 1).
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 
 import pytest
 from confluent_kafka import KafkaException
 
-from .helpers import ck_create_topic
+from .helpers import ck_create_topic, run_async
 from .test_groups_harness import GROUP_BROKER_CONFIG
 
 pytestmark = pytest.mark.timeout(150)
@@ -296,9 +295,9 @@ def test_aiokafka_send_offsets_to_transaction(broker):
         finally:
             await p.stop()
 
-    asyncio.run(asyncio.wait_for(run(True, 8), TIMEOUT))
+    run_async(run(True, 8), timeout=TIMEOUT)
     assert ck_committed(bs, "aio-group") == {0: 8, 1: 9}
-    asyncio.run(asyncio.wait_for(run(False, 200), TIMEOUT))
+    run_async(run(False, 200), timeout=TIMEOUT)
     assert ck_committed(bs, "aio-group") == {0: 8, 1: 9}
 
 

@@ -9,7 +9,6 @@ only be observed for a while), or at ``timeout``.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from .helpers import raw_connect, run_async
@@ -158,7 +157,7 @@ def wait_stable(bootstrap: str, topic: str, partitions: list[int], timeout: floa
 
 def run_in_new_loop(coro):
     """An asyncio coroutine to completion on a fresh loop (for a producer thread)."""
-    return asyncio.run(coro)
+    return run_async(coro, timeout=None)
 
 
 async def raw_produce(conn, topic: str, batches: dict[int, bytes], transactional_id=None,

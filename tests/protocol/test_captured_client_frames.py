@@ -15,6 +15,7 @@ import struct
 import threading
 
 import pytest
+from integration.helpers import run_async
 
 from snakka.protocol import decode_request_header
 from snakka.testing import EmbeddedBroker
@@ -91,7 +92,7 @@ def captured() -> list[bytes]:
         with proxy:
             _confluent_session(bs)
             _kafka_python_session(bs)
-            asyncio.run(_aiokafka_session(bs))
+            run_async(_aiokafka_session(bs), timeout=None)
         return list(proxy.frames)
     finally:
         broker.close()
