@@ -243,7 +243,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in [
         _d("cleanup.policy", _LIST, "delete", _list_of("delete", "compact"),
-           "Retention policy. Only 'delete' is available: 'compact' is rejected with INVALID_CONFIG until log compaction exists; the broker's log.cleanup.policy=compact stops the broker at start and is INVALID_CONFIG as a dynamic change.",
+           "Retention policy: 'delete' (segments deleted by retention.ms/retention.bytes), 'compact' (the log cleaner keeps the latest record per key), or both ('compact,delete').",
            broker_synonym="log.cleanup.policy"),
         _d("compression.type", _S, "producer", _one_of(*COMPRESSION_TYPES),
            "Final compression of the topic's data; 'producer' keeps the producer's codec.",
@@ -407,6 +407,28 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("log.roll.hours", _I, "168", _pos_int, "Segment roll time in hours."),
     _d("log.retention.check.interval.ms", _L, "300000", _pos_long,
        "How often retention is enforced.", read_only=True),
+    # The log cleaner (Kafka's LogCleaner; snakka.storage.cleaner).
+    _d("log.cleaner.enable", _B, "true", _parse_bool,
+       "Run the log cleaner, which compacts topics with cleanup.policy=compact. Off, compacted "
+       "topics (the internal ones included) grow without bound.", read_only=True),
+    _d("log.cleaner.threads", _I, "1", _pos_int,
+       "Cleaner threads. snakka runs one (the cleaner is bound by the interpreter lock, so "
+       "more would only contend with the request threads); a higher value is accepted and "
+       "logged.", read_only=True),
+    _d("log.cleaner.dedupe.buffer.size", _L, "134217728", _parse_int(1 << 20, LONG_MAX),
+       "Memory for the cleaner's offset map (key hash -> latest offset). One cleaning pass "
+       "takes as many keys as fit; a log with more keys is cleaned over several passes.",
+       read_only=True),
+    _d("log.cleaner.io.buffer.load.factor", _DBL, "0.9", _double_in(0.01, 1.0),
+       "How full the offset map may get, as a fraction of its capacity.", read_only=True),
+    _d("log.cleaner.io.buffer.size", _I, "524288", _parse_int(512, INT_MAX),
+       "Bytes the cleaner reads from a segment, and writes to the cleaned segment, at a time.",
+       read_only=True),
+    _d("log.cleaner.io.max.bytes.per.second", _DBL, "1.7976931348623157E308",
+       _double_in(1.0, 1.7976931348623157e308),
+       "Throttle: bytes per second the cleaner reads plus writes, at most.", read_only=True),
+    _d("log.cleaner.backoff.ms", _L, "15000", _nonneg_long,
+       "How long the cleaner sleeps when no log needs cleaning.", read_only=True),
     _d("log.flush.strict", _B, "false", _parse_bool,
        "Strict durability: an acks=all produce is answered only after its data is fsynced "
        "(concurrent producers share fsyncs). snakka-specific.", read_only=True),
@@ -633,27 +655,13 @@ _BROKER_LIST: list[ConfigDef] = [
        "every request unauthorized).", read_only=True),
 ]
 
-def _parse_broker_cleanup_policy(name: str, s: str) -> list[str]:
-    """log.cleanup.policy: as the topic config, but 'compact' is refused, at start and in a
-    dynamic change (INVALID_CONFIG): it would be reported as every topic's policy with no
-    compaction behind it."""
-    policy = _list_of("delete", "compact")(name, s)
-    if "compact" in policy:
-        raise ConfigError(name, s, "log compaction is not available in this snakka version")
-    return policy
-
-
-_BROKER_SYNONYM_PARSERS: dict[str, Callable[[str, str], object]] = {
-    "log.cleanup.policy": _parse_broker_cleanup_policy,
-}
-
 # Broker synonyms of topic configs; their defaults are the topic defaults except where Kafka's
 # broker default is expressed in another unit.
 for _t in TOPIC_CONFIGS.values():
     if _t.broker_synonym and _t.broker_synonym not in {d.name for d in _BROKER_LIST}:
         _BROKER_LIST.append(
             ConfigDef(_t.broker_synonym, _t.type, _t.default,
-                      _BROKER_SYNONYM_PARSERS.get(_t.broker_synonym, _t.parse),
+                      _t.parse,
                       f"Default for topic config {_t.name}: {_t.doc}")
         )
 
@@ -1064,8 +1072,6 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
         if v is None:
             continue
         d.value(v)
-        if k == "cleanup.policy" and "compact" in d.value(v):  # type: ignore[operator]
-            raise ConfigError(k, v, "log compaction is not available in this snakka version")
 
 
 def topic_config_names() -> Iterable[str]:

@@ -10,7 +10,6 @@ import pytest
 
 from snakka.config import BrokerConfig, ConfigError
 from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata
-from snakka.protocol.errors import ErrorCode, KafkaError
 
 
 @pytest.mark.parametrize("overrides, match", [
@@ -20,8 +19,6 @@ from snakka.protocol.errors import ErrorCode, KafkaError
      "CLIENT://:9092 uses security protocol SASL_PLAINTEXT"),
     ({"listeners": "CLIENT://:9092"}, "No security protocol defined for listener CLIENT"),
     ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "NAME:PROTOCOL"),
-    ({"log.cleanup.policy": "compact"}, "log compaction is not available"),
-    ({"log.cleanup.policy": "delete,compact"}, "log compaction is not available"),
     ({"log.dirs": "/a,/b"}, "JBOD"),
     ({"authorizer.class.name": "x.Authorizer"}, "ACLs are not available"),
 ])
@@ -38,15 +35,16 @@ def test_static_configs_for_absent_features_stop_the_broker(overrides, match):
     {"log.cleanup.policy": "delete", "remote.log.storage.system.enable": "false",
      "authorizer.class.name": ""},
     {"remote.log.storage.system.enable": "true"},  # tiered storage exists (issue 12)
+    {"log.cleanup.policy": "compact"},  # and compaction (issue 13)
+    {"log.cleanup.policy": "delete,compact"},
 ])
 def test_plaintext_and_available_features_still_start(overrides):
     BrokerConfig(overrides)
 
 
-def test_dynamic_broker_compaction_policy_is_invalid_config():
+def test_dynamic_broker_compaction_policy_is_accepted():
+    """Compaction exists (issue 13): log.cleanup.policy=compact is a valid dynamic default."""
     md = ClusterMetadata()
     for entity in ("", "1"):
-        with pytest.raises(KafkaError) as e:
-            md.alter_configs(RESOURCE_BROKER, entity, {"log.cleanup.policy": "compact"})
-        assert e.value.code == ErrorCode.INVALID_CONFIG and "compaction" in str(e.value)
+        md.alter_configs(RESOURCE_BROKER, entity, {"log.cleanup.policy": "compact"})
     md.alter_configs(RESOURCE_BROKER, "", {"log.cleanup.policy": "delete"})
