@@ -62,11 +62,13 @@ def test_listener_parsing():
         Listener.parse("PLAINTEXT://host:99999")
 
 
-def test_unavailable_features_are_rejected_not_faked():
+def test_compaction_and_tiered_storage_are_available_topic_configs():
     from snakka.config import validate_topic_configs
 
-    with pytest.raises(ConfigError, match="compaction"):
-        validate_topic_configs({"cleanup.policy": "compact,delete"})
+    # Compaction exists (issue 13); a policy outside Kafka's two values is still refused.
+    validate_topic_configs({"cleanup.policy": "compact,delete"})
+    with pytest.raises(ConfigError, match="cleanup.policy"):
+        validate_topic_configs({"cleanup.policy": "compress"})
     # Tiered storage exists (issue 12): the topic rules need the broker's setting, so they
     # live in ClusterMetadata (tests/unit/test_tiered_configs.py).
     validate_topic_configs({"remote.storage.enable": "true"})
