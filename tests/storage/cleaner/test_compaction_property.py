@@ -48,14 +48,16 @@ from hypothesis.stateful import (
     rule,
 )
 
+import snakka.storage.cleaner as cleaner_mod
 from snakka.config import BrokerConfig
 from snakka.records import Record, build_batch, iter_batches, iter_records
 from snakka.storage import LogConfig, UnifiedLog
 
 from ..helpers import Clock
 
-cleaner_mod = pytest.importorskip(
-    "snakka.storage.cleaner", reason="the log cleaner (issue 13, the lead's part) is not merged yet")
+if not hasattr(cleaner_mod, "LogCleaner"):
+    pytest.skip("the LogCleaner (issue 13, the lead's part) is not merged yet",
+                allow_module_level=True)
 
 KEYS = [f"key-{i}".encode() for i in range(6)]
 DELETE_RETENTION_MS = 1_000
