@@ -3,7 +3,8 @@
 A hypothesis state machine drives one compacted partition log (tiny segments, an injected
 clock) and the LogCleaner over that one log (``clean_once``), with random keyed writes
 (values, tombstones, headers, uncompressed or lz4 batches, optionally from one idempotent
-producer), time steps, segment rolls, clean passes, readers catching up, and restarts (a
+producer), transactions of a second producer (transactional batches, then a COMMIT or ABORT
+marker), time steps, segment rolls, clean passes, readers catching up, and restarts (a
 clean close and reopen, or a crash: files dropped without close, reopened with recovery).
 
 The model is every record ever written: offset -> (key, value, headers, write time). After
@@ -23,6 +24,9 @@ every step these must hold (Kafka's guarantees, KAFKA-FACTS "Compaction"):
   (Kafka's guarantee to a consumer that lags less than delete.retention.ms). Reading from an
   offset the cleaner removed gives the next batch (gaps are allowed, as in Kafka).
 * **Restarts change nothing**: reads after a reopen equal the reads before it.
+* **Transactions**: aborted records never count as a key's latest write (a reader may see them
+  until the cleaner removes them; after a full clean none is left); committed ones count from
+  their own offsets; nothing of an open transaction is cleaned.
 * **Producer state survives cleaning**: the idempotent producer's next sequence number is
   accepted after cleans and restarts (its state is not lost when its batches are cleaned).
 
@@ -62,6 +66,7 @@ if not hasattr(cleaner_mod, "LogCleaner"):
 KEYS = [f"key-{i}".encode() for i in range(6)]
 DELETE_RETENTION_MS = 1_000
 PRODUCER_ID = 4242
+TXN_PRODUCER_ID = 777
 FILLER = b"filler"
 LZ4 = 3
 
@@ -130,6 +135,9 @@ class CompactedLogMachine(RuleBasedStateMachine):
         self.readers: list[int] = []  # positions of readers that were caught up
         self.counter = 0
         self.cleans = 0
+        self.txn_sequence = 0
+        self.open_txn: list[int] = []  # offsets written in the open transaction
+        self.aborted: set[int] = set()
 
     def teardown(self):
         log = getattr(self, "log", None)
@@ -159,6 +167,36 @@ class CompactedLogMachine(RuleBasedStateMachine):
             headers = (("h", f"{self.counter}".encode()),) if header else ()
             batch_recs.append(Record(timestamp=now + i, key=KEYS[k], value=value, headers=headers))
         self._append(batch_recs, lz4)
+
+    @rule(
+        records=st.lists(st.tuples(st.integers(0, len(KEYS) - 1), st.booleans()),
+                         min_size=1, max_size=3),
+    )
+    def txn_write(self, records):
+        now = self.clock()
+        recs = [Record(timestamp=now, key=KEYS[k], value=None if tomb else b"txn-%d" % i)
+                for i, (k, tomb) in enumerate(records)]
+        buf = bytearray(build_batch(recs, producer_id=TXN_PRODUCER_ID, producer_epoch=0,
+                                    base_sequence=self.txn_sequence, is_transactional=True))
+        r = self.log.append(buf, self.log.validate(buf))
+        self.txn_sequence += len(recs)
+        for i, rec in enumerate(recs):
+            off = r.base_offset + i
+            self.written[off] = Written(rec.key, rec.value, (), rec.timestamp, now)
+            self.open_txn.append(off)
+
+    @precondition(lambda self: bool(self.open_txn))
+    @rule(commit=st.booleans())
+    def txn_end(self, commit):
+        self.log.append_control_marker(TXN_PRODUCER_ID, 0, commit, 0)
+        for off in self.open_txn:
+            if commit:
+                key = self.written[off].key
+                if off > self.latest.get(key, -1):
+                    self.latest[key] = off
+            else:
+                self.aborted.add(off)
+        self.open_txn = []
 
     @rule(ms=st.sampled_from([1, 50, 300, 700, DELETE_RETENTION_MS, 2 * DELETE_RETENTION_MS]))
     def tick(self, ms):
@@ -213,12 +251,14 @@ class CompactedLogMachine(RuleBasedStateMachine):
         offsets = [r.offset for r in recs]
         assert offsets == sorted(set(offsets)), "offsets not strictly increasing"
         last_seen: dict[bytes, int] = {}
+        pending = set(self.open_txn)
         for r in recs:
             w = self.written.get(r.offset)
             assert w is not None, f"offset {r.offset} was never written"
             assert (r.key, r.value, tuple(r.headers), r.timestamp) == (
                 w.key, w.value, w.headers, w.ts), f"record at {r.offset} changed"
-            last_seen[r.key] = r.offset
+            if r.offset not in self.aborted and r.offset not in pending:
+                last_seen[r.key] = r.offset
         for key, off in self.latest.items():
             w = self.written[off]
             if key in last_seen:
@@ -249,6 +289,8 @@ class CompactedLogMachine(RuleBasedStateMachine):
     def _final_check(self):
         """Everything cleanable, every tombstone expired, two passes: one value per key."""
         lag = self.cfg.min_compaction_lag_ms
+        if self.open_txn:
+            self.txn_end(commit=False)
         self.roll()
         self.clock.advance(lag + 1)
         self.cleaner.clean_once()  # every tombstone gets its delete horizon
