@@ -42,10 +42,10 @@ Kafka's rules, in the order :func:`filter_batch` applies them
 
 Performance
     Per-record Python work is unavoidable (every key must be looked up) but is kept lean: a
-    compressed batch is decompressed once; records are walked with inline varint decoding
-    (no Python object per record but the key); a record's headers and value are never
-    decoded; kept records are copied as slices; an unchanged batch is returned as a
-    memoryview of the input.
+    compressed batch is decompressed once; records are walked in C
+    (:func:`snakka.records.spans.record_spans`: one tuple per record, the key its only
+    copied bytes); a record's headers and value are never decoded; kept records are copied
+    as slices; an unchanged batch is returned as a memoryview of the input.
 
 Threading
     Pure functions; :class:`CleanedTxns` and the offset map are per pass, owned by one
@@ -75,7 +75,8 @@ from snakka.records.batch import (
 from snakka.records.compression import COMPRESSION_NONE, CompressionError, decompress
 from snakka.records.control import read_end_txn_marker
 from snakka.records.rebuild import empty_batch, rebuild_batch
-from snakka.records.record import decode_varint, encode_varint
+from snakka.records.record import encode_varint
+from snakka.records.spans import Span, record_spans
 from snakka.storage.index import AbortedTxn
 
 from .offset_map import OffsetMap
@@ -230,65 +231,13 @@ def _corrupt(h: BatchHeader, why: str) -> RecordValidationError:
         CORRUPT_MESSAGE, f"malformed record in batch at offset {h.base_offset}: {why}")
 
 
-def _walk(data: Buffer, start: int, end: int, h: BatchHeader) -> Iterator[
-        tuple[int, int, int, int, int, bytes | None, bool]]:
-    """Yield ``(record_start, record_end, ts_delta, after_ts, offset_delta, key, has_value)``
-    for the ``records_count`` records of ``data[start:end]``; headers and values are
-    skipped by position, never decoded. One-byte varints (the common case for attributes'
-    neighbours, offset deltas and short keys) are decoded inline."""
-    pos = start
-    dv = decode_varint
-    count = h.records_count
+def _walk(data: Buffer, start: int, end: int, h: BatchHeader) -> list[Span]:
+    """The records of ``data[start:end]`` as :func:`snakka.records.spans.record_spans` sees
+    them: ``(record_start, record_end, ts_delta, after_ts, offset_delta, key, has_value)``."""
     try:
-        for _ in range(count):
-            rec_start = pos
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                length, pos = dv(data, pos)
-            rec_end = pos + length
-            if length < 6 or rec_end > end:
-                raise _corrupt(h, f"record length {length} overruns the batch")
-            pos += 1  # attributes: unused in v2
-            b = data[pos]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                ts_delta, pos = dv(data, pos)
-            after_ts = pos
-            b = data[pos]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                offset_delta, pos = dv(data, pos)
-            b = data[pos]
-            if b < 0x80:
-                key_len = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                key_len, pos = dv(data, pos)
-            key: bytes | None
-            if key_len >= 0:
-                key = bytes(data[pos : pos + key_len])
-                pos += key_len
-            else:
-                key = None
-            b = data[pos]
-            value_len = (b >> 1) ^ -(b & 1) if b < 0x80 else dv(data, pos)[0]
-            if pos >= rec_end or not 0 <= offset_delta <= h.last_offset_delta:
-                raise _corrupt(h, f"record at offset delta {offset_delta} is not inside its batch")
-            yield rec_start, rec_end, ts_delta, after_ts, offset_delta, key, value_len >= 0
-            pos = rec_end
-    except IndexError as exc:
-        raise _corrupt(h, "truncated record") from exc
+        return record_spans(data, start, end, h.records_count, h.last_offset_delta)
     except ValueError as exc:
         raise _corrupt(h, str(exc)) from exc
-    if pos != end:
-        raise _corrupt(h, f"{end - pos} bytes left after {count} records")
 
 
 def batch_keys(buf: Buffer, pos: int, h: BatchHeader) -> Iterator[tuple[int, bytes | None]]:
