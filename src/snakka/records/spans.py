@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from typing_extensions import Buffer
-
 from .walk import _varint
+
+Buffer = bytes | bytearray | memoryview
 
 Span = tuple[int, int, int, int, int, bytes | None, bool]
 

@@ -270,13 +270,11 @@ def add_batch_to_offset_map(offset_map: OffsetMap, buf: Buffer, pos: int, h: Bat
     elif not txns.on_batch_read(h):
         base = h.base_offset
         data, start, end = _records_section(buf, pos, h)
+        put = offset_map.put_if_room
         for rec in _walk(data, start, end, h):
             key = rec[5]
-            offset = base + rec[4]
-            if key is not None and offset >= start_offset:
-                if offset_map.full:
-                    return True
-                offset_map.put(key, offset)
+            if key is not None and base + rec[4] >= start_offset and not put(key, base + rec[4]):
+                return True
     if last >= start_offset:
         offset_map.update_latest_offset(last)
     return False
