@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from snakka.records import Record, iter_batches, iter_records, parse_header
 from snakka.storage.cleaner import ENTRY_BYTES
+from snakka.storage.index import AbortedTxn
 
-from .helpers import batch, clean
+from .helpers import batch, clean, marker
 
 KEYS = [b"a", b"b", b"c", b"d", b"e", None]
 entry = st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.binary(max_size=12)))
@@ -90,3 +91,93 @@ def test_clean_equals_model(specs: list, capacity: int | None) -> None:
 
 def _covered(log: list[bytes], capacity: int | None) -> int:
     return model(log, capacity)[1]
+
+
+# ---------------------------------------------------------------- with transactions
+
+step = st.one_of(
+    st.tuples(st.just("data"), st.lists(entry, min_size=1, max_size=3)),
+    st.tuples(st.just("txn"), st.sampled_from([1, 2]), st.lists(entry, min_size=1, max_size=3)),
+    st.tuples(st.just("end"), st.sampled_from([1, 2]), st.booleans()),
+)
+
+
+def build_txn_log(steps: list, close_with: bool) -> tuple[list[bytes], list[AbortedTxn], set[int]]:
+    """A log from the steps (every transaction ended at the end: the cleaner never cleans past
+    the last stable offset), its aborted transactions and the offsets of aborted records."""
+    log: list[bytes] = []
+    aborted: list[AbortedTxn] = []
+    aborted_offsets: set[int] = set()
+    open_txns: dict[int, list[int]] = {}  # pid -> offsets of its data
+    base = 0
+
+    def end(pid: int, commit: bool) -> None:
+        nonlocal base
+        offs = open_txns.pop(pid)
+        log.append(marker(base, pid, commit=commit))
+        if not commit:
+            aborted.append(AbortedTxn(pid, offs[0], base, 0))
+            aborted_offsets.update(offs)
+        base += 1
+
+    for s in steps:
+        if s[0] == "data":
+            log.append(batch(s[1], base))
+            base += len(s[1])
+        elif s[0] == "txn":
+            pid, kvs = s[1], s[2]
+            log.append(batch(kvs, base, pid=pid, epoch=0, seq=0, txn=True))
+            open_txns.setdefault(pid, []).extend(range(base, base + len(kvs)))
+            base += len(kvs)
+        elif s[1] in open_txns:
+            end(s[1], s[2])
+    for pid in sorted(open_txns):
+        end(pid, close_with)
+    return log, aborted, aborted_offsets
+
+
+def control_batches_justified(log: list[bytes]) -> None:
+    """Kafka's rule for markers: a non-empty marker stays only while its transaction still has
+    data in the log (after the horizon); data batches of a producer before its marker."""
+    has_data: dict[int, bool] = {}
+    for b in log:
+        h = parse_header(b)
+        if h.is_control:
+            if h.records_count:
+                assert has_data.get(h.producer_id), f"marker at {h.base_offset} has no data left"
+            has_data[h.producer_id] = False
+        elif h.is_transactional and h.records_count:
+            has_data[h.producer_id] = True
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(step, min_size=1, max_size=12), close_with=st.booleans())
+def test_clean_with_transactions(steps: list, close_with: bool) -> None:
+    log, aborted, aborted_offsets = build_txn_log(steps, close_with)
+    committed = [r for r in iter_records(b"".join(log)) if r.offset not in aborted_offsets]
+    latest = {r.key: r.offset for r in committed if r.key is not None}
+    want = [r for r in committed if r.key is not None and latest[r.key] == r.offset]
+
+    if not log:
+        return
+    _res, out1, txns = clean(log, now=5000, retention=100, aborted=aborted)
+    # No aborted record survives; every committed key reads its latest value.
+    assert list(iter_records(b"".join(out1))) == want
+    # The cleaned .txnindex keeps the aborted transactions whose markers this pass kept
+    # (their data was in this pass); later passes learn them from there, as Kafka's do.
+    index = txns.drain_retained_aborted()
+    assert {t.last_offset for t in index} <= {t.last_offset for t in aborted}
+
+    # Later passes: tombstones go at their horizon; markers left without data get one, then
+    # go once it has passed. Once nothing changes any more, every marker still standing has
+    # data of its transaction before it, and only the round's last batch may stand empty.
+    out = out1
+    for now in (5000, 5100, 5100, 5200, 5200):
+        _res, out, txns = clean(out, now=now, retention=100, aborted=index)
+        index = txns.drain_retained_aborted()
+    assert list(iter_records(b"".join(out))) == [r for r in want if r.value is not None]
+    control_batches_justified(out)
+    for b in out[:-1]:
+        h = parse_header(b)
+        assert not (h.is_control and h.records_count == 0)
+    assert parse_header(out[-1]).last_offset == parse_header(log[-1]).last_offset
