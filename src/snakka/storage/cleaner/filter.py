@@ -313,14 +313,14 @@ def filter_batch(buf: Buffer, pos: int, h: BatchHeader, ctx: CleanContext, *,
 
     # Record level (Kafka's shouldRetainRecord), over the records section.
     size = h.batch_length + LOG_OVERHEAD
-    kept: list[tuple[int, int, int, int, int]] = []  # start, end, ts_delta, after_ts, delta
+    kept: list[Span] = []
     contains_tombstones = False
     dropped_any = False
     data: Buffer = b""
     if not discard_records and h.records_count > 0:
         data, start, end = _records_section(buf, pos, h)
         if is_control:
-            kept = [r[:5] for r in _walk(data, start, end, h)]
+            kept = _walk(data, start, end, h)
         else:
             offset_map = ctx.offset_map
             latest = offset_map.latest_offset
@@ -333,7 +333,7 @@ def filter_batch(buf: Buffer, pos: int, h: BatchHeader, ctx: CleanContext, *,
                 if offset > latest or (
                     key is not None and offset >= get(key) and (rec[6] or retain_deletes)
                 ):
-                    kept.append(rec[:5])
+                    kept.append(rec)
                     if not rec[6]:
                         contains_tombstones = True
                 else:
@@ -355,7 +355,7 @@ def filter_batch(buf: Buffer, pos: int, h: BatchHeader, ctx: CleanContext, *,
     return _rebuild(data, h, kept, ctx, need_horizon, has_horizon)
 
 
-def _rebuild(data: Buffer, h: BatchHeader, kept: list[tuple[int, int, int, int, int]],
+def _rebuild(data: Buffer, h: BatchHeader, kept: list[Span],
              ctx: CleanContext, need_horizon: bool, has_horizon: bool) -> FilteredBatch:
     """The batch ``h`` holding only the ``kept`` records (Kafka's buildRetainedRecordsInto)."""
     log_append_time = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
@@ -373,7 +373,7 @@ def _rebuild(data: Buffer, h: BatchHeader, kept: list[tuple[int, int, int, int, 
     out = bytearray()
     max_ts = NO_TIMESTAMP
     with memoryview(data) as mv:
-        for rec_start, rec_end, ts_delta, after_ts, _delta in kept:
+        for rec_start, rec_end, ts_delta, after_ts, _delta, _key, _has_value in kept:
             ts = timestamp(ts_delta)
             if ts > max_ts:
                 max_ts = ts
