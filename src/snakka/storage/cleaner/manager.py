@@ -312,6 +312,8 @@ class LogCleaner:
         live = {self._key(p) for p in list(self._logs()) if not p.closed}
         for k in [k for k in self._checkpoints if k not in live]:
             del self._checkpoints[k]  # deleted partitions leave the file
+        for k in [k for k in self._recheck_at if k not in live]:
+            del self._recheck_at[k]
         write_offset_checkpoint(self._checkpoint_path, dict(self._checkpoints))
 
     # ------------------------------------------------------------ visibility
@@ -331,11 +333,6 @@ class LogCleaner:
             last_pass_ms=last_ms,
             passes=passes,
         )
-
-    def forget(self, topic: str, partition: int) -> None:
-        """A deleted partition: drop its checkpoint entry."""
-        self._checkpoints.pop((topic, partition), None)
-        self._recheck_at.pop((topic, partition), None)
 
 
 def _first_dirty_segment(segments: Iterable[LogSegment], first_dirty: int) -> LogSegment | None:
