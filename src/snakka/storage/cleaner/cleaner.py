@@ -149,6 +149,10 @@ class _PassState(NamedTuple):
     segments: tuple[LogSegment, ...]
     producer_last_offsets: dict[int, int]
     log_start_offset: int
+    # The aborted transactions with data below the pass's end, from the whole log (Kafka's
+    # collectAbortedTransactions): an ABORT marker, and so its txnindex entry, may lie in a
+    # later segment than the data, the active one included.
+    aborted: list[AbortedTxn]
 
 
 class Cleaner:
@@ -178,7 +182,7 @@ class Cleaner:
         plog = todo.log
         result = CleanResult(plog.topic, plog.partition, todo.first_dirty_offset)
         t0 = time.monotonic()
-        state = self.run_on_owner(lambda: self._pass_state(plog))
+        state = self.run_on_owner(lambda: self._pass_state(plog, todo.first_uncleanable_offset))
         fds: dict[int, int] = {}
         try:
             for seg in state.segments:
@@ -191,7 +195,7 @@ class Cleaner:
             result.aborted = True
             return result
         try:
-            end = self._build_offset_map(state.segments, fds, todo, result)
+            end = self._build_offset_map(state.segments, fds, todo, result, state.aborted)
             result.end_offset = end
             now = self.time_ms()
             to_clean = [s for s in state.segments if s.base_offset < end and s.base_offset in fds]
@@ -201,7 +205,7 @@ class Cleaner:
                 offset_map=self.offset_map,
                 now_ms=now,
                 delete_retention_ms=plog.config.delete_retention_ms,
-                txns=CleanedTxns(self._aborted_txns(to_clean)),
+                txns=CleanedTxns(state.aborted),
                 producer_last_offsets=state.producer_last_offsets,
             )
             result.segments_before = len(to_clean)
@@ -218,7 +222,7 @@ class Cleaner:
         return result
 
     @staticmethod
-    def _pass_state(plog: UnifiedLog) -> _PassState:
+    def _pass_state(plog: UnifiedLog, upper_bound_offset: int) -> _PassState:
         if plog.closed:
             raise CleaningAborted(f"{plog.name} is closed")
         return _PassState(
@@ -226,6 +230,8 @@ class Cleaner:
             producer_last_offsets={pid: e.last_offset
                                    for pid, e in plog.producer_state.producers.items()},
             log_start_offset=plog.log_start_offset,
+            aborted=plog.collect_aborted_transactions(
+                plog.segments[0].base_offset if plog.segments else 0, upper_bound_offset),
         )
 
     def _check_stop(self) -> None:
@@ -233,14 +239,17 @@ class Cleaner:
             raise CleaningAborted("the cleaner is stopping")
 
     def _build_offset_map(self, segments: Sequence[LogSegment], fds: dict[int, int],
-                          todo: LogToClean, result: CleanResult) -> int:
+                          todo: LogToClean, result: CleanResult,
+                          aborted: Sequence[AbortedTxn]) -> int:
         """Map key -> latest offset over the dirty range (aborted data and markers put no
         key); return the offset after the last one mapped: the pass cleans up to there."""
         m = self.offset_map
         m.clear()
         start, stop_at = todo.first_dirty_offset, todo.first_uncleanable_offset
         dirty = [s for s in segments if s.base_offset < stop_at and s.next_offset > start]
-        txns = CleanedTxns(self._aborted_txns(dirty))
+        # Only transactions whose ABORT marker this read reaches: an earlier marker ended its
+        # transaction before the dirty range (the producer's later data is not aborted).
+        txns = CleanedTxns(t for t in aborted if t.last_offset >= start)
         for seg in dirty:
             self._check_stop()
             read = 0
@@ -271,14 +280,6 @@ class Cleaner:
         # (a pass with nothing dirty still drops tombstones whose horizon has passed).
         m.update_latest_offset(start - 1)
         return m.latest_offset + 1
-
-    @staticmethod
-    def _aborted_txns(segments: Sequence[LogSegment]) -> list[AbortedTxn]:
-        out: list[AbortedTxn] = []
-        for seg in segments:
-            out.extend(seg.txn_index.collect_aborted_txns(seg.base_offset,
-                                                          seg.next_offset).aborted)
-        return out
 
     def _clean_group(self, plog: UnifiedLog, group: Sequence[LogSegment],
                      fds: dict[int, int], ctx: CleanContext, result: CleanResult) -> None:
