@@ -58,9 +58,12 @@ class KeyedWriter:
         from confluent_kafka import Producer
 
         self.topic = topic
+        # Small batches (librdkafka's default batch.size is 1 MB): many batches across many
+        # segments, as a steady stream of writes makes, not one batch the cleaner keeps whole.
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                   "enable.idempotence": True, "linger.ms": 5,
-                                  "message.timeout.ms": 30000, **extra})
+                                  "batch.num.messages": 50, "message.timeout.ms": 30000,
+                                  **extra})
         self.acked: dict[bytes, bytes | None] = {}
         self.order: dict[bytes, int] = {}  # key -> offset of its latest acknowledged write
         self.uncertain: set[bytes] = set()

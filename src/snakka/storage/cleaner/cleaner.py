@@ -287,9 +287,8 @@ class Cleaner:
         cleaned = CleanedSegment(plog.dir_path, group[0].base_offset, cfg.index_interval_bytes,
                                   cfg.segment_index_bytes)
         try:
-            for i, seg in enumerate(group):
+            for seg in group:
                 self._check_stop()
-                last_seg = i == len(group) - 1
                 batches = segment_batches(fds[seg.base_offset], seg.size, self.io_buffer_size)
                 pending = next(batches, None)
                 io = 0
@@ -300,7 +299,11 @@ class Cleaner:
                     n = h.batch_length + LOG_OVERHEAD
                     io += n
                     out = filter_batch(buf, pos, h, ctx,
-                                       last_batch_of_round=last_seg and pending is None)
+                                       # Kafka: the batch whose next offset is the pass's
+                                       # upper bound, one per pass (not one per group: each
+                                       # group would keep an empty batch, and a reader meets
+                                       # runs of fetches with no record in them).
+                                       last_batch_of_round=h.next_offset == result.end_offset)
                     if out.data is None:
                         continue
                     kept_h = parse_header(out.data) if out.rewritten else h
