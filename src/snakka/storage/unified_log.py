@@ -207,7 +207,7 @@ class UnifiedLog:
         self.config = config
         self.leader_epoch = partition_leader_epoch
         self._time_ms = time_ms
-        self.validator = LogValidator(config, time_ms)
+        self.validator = LogValidator(config, time_ms, f"{self.topic}-{self.partition}")
         self.log_start_dirty = False  # LogManager rewrites the start-offset checkpoint
         self.topic_id: str | None = None  # from partition.metadata (set by LogManager)
         self.remote_log_reader: RemoteLogReader | None = None  # tiered storage (see class)
@@ -802,7 +802,7 @@ class UnifiedLog:
         """Apply changed topic configs (AlterConfigs). Index sizes apply to new
         segments; everything else at the next append/retention run."""
         self.config = config
-        self.validator = LogValidator(config, self._time_ms)
+        self.validator = LogValidator(config, self._time_ms, f"{self.topic}-{self.partition}")
         self.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
         self._local.set_config(config)
 
