@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import pytest
-
 from snakka.client.admin import Admin
 from snakka.groups.coordinator import OFFSETS_TOPIC
 from snakka.groups.partitioning import offsets_partition
