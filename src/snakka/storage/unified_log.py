@@ -57,6 +57,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import NamedTuple, Protocol
 
 from snakka.records.batch import (
+    CONTROL_MASK,
     DEFAULT_MAX_UNCOMPRESSED_BYTES,
     BatchHeader,
     BatchInfo,
@@ -64,7 +65,7 @@ from snakka.records.batch import (
     parse_header,
 )
 from snakka.records.control import build_control_batch
-from snakka.records.record import Record, iter_records
+from snakka.records.record import Record, batch_records, iter_batches
 from snakka.txn.producer_state import (
     DUPLICATE_SEQUENCE_NUMBER,
     ProducerStateError,
@@ -587,16 +588,26 @@ class UnifiedLog:
         return out
 
     def iter_records(self, chunk_bytes: int = 8 << 20) -> Iterator[Record]:
-        """Every record from the log start offset to the end, in order: how internal logs
-        (the metadata log, ``__consumer_offsets``) are replayed at start-up. Not a hot path."""
+        """Every data record from the log start offset to the end, in order: how internal logs
+        (the metadata log, ``__consumer_offsets``) are replayed at start-up. Not a hot path.
+
+        The position moves past every whole batch read, by the batch's last offset, not by the
+        records decoded: a compacted log has gaps between offsets, and batches with no record
+        left (an emptied batch the cleaner keeps) or no data record (a control batch)."""
         offset = self._log_start_offset
         while offset < self._local.log_end_offset:
             data = self.read(offset, chunk_bytes)
             before = offset
-            for rec in iter_records(data):
-                if rec.offset >= offset:
-                    offset = rec.offset + 1
-                    yield rec
+            for h, pos in iter_batches(data):
+                next_offset = h.base_offset + h.last_offset_delta + 1
+                if next_offset <= offset:
+                    continue
+                if not h.attributes & CONTROL_MASK and h.records_count:
+                    start = offset
+                    for rec in batch_records(data, pos, h):
+                        if rec.offset >= start:
+                            yield rec
+                offset = next_offset
             if offset == before:  # no complete batch here (recovery trims torn tails)
                 log.error("partition %s: no decodable batch at offset %d; stopping", self.name,
                           offset)
