@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import pytest
+
 from snakka.client.admin import Admin
 from snakka.groups.coordinator import OFFSETS_TOPIC
 from snakka.groups.partitioning import offsets_partition
 from snakka.testing import EmbeddedBroker
 from snakka.txn.coordinator import TRANSACTION_STATE_TOPIC
 
-from .helpers import ck_create_topic, raw_connect, run_async
+from .helpers import ck_create_topic, ck_read_to_end, raw_connect, run_async, wait_until
 
 # What the old CoordinatorLog created both topics with (no cleanup.policy).
 LEGACY_CONFIGS = {"retention.ms": "-1", "retention.bytes": "-1",
@@ -137,3 +139,123 @@ def test_a_data_dir_kept_by_snapshot_and_trim_is_read_and_its_topics_become_comp
         b.restart()  # the policy is set once
         assert not [r for r in caplog.records if ADOPTED in r.getMessage()]
         assert _committed(bs, "g", range(3)) == {q: 190 + q for q in range(3)}
+
+
+# -- after the log cleaner compacted them ----------------------------------------------------
+# Contract knobs (contracts.md): segments of the internal topics roll after log.roll.ms (they
+# override only segment.bytes), the cleaner looks every 50 ms and cleans at any dirt;
+# tombstones go 100 ms after the pass that first kept them.
+CLEANING = {"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
+            "log.roll.ms": "200", "log.cleaner.backoff.ms": "50",
+            "log.cleaner.min.cleanable.ratio": "0.01",
+            "log.cleaner.delete.retention.ms": "100"}
+
+
+def _cleaner_or_skip(b: EmbeddedBroker) -> None:
+    if getattr(b.broker, "log_cleaner", None) is None:
+        pytest.skip("no log cleaner in this build (issue 13: the lead's cleaner not merged)")
+
+
+def _stored(b: EmbeddedBroker, topic: str) -> tuple[int, list]:
+    """(log end offset, [(offset, key, value is None)]) of partition 0, read on the loop."""
+    async def read():
+        pl = b.broker.replicas.get_log(topic, 0)
+        return pl.log_end_offset, [(r.offset, r.key, r.value is None)
+                                   for r in pl.iter_records(1 << 20)]
+    return on_loop(b, read())
+
+
+def test_offsets_committed_by_real_clients_survive_a_restart_after_compaction(caplog):
+    """confluent-kafka and kafka-python commit the same partitions over and over and a third
+    group is deleted (tombstones), while the cleaner compacts ``__consumer_offsets``: once the
+    old commits and then the tombstones are gone, a restart replays what is left to exactly
+    the last commits, and the deleted group stays deleted."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTP
+    from kafka.structs import OffsetAndMetadata
+
+    with EmbeddedBroker(config=CLEANING) as b:
+        _cleaner_or_skip(b)
+        bs = b.bootstrap_servers
+        ck_create_topic(bs, "t", 3)
+        _commit(bs, "gone", {0: 5, 1: 6})
+        admin = AdminClient({"bootstrap.servers": bs})  # must outlive its futures
+        admin.delete_consumer_groups(["gone"], request_timeout=30)["gone"].result(30)
+        ck = Consumer({"bootstrap.servers": bs, "group.id": "ck", "enable.auto.commit": False})
+        kp = KafkaConsumer(bootstrap_servers=bs, group_id="kp", enable_auto_commit=False)
+        last = {"n": 0}
+
+        def commit_and_check() -> bool:
+            n = last["n"] = last["n"] + 1
+            ck.commit(offsets=[TopicPartition("t", p, 100 * n + p) for p in range(3)],
+                      asynchronous=False)
+            kp.commit({KpTP("t", p): OffsetAndMetadata(200 * n + p, "", -1) for p in range(3)})
+            leo, recs = _stored(b, OFFSETS_TOPIC)
+            gone = [r for r in recs if b'"gone"' in r[1]]
+            # compacted (most commits gone) and the deleted group's tombstones removed too
+            return not gone and len(recs) < leo // 2
+
+        try:
+            wait_until(commit_and_check, 120, "__consumer_offsets compacted", interval=0.05)
+        finally:
+            ck.close()
+            kp.close()
+        n = last["n"]
+        leo, recs = _stored(b, OFFSETS_TOPIC)
+        offsets = [r[0] for r in recs]
+        assert offsets == sorted(offsets) and len(offsets) < leo  # gaps: records removed
+        caplog.clear()
+        b.restart()
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+        assert _committed(bs, "ck", range(3)) == {p: 100 * n + p for p in range(3)}
+        assert _committed(bs, "kp", range(3)) == {p: 200 * n + p for p in range(3)}
+        assert _committed(bs, "gone", [0, 1]) == {0: -1001, 1: -1001}
+
+
+def test_transactions_recover_after_the_transaction_log_was_compacted(caplog):
+    """A transactional producer commits until the cleaner has compacted
+    ``__transaction_state`` (one record per id kept), with one transaction left open; after a
+    restart the id continues at its producer id (the open transaction aborted) and a
+    read_committed consumer reads every committed record and nothing else."""
+    from confluent_kafka import Producer
+
+    with EmbeddedBroker(config=CLEANING) as b:
+        _cleaner_or_skip(b)
+        bs = b.bootstrap_servers
+        ck_create_topic(bs, "tx-out", 1)
+        p = Producer({"bootstrap.servers": bs, "transactional.id": "tx-a", "linger.ms": 0})
+        p.init_transactions(30)
+        committed = {"n": 0}
+
+        def one_txn_and_check() -> bool:
+            p.begin_transaction()
+            p.produce("tx-out", key=b"k", value=b"c%05d" % committed["n"])
+            p.commit_transaction(30)
+            committed["n"] += 1
+            leo, recs = _stored(b, TRANSACTION_STATE_TOPIC)
+            return len(recs) < leo // 2
+
+        wait_until(one_txn_and_check, 120, "__transaction_state compacted", interval=0.05)
+        p.begin_transaction()
+        p.produce("tx-out", key=b"k", value=b"open")
+        p.flush(30)  # in the log, never committed
+        pid_before = on_loop(b, _txn_pid(b, "tx-a"))
+        caplog.clear()
+        b.restart()
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+        p2 = Producer({"bootstrap.servers": bs, "transactional.id": "tx-a", "linger.ms": 0})
+        p2.init_transactions(30)  # fences the old producer, aborts its open transaction
+        assert on_loop(b, _txn_pid(b, "tx-a")) == pid_before
+        p2.begin_transaction()
+        p2.produce("tx-out", key=b"k", value=b"after")
+        p2.commit_transaction(30)
+        got = ck_read_to_end(bs, "tx-out", "read_committed")
+        assert got == [b"c%05d" % i for i in range(committed["n"])] + [b"after"]
+
+
+async def _txn_pid(b: EmbeddedBroker, tid: str) -> int:
+    m = b.broker.txns.coordinator.get(tid)
+    assert m is not None
+    return m.producer_id
