@@ -39,11 +39,11 @@ def marker(base: int, pid: int, *, commit: bool, epoch: int = 0, ts: int = 2000)
 
 def clean(log: Sequence[bytes], now: int, *, retention: int = 100,
           producer_last: Mapping[int, int] | None = None, aborted: Iterable[AbortedTxn] = (),
-          memory: int = 1 << 20, start_offset: int = 0,
+          memory: int = 1 << 20, load_factor: float = 0.9, start_offset: int = 0,
           ) -> tuple[list[FilteredBatch], list[bytes], CleanedTxns]:
     """One pass as Kafka's cleaner makes it: map every batch, then filter every batch."""
     aborted = list(aborted)
-    m = OffsetMap(memory)
+    m = OffsetMap(memory, load_factor)
     map_txns = CleanedTxns(aborted)
     for b in log:
         if add_batch_to_offset_map(m, b, 0, parse_header(b), map_txns, start_offset):

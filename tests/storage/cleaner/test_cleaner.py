@@ -239,3 +239,34 @@ def test_cleaning_is_bounded_by_the_offset_map(tmp_path):
         if not cleaner.clean_once():
             break
     assert read_all(plog) == sorted(written)
+
+
+def test_a_corrupt_segment_marks_the_partition_uncleanable_not_the_cleaner(tmp_path, caplog):
+    """A batch whose records are garbage (CRC fixed up, so only the cleaner sees it): that
+    partition is skipped from then on (Kafka's uncleanable partitions); others still clean."""
+    from snakka.records.batch import _rewrite_crc
+
+    clock = Clock()
+    bad = open_log(tmp_path / "bad-0", compact_config(), clock=clock)
+    good = open_log(tmp_path / "good-0", compact_config(), clock=clock)
+    for plog in (bad, good):
+        write_rounds(plog, clock, rounds=6, keys=5)
+        plog.roll()
+    seg = bad.segments[0]
+    with open(seg.path, "r+b") as f:
+        data = bytearray(f.read())
+        data[70:80] = b"\xff" * 10  # inside the first record of the first batch
+        _rewrite_crc(data, 0, len(data) if len(bad.segments) == 1 else
+                     int.from_bytes(data[8:12], "big") + 12)
+        f.seek(0)
+        f.write(data)
+    cleaner = LogCleaner(CleanerConfig(), lambda: [bad, good], clock, log_dir=str(tmp_path))
+    results = {r.tp: r for r in cleaner.clean_once()}
+    assert results["bad-0"].aborted and not results["good-0"].aborted
+    assert cleaner.uncleanable == {("bad", 0)}
+    assert any("marked uncleanable" in r.getMessage() for r in caplog.records)
+    write_rounds(good, clock, rounds=2, keys=5)
+    write_rounds(bad, clock, rounds=2, keys=5)
+    good.roll()
+    bad.roll()
+    assert [r.tp for r in cleaner.clean_once()] == ["good-0"]

@@ -263,3 +263,19 @@ def test_corrupt_record_is_an_error_not_a_guess() -> None:
     b = bytearray(batch([(b"a", b"1")], 0, headers=False))
     with pytest.raises(RecordValidationError):
         clean([bytes(b[:-1])], now=0)  # truncated batch
+
+
+def test_python_walk_fallback_gives_the_same_clean(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the C extension could not be built the filter walks records in Python: same result."""
+    from snakka.records import spans
+    from snakka.storage.cleaner import filter as filter_mod
+
+    base, renum = 0, []
+    for c in CODECS:
+        renum.append(batch([(b"k%d" % (i % 3), None if i == 7 else b"v%d" % i) for i in range(9)],
+                           base, codec=c))
+        base += 9
+    _r, with_c, _ = clean(renum, now=5000)
+    monkeypatch.setattr(filter_mod, "record_spans", spans.record_spans_py)
+    _r, with_py, _ = clean(renum, now=5000)
+    assert with_py == with_c and offsets(with_c) == [42, 43, 44]

@@ -76,3 +76,11 @@ def test_a_full_map_stays_under_its_memory_bytes(memory_bytes: int) -> None:
     assert peak <= memory_bytes, (peak, memory_bytes, len(m))
     # ... and the estimate is not wildly pessimistic either (within 2x of the truth).
     assert peak > memory_bytes / 2
+
+
+def test_put_if_room_checks_the_size_first_as_kafka() -> None:
+    m = OffsetMap(ENTRY_BYTES * 2, load_factor=1.0)
+    assert m.put_if_room(b"a", 1) and m.put_if_room(b"b", 2)
+    # Full: nothing is put, not even a key already there (Kafka checks size < max first).
+    assert not m.put_if_room(b"a", 3) and not m.put_if_room(b"c", 3)
+    assert (m.get(b"a"), m.get(b"c"), m.latest_offset) == (1, -1, 2)

@@ -42,10 +42,10 @@ Kafka's rules, in the order :func:`filter_batch` applies them
 
 Performance
     Per-record Python work is unavoidable (every key must be looked up) but is kept lean: a
-    compressed batch is decompressed once; records are walked with inline varint decoding
-    (no Python object per record but the key); a record's headers and value are never
-    decoded; kept records are copied as slices; an unchanged batch is returned as a
-    memoryview of the input.
+    compressed batch is decompressed once; records are walked in C
+    (:func:`snakka.records.spans.record_spans`: one tuple per record, the key its only
+    copied bytes); a record's headers and value are never decoded; kept records are copied
+    as slices; an unchanged batch is returned as a memoryview of the input.
 
 Threading
     Pure functions; :class:`CleanedTxns` and the offset map are per pass, owned by one
@@ -75,7 +75,8 @@ from snakka.records.batch import (
 from snakka.records.compression import COMPRESSION_NONE, CompressionError, decompress
 from snakka.records.control import read_end_txn_marker
 from snakka.records.rebuild import empty_batch, rebuild_batch
-from snakka.records.record import decode_varint, encode_varint
+from snakka.records.record import encode_varint
+from snakka.records.spans import Span, record_spans
 from snakka.storage.index import AbortedTxn
 
 from .offset_map import OffsetMap
@@ -230,65 +231,13 @@ def _corrupt(h: BatchHeader, why: str) -> RecordValidationError:
         CORRUPT_MESSAGE, f"malformed record in batch at offset {h.base_offset}: {why}")
 
 
-def _walk(data: Buffer, start: int, end: int, h: BatchHeader) -> Iterator[
-        tuple[int, int, int, int, int, bytes | None, bool]]:
-    """Yield ``(record_start, record_end, ts_delta, after_ts, offset_delta, key, has_value)``
-    for the ``records_count`` records of ``data[start:end]``; headers and values are
-    skipped by position, never decoded. One-byte varints (the common case for attributes'
-    neighbours, offset deltas and short keys) are decoded inline."""
-    pos = start
-    dv = decode_varint
-    count = h.records_count
+def _walk(data: Buffer, start: int, end: int, h: BatchHeader) -> list[Span]:
+    """The records of ``data[start:end]`` as :func:`snakka.records.spans.record_spans` sees
+    them: ``(record_start, record_end, ts_delta, after_ts, offset_delta, key, has_value)``."""
     try:
-        for _ in range(count):
-            rec_start = pos
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                length, pos = dv(data, pos)
-            rec_end = pos + length
-            if length < 6 or rec_end > end:
-                raise _corrupt(h, f"record length {length} overruns the batch")
-            pos += 1  # attributes: unused in v2
-            b = data[pos]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                ts_delta, pos = dv(data, pos)
-            after_ts = pos
-            b = data[pos]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                offset_delta, pos = dv(data, pos)
-            b = data[pos]
-            if b < 0x80:
-                key_len = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                key_len, pos = dv(data, pos)
-            key: bytes | None
-            if key_len >= 0:
-                key = bytes(data[pos : pos + key_len])
-                pos += key_len
-            else:
-                key = None
-            b = data[pos]
-            value_len = (b >> 1) ^ -(b & 1) if b < 0x80 else dv(data, pos)[0]
-            if pos >= rec_end or not 0 <= offset_delta <= h.last_offset_delta:
-                raise _corrupt(h, f"record at offset delta {offset_delta} is not inside its batch")
-            yield rec_start, rec_end, ts_delta, after_ts, offset_delta, key, value_len >= 0
-            pos = rec_end
-    except IndexError as exc:
-        raise _corrupt(h, "truncated record") from exc
+        return record_spans(data, start, end, h.records_count, h.last_offset_delta)
     except ValueError as exc:
         raise _corrupt(h, str(exc)) from exc
-    if pos != end:
-        raise _corrupt(h, f"{end - pos} bytes left after {count} records")
 
 
 def batch_keys(buf: Buffer, pos: int, h: BatchHeader) -> Iterator[tuple[int, bytes | None]]:
@@ -321,13 +270,11 @@ def add_batch_to_offset_map(offset_map: OffsetMap, buf: Buffer, pos: int, h: Bat
     elif not txns.on_batch_read(h):
         base = h.base_offset
         data, start, end = _records_section(buf, pos, h)
+        put = offset_map.put_if_room
         for rec in _walk(data, start, end, h):
             key = rec[5]
-            offset = base + rec[4]
-            if key is not None and offset >= start_offset:
-                if offset_map.full:
-                    return True
-                offset_map.put(key, offset)
+            if key is not None and base + rec[4] >= start_offset and not put(key, base + rec[4]):
+                return True
     if last >= start_offset:
         offset_map.update_latest_offset(last)
     return False
@@ -366,14 +313,14 @@ def filter_batch(buf: Buffer, pos: int, h: BatchHeader, ctx: CleanContext, *,
 
     # Record level (Kafka's shouldRetainRecord), over the records section.
     size = h.batch_length + LOG_OVERHEAD
-    kept: list[tuple[int, int, int, int, int]] = []  # start, end, ts_delta, after_ts, delta
+    kept: list[Span] = []
     contains_tombstones = False
     dropped_any = False
     data: Buffer = b""
     if not discard_records and h.records_count > 0:
         data, start, end = _records_section(buf, pos, h)
         if is_control:
-            kept = [r[:5] for r in _walk(data, start, end, h)]
+            kept = _walk(data, start, end, h)
         else:
             offset_map = ctx.offset_map
             latest = offset_map.latest_offset
@@ -386,7 +333,7 @@ def filter_batch(buf: Buffer, pos: int, h: BatchHeader, ctx: CleanContext, *,
                 if offset > latest or (
                     key is not None and offset >= get(key) and (rec[6] or retain_deletes)
                 ):
-                    kept.append(rec[:5])
+                    kept.append(rec)
                     if not rec[6]:
                         contains_tombstones = True
                 else:
@@ -408,7 +355,7 @@ def filter_batch(buf: Buffer, pos: int, h: BatchHeader, ctx: CleanContext, *,
     return _rebuild(data, h, kept, ctx, need_horizon, has_horizon)
 
 
-def _rebuild(data: Buffer, h: BatchHeader, kept: list[tuple[int, int, int, int, int]],
+def _rebuild(data: Buffer, h: BatchHeader, kept: list[Span],
              ctx: CleanContext, need_horizon: bool, has_horizon: bool) -> FilteredBatch:
     """The batch ``h`` holding only the ``kept`` records (Kafka's buildRetainedRecordsInto)."""
     log_append_time = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
@@ -426,7 +373,7 @@ def _rebuild(data: Buffer, h: BatchHeader, kept: list[tuple[int, int, int, int, 
     out = bytearray()
     max_ts = NO_TIMESTAMP
     with memoryview(data) as mv:
-        for rec_start, rec_end, ts_delta, after_ts, _delta in kept:
+        for rec_start, rec_end, ts_delta, after_ts, _delta, _key, _has_value in kept:
             ts = timestamp(ts_delta)
             if ts > max_ts:
                 max_ts = ts

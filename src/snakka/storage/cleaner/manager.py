@@ -139,6 +139,7 @@ class LogCleaner:
         )
         self.run_on_owner = run_on_owner
         self.results: list[CleanResult] = []  # the last few passes (tests, describe)
+        self.uncleanable: set[tuple[str, int]] = set()  # failed passes (Kafka's metric name)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -235,7 +236,7 @@ class LogCleaner:
         def scan() -> list[LogToClean]:
             out = []
             for plog in list(self._logs()):
-                if plog.closed or not is_compacted(plog):
+                if plog.closed or not is_compacted(plog) or self._key(plog) in self.uncleanable:
                     continue
                 todo = self.cleanable(plog, now)
                 if self._due(todo, now):
@@ -277,6 +278,14 @@ class LogCleaner:
             result = CleanResult(plog.topic, plog.partition, todo.first_dirty_offset,
                                  aborted=True)
             log.info("Cleaning of log %s aborted: a segment went away (%s)", plog.name, e)
+        except Exception as e:  # noqa: BLE001 - corrupt data, I/O errors: this log only
+            # Kafka's "uncleanable partition": skipped until the broker restarts (or the
+            # partition is recreated), so one bad segment does not stop all compaction.
+            self.uncleanable.add(key)
+            log.error("Cleaning of log %s failed and the partition is marked uncleanable "
+                      "until restart: %s", plog.name, e, exc_info=True)
+            return CleanResult(plog.topic, plog.partition, todo.first_dirty_offset,
+                               aborted=True)
         now = self._time_ms()
         passes = self._last_pass.get(key, (0, 0))[1] + 1
         self._last_pass[key] = (_wall_ms(), passes)
@@ -303,6 +312,8 @@ class LogCleaner:
         live = {self._key(p) for p in list(self._logs()) if not p.closed}
         for k in [k for k in self._checkpoints if k not in live]:
             del self._checkpoints[k]  # deleted partitions leave the file
+        for k in [k for k in self._recheck_at if k not in live]:
+            del self._recheck_at[k]
         write_offset_checkpoint(self._checkpoint_path, dict(self._checkpoints))
 
     # ------------------------------------------------------------ visibility
@@ -322,11 +333,6 @@ class LogCleaner:
             last_pass_ms=last_ms,
             passes=passes,
         )
-
-    def forget(self, topic: str, partition: int) -> None:
-        """A deleted partition: drop its checkpoint entry."""
-        self._checkpoints.pop((topic, partition), None)
-        self._recheck_at.pop((topic, partition), None)
 
 
 def _first_dirty_segment(segments: Iterable[LogSegment], first_dirty: int) -> LogSegment | None:

@@ -78,6 +78,17 @@ class OffsetMap:
         m[digest] = offset
         self.latest_offset = offset
 
+    def put_if_room(self, key: bytes | bytearray | memoryview, offset: int) -> bool:
+        """Kafka's map-building step in one call: False (nothing put) when the map is full,
+        whether or not the key is already in it (Kafka checks the size before every put);
+        else :meth:`put` and True."""
+        m = self._map
+        if len(m) >= self.capacity:
+            return False
+        m[blake2b(key, digest_size=DIGEST_BYTES).digest()] = offset
+        self.latest_offset = offset
+        return True
+
     def get(self, key: bytes | bytearray | memoryview) -> int:
         """The latest offset put for ``key``; -1 when absent."""
         return self._map.get(blake2b(key, digest_size=DIGEST_BYTES).digest(), -1)
