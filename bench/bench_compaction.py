@@ -78,7 +78,7 @@ def build_log(path: str, log_mb: int, value_bytes: int, codec: int, seed: int) -
 
 
 def measure_throughput(log_mb: int, value_bytes: int, codec: int, workdir: str) -> dict:
-    from snakka.storage.cleaner import CleanerConfig, LogCleaner
+    from snakka.storage.cleaner.manager import CleanerConfig, LogCleaner
 
     path = os.path.join(workdir, f"bench-{value_bytes}-{codec}-0")
     t0 = time.perf_counter()
@@ -86,6 +86,7 @@ def measure_throughput(log_mb: int, value_bytes: int, codec: int, workdir: str) 
     build_s = time.perf_counter() - t0
     try:
         before = log.size_bytes
+        records = sum(h.records_count for h, _, _ in log.read_batch_headers())
         cleaner = LogCleaner(CleanerConfig.from_broker(BrokerConfig({"log.dirs": workdir})),
                              lambda: [log])
         t0 = time.perf_counter()
@@ -96,7 +97,8 @@ def measure_throughput(log_mb: int, value_bytes: int, codec: int, workdir: str) 
         return {"type": "throughput", "value_bytes": value_bytes,
                 "codec": "lz4" if codec == LZ4 else "none", "log_bytes": before,
                 "after_bytes": after, "records_kept": kept, "seconds": round(secs, 3),
-                "mb_per_s": round(before / MB / secs, 1), "build_s": round(build_s, 1)}
+                "mb_per_s": round(before / MB / secs, 1),
+                "records_per_s": round(records / secs), "build_s": round(build_s, 1)}
     finally:
         log.close()
         shutil.rmtree(path, ignore_errors=True)
@@ -183,6 +185,8 @@ def main() -> None:
                     "(default 100; 20 quick)")
     ap.add_argument("--seconds", type=float, help="latency window (default 30; 8 quick)")
     ap.add_argument("--rate", type=int, default=500, help="produce rate of the latency runs")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="latency runs per setting, alternating off/on (the machine is shared)")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
     log_mb = args.log_mb or (20 if args.quick else 200)
@@ -202,15 +206,17 @@ def main() -> None:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
     if args.only in (None, "latency"):
-        for on in (False, True):
-            r = measure_latency(on, preload, seconds, args.rate)
-            emit(r, out)
-            rows.append(r)
+        for _ in range(args.rounds):
+            for on in (False, True):
+                r = measure_latency(on, preload, seconds, args.rate)
+                emit(r, out)
+                rows.append(r)
     print()
     for r in rows:
         if r["type"] == "throughput":
             print(f"clean {r['log_bytes'] / MB:7.1f} MB, {r['value_bytes']:>4} B values, "
-                  f"{r['codec']:<4}: {r['mb_per_s']:6.1f} MB/s ({r['seconds']} s, "
+                  f"{r['codec']:<4}: {r['mb_per_s']:6.1f} MB/s, {r['records_per_s']:>8} records/s "
+                  f"({r['seconds']} s, "
                   f"{r['after_bytes'] / MB:.1f} MB left, {r['records_kept']} records)")
         else:
             print(f"produce at {r['rate_per_s']}/s, cleaner {'on ' if r['cleaner'] else 'off'}: "
