@@ -182,7 +182,9 @@ def replace_segments(local: LocalLog, group: Sequence[LogSegment],
             swap = os.path.join(d, name + SWAP_SUFFIX)
             if os.path.exists(swap):
                 os.replace(swap, os.path.join(d, name))
-        fsync_dir(d)
+        # No directory fsync here (the event loop waits for this function): until the final
+        # names are durable a crash leaves the .log.swap, which recovery completes. The
+        # cleaner thread fsyncs the directory after the swap (see Cleaner._clean_group).
         cfg = local.config
         new = LogSegment.open(d, base, index_interval_bytes=cfg.index_interval_bytes,
                               max_index_size=cfg.segment_index_bytes,
