@@ -13,7 +13,6 @@ an idle asyncio loop on this machine already sees 150 ms hiccups.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import time
@@ -30,6 +29,8 @@ from snakka.protocol.messages.describe_configs_request import (
 )
 from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from snakka.testing import EmbeddedBroker
+
+from .helpers import run_async
 
 pytestmark = pytest.mark.slow
 
@@ -118,7 +119,7 @@ def _hostile(b: EmbeddedBroker, request) -> object:
     async def go():
         async with _bootstrap_conn(b) as c:
             return await c.send(request)
-    return asyncio.run(go())
+    return run_async(go(), timeout=None)
 
 
 def _check(healthy: HealthyClient) -> None:

@@ -12,8 +12,6 @@ foot-gun).
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -43,6 +41,8 @@ from snakka.protocol.messages.produce_request import (
 from snakka.records import Record, build_batch
 from snakka.testing import EmbeddedBroker
 
+from .helpers import run_async
+
 RESERVED_NOT_CREATED = ["__cluster_metadata", "__transaction_state", "__share_group_state",
                         "__remote_log_metadata"]
 
@@ -54,7 +54,7 @@ def _send(b: EmbeddedBroker, *requests):
             # Produce v12: by topic name (v13 names topics by id, which these have none of).
             return [await c.send(r, 12 if isinstance(r, ProduceRequest) else None)
                     for r in requests]
-    return asyncio.run(go())
+    return run_async(go(), timeout=None)
 
 
 def _create(name: str, partitions: int = 1) -> CreateTopicsRequest:

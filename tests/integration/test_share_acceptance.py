@@ -23,7 +23,6 @@ Group configs go through IncrementalAlterConfigs on resource type GROUP, as a us
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections import Counter
@@ -36,7 +35,7 @@ from snakka.client.share_admin import ShareAdmin
 from snakka.client.share_consumer import AcknowledgeType, ShareConsumer
 from snakka.protocol.errors import ErrorCode
 
-from .helpers import ck_create_topic, now_ms
+from .helpers import ck_create_topic, now_ms, run_async
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -135,7 +134,7 @@ def admin(bs: str, fn):
     async def go():
         async with ShareAdmin(bs) as a:
             return await fn(a)
-    return asyncio.run(asyncio.wait_for(go(), 30))
+    return run_async(go(), timeout=30)
 
 
 def group_configs(bs: str, group: str, **configs: str) -> None:

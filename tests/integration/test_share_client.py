@@ -27,7 +27,7 @@ from snakka.client.share_consumer import (
 from snakka.client.share_membership import HeartbeatOutcome
 from snakka.protocol.errors import ErrorCode
 
-from .helpers import ck_create_topic
+from .helpers import ck_create_topic, run_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,7 +40,7 @@ def admin(bs: str, fn):
     async def go():
         async with ShareAdmin(bs) as a:
             return await fn(a)
-    return asyncio.run(asyncio.wait_for(go(), 30))
+    return run_async(go(), timeout=30)
 
 
 def earliest(bs: str, group: str, **more: str) -> None:
@@ -100,7 +100,7 @@ def test_async_consumers_on_one_loop_and_commit_async(snakka_broker):
         for c in cs:
             await c.close()
         return seen, results
-    seen, results = asyncio.run(go())
+    seen, results = run_async(go(), timeout=None)
     assert sorted(seen) == sorted([(0, i) for i in range(500)] + [(1, i) for i in range(500)])
     acked = {(tp.partition, o) for r in results if r[0] != "mine"
              for tp, offs in r[0].items() for o in offs if r[1] is None}
@@ -313,7 +313,7 @@ def test_record_limit_acquire_mode_with_the_record_lock_cap(snakka_broker_factor
         assert r.responses[0].partition_responses[0].error_code == 0
         await conn.close()
 
-    asyncio.run(asyncio.wait_for(setup(), 30))
+    run_async(setup(), timeout=30)
     earliest(bs, "rl")
     cfg = {"share.acquire.mode": "record_limit", "max.poll.records": 100,
            "share.acknowledgement.mode": "explicit"}

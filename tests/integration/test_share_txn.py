@@ -20,7 +20,7 @@ from snakka.client.share_admin import ShareAdmin
 from snakka.client.share_consumer import ShareConsumer
 from snakka.records import Record, build_batch
 
-from .helpers import ck_create_topic
+from .helpers import ck_create_topic, run_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -55,7 +55,7 @@ def _admin(bs, fn):
     async def go():
         async with ShareAdmin(bs) as a:
             return await fn(a)
-    return asyncio.run(asyncio.wait_for(go(), 30))
+    return run_async(go(), timeout=30)
 
 
 def _group(bs, group, isolation):

@@ -10,7 +10,6 @@ producer id no coordinator knows, written straight into the partition log of the
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 
@@ -59,7 +58,7 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         async with Admin(bootstrap) as admin:
             await admin.create_topic(name, partitions)
 
-    asyncio.run(go())
+    run_async(go(), timeout=None)
 
 
 def last_stable_offset(bootstrap: str, topic: str, partition: int) -> int:
