@@ -54,14 +54,14 @@ def rocksdb_jar() -> Path | None:
     return jars[-1] if jars else None
 
 
-def wait_for(what: str, check: Callable[[], T | None], timeout: float,
+def wait_for(what: str, check: Callable[[], T], timeout: float,
              app: JvmApp | None = None, interval: float = 0.25) -> T:
-    """Poll ``check`` until it returns something other than None/False; fail with ``what`` and
+    """Poll ``check`` until it returns something truthy (and return that); fail with ``what`` and
     the tail of the application's log when the deadline passes or the application died."""
     deadline = time.monotonic() + timeout
     while True:
         got = check()
-        if got is not None and got is not False:
+        if got:
             return got
         if app is not None and app.proc is not None and app.proc.poll() is not None:
             raise AssertionError(f"{app.name} exited ({app.proc.returncode}) while waiting for "
