@@ -16,11 +16,13 @@ distribution or ``java`` is absent (tests/reference_kafka.py says why).
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from snakka.testing.embedded import EmbeddedBroker
@@ -140,5 +142,110 @@ def test_connect_file_pipeline_and_restart(kafka_distribution, tmp_path):
             assert running(base, "file-source") and running(base, "file-sink")
             assert output() == lines + more
             assert app.error_lines() == []
+        finally:
+            app.close()
+
+
+class FileAppender:
+    """Appends numbered lines to a file from a thread until stopped, so the source task always
+    has lines to read when its worker is killed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.written: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="file-appender", daemon=True)
+
+    def _run(self) -> None:
+        with self.path.open("a") as f:
+            while not self._stop.wait(0.02):  # about 250 lines a second
+                batch = [f"eos line {len(self.written) + i}" for i in range(5)]
+                f.writelines(ln + "\n" for ln in batch)
+                f.flush()
+                self.written.extend(batch)
+
+    def __enter__(self) -> FileAppender:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive()
+        return self.written
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def topic_values(bootstrap: str, topic: str) -> list[str]:
+    """The committed values of ``topic``-0 (read_committed) below its end offset when called,
+    in offset order (the topic may still be growing)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "connect-check",
+                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        try:
+            _, end = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        except Exception:  # not created yet
+            return []
+        c.assign([TopicPartition(topic, 0, 0)])
+        out: list[str] = []
+        idle = 0
+        # Up to the end seen at the start; read_committed stops earlier at the LSO, and a
+        # trailing commit marker is no message: then three empty polls in a row end it.
+        while idle < 3:
+            m = c.poll(0.5)
+            if m is None:
+                idle += 1
+                continue
+            idle = 0
+            if m.error() is None:
+                out.append(m.value().decode())
+                if m.offset() >= end - 1:
+                    break
+        return out
+    finally:
+        c.close()
+
+
+def test_connect_exactly_once_source_survives_sigkill(kafka_distribution, tmp_path):
+    """KIP-618: with ``exactly.once.source.support=enabled`` a source task's records and its
+    offsets are written in one transaction, and a restarted worker fences the dead one's
+    producer (Admin.fenceProducers = InitProducerId for the task's transactional id). The worker
+    is SIGKILLed while lines keep arriving; after the restart the topic, read_committed, holds
+    every line exactly once, in order."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    src = tmp_path / "in.txt"
+    src.write_text("")
+    with EmbeddedBroker(config=SNAKKA_CONFIG, host="127.0.0.1") as broker:
+        bootstrap = broker.bootstrap_servers
+        props = worker_props(kafka_distribution, bootstrap, port)
+        props.update({"exactly.once.source.support": "enabled",
+                      # The killed worker's tasks go to the restarted one at once, not after
+                      # the 5-minute wait for the lost worker to come back.
+                      "scheduled.rebalance.max.delay.ms": "0",
+                      "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"})
+        path = write_properties(tmp_path / "worker.properties", props)
+        app = JvmApp("connect-eos", "connect-distributed.sh", [str(path)], tmp_path)
+        try:
+            start_worker(app, base)
+            create_connector(base, "eos-source", {
+                "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+                "file": str(src), "topic": "connect-eos-lines", "tasks.max": "1",
+                "exactly.once.support": "required"})
+            with FileAppender(src) as appender:
+                wait_for("the first committed lines",
+                         lambda: len(topic_values(bootstrap, "connect-eos-lines")) > 100, 60, app)
+                app.kill()
+                start_worker(app, base)
+                wait_for("the source task running again",
+                         lambda: running(base, "eos-source"), 60, app)
+                written = appender.stop()
+            wait_for("every line in the topic",
+                     lambda: len(topic_values(bootstrap, "connect-eos-lines")) >= len(written),
+                     60, app)
+            assert topic_values(bootstrap, "connect-eos-lines") == written
+            assert app.error_lines() == [], "\n".join(app.error_lines()[:5])
         finally:
             app.close()
