@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from snakka.testing.embedded import EmbeddedBroker
 
@@ -247,5 +247,32 @@ def test_connect_exactly_once_source_survives_sigkill(kafka_distribution, tmp_pa
                      60, app)
             assert topic_values(bootstrap, "connect-eos-lines") == written
             assert app.error_lines() == [], "\n".join(app.error_lines()[:5])
+        finally:
+            app.close()
+
+
+def test_connect_refuses_an_internal_topic_that_is_not_only_compacted(kafka_distribution,
+                                                                       tmp_path):
+    """Connect reads each existing internal topic's ``cleanup.policy`` through DescribeConfigs
+    and refuses anything but exactly ``compact`` (KAFKA-FACTS): snakka's answer for a topic
+    created ``compact,delete`` makes the worker stop with Kafka's ConfigException."""
+    port = free_port()
+    with EmbeddedBroker(config=SNAKKA_CONFIG, host="127.0.0.1") as broker:
+        bootstrap = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for fut in admin.create_topics([NewTopic(INTERNAL["config.storage.topic"], 1, 1, config={
+                "cleanup.policy": "compact,delete"})]).values():
+            fut.result(30)
+        props = write_properties(tmp_path / "worker.properties",
+                                 worker_props(kafka_distribution, bootstrap, port))
+        app = JvmApp("connect-refused", "connect-distributed.sh", [str(props)], tmp_path)
+        try:
+            app.start()
+            # The worker takes most of a minute to exit after this: the log line is the answer.
+            line = wait_for("Connect's refusal", lambda: next(
+                (ln for ln in app.log_text().splitlines()
+                 if "ConfigException: Topic 'connect-configs'" in ln), None), 60, app)
+            assert "required to have 'cleanup.policy=compact'" in line, line
+            assert "currently has 'cleanup.policy=compact,delete'" in line, line
         finally:
             app.close()
