@@ -9,8 +9,10 @@ record). It takes one optional argument, a properties file; topic names are fixe
 scenario runs on its own fresh broker.
 
 - ``at_least_once``: the latest count per word is right.
-- ``exactly_once_v2`` with the Streams JVM SIGKILLed mid-way and restarted on the same state
-  directory (so the same transactional id, which fences the dead instance's transaction):
+- ``exactly_once_v2`` with input arriving steadily, the Streams JVM SIGKILLed while a
+  transaction holding output is open (seen as LSO < high watermark on the output), and
+  restarted on the same state directory (so the same transactional id, whose InitProducerId
+  aborts the dead instance's transaction):
   reading the output with read_committed, every word's counts are exactly 1, 2, ..., n in order.
   A duplicate or lost update (a reprocessed batch whose output or offsets escaped the aborted
   transaction, a changelog restored wrongly) breaks that sequence, not only the final count.
