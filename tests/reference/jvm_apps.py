@@ -14,6 +14,7 @@ of ours announces. The deadlines are generous: this machine has 2 cores shared b
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -24,6 +25,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from reference_kafka import reference_dir
+
+from snakka.client.connection import KafkaConnection, parse_bootstrap
+from snakka.protocol.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
 
 T = TypeVar("T")
 
@@ -70,6 +78,30 @@ def wait_for(what: str, check: Callable[[], T], timeout: float,
             tail = app.log_tail() if app is not None else ""
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tail}")
         time.sleep(interval)
+
+
+def partition_ends(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
+    """``(high watermark, last stable offset)`` of one partition (ListOffsets latest, read
+    uncommitted then read committed; -1 when the partition does not exist yet)."""
+    async def go() -> tuple[int, int]:
+        host, port = parse_bootstrap(bootstrap)
+        async with KafkaConnection(host, port) as conn:
+            ends = []
+            for isolation in (0, 1):
+                r = await conn.send(ListOffsetsRequest(
+                    replica_id=-1, isolation_level=isolation, topics=[ListOffsetsTopic(
+                        name=topic, partitions=[ListOffsetsPartition(partition_index=partition,
+                                                                     timestamp=-1)])]))
+                part = r.topics[0].partitions[0]
+                ends.append(part.offset if part.error_code == 0 else -1)
+            return ends[0], ends[1]
+    return asyncio.run(go())
+
+
+def open_transaction(ends: tuple[int, int]) -> bool:
+    """After a first commit, a transaction holding records is open (the LSO below the HW)."""
+    high_watermark, last_stable = ends
+    return 0 < last_stable < high_watermark
 
 
 class JvmApp:

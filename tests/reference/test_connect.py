@@ -28,7 +28,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from snakka.testing.embedded import EmbeddedBroker
 
 from .conftest import SNAKKA_CONFIG
-from .jvm_apps import JvmApp, free_port, wait_for, write_properties
+from .jvm_apps import (
+    JvmApp,
+    free_port,
+    open_transaction,
+    partition_ends,
+    wait_for,
+    write_properties,
+)
 
 pytestmark = pytest.mark.xdist_group("reference-kafka")
 
@@ -208,17 +215,26 @@ def topic_values(bootstrap: str, topic: str) -> list[str]:
         c.close()
 
 
+TOPIC = "connect-eos-lines"
+
+
 def test_connect_exactly_once_source_survives_sigkill(kafka_distribution, tmp_path):
     """KIP-618: with ``exactly.once.source.support=enabled`` a source task's records and its
     offsets are written in one transaction, and a restarted worker fences the dead one's
     producer (Admin.fenceProducers = InitProducerId for the task's transactional id). The worker
     is SIGKILLed while lines keep arriving; after the restart the topic, read_committed, holds
-    every line exactly once, in order."""
+    every line exactly once, in order, and the dead transaction's lines were skipped."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     src = tmp_path / "in.txt"
     src.write_text("")
-    with EmbeddedBroker(config=SNAKKA_CONFIG, host="127.0.0.1") as broker:
+    # The restarted worker reads the offsets topic read_committed up to its high watermark
+    # (KafkaBasedLog), so it waits for the dead task's open transaction to end; the task's
+    # successor would fence it only after that: the coordinator's timeout aborts it (Kafka's
+    # behaviour too). A short transaction timeout and abort scan keep that wait to seconds.
+    config = {**SNAKKA_CONFIG,
+              "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+    with EmbeddedBroker(config=config, host="127.0.0.1") as broker:
         bootstrap = broker.bootstrap_servers
         props = worker_props(kafka_distribution, bootstrap, port)
         props.update({"exactly.once.source.support": "enabled",
@@ -232,20 +248,30 @@ def test_connect_exactly_once_source_survives_sigkill(kafka_distribution, tmp_pa
             start_worker(app, base)
             create_connector(base, "eos-source", {
                 "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
-                "file": str(src), "topic": "connect-eos-lines", "tasks.max": "1",
-                "exactly.once.support": "required"})
+                "file": str(src), "topic": TOPIC, "tasks.max": "1",
+                "exactly.once.support": "required",
+                "producer.override.transaction.timeout.ms": "3000"})
             with FileAppender(src) as appender:
-                wait_for("the first committed lines",
-                         lambda: len(topic_values(bootstrap, "connect-eos-lines")) > 100, 60, app)
-                app.kill()
+                # Kill while a transaction holding lines is open, after one has committed;
+                # checked after the kill (it stays open until aborted), tried again if the
+                # commit came first.
+                for _ in range(5):
+                    wait_for("an open transaction after a committed one",
+                             lambda: open_transaction(partition_ends(bootstrap, TOPIC)), 60, app)
+                    app.kill()
+                    if open_transaction(partition_ends(bootstrap, TOPIC)):
+                        break
+                    start_worker(app, base)
+                else:
+                    pytest.fail("every kill fell between two transactions")
                 start_worker(app, base)
                 wait_for("the source task running again",
                          lambda: running(base, "eos-source"), 60, app)
                 written = appender.stop()
             wait_for("every line in the topic",
-                     lambda: len(topic_values(bootstrap, "connect-eos-lines")) >= len(written),
+                     lambda: len(topic_values(bootstrap, TOPIC)) >= len(written),
                      60, app)
-            assert topic_values(bootstrap, "connect-eos-lines") == written
+            assert topic_values(bootstrap, TOPIC) == written
             assert app.error_lines() == [], "\n".join(app.error_lines()[:5])
         finally:
             app.close()

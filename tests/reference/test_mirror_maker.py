@@ -129,9 +129,9 @@ def test_mirror_maker_mirrors_topics_and_group_offsets(kafka_distribution, tmp_p
             app.start()
             mirrored = f"a.{TOPIC}"
             wait_for("the first 100 records on b",
-                     lambda: end_offset(b.bootstrap_servers, mirrored) >= 100, 90, app)
+                     lambda: end_offset(b.bootstrap_servers, mirrored) >= 100, 120, app)
             wait_for("the group's offset translated on b",
-                     lambda: committed(b_admin, GROUP, mirrored) == 100, 60, app)
+                     lambda: committed(b_admin, GROUP, mirrored) == 100, 90, app)
 
             # Records produced while MM2 runs are mirrored, and the group's newer commit follows.
             produce(a.bootstrap_servers, 100, 50)
@@ -139,7 +139,7 @@ def test_mirror_maker_mirrors_topics_and_group_offsets(kafka_distribution, tmp_p
             wait_for("the next 50 records on b",
                      lambda: end_offset(b.bootstrap_servers, mirrored) >= 150, 60, app)
             wait_for("the group's new offset translated on b",
-                     lambda: committed(b_admin, GROUP, mirrored) == 150, 60, app)
+                     lambda: committed(b_admin, GROUP, mirrored) == 150, 90, app)
 
             assert read_all(b.bootstrap_servers, mirrored) == read_all(a.bootstrap_servers, TOPIC)
             assert app.error_lines() == [], "\n".join(app.error_lines()[:5])

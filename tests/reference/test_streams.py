@@ -24,7 +24,6 @@ CLASSPATH when pyspark is installed, otherwise the in-memory DSL store suppliers
 
 from __future__ import annotations
 
-import asyncio
 import re
 import struct
 import threading
@@ -34,16 +33,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from snakka.client.connection import KafkaConnection, parse_bootstrap
-from snakka.protocol.messages.list_offsets_request import (
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsTopic,
-)
 from snakka.testing.embedded import EmbeddedBroker
 
 from .conftest import SNAKKA_CONFIG
-from .jvm_apps import JvmApp, rocksdb_jar, wait_for, write_properties
+from .jvm_apps import (
+    JvmApp,
+    open_transaction,
+    partition_ends,
+    rocksdb_jar,
+    wait_for,
+    write_properties,
+)
 
 pytestmark = pytest.mark.xdist_group("reference-kafka")
 
@@ -173,24 +173,6 @@ class SteadyInput:
         self.stop()
 
 
-def output_ends(bootstrap: str) -> tuple[int, int]:
-    """The output partition's (high watermark, last stable offset): LSO < HW while a
-    transaction with output is open."""
-    async def go() -> tuple[int, int]:
-        host, port = parse_bootstrap(bootstrap)
-        async with KafkaConnection(host, port) as conn:
-            ends = []
-            for isolation in (0, 1):
-                r = await conn.send(ListOffsetsRequest(replica_id=-1, isolation_level=isolation,
-                                                       topics=[ListOffsetsTopic(name=OUTPUT, partitions=[
-                                                           ListOffsetsPartition(partition_index=0,
-                                                                                timestamp=-1)])]))
-                part = r.topics[0].partitions[0]
-                ends.append(part.offset if part.error_code == 0 else -1)
-            return ends[0], ends[1]
-    return asyncio.run(go())
-
-
 def test_wordcount_exactly_once_v2_survives_sigkill(kafka_distribution, tmp_path):
     with EmbeddedBroker(config=SNAKKA_CONFIG, host="127.0.0.1") as broker:
         bs = broker.bootstrap_servers
@@ -203,10 +185,10 @@ def test_wordcount_exactly_once_v2_survives_sigkill(kafka_distribution, tmp_path
                 # starts), and tried again in the rare case it committed before the signal.
                 for _ in range(5):
                     wait_for("an open transaction after a committed one",
-                             lambda: 0 < output_ends(bs)[1] < output_ends(bs)[0], 90, app)
+                             lambda: open_transaction(partition_ends(bs, OUTPUT)), 90, app)
                     app.kill()
-                    hw, lso = output_ends(bs)
-                    if lso < hw:
+                    hw, _ = ends = partition_ends(bs, OUTPUT)
+                    if open_transaction(ends):
                         break
                     app.start()
                 else:
@@ -215,7 +197,7 @@ def test_wordcount_exactly_once_v2_survives_sigkill(kafka_distribution, tmp_path
                 # state directory, same transactional id) starts.
                 app.start()
                 wait_for("the restarted instance to commit",
-                         lambda: output_ends(bs)[1] > hw, 90, app)
+                         lambda: partition_ends(bs, OUTPUT)[1] > hw, 90, app)
                 text = [lines(0, 1)[0]] + steady.stop()
             want = expected_counts(text)
             wait_for("the final counts", lambda: latest(read_output(bs, "read_committed"))
