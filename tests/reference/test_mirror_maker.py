@@ -12,11 +12,17 @@ commits at the end of the topic, where the last record's sync makes the translat
 MM2 runs with its defaults otherwise, topic ACL sync included: it must run without one ERROR
 (before DescribeAcls existed it logged one on every refresh).
 
-One MM2 JVM (about 15 s to start its three connectors here); skipped where the reference
-distribution or ``java`` is absent.
+The same scenario runs from the reference Kafka 4.0 broker to snakka (a user moving to snakka;
+the session's shared reference broker, so names carry a run id).
+
+One MM2 JVM per scenario (10-35 s here); skipped where the reference distribution or ``java``
+is absent.
 """
 
 from __future__ import annotations
+
+import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -29,8 +35,9 @@ from .jvm_apps import JvmApp, wait_for, write_properties
 
 pytestmark = pytest.mark.xdist_group("reference-kafka")
 
-TOPIC = "orders"
-GROUP = "billing"
+RUN = uuid.uuid4().hex[:8]  # the reference broker may outlive a run: names must be fresh
+TOPIC = f"orders-{RUN}"
+GROUP = f"billing-{RUN}"
 
 
 def produce(bootstrap: str, start: int, n: int) -> None:
@@ -97,51 +104,61 @@ def end_offset(bootstrap: str, topic: str) -> int:
 def test_mirror_maker_mirrors_topics_and_group_offsets(kafka_distribution, tmp_path):
     with EmbeddedBroker(config=SNAKKA_CONFIG, host="127.0.0.1") as a, \
             EmbeddedBroker(config=SNAKKA_CONFIG, host="127.0.0.1") as b:
-        produce(a.bootstrap_servers, 0, 100)
-        consume_and_commit(a.bootstrap_servers, 100)
+        mirror_and_check(a.bootstrap_servers, b.bootstrap_servers, tmp_path)
 
-        props = write_properties(tmp_path / "mm2.properties", {
-            "clusters": "a, b",
-            "a.bootstrap.servers": a.bootstrap_servers,
-            "b.bootstrap.servers": b.bootstrap_servers,
-            "a->b.enabled": "true",
-            "a->b.topics": TOPIC,
-            "b->a.enabled": "false",
-            "tasks.max": "1",
-            **{f"{t}.replication.factor": "1" for t in (
-                "checkpoints.topic", "heartbeats.topic", "offset-syncs.topic",
-                "offset.storage", "status.storage", "config.storage")},
-            "replication.factor": "1",
-            "sync.group.offsets.enabled": "true",
-            # Short periods so a test sees each step in seconds (defaults: 60 s / 10 min).
-            "sync.group.offsets.interval.seconds": "1",
-            "emit.checkpoints.interval.seconds": "1",
-            "refresh.topics.interval.seconds": "1",
-            "refresh.groups.interval.seconds": "1",
-            "emit.heartbeats.interval.seconds": "1",
-            # An offset sync for every record, so the group's offset translates exactly.
-            "offset.lag.max": "0",
-            "plugin.discovery": "service_load",
-        })
-        app = JvmApp("mm2", "connect-mirror-maker.sh", [str(props)], tmp_path)
-        b_admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-        try:
-            app.start()
-            mirrored = f"a.{TOPIC}"
-            wait_for("the first 100 records on b",
-                     lambda: end_offset(b.bootstrap_servers, mirrored) >= 100, 120, app)
-            wait_for("the group's offset translated on b",
-                     lambda: committed(b_admin, GROUP, mirrored) == 100, 90, app)
 
-            # Records produced while MM2 runs are mirrored, and the group's newer commit follows.
-            produce(a.bootstrap_servers, 100, 50)
-            consume_and_commit(a.bootstrap_servers, 150)
-            wait_for("the next 50 records on b",
-                     lambda: end_offset(b.bootstrap_servers, mirrored) >= 150, 60, app)
-            wait_for("the group's new offset translated on b",
-                     lambda: committed(b_admin, GROUP, mirrored) == 150, 90, app)
+def test_mirror_maker_from_kafka_to_snakka(reference_kafka, tmp_path):
+    """The migration path: the source is the reference Kafka 4.0 broker, the target snakka."""
+    with EmbeddedBroker(config=SNAKKA_CONFIG, host="127.0.0.1") as b:
+        mirror_and_check(reference_kafka.bootstrap_servers, b.bootstrap_servers, tmp_path)
 
-            assert read_all(b.bootstrap_servers, mirrored) == read_all(a.bootstrap_servers, TOPIC)
-            assert app.error_lines() == [], "\n".join(app.error_lines()[:5])
-        finally:
-            app.close()
+
+def mirror_and_check(a: str, b: str, tmp_path: Path) -> None:
+    """Cluster ``a`` (bootstrap) mirrored to ``b`` by one MM2 run: records and group offsets."""
+    produce(a, 0, 100)
+    consume_and_commit(a, 100)
+
+    props = write_properties(tmp_path / "mm2.properties", {
+        "clusters": "a, b",
+        "a.bootstrap.servers": a,
+        "b.bootstrap.servers": b,
+        "a->b.enabled": "true",
+        "a->b.topics": TOPIC,
+        "b->a.enabled": "false",
+        "tasks.max": "1",
+        **{f"{t}.replication.factor": "1" for t in (
+            "checkpoints.topic", "heartbeats.topic", "offset-syncs.topic",
+            "offset.storage", "status.storage", "config.storage")},
+        "replication.factor": "1",
+        "sync.group.offsets.enabled": "true",
+        # Short periods so a test sees each step in seconds (defaults: 60 s / 10 min).
+        "sync.group.offsets.interval.seconds": "1",
+        "emit.checkpoints.interval.seconds": "1",
+        "refresh.topics.interval.seconds": "1",
+        "refresh.groups.interval.seconds": "1",
+        "emit.heartbeats.interval.seconds": "1",
+        # An offset sync for every record, so the group's offset translates exactly.
+        "offset.lag.max": "0",
+        "plugin.discovery": "service_load",
+    })
+    app = JvmApp("mm2", "connect-mirror-maker.sh", [str(props)], tmp_path)
+    b_admin = AdminClient({"bootstrap.servers": b})
+    try:
+        app.start()
+        mirrored = f"a.{TOPIC}"
+        wait_for("the first 100 records on b",
+                 lambda: end_offset(b, mirrored) >= 100, 120, app)
+        wait_for("the group's offset translated on b",
+                 lambda: committed(b_admin, GROUP, mirrored) == 100, 90, app)
+
+        # Records produced while MM2 runs are mirrored, and the group's newer commit follows.
+        produce(a, 100, 50)
+        consume_and_commit(a, 150)
+        wait_for("the next 50 records on b", lambda: end_offset(b, mirrored) >= 150, 60, app)
+        wait_for("the group's new offset translated on b",
+                 lambda: committed(b_admin, GROUP, mirrored) == 150, 90, app)
+
+        assert read_all(b, mirrored) == read_all(a, TOPIC)
+        assert app.error_lines() == [], "\n".join(app.error_lines()[:5])
+    finally:
+        app.close()
