@@ -2,7 +2,8 @@
 brokers (issue 13): the path for users who move from one cluster to another.
 
 Cluster ``a`` holds a topic and a consumer group that has read all of it; MM2 (a->b only)
-mirrors the topic to ``b`` as ``a.<topic>`` (same records, same order), keeps mirroring what is
+mirrors the topic to ``b`` as ``a.<topic>`` (same records, same order, the source's topic
+configs), keeps mirroring what is
 produced while it runs, and with ``sync.group.offsets.enabled=true`` writes the group's offsets,
 translated through its offset syncs, to ``b``'s group (MM2 only writes to a group that has no
 active member on the target). Translation is Kafka's conservative one: an upstream offset
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from snakka.testing.embedded import EmbeddedBroker
 
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.xdist_group("reference-kafka")
 RUN = uuid.uuid4().hex[:8]  # the reference broker may outlive a run: names must be fresh
 TOPIC = f"orders-{RUN}"
 GROUP = f"billing-{RUN}"
+TOPIC_CONFIGS = {"retention.ms": "12345678", "max.message.bytes": "200000"}
 
 
 def produce(bootstrap: str, start: int, n: int) -> None:
@@ -114,7 +116,11 @@ def test_mirror_maker_from_kafka_to_snakka(reference_kafka, tmp_path):
 
 
 def mirror_and_check(a: str, b: str, tmp_path: Path) -> None:
-    """Cluster ``a`` (bootstrap) mirrored to ``b`` by one MM2 run: records and group offsets."""
+    """Cluster ``a`` (bootstrap) mirrored to ``b`` by one MM2 run: records, topic configs and
+    group offsets."""
+    a_admin = AdminClient({"bootstrap.servers": a})
+    for fut in a_admin.create_topics([NewTopic(TOPIC, 1, 1, config=TOPIC_CONFIGS)]).values():
+        fut.result(30)
     produce(a, 0, 100)
     consume_and_commit(a, 100)
 
@@ -159,6 +165,10 @@ def mirror_and_check(a: str, b: str, tmp_path: Path) -> None:
                  lambda: committed(b_admin, GROUP, mirrored) == 150, 90, app)
 
         assert read_all(b, mirrored) == read_all(a, TOPIC)
+        # MM2 created the remote topic with the source's non-default configs.
+        described = b_admin.describe_configs([ConfigResource("topic", mirrored)])
+        got = next(iter(described.values())).result(30)
+        assert {k: got[k].value for k in TOPIC_CONFIGS} == TOPIC_CONFIGS
         assert app.error_lines() == [], "\n".join(app.error_lines()[:5])
     finally:
         app.close()
