@@ -3,10 +3,9 @@ brokers (issue 13): the path for users who move from one cluster to another.
 
 Cluster ``a`` holds a topic and a consumer group that has read all of it; MM2 (a->b only)
 mirrors the topic to ``b`` as ``a.<topic>`` (same records, same order, the source's topic
-configs), keeps mirroring what is
-produced while it runs, and with ``sync.group.offsets.enabled=true`` writes the group's offsets,
-translated through its offset syncs, to ``b``'s group (MM2 only writes to a group that has no
-active member on the target). Translation is Kafka's conservative one: an upstream offset
+configs), keeps mirroring what is produced while it runs, and with
+``sync.group.offsets.enabled=true`` writes the group's offsets, translated through its offset
+syncs, to ``b``'s group (MM2 only writes to a group that has no active member on the target). Translation is Kafka's conservative one: an upstream offset
 ``o`` maps to ``downstream(sync) + 1`` of the newest sync below ``o``, so the test's group
 commits at the end of the topic, where the last record's sync makes the translation exact.
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from snakka.testing.embedded import EmbeddedBroker
 
@@ -134,6 +135,14 @@ def test_wordcount_at_least_once(kafka_distribution, tmp_path):
         try:
             wait_for("the word counts", lambda: latest(read_output(bs, "read_uncommitted")) == want,
                      90, app)
+            # Streams created its state store's changelog compacted, its repartition topic not.
+            prefix = "wordcount-at-least-once-KSTREAM-AGGREGATE-STATE-STORE-0000000003"
+            admin = AdminClient({"bootstrap.servers": bs})
+            described = admin.describe_configs([ConfigResource("topic", f"{prefix}-{kind}")
+                                                for kind in ("changelog", "repartition")])
+            policies = {r.name.rsplit("-", 1)[1]: f.result(30)["cleanup.policy"].value
+                        for r, f in described.items()}
+            assert policies == {"changelog": "compact", "repartition": "delete"}
             assert app.error_lines() == [], "\n".join(app.error_lines()[:5])
         finally:
             app.close()
