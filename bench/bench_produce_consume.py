@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_produce_consume.py --quick         # 10x fewer records
     .venv/bin/python bench/bench_produce_consume.py --strict        # log.flush.strict=true, acks=all
     .venv/bin/python bench/bench_produce_consume.py --py-spy prof/  # also profile the broker
+    .venv/bin/python bench/bench_produce_consume.py --keyed --topic-config cleanup.policy=compact
 
 Scenarios (the issue's numbers; ``--quick`` divides the record counts by 10):
 
@@ -65,16 +66,17 @@ CONSUME_TIMEOUT_S = 600.0
 TOPIC = "bench"
 
 
-def create_topic(bootstrap: str, partitions: int) -> None:
+def create_topic(bootstrap: str, partitions: int, config: dict[str, str] | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    fs = admin.create_topics([NewTopic(TOPIC, num_partitions=partitions, replication_factor=1)],
+    fs = admin.create_topics([NewTopic(TOPIC, num_partitions=partitions, replication_factor=1,
+                                       config=config or {})],
                              operation_timeout=30, request_timeout=30)
     fs[TOPIC].result(timeout=30)
 
 
-def produce(bootstrap: str, n: int, size: int, acks: str) -> dict:
+def produce(bootstrap: str, n: int, size: int, acks: str, keyed: bool = False) -> dict:
     from confluent_kafka import Producer
 
     p = Producer({
@@ -88,6 +90,8 @@ def produce(bootstrap: str, n: int, size: int, acks: str) -> dict:
         "message.timeout.ms": int(PRODUCE_TIMEOUT_S * 1000),
     })
     value = random.Random(1).randbytes(size)
+    # --keyed: 1024 distinct 8-byte keys in turn (a compacted topic refuses keyless records).
+    keys = [b"key%05d" % j for j in range(1024)] if keyed else [None] * 1024
     latencies: list[float] = []
     errors: list[str] = []
     lat_append = latencies.append
@@ -105,7 +109,7 @@ def produce(bootstrap: str, n: int, size: int, acks: str) -> dict:
     for i in range(n):
         while True:
             try:
-                produce_(TOPIC, value, on_delivery=on_delivery)
+                produce_(TOPIC, value, keys[i & 1023], on_delivery=on_delivery)
                 break
             except BufferError:  # local queue full: serve delivery reports, then retry
                 poll(0.01)
@@ -210,16 +214,18 @@ def measure_startup(runs: int, out) -> dict:
 
 
 def run_one(scenario: str, n: int, size: int, acks: str, strict: bool, partitions: int,
-            pyspy_dir: Path | None, out) -> dict:
+            pyspy_dir: Path | None, out, topic_config: dict[str, str] | None = None,
+            keyed: bool = False) -> dict:
     config = {"log.flush.strict": "true"} if strict else {}
     tag = f"{scenario}-acks{acks}{'-strict' if strict else ''}"
     with BrokerProcess(config) as b:
         idle_rss = b.rss_kb()
-        create_topic(b.bootstrap, partitions)
+        create_topic(b.bootstrap, partitions, topic_config)
         res: dict = {"type": "run", "scenario": scenario, "records": n, "record_bytes": size,
                      "acks": acks, "strict": strict, "partitions": partitions,
+                     "topic_config": topic_config or {}, "keyed": keyed,
                      "profiled": pyspy_dir is not None}
-        for phase, fn in (("produce", lambda: produce(b.bootstrap, n, size, acks)),
+        for phase, fn in (("produce", lambda: produce(b.bootstrap, n, size, acks, keyed)),
                           ("consume", lambda: consume(b.bootstrap, n, partitions))):
             prof = (PySpy(b.pid, pyspy_dir / f"{tag}-{phase}.txt") if pyspy_dir
                     else nullcontext())
@@ -304,7 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--py-spy", type=Path, metavar="DIR", help="record the broker with py-spy")
     ap.add_argument("--top", type=int, default=20, help="profile summary length")
     ap.add_argument("--json-out", type=Path, help="also append the JSON lines to this file")
+    ap.add_argument("--topic-config", action="append", default=[], metavar="K=V",
+                    help="topic config of the bench topic (repeatable), e.g. cleanup.policy=compact")
+    ap.add_argument("--keyed", action="store_true",
+                    help="produce with keys (1024 distinct; a compacted topic needs them)")
     args = ap.parse_args(argv)
+    topic_config = dict(kv.split("=", 1) for kv in args.topic_config)
 
     if args.acks is None:
         args.acks = "all" if args.strict else "1,all"
@@ -328,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                 n, size = sizes[scenario]
                 for acks in args.acks.split(","):
                     runs.append(run_one(scenario, n, size, acks, args.strict, args.partitions,
-                                        args.py_spy, out))
+                                        args.py_spy, out, topic_config, args.keyed))
         print_table(startup, median_runs(runs))
         if args.py_spy:
             print_profiles(args.py_spy, args.top)

@@ -38,6 +38,19 @@ answers:
 | CreatePartitions, AlterConfigs / IncrementalAlterConfigs | `42 INVALID_REQUEST`: the coordinators map keys to partitions by the count they created, and retention must never delete their state (Kafka allows both) |
 | DeleteTopics | `29 TOPIC_AUTHORIZATION_FAILED` |
 
+**How internal topics stay small.** `__consumer_offsets` and `__transaction_state` are
+compacted topics, created with Kafka's configs (`cleanup.policy=compact`; `compression.type`
+`producer` and `uncompressed` respectively; 100 MiB segments, Kafka's
+`offsets.topic.segment.bytes` / `transaction.state.log.segment.bytes` defaults, not configurable
+yet): the log cleaner keeps the latest record of every key. Every record their coordinators write
+is keyed by what it describes (group, member, offset partition, transactional id) and every
+deletion is a tombstone with that key, so what the cleaner keeps replays to the live state. A
+data directory from an older snakka (these topics created without a policy and kept small by
+snapshot-and-trim) is read as it is; at start-up each such topic gets `cleanup.policy=compact`
+through the controller, logged once. With `log.cleaner.enable=false` they grow without bound.
+`__share_group_state` (delete policy, as Kafka's) keeps its snapshot-and-trim: its records are
+deltas, not one state per key. `__remote_log_metadata` is a delete-policy topic (tiered storage).
+
 **Metadata log replay.** At start-up every record of `__cluster_metadata-0` is replayed. A record
 that cannot be decoded stops start-up with one line naming the segment file and offset; it is
 never skipped, since every record is a change the broker acknowledged (skipping one would lose a

@@ -28,7 +28,7 @@ import os
 import resource
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from snakka.config import BROKER_CONFIGS, BrokerConfig
 from snakka.controller import Controller, MetadataListener
@@ -49,6 +49,8 @@ from snakka.server.quotas import ConnectionQuotas
 from snakka.server.registry import ConnectionRegistry
 from snakka.share.manager import SharePartitionManager
 from snakka.storage import LogManager
+from snakka.storage.cleaner.cleaner import RunOnOwner
+from snakka.storage.cleaner.manager import CleanerConfig, LogCleaner
 from snakka.storage.files import configure as configure_open_files
 from snakka.storage.flush import FlushScheduler
 from snakka.txn.manager import TransactionManager
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from snakka.server.connection import ServerConnection
 
 log = logging.getLogger("snakka.broker")
+_T = TypeVar("_T")
 
 
 
@@ -90,6 +93,7 @@ class Broker:
         self.shares: SharePartitionManager | None = None
         self.txns: TransactionManager | None = None
         self.remote: RemoteLogManager | None = None  # tiered storage (KIP-405), when enabled
+        self.log_cleaner: LogCleaner | None = None  # compaction, unless log.cleaner.enable=false
         self.services: Services | None = None
         self.handlers = load_handlers()
         self.fetch_sessions = FetchSessionCache(
@@ -177,6 +181,12 @@ class Broker:
             logs, interval_ms=config.int("log.flush.scheduler.interval.ms"),
             strict=config.bool("log.flush.strict"))
         self.flusher.start()
+        cleaner_config = CleanerConfig.from_broker(config)
+        if cleaner_config.enable:
+            self.log_cleaner = LogCleaner(
+                cleaner_config, logs.all_logs, self.time_ms, log_dir=self.log_dir,
+                run_on_owner=_on_loop(asyncio.get_running_loop()))
+            self.log_cleaner.start()
         self.replicas = replicas = ReplicaManager(
             metadata, logs, self.flusher, node_id=self.node_id, time_ms=self.time_ms,
             log_dir=self.log_dir,
@@ -281,6 +291,9 @@ class Broker:
         self._tasks.clear()
         if self.remote is not None:
             await self.remote.stop()
+        if self.log_cleaner is not None:
+            # Off the loop: a pass ending now may be waiting for its swap to run on it.
+            await asyncio.get_running_loop().run_in_executor(None, self.log_cleaner.shutdown)
         if self.txns is not None:
             await self.txns.stop()
         if self.shares is not None:
@@ -345,3 +358,30 @@ class Broker:
                 await self.replicas.checkpoint()
             except Exception:
                 log.exception("checkpoint failed")
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> RunOnOwner:
+    """run_on_owner for the log cleaner: run a callable on the broker's event loop (which
+    owns every log's segment list) and wait for its result; direct when already there.
+    Called on the loop's thread."""
+    import concurrent.futures
+    import threading
+
+    loop_thread = threading.get_ident()
+
+    def run(fn: Callable[[], _T]) -> _T:
+        if threading.get_ident() == loop_thread:
+            return fn()
+        fut: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+        def call() -> None:
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+                    fut.set_exception(e)
+
+        loop.call_soon_threadsafe(call)
+        return fut.result()
+
+    return run

@@ -1,26 +1,37 @@
-"""A coordinator's internal topic of JSON key/value records, kept small by snapshot-and-trim.
+"""A coordinator's internal topic of JSON key/value records.
 
-Coordinators (the share-group state persister; the group coordinator's ``__consumer_offsets``
-follows the same scheme and can move onto this module) store their facts as records in an
-internal topic: the key is a JSON array, the value a JSON object or null (a tombstone). At
-start-up every partition is replayed in order, before the broker accepts connections.
+Coordinators (the group coordinator's ``__consumer_offsets``, the transaction coordinator's
+``__transaction_state``, the share-group state persister's ``__share_group_state``) store their
+facts as records in an internal topic: the key is a JSON array, the value a JSON object or null
+(a tombstone). At start-up every partition is replayed in order, before the broker accepts
+connections. Replay takes the latest record of a key and needs nothing else: offsets may have
+gaps and a tombstone may have no earlier record of its key (the log cleaner removed them).
 
 The topic is created on the first write (with ``lazy=True``), so a broker that never uses the
 coordinator pays nothing for its partitions at start-up and shutdown; its metadata record is
 fsynced in the background, and :meth:`CoordinatorLog.durable` waits for it in strict mode.
 
-The topic is an ordinary partition log with ``retention.ms=-1`` and small segments. Instead of
-Kafka's log cleaner it is kept small by snapshot-and-trim: the owner knows its live state per
-partition; once a partition holds more than ``compact_min_records`` records and more than
-``compact_ratio`` times its live records, the live state is appended again (as records that
-restate it) and the log start offset moves past everything before it (DeleteRecords). A crash at
-any point replays to the same state: the rewrite only restates what is already there.
+How a topic is kept small is its owner's choice, made in ``topic_configs``:
+
+- ``cleanup.policy=compact`` (``__consumer_offsets``, ``__transaction_state``, as in Kafka):
+  the log cleaner keeps the latest record of every key and drops tombstones after
+  ``delete.retention.ms``. Every record the owner writes must then be keyed by what it
+  describes and every deletion must be a tombstone with the same key, so that what compaction
+  keeps replays to exactly the live state. A topic created before compaction existed gets the
+  policy at start-up (:meth:`CoordinatorLog.open`, logged once).
+- otherwise (``__share_group_state``, whose deltas are not one-record-per-key state; Kafka's
+  share coordinator prunes it with DeleteRecords too) snapshot-and-trim: the owner knows its live
+  state per partition; once a partition holds more than ``compact_min_records`` records and more
+  than ``compact_ratio`` times its live records, :meth:`CoordinatorLog.maybe_trim` appends the
+  live state again (as records that restate it) and moves the log start offset past everything
+  before it (DeleteRecords). A crash at any point replays to the same state: the rewrite only
+  restates what is already there.
 
 Appends and durability go through the replica manager, which decides it for produce too
 (``ReplicaManager.append_internal`` / ``coordinator_durable``): with ``log.flush.strict=true`` a
 caller that must answer only after its records are on disk awaits :meth:`CoordinatorLog.durable`
-with what :meth:`CoordinatorLog.append` returned. The topic itself is created through the
-controller.
+with what :meth:`CoordinatorLog.append` returned. The topic itself is created, and its policy
+set, through the controller.
 
 Ordering: every method runs on the event loop; appends to one partition happen in call order.
 """
@@ -30,7 +41,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from snakka.groups.partitioning import offsets_partition
@@ -64,7 +75,8 @@ class CoordinatorLog:
     """One internal topic: create, replay, append, snapshot-and-trim, durability waits."""
 
     def __init__(self, controller: Controller, replicas: ReplicaManager,
-                 time_ms: Callable[[], int], topic: str, partitions: int, *, segment_bytes: int,
+                 time_ms: Callable[[], int], topic: str, partitions: int, *,
+                 topic_configs: Mapping[str, str],
                  compact_min_records: int = COMPACT_MIN_RECORDS,
                  compact_ratio: int = COMPACT_RATIO,
                  snapshot_batch_records: int = SNAPSHOT_BATCH_RECORDS,
@@ -74,7 +86,8 @@ class CoordinatorLog:
         self.time_ms = time_ms
         self.topic = topic
         self.num_partitions = partitions
-        self.segment_bytes = segment_bytes
+        # The configs the topic is created with (its owner's: policy, segment size, ...).
+        self.topic_configs = dict(topic_configs)
         self.compact_min_records = compact_min_records
         self.compact_ratio = compact_ratio
         self.snapshot_batch_records = snapshot_batch_records
@@ -84,8 +97,12 @@ class CoordinatorLog:
         self._metadata_unsynced = False
 
     def _configs(self) -> dict[str, str | None]:
-        return {"retention.ms": "-1", "retention.bytes": "-1",
-                "segment.bytes": str(self.segment_bytes)}
+        return dict(self.topic_configs)
+
+    @property
+    def compacted(self) -> bool:
+        """True if the owner relies on the log cleaner (no snapshot-and-trim)."""
+        return "compact" in self.topic_configs.get("cleanup.policy", "delete")
 
     @property
     def exists(self) -> bool:
@@ -101,6 +118,22 @@ class CoordinatorLog:
             await self.controller.commit_metadata(recs)
         if ti is not None:
             self.num_partitions = ti.partitions
+            await self._adopt_policy()
+
+    async def _adopt_policy(self) -> None:
+        """A topic created before its owner relied on compaction (a data directory of an older
+        snakka, kept small by snapshot-and-trim) gets the owner's ``cleanup.policy`` once, so
+        an upgraded broker compacts it too. An explicit policy already set is left alone."""
+        ti = self.controller.metadata.topics[self.topic]
+        policy = self.topic_configs.get("cleanup.policy")
+        if policy is None or "cleanup.policy" in ti.configs:
+            return
+        recs = self.controller.metadata.set_internal_topic_configs(
+            self.topic, {"cleanup.policy": policy})
+        await self.controller.commit_metadata(recs)
+        self.controller.reconfigure_topics([self.topic])
+        log.info("%s: cleanup.policy=%s set on the existing topic (created before compaction); "
+                 "the log cleaner keeps it small from now on", self.topic, policy)
 
     def _ensure_topic(self) -> None:
         if self.exists:
@@ -164,7 +197,10 @@ class CoordinatorLog:
     def maybe_trim(self, partition: int, live_count: int,
                    live_records: Callable[[], list[KeyValue]]) -> bool:
         """Snapshot-and-trim ``partition`` if it holds too many dead records (module doc).
-        ``live_records`` restates the owner's whole live state of that partition."""
+        ``live_records`` restates the owner's whole live state of that partition. Never on a
+        compacted topic: the cleaner keeps it small."""
+        if self.compacted:
+            return False
         held = self._held.get(partition, 0)
         if held <= self.compact_min_records or held <= self.compact_ratio * live_count:
             return False

@@ -113,14 +113,16 @@ TRANSPORT_WRITE_BUFFER_LOW = 0
 
 # ---------------------------------------------------------------- coordinators' internal topics
 
-#: Segment size of ``__consumer_offsets``: small, so that records trimmed after a snapshot are
-#: actually deleted from disk (a 1 GiB segment would keep them for ever at a low write rate).
-OFFSETS_SEGMENT_BYTES = 16 * 1024 * 1024
+#: Segment size of ``__consumer_offsets``: Kafka's ``offsets.topic.segment.bytes`` default
+#: (100 MiB; snakka has no such broker config yet). The topic is compacted: the log cleaner
+#: works on closed segments, and a low-traffic partition's segment closes after ``segment.ms``
+#: (broker ``log.roll.ms`` / ``log.roll.hours``), as in Kafka.
+OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024
 
-#: Snapshot-and-trim of ``__consumer_offsets`` (instead of Kafka's log cleaner): once a
-#: partition holds more than COMPACT_MIN_RECORDS records and more than COMPACT_RATIO times its
-#: live keys, the live records are appended again as a snapshot and the log start offset moves
-#: past everything before it.
+#: Snapshot-and-trim of the internal topics that are not compacted (``__share_group_state``,
+#: ``__remote_log_metadata``): once a partition holds more than COMPACT_MIN_RECORDS records and
+#: more than COMPACT_RATIO times its live keys, the live records are appended again as a
+#: snapshot and the log start offset moves past everything before it.
 COMPACT_MIN_RECORDS = 10_000
 COMPACT_RATIO = 4
 
@@ -128,11 +130,13 @@ COMPACT_RATIO = 4
 #: event-loop time of building it).
 SNAPSHOT_BATCH_RECORDS = 5_000
 
-#: Segment size of ``__share_group_state``, small for the same reason as the offsets topic's.
+#: Segment size of ``__share_group_state``: small, so that records trimmed after a snapshot are
+#: actually deleted from disk (a 1 GiB segment would keep them for ever at a low write rate).
 SHARE_STATE_SEGMENT_BYTES = 16 * 1024 * 1024
 
-#: Segment size of ``__transaction_state``, small for the same reason as the offsets topic's.
-TRANSACTION_STATE_SEGMENT_BYTES = 16 * 1024 * 1024
+#: Segment size of ``__transaction_state``: Kafka's ``transaction.state.log.segment.bytes``
+#: default (100 MiB; no such broker config in snakka yet), compacted like the offsets topic.
+TRANSACTION_STATE_SEGMENT_BYTES = 100 * 1024 * 1024
 
 #: How long the transaction coordinator waits before it writes again a COMMIT/ABORT marker that
 #: failed (a disk error); meanwhile the transactional id answers CONCURRENT_TRANSACTIONS. Kafka

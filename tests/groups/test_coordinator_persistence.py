@@ -1,11 +1,10 @@
-"""The coordinator shell: group records persist in __consumer_offsets, survive restarts, and the
-topic is kept small by snapshot-and-trim."""
+"""The coordinator shell: group records persist in __consumer_offsets and survive restarts; the
+topic is compacted (the log cleaner keeps it small), never snapshotted and trimmed."""
 
 from __future__ import annotations
 
 import asyncio
 
-import snakka.groups.coordinator as coordinator
 from snakka.client.admin import Admin
 from snakka.client.connection import KafkaConnection
 from snakka.groups.coordinator import OFFSETS_TOPIC
@@ -47,14 +46,26 @@ async def _fetch(port: int) -> dict[int, tuple[int, str]]:
                 for t in resp.topics for p in t.partitions}
 
 
-def test_offsets_survive_restart_and_topic_is_trimmed(monkeypatch):
-    monkeypatch.setattr(coordinator, "COMPACT_MIN_RECORDS", 50)
-    with EmbeddedBroker(config={"num.partitions": "3", "offsets.topic.num.partitions": "4"}) as b:
+async def _overrides(bootstrap: str, topic: str) -> dict[str, str]:
+    async with Admin(bootstrap) as admin:
+        return await admin.topic_overrides(topic)
+
+
+def test_offsets_survive_restart_in_a_compacted_topic_that_is_never_trimmed(monkeypatch):
+    """Kafka's configs for the topic; the old snapshot-and-trim is gone even past its old
+    thresholds (one mechanism: the cleaner)."""
+    import snakka.coordinator_log as coordinator_log
+
+    monkeypatch.setattr(coordinator_log, "COMPACT_MIN_RECORDS", 50)
+    with EmbeddedBroker(config={"num.partitions": "3", "offsets.topic.num.partitions": "4",
+                                "log.cleaner.enable": "false"}) as b:
         asyncio.run(_create_topic(b.bootstrap_servers))
         asyncio.run(_commit_many(b.port, 100))  # 300 records for 3 live keys
+        overrides = asyncio.run(_overrides(b.bootstrap_servers, OFFSETS_TOPIC))
+        assert overrides == {"cleanup.policy": "compact", "compression.type": "producer",
+                             "segment.bytes": str(100 * 1024 * 1024)}
         pl = b.broker.replicas.get_log(OFFSETS_TOPIC, offsets_partition("g", 4))
-        assert pl.log_start_offset > 0, "snapshot-and-trim never ran"
-        assert pl.log_end_offset - pl.log_start_offset < 60
+        assert pl.log_start_offset == 0 and pl.log_end_offset == 300, "trimmed"
         expected = {p: (990 + p, "r99") for p in range(3)}
         assert asyncio.run(_fetch(b.port)) == expected
         b.restart()

@@ -453,49 +453,54 @@ def test_consume_transform_produce_survives_a_broker_sigkill(tmp_path, snakka_br
     _assert_no_broker_errors(broker)
 
 
-# -- SIGKILL after __transaction_state was trimmed -------------------------------------------
+# -- SIGKILL after __transaction_state was compacted -----------------------------------------
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_sigkill_after_the_transaction_log_was_snapshotted_and_trimmed(snakka_broker_factory):
-    """Enough transactions for the coordinator log's snapshot-and-trim of its one
-    ``__transaction_state`` partition (limits.COMPACT_MIN_RECORDS), then a SIGKILL with one
-    transaction open: after the restart every transactional id continues at its producer id
-    with the next epoch, the open transaction is aborted, and every committed record is there."""
-    from snakka.limits import COMPACT_MIN_RECORDS
-
+def test_sigkill_after_the_transaction_log_was_compacted(snakka_broker_factory):
+    """Transactions until the log cleaner has compacted the one ``__transaction_state``
+    partition (twice: the second pass cleans what the first left, over records whose earlier
+    values are gone), then a SIGKILL with one transaction open: after the restart every
+    transactional id continues at its producer id with the next epoch, the open transaction
+    is aborted, and every committed record is there."""
     from .test_txn_hostile import add_partitions, batch, end_txn, init_pid, produce
 
-    broker = _subprocess_broker(snakka_broker_factory,
-                                **{"transaction.state.log.num.partitions": "1"})
+    broker = _subprocess_broker(snakka_broker_factory, **{
+        "transaction.state.log.num.partitions": "1", "log.roll.ms": "200",
+        "log.cleaner.backoff.ms": "50", "log.cleaner.min.cleanable.ratio": "0.01"})
     ck_create_topic(broker.bootstrap_servers, "txn-hostile", 3)  # the raw helpers' topic
     tids = [f"trim-{i}" for i in range(3)]
-    # Each transaction writes 2 records (Ongoing, PrepareCommit) + 1 (CompleteCommit).
-    rounds = COMPACT_MIN_RECORDS // (3 * len(tids)) + 200
+    deadline = time.monotonic() + 200
+
+    def passes() -> int:
+        return sum("Cleaned log __transaction_state-0 " in line for line in list(broker.output))
 
     async def drive():
         conn = await raw_connect(broker.bootstrap_servers)
         ids = {}
+        rounds = 0
         try:
             for tid in tids:
                 r = await init_pid(conn, tid, TXN_TIMEOUT_MS)
                 assert r.error_code == 0, r
                 ids[tid] = (r.producer_id, r.producer_epoch)
-            for n in range(rounds):
+            while True:
+                last_round = passes() >= 2 or time.monotonic() > deadline
+                n = rounds
                 for i, tid in enumerate(tids):
                     pid, epoch = ids[tid]
                     assert await add_partitions(conn, tid, pid, epoch, [i]) == {i: 0}
                     got = await produce(conn, tid, {i: batch(pid, epoch, n)})
                     assert got[i][0] == 0, got
-                    last = n == rounds - 1 and i == 0
-                    if not last:  # trim-0's last transaction stays open
+                    if not (last_round and i == 0):  # trim-0's last transaction stays open
                         assert await end_txn(conn, tid, pid, epoch, True) == 0
+                rounds += 1
+                if last_round:
+                    return ids, rounds
         finally:
             await conn.close()
-        return ids
 
-    ids = run_async(drive(), timeout=240)
-    assert any("live record(s) rewritten" in line for line in broker.output), \
-        "the transaction log was never snapshotted and trimmed"
+    ids, rounds = run_async(drive(), timeout=240)
+    assert passes() >= 2, "the cleaner never compacted __transaction_state twice"
     broker.kill()
     broker.start()
     bs = broker.bootstrap_servers

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from snakka.limits import MAX_RECORD_ERROR_MESSAGES
 from snakka.records import (
     HEADER_SIZE,
     Record,
@@ -180,12 +181,74 @@ def test_a_lying_max_timestamp_is_replaced_by_the_records_maximum():
     assert [r.offset for r in iter_records(buf)] == [100, 101, 102, 103]
 
 
+# -- keys on compacted topics (Kafka's LogValidator.validateKey) -------------------------------
+TP = "compacted-3"
+KEY_MSG = "Compacted topic cannot accept message without key in topic partition compacted-3"
+
+
+@pytest.mark.parametrize("walker", ["c", "py"])
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_a_keyless_record_on_a_compacted_topic_is_invalid_record_with_its_record_error(
+        codec, walker, monkeypatch):
+    """Every codec (the walk runs on the decompressed records) and both walkers: the keyless
+    records, and only they, get a RecordError with Kafka's message; the summary message is
+    Kafka's processRecordErrors'."""
+    import snakka.records.batch as batch_mod
+
+    if walker == "py":
+        monkeypatch.setattr(batch_mod, "walk_records", walk_mod.walk_records_py)
+    elif not walk_mod.HAVE_C_WALKER:
+        pytest.skip("C walker not built (pure-Python fallback)")
+    rs = recs(5)
+    rs[1] = rs[1]._replace(key=None)
+    rs[4] = rs[4]._replace(key=None)
+    buf = build_batch(rs, compression=codec)
+    e = error_of(buf, compacted_topic_partition=TP)
+    assert e.error_code == INVALID_RECORD, e
+    assert e.record_errors == [(1, KEY_MSG), (4, KEY_MSG)]
+    assert e.message == (
+        "One or more records have been rejected due to 2 record errors in total, and only "
+        f"showing the first three errors at most: [RecordError(batchIndex=1, message='{KEY_MSG}'),"
+        f" RecordError(batchIndex=4, message='{KEY_MSG}')]")
+    # The same batch on a delete topic, and a keyed one on a compacted topic, are fine; an
+    # empty key is a key (Kafka's hasKey: key != null).
+    validate_batches(buf, max_message_bytes=MAX)
+    validate_batches(build_batch(recs(5), compression=codec), max_message_bytes=MAX,
+                     compacted_topic_partition=TP)
+    validate_batches(build_batch([Record(key=b"", value=b"v", timestamp=NOW)],
+                                 compression=codec),
+                     max_message_bytes=MAX, compacted_topic_partition=TP)
+
+
+def test_a_keyless_record_is_not_also_a_timestamp_error_but_others_are():
+    """Kafka's validateRecord: the key error of a record wins over its timestamp error; a batch
+    with any timestamp error is INVALID_TIMESTAMP, listing every bad record in index order."""
+    rs = recs(4)
+    rs[0] = rs[0]._replace(key=None, timestamp=NOW - 10_000_000)  # keyless and too old
+    rs[2] = rs[2]._replace(timestamp=NOW - 10_000_000)  # too old only
+    e = error_of(build_batch(rs), compacted_topic_partition=TP, now_ms=NOW,
+                 timestamp_before_max_ms=1_000_000, timestamp_after_max_ms=1_000_000)
+    assert e.error_code == INVALID_TIMESTAMP, e
+    assert [i for i, _ in e.record_errors] == [0, 2]
+    assert e.record_errors[0][1] == KEY_MSG and "should be within" in e.record_errors[1][1]
+
+
+def test_many_keyless_records_get_an_index_each_and_a_bounded_number_of_messages():
+    n = 3 * MAX_RECORD_ERROR_MESSAGES
+    buf = build_batch([Record(key=None, value=b"v", timestamp=NOW) for _ in range(n)])
+    e = error_of(buf, compacted_topic_partition=TP)
+    assert [i for i, _ in e.record_errors] == list(range(n))
+    assert sum(m is not None for _, m in e.record_errors) == MAX_RECORD_ERROR_MESSAGES
+    assert f"due to {n} record errors" in e.message
+
+
 # -- the C walker and its Python twin agree ----------------------------------------------------
-def _walk_both(data: bytes, count: int, base: int, check: bool, lo: int, hi: int):
+def _walk_both(data: bytes, count: int, base: int, check: bool, lo: int, hi: int,
+               keys: bool = False):
     out = []
     for fn in (walk_mod.walk_records, walk_mod.walk_records_py):
         try:
-            out.append(("ok", fn(data, 0, len(data), count, base, check, lo, hi)))
+            out.append(("ok", fn(data, 0, len(data), count, base, check, lo, hi, keys)))
         except ValueError as exc:
             out.append(("error", str(exc)))
     return out
@@ -194,9 +257,10 @@ def _walk_both(data: bytes, count: int, base: int, check: bool, lo: int, hi: int
 @pytest.mark.skipif(not walk_mod.HAVE_C_WALKER, reason="C walker not built (pure-Python fallback)")
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=200), st.integers(0, 40), st.integers(-(2**63), 2**63 - 1),
-       st.booleans(), st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1))
-def test_c_and_python_walkers_agree_on_random_bytes(data, count, base, check, lo, hi):
-    c, py = _walk_both(data, count, base, check, lo, hi)
+       st.booleans(), st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1),
+       st.booleans())
+def test_c_and_python_walkers_agree_on_random_bytes(data, count, base, check, lo, hi, keys):
+    c, py = _walk_both(data, count, base, check, lo, hi, keys)
     assert c == py
 
 
@@ -204,12 +268,13 @@ def test_c_and_python_walkers_agree_on_random_bytes(data, count, base, check, lo
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 12), st.data())
 def test_c_and_python_walkers_agree_on_mutated_records(n, data):
-    body = bytearray(body_of(recs(n)))
+    rs = [r._replace(key=None) if data.draw(st.booleans()) else r for r in recs(n)]
+    body = bytearray(body_of(rs))
     for _ in range(data.draw(st.integers(0, 3))):
         i = data.draw(st.integers(0, len(body) - 1))
         body[i] = data.draw(st.integers(0, 255))
     lo, hi = NOW + 1, NOW + n - 2
-    c, py = _walk_both(bytes(body), n, NOW, True, lo, hi)
+    c, py = _walk_both(bytes(body), n, NOW, True, lo, hi, data.draw(st.booleans()))
     assert c == py
 
 

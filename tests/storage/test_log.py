@@ -414,3 +414,32 @@ def test_multi_batch_internal_append(tmp_path):
     r = plog.append(buf, infos)
     assert (r.base_offset, r.last_offset) == (0, 4)
     assert batch_bases(plog.read(0, 1 << 20)) == [0, 2]
+
+
+# -- replay of a compacted internal log (issue 13) -------------------------------------------
+def test_iter_records_crosses_offset_gaps_emptied_and_control_batches(tmp_path):
+    """A compacted log (what the cleaner leaves of __consumer_offsets) has gaps between
+    offsets, header-only batches whose records are all gone (kept as Kafka's cleaner keeps
+    them) and control batches: replay yields every data record and moves past the rest, even
+    when a read chunk holds nothing else."""
+    from snakka.records import build_batch
+    from snakka.records.control import build_control_batch
+    from snakka.records.rebuild import empty_batch
+
+    def keyed(base: int, *keys: bytes) -> bytes:
+        return build_batch([Record(key=k, value=b"v" + k, timestamp=T0) for k in keys],
+                           base_offset=base)
+
+    emptied = empty_batch(parse_header(keyed(5, b"x", b"y", b"z")))  # offsets 5..7, no record
+    marker = bytearray(build_control_batch(9, 0, True, 0, T0))
+    struct.pack_into(">q", marker, 0, 11)
+    d = tmp_path / "__consumer_offsets-0"
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(
+        keyed(0, b"a", b"b") + emptied + keyed(10, b"c") + bytes(marker) + keyed(12, b"d"))
+    plog = open_log(d, recover=True)
+    assert plog.log_end_offset == 13
+    for chunk in (1 << 20, 1):  # one read for all, and one batch per read
+        assert [(r.offset, r.key) for r in plog.iter_records(chunk)] == [
+            (0, b"a"), (1, b"b"), (10, b"c"), (12, b"d")]
+    plog.close()

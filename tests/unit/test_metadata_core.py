@@ -135,6 +135,18 @@ def test_reserved_names_are_refused_to_clients_but_not_to_coordinators():
     with pytest.raises(KafkaError) as e:
         md.alter_configs(2, "__consumer_offsets", {"retention.ms": "1"})
     assert e.value.code == ErrorCode.INVALID_REQUEST
+    # Its coordinator may (a topic created before compaction gets cleanup.policy=compact),
+    # with validated values, on existing internal topics only.
+    recs = md.set_internal_topic_configs("__consumer_offsets", {"cleanup.policy": "compact"})
+    assert md.topics["__consumer_offsets"].configs == {"cleanup.policy": "compact"}
+    assert [r["type"] for r in recs] == ["config"]  # a metadata record, replayed at start-up
+    for name, cfg, code in (
+            ("__consumer_offsets", {"cleanup.policy": "shred"}, ErrorCode.INVALID_CONFIG),
+            ("__transaction_state", {"cleanup.policy": "compact"}, ErrorCode.INVALID_REQUEST),
+            ("orders", {"cleanup.policy": "compact"}, ErrorCode.INVALID_REQUEST)):
+        with pytest.raises(KafkaError) as e:
+            md.set_internal_topic_configs(name, cfg)
+        assert e.value.code == code, name
 
 
 def test_a_creation_in_flight_reserves_its_name_and_collisions():

@@ -27,14 +27,15 @@ reverts a failed write's records), the waits completed by that round fail, and t
 NOT_COORDINATOR (Kafka's mapping of a storage error in a coordinator), so clients look the
 coordinator up again and retry; once space returns, the retry succeeds.
 
-``__consumer_offsets`` is an ordinary partition log with ``retention.ms=-1``, created on the
-first group write, and written through :class:`snakka.coordinator_log.CoordinatorLog` (shared
-with the share-group state persister). Instead of Kafka's log cleaner it is kept small by
-snapshot-and-trim: the shell mirrors the latest record of every key per partition; once a
-partition holds more than COMPACT_MIN_RECORDS records and more than COMPACT_RATIO times its live
-keys, the live records are appended again as a snapshot and the log start offset is moved past
-everything before it (DeleteRecords). A crash at any point replays to the same state: the
-snapshot only restates the latest values.
+``__consumer_offsets`` is a compacted topic, as in Kafka (``cleanup.policy=compact``,
+``compression.type=producer``, Kafka's 100 MiB segments), created on the first group write and
+written through :class:`snakka.coordinator_log.CoordinatorLog`. The log cleaner keeps the
+latest record of every key, so every record the cores emit is keyed by what it describes (the
+kind and the group id first, then the topic-partition or member id) and every deletion is a
+tombstone with that same key: a deleted group tombstones its members before its group record,
+expired and deleted offsets get one tombstone per partition, resolved transactional offsets one
+per pending entry. What compaction keeps therefore replays to exactly the live state; replay
+tolerates gaps in offsets and tombstones whose earlier records are gone.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from snakka.controller import MetadataListener
@@ -53,12 +53,7 @@ from snakka.groups.consumer import ConsumerGroups, HeartbeatResult
 from snakka.groups.offsets import OffsetStore
 from snakka.groups.share_group import GroupDeleted, MemberLeft, PartitionsAssigned, ShareGroups
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
-from snakka.limits import (
-    COMPACT_MIN_RECORDS,
-    COMPACT_RATIO,
-    OFFSETS_SEGMENT_BYTES,
-    SNAPSHOT_BATCH_RECORDS,
-)
+from snakka.limits import OFFSETS_SEGMENT_BYTES
 from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode, KafkaError
 
@@ -74,6 +69,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("snakka.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# Kafka's GroupCoordinatorService.groupMetadataTopicConfigs: compacted, the producer's codec.
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer",
+                         "segment.bytes": str(OFFSETS_SEGMENT_BYTES)}
+
 def group_config(resolver: ConfigResolver) -> GroupConfig:
     """The group cores' settings: each GroupConfig field is the broker config of the same name
     (dots written as underscores), read through the resolver so dynamic values count."""
@@ -88,11 +87,6 @@ def group_config(resolver: ConfigResolver) -> GroupConfig:
         else:
             values[f.name] = resolver.broker_int(name)
     return GroupConfig(**values)
-
-
-def _restate(live: dict[tuple, GroupRecord]) -> list[tuple[tuple, dict | None]]:
-    """The records a snapshot restates: the latest value of every live key."""
-    return [(gr.key, gr.value) for gr in live.values()]
 
 
 def subscription_topics(metadata: bytes) -> list[str]:
@@ -130,11 +124,9 @@ class GroupCoordinator(MetadataListener):
         # broker nobody runs groups on does not pay for its partitions at start-up and shutdown.
         self.log = CoordinatorLog(
             controller, replicas, time_ms, OFFSETS_TOPIC, self.num_partitions,
-            segment_bytes=OFFSETS_SEGMENT_BYTES,
-            compact_min_records=COMPACT_MIN_RECORDS, compact_ratio=COMPACT_RATIO,
-            snapshot_batch_records=SNAPSHOT_BATCH_RECORDS, lazy=True)
-        # partition -> {key: record}: the latest non-tombstone record per key (what a snapshot
-        # restates).
+            topic_configs=OFFSETS_TOPIC_CONFIGS, lazy=True)
+        # partition -> {key: record}: the latest durable non-tombstone record per key (what a
+        # failed write rolls the cores back to).
         self._live: dict[int, dict[tuple, GroupRecord]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -250,12 +242,6 @@ class GroupCoordinator(MetadataListener):
                 continue  # the topic was deleted under us (logged by CoordinatorLog)
             for gr in group_records:
                 self._track(p, gr)
-            live = self._live.get(p, {})
-            try:
-                self.log.maybe_trim(p, len(live), partial(_restate, live))
-            except OSError as exc:  # the records are durable; only the rewrite failed
-                log.warning("%s-%d: snapshot-and-trim failed (retried on a later write): %s",
-                            OFFSETS_TOPIC, p, exc)
         return failed
 
     def _roll_back(self, p: int, failed: list[GroupRecord]) -> None:

@@ -406,6 +406,20 @@ class ClusterMetadata:
         return self._emit([{"type": "config", "resource_type": resource_type,
                             "resource_name": resource_name, "configs": changes}])
 
+    def set_internal_topic_configs(self, name: str, changes: Mapping[str, str]
+                                   ) -> list[MetadataRecord]:
+        """Overrides an internal topic's coordinator sets on it (clients cannot: see
+        :meth:`check_config_change`), e.g. ``cleanup.policy=compact`` on a
+        ``__consumer_offsets`` created before compaction existed. Values are validated."""
+        if name not in RESERVED_TOPICS or name not in self.topics:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"{name} is not an existing internal topic")
+        try:
+            validate_topic_configs(changes)
+        except ConfigError as e:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        return self._emit([{"type": "config", "resource_type": RESOURCE_TOPIC,
+                            "resource_name": name, "configs": dict(changes)}])
+
     def current_overrides(self, resource_type: int, resource_name: str) -> dict[str, str]:
         if resource_type == RESOURCE_TOPIC:
             ti = self.topics.get(resource_name)

@@ -16,12 +16,16 @@
  *   - key and value lengths are -1 (null) or fit; header count >= 0; header key lengths >= 0;
  *     header value lengths -1 or fit;
  *   - with bounds given, every record timestamp other than -1 lies within [ts_lo, ts_hi]
- *     (Kafka's message.timestamp.before/after.max.ms, CreateTime topics only).
+ *     (Kafka's message.timestamp.before/after.max.ms, CreateTime topics only);
+ *   - with require_keys (a compacted topic), every record has a key (key length != -1): the
+ *     cleaner keeps the latest record per key, so Kafka's LogValidator refuses keyless ones.
+ *     As in Kafka, a record's key error takes precedence over its timestamp error.
  *
- * It returns (max_timestamp, bad_timestamp_indices) where max_timestamp is the largest record
- * timestamp (-1 if none is larger: Kafka's NO_TIMESTAMP start value) and the list holds the
- * indices of records outside the bounds (None when all are inside). A structural error raises
- * ValueError with a message naming the record index; nothing else is ever raised for any input.
+ * It returns (max_timestamp, bad_timestamp_indices, keyless_indices) where max_timestamp is
+ * the largest record timestamp (-1 if none is larger: Kafka's NO_TIMESTAMP start value), the
+ * first list holds the indices of records outside the bounds and the second those without a
+ * key (each None when empty). A structural error raises ValueError with a message naming the
+ * record index; nothing else is ever raised for any input.
  *
  * Work is linear in the section's size and never allocates per record; the GIL is held (the
  * walk is a few nanoseconds per record, cheaper than releasing it).
@@ -81,17 +85,30 @@ static inline int read_varint64(const uint8_t *p, Py_ssize_t end, Py_ssize_t *po
 #define V32(var, what) do { if (read_varint32(p, rec_end, &pos, &(var)) < 0) \
     FAIL("record %zd: malformed or truncated %s varint", i, what); } while (0)
 
+/* Append index i to *list, creating the list on first use; -1 on a memory error. */
+static int append_index(PyObject **list, Py_ssize_t i)
+{
+    if (*list == NULL && (*list = PyList_New(0)) == NULL)
+        return -1;
+    PyObject *idx = PyLong_FromSsize_t(i);
+    if (idx == NULL)
+        return -1;
+    int rc = PyList_Append(*list, idx);
+    Py_DECREF(idx);
+    return rc;
+}
+
 static PyObject *walk_records(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t start, end, count;
     long long base_ts, ts_lo, ts_hi;
-    int check_ts;
-    PyObject *bad = NULL;
+    int check_ts, require_keys = 0;
+    PyObject *bad = NULL, *keyless = NULL;
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nnnLpLL", &view, &start, &end, &count, &base_ts, &check_ts,
-                          &ts_lo, &ts_hi))
+    if (!PyArg_ParseTuple(args, "y*nnnLpLL|p", &view, &start, &end, &count, &base_ts, &check_ts,
+                          &ts_lo, &ts_hi, &require_keys))
         return NULL;
     const uint8_t *p = (const uint8_t *)view.buf;
     if (start < 0 || end > view.len || start > end) {
@@ -159,37 +176,147 @@ static PyObject *walk_records(PyObject *self, PyObject *args)
         int64_t ts = (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta);
         if (ts > max_ts)
             max_ts = ts;
-        if (check_ts && ts != -1 && (ts < ts_lo || ts > ts_hi)) {
-            if (bad == NULL && (bad = PyList_New(0)) == NULL)
+        /* One branch per record on the fast path (require_keys is 0 for a delete topic). */
+        if (require_keys && klen == -1) {
+            if (append_index(&keyless, i) < 0)
                 goto error;
-            PyObject *idx = PyLong_FromSsize_t(i);
-            if (idx == NULL || PyList_Append(bad, idx) < 0) {
-                Py_XDECREF(idx);
+        } else if (check_ts && ts != -1 && (ts < ts_lo || ts > ts_hi)) {
+            if (append_index(&bad, i) < 0)
                 goto error;
-            }
-            Py_DECREF(idx);
         }
     }
     if (pos != end)
         FAIL("incorrect declared batch size: %zd bytes remain after %zd records",
              end - pos, count);
     PyBuffer_Release(&view);
+    /* "N" steals the lists' references; None stands for an empty list. */
     if (bad == NULL) {
-        return Py_BuildValue("(LO)", (long long)max_ts, Py_None);
+        Py_INCREF(Py_None);
+        bad = Py_None;
     }
-    PyObject *res = Py_BuildValue("(LN)", (long long)max_ts, bad);
-    return res;
+    if (keyless == NULL) {
+        Py_INCREF(Py_None);
+        keyless = Py_None;
+    }
+    return Py_BuildValue("(LNN)", (long long)max_ts, bad, keyless);
 
 error:
     Py_XDECREF(bad);
+    Py_XDECREF(keyless);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/*
+ * record_spans(buf, start, end, count, last_offset_delta): the log cleaner's walk (issue 13;
+ * snakka.records.spans.record_spans_py is its specification and fallback). For each of the
+ * `count` records of one (decompressed) records section it returns
+ *   (record_start, record_end, timestamp_delta, after_timestamp, offset_delta, key, has_value)
+ * with key a bytes copy (None for a null key): the cleaner looks keys up and copies kept
+ * records as slices, so values and headers are skipped by position, never read. It checks what
+ * it relies on: every length inside its record and the section, offset deltas within
+ * [0, last_offset_delta], and exactly `count` records filling the section; anything else
+ * raises ValueError naming the record.
+ */
+static PyObject *record_spans(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start, end, count, last_delta;
+    PyObject *out = NULL;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnnn", &view, &start, &end, &count, &last_delta))
+        return NULL;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    if (start < 0 || end > view.len || start > end) {
+        PyErr_SetString(PyExc_ValueError, "records section out of the buffer's bounds");
+        goto error;
+    }
+    if (count < 0 || count > (end - start) / 6)
+        FAIL("batch claims %zd records but its records section holds only %zd bytes",
+             count, end - start);
+    if ((out = PyList_New(count)) == NULL)
+        goto error;
+    Py_ssize_t pos = start;
+    Py_ssize_t i;
+    for (i = 0; i < count; i++) {
+        int32_t length, offset_delta, klen, vlen;
+        int64_t ts_delta;
+        Py_ssize_t rec_start = pos, rec_end = end, after_ts;
+        if (read_varint32(p, end, &pos, &length) < 0)
+            FAIL("record %zd: malformed or truncated length varint", i);
+        if (length < 6 || length > end - pos)
+            FAIL("record %zd: invalid record size %d with %zd bytes left in the batch",
+                 i, (int)length, end - pos);
+        rec_end = pos + length;
+        pos++; /* attributes: unused in v2 */
+        if (read_varint64(p, rec_end, &pos, &ts_delta) < 0)
+            FAIL("record %zd: malformed or truncated timestamp delta varlong", i);
+        after_ts = pos;
+        V32(offset_delta, "offset delta");
+        if (offset_delta < 0 || offset_delta > last_delta)
+            FAIL("record %zd: offset delta %d outside the batch's [0, %zd]",
+                 i, (int)offset_delta, last_delta);
+        V32(klen, "key length");
+        if (klen < -1 || klen > rec_end - pos)
+            FAIL("record %zd: invalid key length %d", i, (int)klen);
+        Py_ssize_t kpos = pos;
+        if (klen > 0)
+            pos += klen;
+        V32(vlen, "value length");
+        if (vlen < -1 || vlen > rec_end - pos)
+            FAIL("record %zd: invalid value length %d", i, (int)vlen);
+        PyObject *key;
+        if (klen < 0) {
+            key = Py_None;
+            Py_INCREF(key);
+        } else if ((key = PyBytes_FromStringAndSize((const char *)p + kpos, klen)) == NULL) {
+            goto error;
+        }
+        PyObject *t = PyTuple_New(7);
+        if (t == NULL) {
+            Py_DECREF(key);
+            goto error;
+        }
+        PyTuple_SET_ITEM(t, 0, PyLong_FromSsize_t(rec_start));
+        PyTuple_SET_ITEM(t, 1, PyLong_FromSsize_t(rec_end));
+        PyTuple_SET_ITEM(t, 2, PyLong_FromLongLong(ts_delta));
+        PyTuple_SET_ITEM(t, 3, PyLong_FromSsize_t(after_ts));
+        PyTuple_SET_ITEM(t, 4, PyLong_FromLong(offset_delta));
+        PyTuple_SET_ITEM(t, 5, key);
+        PyObject *hv = vlen >= 0 ? Py_True : Py_False;
+        Py_INCREF(hv);
+        PyTuple_SET_ITEM(t, 6, hv);
+        for (int k = 0; k < 5; k++) {
+            if (PyTuple_GET_ITEM(t, k) == NULL) {
+                Py_DECREF(t);
+                goto error;
+            }
+        }
+        PyList_SET_ITEM(out, i, t);
+        pos = rec_end;
+    }
+    if (pos != end)
+        FAIL("incorrect declared batch size: %zd bytes remain after %zd records",
+             end - pos, count);
+    PyBuffer_Release(&view);
+    return out;
+
+error:
+    Py_XDECREF(out);
     PyBuffer_Release(&view);
     return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"walk_records", walk_records, METH_VARARGS,
-     "walk_records(buf, start, end, count, base_timestamp, check_timestamps, ts_lo, ts_hi)"
-     " -> (max_timestamp, bad_timestamp_indices or None); ValueError on a malformed record."},
+     "walk_records(buf, start, end, count, base_timestamp, check_timestamps, ts_lo, ts_hi,"
+     " require_keys=False) -> (max_timestamp, bad_timestamp_indices or None, keyless_indices"
+     " or None); ValueError on a malformed record."},
+    {"record_spans", record_spans, METH_VARARGS,
+     "record_spans(buf, start, end, count, last_offset_delta) -> [(record_start, record_end,"
+     " timestamp_delta, after_timestamp, offset_delta, key, has_value)]; ValueError on a"
+     " malformed record (the log cleaner's walk, see spans.py)."},
     {NULL, NULL, 0, NULL},
 };
 

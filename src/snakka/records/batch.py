@@ -207,6 +207,7 @@ def validate_batches(
     timestamp_before_max_ms: int | None = None,
     timestamp_after_max_ms: int | None = None,
     max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
+    compacted_topic_partition: str | None = None,
 ) -> list[BatchInfo]:
     """Validate the records bytes of one partition of a Produce request.
 
@@ -239,11 +240,18 @@ def validate_batches(
       cannot decompress, or that expands beyond the bound, too: retrying cannot help);
     * timestamps, only when ``now_ms`` is given (CreateTime topics): every record's
       timestamp against ``message.timestamp.before.max.ms`` / ``after.max.ms``, as
-      Kafka: INVALID_TIMESTAMP 32 with one RecordError per record out of range.
+      Kafka: INVALID_TIMESTAMP 32 with one RecordError per record out of range;
+    * keys, only when ``compacted_topic_partition`` (``"topic-partition"``) is given (a
+      topic whose ``cleanup.policy`` includes ``compact``): a record without a key is
+      INVALID_RECORD 87 with a RecordError "Compacted topic cannot accept message without
+      key in topic partition T-P" (Kafka's LogValidator.validateKey). Checked in the same
+      C walk, so it costs one branch per record. A record's key error takes precedence
+      over its timestamp error; with both kinds in one batch the answer is
+      INVALID_TIMESTAMP listing every bad record, as Kafka's processRecordErrors.
 
     The returned header's ``max_timestamp`` is the records' true maximum (Kafka
     overwrites the producer's claim); :func:`assign_offsets` writes it back when it
-    differs. Keys on compacted topics are not checked (there is no compaction).
+    differs.
     """
     try:
         return _validate(
@@ -254,6 +262,7 @@ def validate_batches(
             timestamp_before_max_ms,
             timestamp_after_max_ms,
             max_uncompressed_bytes,
+            compacted_topic_partition,
         )
     except RecordValidationError:
         raise
@@ -269,6 +278,7 @@ def _validate(
     before_max: int | None,
     after_max: int | None,
     max_uncompressed: int,
+    compacted_tp: str | None,
 ) -> list[BatchInfo]:
     total = len(buf)
     infos: list[BatchInfo] = []
@@ -380,7 +390,8 @@ def _validate(
                         f"invalid sequence number {h.base_sequence} in record batch with "
                         f"producerId {h.producer_id}",
                     )
-            max_ts = _walk(mv, p, size, h, now_ms, before_max, after_max, max_uncompressed)
+            max_ts = _walk(mv, p, size, h, now_ms, before_max, after_max, max_uncompressed,
+                           compacted_tp)
             if max_ts != h.max_timestamp:
                 infos[idx] = BatchInfo(p, h._replace(max_timestamp=max_ts))
     return infos
@@ -395,6 +406,7 @@ def _walk(
     before_max: int | None,
     after_max: int | None,
     max_uncompressed: int,
+    compacted_tp: str | None,
 ) -> int:
     """Walk the records of the batch at ``p`` (see :mod:`snakka.records.walk`); return the
     true max timestamp or raise RecordValidationError."""
@@ -411,8 +423,9 @@ def _walk(
     check = now_ms is not None and not log_append_flag
     lo, hi = timestamp_bounds(now_ms, before_max, after_max) if now_ms is not None else (0, 0)
     try:
-        max_ts, bad = walk_records(section, start, end, h.records_count, h.base_timestamp,
-                                   check, lo, hi)
+        max_ts, bad, keyless = walk_records(section, start, end, h.records_count,
+                                            h.base_timestamp, check, lo, hi,
+                                            compacted_tp is not None)
     except ValueError as exc:
         raise RecordValidationError(INVALID_RECORD, f"invalid record batch: {exc}") from None
     if log_append_flag:
@@ -420,16 +433,34 @@ def _walk(
         # (Kafka's DefaultRecordBatch), so that is the one timestamp to check.
         max_ts = h.max_timestamp
         if now_ms is not None and max_ts != NO_TIMESTAMP and not lo <= max_ts <= hi:
-            bad = list(range(h.records_count))
-    if bad:
-        why = f"out of range: the timestamp should be within [{lo}, {hi}]"
-        raise RecordValidationError(
-            INVALID_TIMESTAMP,
-            "One or more records have been rejected due to invalid timestamp",
-            [(i, f"Timestamp of record {i} is {why}" if n < MAX_RECORD_ERROR_MESSAGES else None)
-             for n, i in enumerate(bad)],
-        )
+            skip = set(keyless or ())  # a key error takes precedence (Kafka's validateRecord)
+            bad = [i for i in range(h.records_count) if i not in skip]
+    if bad or keyless:
+        _raise_record_errors(bad or [], keyless or [], lo, hi, compacted_tp)
     return max_ts
+
+
+def _raise_record_errors(bad_ts: list[int], keyless: list[int], lo: int, hi: int,
+                         compacted_tp: str | None) -> None:
+    """Kafka's LogValidator.processRecordErrors: one RecordError per bad record in index
+    order (only the first MAX_RECORD_ERROR_MESSAGES carry a message); INVALID_TIMESTAMP if any
+    record's timestamp is out of range, else INVALID_RECORD with Kafka's summary message."""
+    why_ts = f"out of range: the timestamp should be within [{lo}, {hi}]"
+    why_key = f"Compacted topic cannot accept message without key in topic partition {compacted_tp}"
+    key_set = set(keyless)
+    errors = [(i, (why_key if i in key_set else f"Timestamp of record {i} is {why_ts}")
+               if n < MAX_RECORD_ERROR_MESSAGES else None)
+              for n, i in enumerate(sorted(key_set.union(bad_ts)))]
+    if bad_ts:
+        raise RecordValidationError(
+            INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp",
+            errors)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    raise RecordValidationError(
+        INVALID_RECORD,
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        errors)
 
 
 def assign_offsets(

@@ -79,7 +79,8 @@ def compress(codec: int, data: Buffer, *, xerial: bool = True) -> bytes:
         return _xerial_compress(data)
     if codec == COMPRESSION_LZ4:
         compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
-        compressor.compress(data)
+        # cramjam's lz4 Compressor takes only bytes (the other codecs take any buffer).
+        compressor.compress(data if isinstance(data, bytes) else bytes(data))
         return bytes(compressor.finish())
     if codec == COMPRESSION_ZSTD:
         return bytes(cramjam.zstd.compress(data))

@@ -3,8 +3,10 @@
 What this module owns
     :func:`walk_records`, which checks that the records section of one v2 batch holds exactly
     the records its header claims (count, consecutive offset deltas, every length inside its
-    record, nothing left over) and computes the batch's true max timestamp and the records
-    whose timestamps break the topic's bounds; and :func:`decompress_records`, which
+    record, nothing left over) and computes the batch's true max timestamp, the records
+    whose timestamps break the topic's bounds and, on a compacted topic, the records without a
+    key (Kafka's LogValidator refuses them there: the cleaner keeps the latest record per key);
+    and :func:`decompress_records`, which
     decompresses a compressed batch's records with a bound on the output, so a small
     "decompression bomb" costs at most that bound in memory and time.
 
@@ -30,7 +32,7 @@ from .compression import CompressionError, decompress_bounded
 try:  # the C walker, built by setup.py; optional (see module docstring)
     from ._recordwalk import walk_records as _walk_c_ext
 
-    _walk_c: Callable[..., tuple[int, list[int] | None]] | None = _walk_c_ext
+    _walk_c: Callable[..., tuple[int, list[int] | None, list[int] | None]] | None = _walk_c_ext
 except ImportError:  # pragma: no cover - exercised only where the build failed
     _walk_c = None
 
@@ -67,14 +69,17 @@ def _v32(buf, pos: int, end: int, i: int, what: str) -> tuple[int, int]:
 
 def walk_records_py(
     buf, start: int, end: int, count: int, base_timestamp: int, check_timestamps: bool,
-    ts_lo: int, ts_hi: int,
-) -> tuple[int, list[int] | None]:
-    """Pure-Python twin of the C ``walk_records`` (see _recordwalk.c for the rules)."""
+    ts_lo: int, ts_hi: int, require_keys: bool = False,
+) -> tuple[int, list[int] | None, list[int] | None]:
+    """Pure-Python twin of the C ``walk_records`` (see _recordwalk.c for the rules): returns
+    (max timestamp, indices of records outside [ts_lo, ts_hi] or None, indices of keyless
+    records when ``require_keys`` or None); a keyless record is not also a timestamp error."""
     if count < 0 or count > (end - start) // MIN_RECORD_SIZE:
         raise ValueError(f"batch claims {count} records but its records section holds only "
                          f"{end - start} bytes")
     max_ts = -1
     bad: list[int] | None = None
+    keyless: list[int] | None = None
     pos = start
     mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
     for i in range(count):
@@ -120,14 +125,18 @@ def walk_records_py(
         ts = ((base_timestamp + ts_delta + 2**63) % 2**64) - 2**63  # Java's wrapping add
         if ts > max_ts:
             max_ts = ts
-        if check_timestamps and ts != -1 and not ts_lo <= ts <= ts_hi:
+        if require_keys and klen == -1:
+            if keyless is None:
+                keyless = []
+            keyless.append(i)
+        elif check_timestamps and ts != -1 and not ts_lo <= ts <= ts_hi:
             if bad is None:
                 bad = []
             bad.append(i)
     if pos != end:
         raise ValueError(f"incorrect declared batch size: {end - pos} bytes remain after "
                          f"{count} records")
-    return max_ts, bad
+    return max_ts, bad, keyless
 
 
 walk_records = _walk_c if _walk_c is not None else walk_records_py

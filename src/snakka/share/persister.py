@@ -84,8 +84,13 @@ class SharePersister:
         self.updates_per_snapshot = max(1, updates_per_snapshot)
         # Created on the first share-group write: brokers without share groups do not pay for
         # its partitions.
+        # Not compacted (Kafka's is cleanup.policy=delete too): a key's ShareUpdate deltas all
+        # matter, so the latest record per key is not its state; snapshot-and-trim keeps it
+        # small (module doc), which retention must never undercut.
         self.log = CoordinatorLog(controller, replicas, time_ms, SHARE_STATE_TOPIC, partitions,
-                                  segment_bytes=SHARE_STATE_SEGMENT_BYTES, lazy=True)
+                                  topic_configs={"retention.ms": "-1", "retention.bytes": "-1",
+                                                 "segment.bytes": str(SHARE_STATE_SEGMENT_BYTES)},
+                                  lazy=True)
         self._states: dict[StateKey, SharePartitionState] = {}
         self._updates: dict[StateKey, int] = {}  # updates since the key's last snapshot
         self._by_partition: dict[int, set[StateKey]] = {}

@@ -3,7 +3,8 @@
 What this module owns
     Turning a partition directory into the pieces a log is built from:
 
-    * removing leftovers of interrupted operations (``.deleted``, ``.cleaned``, ``.swap``,
+    * completing a log cleaner swap a crash interrupted (:mod:`.cleaner.swap`), then
+      removing leftovers of interrupted operations (``.deleted``, ``.cleaned``, ``.swap``,
       ``.tmp`` files) and index files whose ``.log`` is gone;
     * opening every segment: segments at or after the checkpointed recovery point (after
       an unclean shutdown) are fully recovered (every batch's header and CRC32C checked,
@@ -46,6 +47,7 @@ from snakka.records.batch import LOG_OVERHEAD, BatchHeader, RecordValidationErro
 from snakka.records.control import EndTxnMarker, read_end_txn_marker
 from snakka.txn.producer_state import ProducerStateManager
 
+from .cleaner.swap import complete_interrupted_swaps
 from .config import LogConfig
 from .index import AbortedTxn
 from .local_log import check_segment_order, create_segment, unlink_if_present
@@ -125,6 +127,9 @@ class LogLoader:
     def _segment_bases(self) -> list[int]:
         """Base offsets of the ``.log`` files, after removing leftovers and orphan
         indexes."""
+        # A cleaner swap interrupted by a crash is completed first (its .log.swap replaces
+        # the segments it covers); what is left of other interrupted operations is swept.
+        complete_interrupted_swaps(self.dir_path, self.name)
         names = os.listdir(self.dir_path)
         bases = []
         for name in names:

@@ -57,6 +57,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import NamedTuple, Protocol
 
 from snakka.records.batch import (
+    CONTROL_MASK,
     DEFAULT_MAX_UNCOMPRESSED_BYTES,
     BatchHeader,
     BatchInfo,
@@ -64,7 +65,7 @@ from snakka.records.batch import (
     parse_header,
 )
 from snakka.records.control import build_control_batch
-from snakka.records.record import Record, iter_records
+from snakka.records.record import Record, batch_records, iter_batches
 from snakka.txn.producer_state import (
     DUPLICATE_SEQUENCE_NUMBER,
     ProducerStateError,
@@ -207,7 +208,7 @@ class UnifiedLog:
         self.config = config
         self.leader_epoch = partition_leader_epoch
         self._time_ms = time_ms
-        self.validator = LogValidator(config, time_ms)
+        self.validator = LogValidator(config, time_ms, f"{self.topic}-{self.partition}")
         self.log_start_dirty = False  # LogManager rewrites the start-offset checkpoint
         self.topic_id: str | None = None  # from partition.metadata (set by LogManager)
         self.remote_log_reader: RemoteLogReader | None = None  # tiered storage (see class)
@@ -587,16 +588,26 @@ class UnifiedLog:
         return out
 
     def iter_records(self, chunk_bytes: int = 8 << 20) -> Iterator[Record]:
-        """Every record from the log start offset to the end, in order: how internal logs
-        (the metadata log, ``__consumer_offsets``) are replayed at start-up. Not a hot path."""
+        """Every data record from the log start offset to the end, in order: how internal logs
+        (the metadata log, ``__consumer_offsets``) are replayed at start-up. Not a hot path.
+
+        The position moves past every whole batch read, by the batch's last offset, not by the
+        records decoded: a compacted log has gaps between offsets, and batches with no record
+        left (an emptied batch the cleaner keeps) or no data record (a control batch)."""
         offset = self._log_start_offset
         while offset < self._local.log_end_offset:
             data = self.read(offset, chunk_bytes)
             before = offset
-            for rec in iter_records(data):
-                if rec.offset >= offset:
-                    offset = rec.offset + 1
-                    yield rec
+            for h, pos in iter_batches(data):
+                next_offset = h.base_offset + h.last_offset_delta + 1
+                if next_offset <= offset:
+                    continue
+                if not h.attributes & CONTROL_MASK and h.records_count:
+                    start = offset
+                    for rec in batch_records(data, pos, h):
+                        if rec.offset >= start:
+                            yield rec
+                offset = next_offset
             if offset == before:  # no complete batch here (recovery trims torn tails)
                 log.error("partition %s: no decodable batch at offset %d; stopping", self.name,
                           offset)
@@ -802,7 +813,7 @@ class UnifiedLog:
         """Apply changed topic configs (AlterConfigs). Index sizes apply to new
         segments; everything else at the next append/retention run."""
         self.config = config
-        self.validator = LogValidator(config, self._time_ms)
+        self.validator = LogValidator(config, self._time_ms, f"{self.topic}-{self.partition}")
         self.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
         self._local.set_config(config)
 

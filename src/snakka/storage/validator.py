@@ -4,7 +4,7 @@ What this module owns
     The topic-config half of append validation: which limits apply to a partition's
     batches (``max.message.bytes``, ``message.timestamp.type`` and
     ``message.timestamp.before.max.ms`` / ``after.max.ms``, the broker's bound on a batch's
-    decompressed size), and broker-side recompression for topics whose
+    decompressed size, keys required when ``cleanup.policy`` includes ``compact``), and broker-side recompression for topics whose
     ``compression.type`` is not ``producer``.
 
     The mechanism lives below, in :mod:`snakka.records`: :func:`validate_batches` checks the
@@ -42,11 +42,15 @@ class LogValidator:
     """Validates produced batches with one topic's configs (one per
     :class:`~snakka.storage.unified_log.UnifiedLog`, rebuilt when its configs change)."""
 
-    __slots__ = ("config", "_time_ms")
+    __slots__ = ("config", "_time_ms", "_compacted_tp")
 
-    def __init__(self, config: LogConfig, time_ms: Callable[[], int]) -> None:
+    def __init__(self, config: LogConfig, time_ms: Callable[[], int],
+                 topic_partition: str = "") -> None:
+        """``topic_partition`` ("topic-partition") names the partition in the error a
+        keyless record gets on a compacted topic."""
         self.config = config
         self._time_ms = time_ms
+        self._compacted_tp = topic_partition if "compact" in config.cleanup_policy else None
 
     def validate(
         self,
@@ -56,7 +60,8 @@ class LogValidator:
     ) -> list[BatchInfo]:
         """:func:`snakka.records.validate_batches` with this topic's limits: record
         timestamps are checked only for ``CreateTime`` topics (a ``LogAppendTime`` topic
-        overwrites them). Raises :class:`snakka.records.RecordValidationError`."""
+        overwrites them); keys only on compacted topics. Raises
+        :class:`snakka.records.RecordValidationError`."""
         cfg = self.config
         create_time = not cfg.log_append_time
         return validate_batches(
@@ -66,6 +71,7 @@ class LogValidator:
             timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
             timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
             max_uncompressed_bytes=max_uncompressed_bytes,
+            compacted_topic_partition=self._compacted_tp,
         )
 
     def maybe_recompress(

@@ -10,8 +10,11 @@ owns what it must not:
   :class:`snakka.coordinator_log.CoordinatorLog`, before the request is answered; under
   ``log.flush.strict=true`` the answer also waits for the fsync. At start-up every partition is
   replayed into the core before the broker accepts connections. The topic is created on the
-  first write (as Kafka creates it on the first transactional FindCoordinator) and kept small by
-  the coordinator log's snapshot-and-trim.
+  first write (as Kafka creates it on the first transactional FindCoordinator) and is a
+  compacted topic, as Kafka's (``cleanup.policy=compact``, uncompressed, 100 MiB segments): the
+  log cleaner keeps the latest record of each transactional id, and an expired id's tombstone
+  (same key) removes it, so replay (which tolerates gaps in offsets and tombstones without an
+  earlier record) gives exactly the live state.
 - **A failed write** (ENOSPC, EIO, ...) never leaves memory ahead of the log: the partition is
   reloaded from what is durable and the request gets NOT_COORDINATOR (Kafka's mapping of a
   storage error in a coordinator), so the client looks the coordinator up again and retries.
@@ -49,17 +52,10 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from functools import partial
 from typing import TYPE_CHECKING
 
 from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
-from snakka.limits import (
-    COMPACT_MIN_RECORDS,
-    COMPACT_RATIO,
-    SNAPSHOT_BATCH_RECORDS,
-    TRANSACTION_STATE_SEGMENT_BYTES,
-    TXN_MARKER_RETRY_BACKOFF_MS,
-)
+from snakka.limits import TRANSACTION_STATE_SEGMENT_BYTES, TXN_MARKER_RETRY_BACKOFF_MS
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.txn.coordinator import (
     CONSUMER_OFFSETS_TOPIC,
@@ -87,6 +83,11 @@ log = logging.getLogger("snakka.txn")
 # coordinator epoch markers carry (Kafka's is the partition's leader epoch).
 COORDINATOR_EPOCH = 0
 _KEY = "transaction"
+# Kafka's TransactionStateManager topic configs: compacted, uncompressed, no unclean election.
+TRANSACTION_STATE_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact", "compression.type": "uncompressed",
+    "unclean.leader.election.enable": "false",
+    "segment.bytes": str(TRANSACTION_STATE_SEGMENT_BYTES)}
 
 # fn(offsets partition, producer id, producer epoch, commit): a marker for __consumer_offsets.
 OffsetsMarkerWriter = Callable[[int, int, int, bool], None]
@@ -99,11 +100,6 @@ def txn_config(config: BrokerConfig) -> TxnConfig:
     """The core's settings: each TxnConfig field is the broker config of the same name."""
     return TxnConfig(**{f.name: config.int(f.name.replace("_", "."))
                         for f in dataclasses.fields(TxnConfig)})
-
-
-def _restate(live: dict[str, dict[str, object]]) -> list[KeyValue]:
-    """The records a snapshot restates: the latest value of every live transactional id."""
-    return [((_KEY, tid), dict(v)) for tid, v in live.items()]
 
 
 class _WriteFailed(Exception):
@@ -124,13 +120,9 @@ class TransactionManager:
         self.log = CoordinatorLog(
             controller, replicas, time_ms, TRANSACTION_STATE_TOPIC,
             self.config.transaction_state_log_num_partitions,
-            segment_bytes=TRANSACTION_STATE_SEGMENT_BYTES,
-            compact_min_records=COMPACT_MIN_RECORDS, compact_ratio=COMPACT_RATIO,
-            snapshot_batch_records=SNAPSHOT_BATCH_RECORDS, lazy=True)
+            topic_configs=TRANSACTION_STATE_TOPIC_CONFIGS, lazy=True)
         self._offsets_markers: OffsetsMarkerWriter | None = None
         self._spare_pid: int | None = None
-        # partition -> {transactional id: stored value}: what a snapshot restates.
-        self._live: dict[int, dict[str, dict[str, object]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._retry: asyncio.Event | None = None  # created in start() (needs a loop)
 
@@ -193,13 +185,6 @@ class TransactionManager:
         return TxnLogRecord(p, key[1], v)
 
     def _load(self, p: int, records: list[TxnLogRecord]) -> None:
-        live: dict[str, dict[str, object]] = {}
-        for r in records:
-            if r.value is None:
-                live.pop(r.transactional_id, None)
-            else:
-                live[r.transactional_id] = value_to_dict(r.value)
-        self._live[p] = live
         self.coordinator.load(p, COORDINATOR_EPOCH, records)
 
     def _reload(self, p: int) -> None:
@@ -306,17 +291,6 @@ class TransactionManager:
                 self._reload(p)
                 failed = exc
                 continue
-            live = self._live.setdefault(p, {})
-            for tid, value in kvs:
-                if value is None:
-                    live.pop(tid[1], None)
-                else:
-                    live[tid[1]] = value
-            try:
-                self.log.maybe_trim(p, len(live), partial(_restate, live))
-            except OSError as exc:  # the records are written; only the rewrite failed
-                log.warning("%s-%d: snapshot-and-trim failed (retried on a later write): %s",
-                            TRANSACTION_STATE_TOPIC, p, exc)
         if failed is not None:
             raise _WriteFailed(str(failed))
         return marks

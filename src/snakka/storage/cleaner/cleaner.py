@@ -1,0 +1,356 @@
+"""Cleaning one log (Kafka's ``Cleaner``): offset map, segment groups, ``.cleaned`` -> ``.swap``.
+
+What this module owns
+    One cleaning pass over one compacted partition log, given what :mod:`.manager` chose
+    (:class:`LogToClean`: the dirty range ``[first_dirty_offset, first_uncleanable_offset)``):
+
+    1. **Offset map.** Read the dirty segments and record, per key, the latest offset
+       (:class:`~.offset_map.OffsetMap`, bounded by ``log.cleaner.dedupe.buffer.size``).
+       When the map is full the pass ends there: ``end_offset`` is the offset after the
+       last batch mapped, and the rest waits for the next pass (Kafka does the same).
+    2. **Groups.** The segments from the log start up to ``end_offset`` are grouped into
+       runs whose total size fits ``segment.bytes`` (and whose offsets fit one segment's
+       relative int32 offsets), so cleaning also merges the small segments it leaves behind.
+    3. **Clean each group** into a new segment written beside the log as
+       ``<base>.log.cleaned`` (+ ``.index`` / ``.timeindex`` / ``.txnindex``, Kafka's
+       formats), keeping of each batch what :func:`~.filter.filter_batch` says. Offsets
+       never change (gaps are allowed, as in Kafka); the group's last batch is always kept
+       (empty if need be), so the cleaned segment ends where the group ended.
+    4. **Swap** the cleaned segment in place of the group, on the thread that owns the log
+       (:mod:`.swap`: the ``.cleaned`` -> ``.swap`` -> live protocol and its crash recovery).
+
+Why the work happens on a thread and the swap does not
+    Reading, filtering and writing segments is long (seconds for big logs); it runs on the
+    cleaner thread with its own file descriptors (a segment that retention deletes
+    meanwhile stays readable through them), so produce and fetch on the same partition are
+    never blocked by it. Changing the segment list is short (a few renames) and happens
+    where every other change of it happens, on the owner thread, so readers never see a
+    half-swapped log. If the log changed under the pass (segments deleted or truncated,
+    the log closed), the swap finds a group segment missing, drops the cleaned files and
+    the pass ends as aborted: nothing is lost, the next pass starts again.
+
+Throttling
+    ``log.cleaner.io.max.bytes.per.second`` bounds read + written bytes per second
+    (:class:`Throttler`, Kafka's): the cleaner thread sleeps when it is ahead.
+
+Threading
+    :class:`Cleaner` runs on one cleaner thread (or the caller's, in ``clean_once`` tests);
+    ``run_on_owner`` runs the swap (and the snapshot of the log's state a pass starts from)
+    on the owner thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
+
+from snakka.limits import INT32_MAX
+from snakka.records.batch import LOG_OVERHEAD, parse_header
+
+from ..index import AbortedTxn
+from ..segment import LogSegment
+from .filter import CleanContext, CleanedTxns, add_batch_to_offset_map, filter_batch
+from .offset_map import OffsetMap
+from .swap import CleanedSegment, replace_segments, segment_batches
+
+if TYPE_CHECKING:
+    from ..unified_log import UnifiedLog
+
+log = logging.getLogger("snakka.cleaner")
+
+T = TypeVar("T")
+
+
+class RunOnOwner(Protocol):
+    """Runs a callable on the thread that owns the logs and returns its result."""
+
+    def __call__(self, fn: Callable[[], T], /) -> T: ...
+
+
+class CleaningAborted(Exception):
+    """The log changed under a pass (closed, deleted, truncated) or the cleaner stops."""
+
+
+class LogToClean(NamedTuple):
+    """What the manager chose to clean (Kafka's LogToClean): the log and its dirty range."""
+
+    log: UnifiedLog
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int  # bytes of the segments below first_dirty_offset
+    cleanable_bytes: int  # bytes of the segments in the dirty range
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        total = self.total_bytes
+        return self.cleanable_bytes / total if total else 0.0
+
+
+@dataclass(slots=True)
+class CleanResult:
+    """What one pass did (Kafka's CleanerStats, plus the offsets)."""
+
+    topic: str
+    partition: int
+    first_dirty_offset: int
+    end_offset: int = -1  # the new cleaner checkpoint: offsets below it are clean
+    aborted: bool = False
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    map_records: int = 0
+    segments_before: int = 0  # segments cleaned
+    segments_after: int = 0  # the segments they became (groups swapped in)
+    elapsed_s: float = 0.0
+
+    @property
+    def tp(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class Throttler:
+    """At most ``bytes_per_second`` over time, by sleeping the calling thread (Kafka's
+    Throttler); ``stop`` wakes a sleeping cleaner at shutdown."""
+
+    def __init__(self, bytes_per_second: float, stop: threading.Event,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = bytes_per_second
+        self._stop = stop
+        self._clock = clock
+        self._start = clock()
+        self._bytes = 0.0
+
+    def maybe_throttle(self, nbytes: int) -> None:
+        if self.rate >= 1e300:  # Kafka's default (Double.MaxValue): unthrottled
+            return
+        self._bytes += nbytes
+        now = self._clock()
+        elapsed = now - self._start
+        ahead = self._bytes / self.rate - elapsed
+        if ahead > 0.01:
+            self._stop.wait(ahead)
+        if elapsed > 1.0:  # a fresh window each second keeps the rate local in time
+            self._start, self._bytes = self._clock(), 0.0
+
+
+class _PassState(NamedTuple):
+    """The log as a pass starts from it, taken on the owner thread."""
+
+    segments: tuple[LogSegment, ...]
+    producer_last_offsets: dict[int, int]
+    log_start_offset: int
+
+
+class Cleaner:
+    """Cleans one log at a time; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        dedupe_buffer_size: int,
+        load_factor: float,
+        io_buffer_size: int,
+        throttler: Throttler,
+        stop: threading.Event,
+        run_on_owner: RunOnOwner,
+        time_ms: Callable[[], int],
+    ) -> None:
+        self.offset_map = OffsetMap(dedupe_buffer_size, load_factor)
+        self.io_buffer_size = io_buffer_size
+        self.throttler = throttler
+        self.stop = stop
+        self.run_on_owner = run_on_owner
+        self.time_ms = time_ms
+
+    # ------------------------------------------------------------ one pass
+
+    def clean(self, todo: LogToClean) -> CleanResult:
+        plog = todo.log
+        result = CleanResult(plog.topic, plog.partition, todo.first_dirty_offset)
+        t0 = time.monotonic()
+        state = self.run_on_owner(lambda: self._pass_state(plog))
+        fds: dict[int, int] = {}
+        try:
+            for seg in state.segments:
+                if seg.base_offset >= todo.first_uncleanable_offset:
+                    break
+                fds[seg.base_offset] = os.open(seg.path, os.O_RDONLY)
+        except FileNotFoundError:
+            for fd in fds.values():
+                os.close(fd)
+            result.aborted = True
+            return result
+        try:
+            end = self._build_offset_map(state.segments, fds, todo, result)
+            result.end_offset = end
+            now = self.time_ms()
+            to_clean = [s for s in state.segments if s.base_offset < end and s.base_offset in fds]
+            groups = group_segments_by_size(to_clean, plog.config.segment_bytes,
+                                            plog.config.segment_index_bytes, end)
+            ctx = CleanContext(
+                offset_map=self.offset_map,
+                now_ms=now,
+                delete_retention_ms=plog.config.delete_retention_ms,
+                txns=CleanedTxns(self._aborted_txns(to_clean)),
+                producer_last_offsets=state.producer_last_offsets,
+            )
+            result.segments_before = len(to_clean)
+            for group in groups:
+                self._clean_group(plog, group, fds, ctx, result)
+                result.segments_after += 1
+        except CleaningAborted:
+            result.aborted = True
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+            self.offset_map.clear()
+            result.elapsed_s = time.monotonic() - t0
+        return result
+
+    @staticmethod
+    def _pass_state(plog: UnifiedLog) -> _PassState:
+        if plog.closed:
+            raise CleaningAborted(f"{plog.name} is closed")
+        return _PassState(
+            segments=plog.segments,
+            producer_last_offsets={pid: e.last_offset
+                                   for pid, e in plog.producer_state.producers.items()},
+            log_start_offset=plog.log_start_offset,
+        )
+
+    def _check_stop(self) -> None:
+        if self.stop.is_set():
+            raise CleaningAborted("the cleaner is stopping")
+
+    def _build_offset_map(self, segments: Sequence[LogSegment], fds: dict[int, int],
+                          todo: LogToClean, result: CleanResult) -> int:
+        """Map key -> latest offset over the dirty range (aborted data and markers put no
+        key); return the offset after the last one mapped: the pass cleans up to there."""
+        m = self.offset_map
+        m.clear()
+        start, stop_at = todo.first_dirty_offset, todo.first_uncleanable_offset
+        dirty = [s for s in segments if s.base_offset < stop_at and s.next_offset > start]
+        txns = CleanedTxns(self._aborted_txns(dirty))
+        for seg in dirty:
+            self._check_stop()
+            read = 0
+            before = len(m)
+            for buf, pos, h in segment_batches(fds[seg.base_offset], seg.size,
+                                               self.io_buffer_size):
+                if h.base_offset + h.last_offset_delta < start:
+                    continue
+                full = add_batch_to_offset_map(m, buf, pos, h, txns, start)
+                read += h.batch_length + LOG_OVERHEAD
+                if full:
+                    result.map_records += len(m) - before
+                    self.throttler.maybe_throttle(read)
+                    result.bytes_read += read
+                    log.info("%s: the offset map is full (%d keys) at offset %d; the rest "
+                             "is cleaned in a later pass", todo.log.name, len(m),
+                             m.latest_offset)
+                    return m.latest_offset + 1
+                if read >= self.io_buffer_size:
+                    self.throttler.maybe_throttle(read)
+                    result.bytes_read += read
+                    read = 0
+            self.throttler.maybe_throttle(read)
+            result.bytes_read += read
+            result.map_records += len(m) - before
+            m.update_latest_offset(min(seg.next_offset, stop_at) - 1)
+        # Everything below the dirty range was cleaned by earlier passes: it counts as mapped
+        # (a pass with nothing dirty still drops tombstones whose horizon has passed).
+        m.update_latest_offset(start - 1)
+        return m.latest_offset + 1
+
+    @staticmethod
+    def _aborted_txns(segments: Sequence[LogSegment]) -> list[AbortedTxn]:
+        out: list[AbortedTxn] = []
+        for seg in segments:
+            out.extend(seg.txn_index.collect_aborted_txns(seg.base_offset,
+                                                          seg.next_offset).aborted)
+        return out
+
+    def _clean_group(self, plog: UnifiedLog, group: Sequence[LogSegment],
+                     fds: dict[int, int], ctx: CleanContext, result: CleanResult) -> None:
+        cfg = plog.config
+        cleaned = CleanedSegment(plog.dir_path, group[0].base_offset, cfg.index_interval_bytes,
+                                  cfg.segment_index_bytes)
+        try:
+            for i, seg in enumerate(group):
+                self._check_stop()
+                last_seg = i == len(group) - 1
+                batches = segment_batches(fds[seg.base_offset], seg.size, self.io_buffer_size)
+                pending = next(batches, None)
+                io = 0
+                while pending is not None:
+                    buf, pos, h = pending
+                    pending = next(batches, None)
+                    result.records_read += h.records_count
+                    n = h.batch_length + LOG_OVERHEAD
+                    io += n
+                    out = filter_batch(buf, pos, h, ctx,
+                                       last_batch_of_round=last_seg and pending is None)
+                    if out.data is None:
+                        continue
+                    kept_h = parse_header(out.data) if out.rewritten else h
+                    cleaned.append(out.data if out.rewritten else memoryview(buf)[pos:pos + n],
+                                   kept_h, out.max_timestamp, out.offset_of_max_timestamp)
+                    result.records_kept += out.records_kept
+                    result.bytes_written += len(out.data) if out.rewritten else n
+                    if io >= self.io_buffer_size:
+                        self.throttler.maybe_throttle(io)
+                        io = 0
+                self.throttler.maybe_throttle(io)
+            # The aborted transactions whose ABORT marker was kept (their data is still
+            # here) go to the cleaned segment's .txnindex, for read_committed fetches.
+            for txn in ctx.txns.drain_retained_aborted():
+                cleaned.txn_index.append(txn)
+            cleaned.finish()
+        except BaseException:
+            cleaned.discard()
+            raise
+        swapped = self.run_on_owner(lambda: replace_segments(plog.local_log, group, cleaned))
+        if not swapped:
+            raise CleaningAborted(f"{plog.name} changed during cleaning")
+
+
+def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_index_size: int,
+                           end_offset: int) -> list[list[LogSegment]]:
+    """Consecutive runs of ``segments`` to clean into one segment each (Kafka's
+    groupSegmentsBySize): total log bytes within ``max_size``, index bytes within
+    ``max_index_size``, offsets within one segment's int32 relative range."""
+    groups: list[list[LogSegment]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        size = segments[i].size
+        index_size = segments[i].offset_index.entries * 8
+        time_index_size = segments[i].time_index.entries * 12
+        i += 1
+        while i < len(segments):
+            nxt = segments[i]
+            last = min(nxt.next_offset, end_offset) - 1
+            if (size + nxt.size > max_size
+                    or index_size + nxt.offset_index.entries * 8 > max_index_size
+                    or time_index_size + nxt.time_index.entries * 12 > max_index_size
+                    or last - group[0].base_offset > INT32_MAX):
+                break
+            group.append(nxt)
+            size += nxt.size
+            index_size += nxt.offset_index.entries * 8
+            time_index_size += nxt.time_index.entries * 12
+            i += 1
+        groups.append(group)
+    return groups
+
+

@@ -1,0 +1,342 @@
+"""The log cleaner: which compacted log to clean next, the cleaner thread, its checkpoint.
+
+What this module owns (Kafka's LogCleaner + LogCleanerManager)
+    * **Choosing.** For every log whose ``cleanup.policy`` contains ``compact``: the dirty
+      range starts at the cleaner checkpoint (clamped to the log start) and ends at the
+      first uncleanable offset = the lowest of the active segment's base, the base of the
+      segment holding the last stable offset (an open transaction's data is never cleaned)
+      and the base of the first segment with records newer than ``min.compaction.lag.ms``.
+      A log is due when its dirty ratio (dirty bytes / total bytes) reaches
+      ``min.cleanable.dirty.ratio``, or its oldest dirty record is older than
+      ``max.compaction.lag.ms``, or tombstones it kept may now be past their delete horizon
+      (one pass ``delete.retention.ms`` after a pass; Kafka's cleaner gets there through
+      later passes too). The dirtiest due log is cleaned first.
+    * **The thread.** One cleaner thread (``log.cleaner.threads`` above 1 is accepted and
+      logged: more Python threads would contend for the interpreter lock with the request
+      threads) that cleans while logs are due and sleeps ``log.cleaner.backoff.ms`` when
+      none is.
+    * **The checkpoint** ``cleaner-offset-checkpoint`` in the log dir (Kafka's file and
+      format): per partition, the offset below which the log is clean. Lost or stale, the
+      next pass simply cleans more.
+    * **Visibility.** :meth:`LogCleaner.state` (dirty ratio, last cleaned offset, last pass)
+      for ``snakka topics describe`` and DescribeLogDirs' callers; a log line per pass.
+
+Threading
+    The cleaner thread runs :class:`~.cleaner.Cleaner`; it reads the segment list and
+    producer state, and swaps segments, only through ``run_on_owner`` (the broker passes
+    a function that runs a callable on the event loop and waits for it). ``clean_once``
+    runs a pass synchronously on the caller's thread (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from ..checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from .cleaner import Cleaner, CleaningAborted, CleanResult, LogToClean, RunOnOwner, Throttler
+
+if TYPE_CHECKING:
+    from ..segment import LogSegment
+    from ..unified_log import UnifiedLog
+
+log = logging.getLogger("snakka.cleaner")
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+T = TypeVar("T")
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """The broker's ``log.cleaner.*`` settings (Kafka's CleanerConfig)."""
+
+    enable: bool = True
+    threads: int = 1
+    dedupe_buffer_size: int = 134_217_728
+    io_buffer_load_factor: float = 0.9
+    io_buffer_size: int = 524_288
+    max_io_bytes_per_second: float = 1.7976931348623157e308
+    backoff_ms: int = 15_000
+
+    @classmethod
+    def from_broker(cls, cfg: Mapping[str, Any] | Any) -> CleanerConfig:
+        """From a BrokerConfig (or any mapping of the broker's typed values)."""
+        get: Callable[[str], Any] = cfg.get if hasattr(cfg, "get") else (lambda k: cfg[k])
+        return cls(
+            enable=bool(get("log.cleaner.enable")),
+            threads=int(get("log.cleaner.threads")),
+            dedupe_buffer_size=int(get("log.cleaner.dedupe.buffer.size")),
+            io_buffer_load_factor=float(get("log.cleaner.io.buffer.load.factor")),
+            io_buffer_size=int(get("log.cleaner.io.buffer.size")),
+            max_io_bytes_per_second=float(get("log.cleaner.io.max.bytes.per.second")),
+            backoff_ms=int(get("log.cleaner.backoff.ms")),
+        )
+
+
+class CleanerState(NamedTuple):
+    """What the cleaner knows of one compacted log, for describe tools."""
+
+    last_cleaned_offset: int  # the checkpoint: offsets below it are clean (-1: never)
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    dirty_ratio: float
+    cleanable_bytes: int
+    total_bytes: int
+    last_pass_ms: int  # wall time of the last pass over this log, -1: none
+    passes: int
+
+
+def is_compacted(plog: UnifiedLog) -> bool:
+    return "compact" in plog.config.cleanup_policy
+
+
+def _direct(fn: Callable[[], T]) -> T:
+    return fn()
+
+
+class LogCleaner:
+    """Kafka's LogCleaner for one log dir; see the module docstring."""
+
+    def __init__(
+        self,
+        config: CleanerConfig,
+        logs: Callable[[], Iterable[UnifiedLog]],
+        time_ms: Callable[[], int] = _wall_ms,
+        *,
+        log_dir: str | None = None,
+        run_on_owner: RunOnOwner = _direct,
+    ) -> None:
+        self.config = config
+        self._logs = logs
+        self._time_ms = time_ms
+        self._checkpoint_path = (os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT)
+                                 if log_dir else None)
+        self._checkpoints: dict[tuple[str, int], int] = (
+            read_offset_checkpoint(self._checkpoint_path) if self._checkpoint_path else {})
+        self._last_pass: dict[tuple[str, int], tuple[int, int]] = {}  # (wall ms, passes)
+        self._recheck_at: dict[tuple[str, int], int] = {}  # tombstone-horizon passes
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # one pass at a time (thread vs clean_once)
+        self.cleaner = Cleaner(
+            dedupe_buffer_size=config.dedupe_buffer_size,
+            load_factor=config.io_buffer_load_factor,
+            io_buffer_size=config.io_buffer_size,
+            throttler=Throttler(config.max_io_bytes_per_second, self._stop),
+            stop=self._stop,
+            run_on_owner=run_on_owner,
+            time_ms=time_ms,
+        )
+        self.run_on_owner = run_on_owner
+        self.results: list[CleanResult] = []  # the last few passes (tests, describe)
+        self.uncleanable: set[tuple[str, int]] = set()  # failed passes (Kafka's metric name)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        if self.config.threads > 1:
+            log.info("log.cleaner.threads=%d: snakka runs one cleaner thread",
+                     self.config.threads)
+        log.info("Starting the log cleaner")
+        self._thread = threading.Thread(target=self._run, name="snakka-log-cleaner",
+                                        daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        """Stop the thread; a pass in progress is abandoned (its ``.cleaned`` files are
+        removed, nothing in the log changed)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def wakeup(self) -> None:
+        """Look for due logs now instead of at the end of the backoff."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                cleaned = self.clean_once()
+            except Exception:  # noqa: BLE001 - the cleaner must outlive a bad log
+                log.exception("the log cleaner failed a pass; it retries after "
+                              "log.cleaner.backoff.ms")
+                cleaned = []
+            if not any(not r.aborted for r in cleaned):
+                self._wake.wait(self.config.backoff_ms / 1000)
+                self._wake.clear()
+
+    # ------------------------------------------------------------ choosing
+
+    def _key(self, plog: UnifiedLog) -> tuple[str, int]:
+        return (plog.topic, plog.partition)
+
+    def cleanable(self, plog: UnifiedLog, now_ms: int | None = None) -> LogToClean:
+        """The dirty range of ``plog`` now (Kafka's cleanableOffsets). Owner thread."""
+        now = self._time_ms() if now_ms is None else now_ms
+        segs = plog.segments
+        start = plog.log_start_offset
+        checkpoint = self._checkpoints.get(self._key(plog), -1)
+        first_dirty = checkpoint if start <= checkpoint <= plog.log_end_offset else start
+        first_uncleanable = plog.active_segment.base_offset
+        lso = plog.last_stable_offset
+        for seg in segs:
+            if seg.base_offset <= lso < seg.next_offset or seg.base_offset >= lso:
+                first_uncleanable = min(first_uncleanable, seg.base_offset)
+                break
+        lag = plog.config.min_compaction_lag_ms
+        if lag > 0:
+            for seg in segs:
+                if seg.base_offset >= first_uncleanable:
+                    break
+                if seg.max_timestamp > now - lag:
+                    first_uncleanable = min(first_uncleanable, seg.base_offset)
+                    break
+        first_dirty = min(first_dirty, first_uncleanable)
+        clean_bytes = cleanable_bytes = 0
+        for seg in segs:
+            if seg.base_offset >= first_uncleanable:
+                break
+            if seg.next_offset <= first_dirty:
+                clean_bytes += seg.size
+            else:
+                cleanable_bytes += seg.size
+        return LogToClean(plog, first_dirty, first_uncleanable, clean_bytes, cleanable_bytes)
+
+    def _due(self, todo: LogToClean, now: int) -> bool:
+        plog = todo.log
+        if todo.cleanable_bytes <= 0:
+            at = self._recheck_at.get(self._key(plog))
+            return at is not None and now >= at and todo.total_bytes > 0
+        if todo.cleanable_ratio >= plog.config.min_cleanable_dirty_ratio:
+            return True
+        max_lag = plog.config.max_compaction_lag_ms
+        if max_lag < 2**62:
+            first = _first_dirty_segment(plog.segments, todo.first_dirty_offset)
+            ts = first.rolling_base_timestamp() if first is not None else None
+            if ts is not None and ts < now - max_lag:
+                return True
+        at = self._recheck_at.get(self._key(plog))
+        return at is not None and now >= at
+
+    def _choose(self) -> list[LogToClean]:
+        now = self._time_ms()
+
+        def scan() -> list[LogToClean]:
+            out = []
+            for plog in list(self._logs()):
+                if plog.closed or not is_compacted(plog) or self._key(plog) in self.uncleanable:
+                    continue
+                todo = self.cleanable(plog, now)
+                if self._due(todo, now):
+                    out.append(todo)
+            return out
+
+        due: list[LogToClean] = self.run_on_owner(scan)
+        due.sort(key=lambda t: -t.cleanable_ratio)
+        return due
+
+    # ------------------------------------------------------------ passes
+
+    def clean_once(self) -> list[CleanResult]:
+        """One pass over every log that is due now, dirtiest first; returns what each did.
+        The checkpoint file is rewritten after the passes."""
+        with self._lock:
+            results = []
+            for todo in self._choose():
+                if self._stop.is_set():
+                    break
+                results.append(self._clean(todo))
+            if results:
+                self._write_checkpoint()
+            return results
+
+    def _clean(self, todo: LogToClean) -> CleanResult:
+        plog = todo.log
+        key = self._key(plog)
+        log.info("Cleaning log %s (cleaning prior to offset %d, dirty ratio %.2f, %d of %d "
+                 "bytes dirty)", plog.name, todo.first_uncleanable_offset,
+                 todo.cleanable_ratio, todo.cleanable_bytes, todo.total_bytes)
+        try:
+            result = self.cleaner.clean(todo)
+        except CleaningAborted as e:
+            result = CleanResult(plog.topic, plog.partition, todo.first_dirty_offset,
+                                 aborted=True)
+            log.info("Cleaning of log %s aborted: %s", plog.name, e)
+        except FileNotFoundError as e:
+            result = CleanResult(plog.topic, plog.partition, todo.first_dirty_offset,
+                                 aborted=True)
+            log.info("Cleaning of log %s aborted: a segment went away (%s)", plog.name, e)
+        except Exception as e:  # noqa: BLE001 - corrupt data, I/O errors: this log only
+            # Kafka's "uncleanable partition": skipped until the broker restarts (or the
+            # partition is recreated), so one bad segment does not stop all compaction.
+            self.uncleanable.add(key)
+            log.error("Cleaning of log %s failed and the partition is marked uncleanable "
+                      "until restart: %s", plog.name, e, exc_info=True)
+            return CleanResult(plog.topic, plog.partition, todo.first_dirty_offset,
+                               aborted=True)
+        now = self._time_ms()
+        passes = self._last_pass.get(key, (0, 0))[1] + 1
+        self._last_pass[key] = (_wall_ms(), passes)
+        self.results = (self.results + [result])[-64:]
+        if result.aborted:
+            return result
+        self._checkpoints[key] = result.end_offset
+        # A pass that kept records may have kept tombstones with a fresh delete horizon:
+        # look again once it has passed, even if nothing new is written meanwhile.
+        self._recheck_at[key] = now + plog.config.delete_retention_ms + 1
+        secs = max(result.elapsed_s, 1e-9)
+        log.info(
+            "Cleaned log %s up to offset %d: %d segments into %d, %.1f MB read and %.1f MB "
+            "written in %.2f s (%.1f MB/s), %d of %d records kept (%.0f%% smaller)",
+            plog.name, result.end_offset, result.segments_before, result.segments_after,
+            result.bytes_read / 1e6, result.bytes_written / 1e6, result.elapsed_s,
+            result.bytes_read / 1e6 / secs, result.records_kept, result.records_read,
+            100.0 * (1 - result.bytes_written / result.bytes_read) if result.bytes_read else 0.0)
+        return result
+
+    def _write_checkpoint(self) -> None:
+        if self._checkpoint_path is None:
+            return
+        live = {self._key(p) for p in list(self._logs()) if not p.closed}
+        for k in [k for k in self._checkpoints if k not in live]:
+            del self._checkpoints[k]  # deleted partitions leave the file
+        for k in [k for k in self._recheck_at if k not in live]:
+            del self._recheck_at[k]
+        write_offset_checkpoint(self._checkpoint_path, dict(self._checkpoints))
+
+    # ------------------------------------------------------------ visibility
+
+    def state(self, plog: UnifiedLog) -> CleanerState:
+        """The cleaner's view of ``plog`` (owner thread)."""
+        key = self._key(plog)
+        todo = self.cleanable(plog)
+        last_ms, passes = self._last_pass.get(key, (-1, 0))
+        return CleanerState(
+            last_cleaned_offset=self._checkpoints.get(key, -1),
+            first_dirty_offset=todo.first_dirty_offset,
+            first_uncleanable_offset=todo.first_uncleanable_offset,
+            dirty_ratio=todo.cleanable_ratio,
+            cleanable_bytes=todo.cleanable_bytes,
+            total_bytes=todo.total_bytes,
+            last_pass_ms=last_ms,
+            passes=passes,
+        )
+
+
+def _first_dirty_segment(segments: Iterable[LogSegment], first_dirty: int) -> LogSegment | None:
+    for seg in segments:
+        if seg.next_offset > first_dirty and seg.size > 0:
+            return seg
+    return None
