@@ -250,7 +250,10 @@ def test_connect_exactly_once_source_survives_sigkill(kafka_distribution, tmp_pa
                 "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
                 "file": str(src), "topic": TOPIC, "tasks.max": "1",
                 "exactly.once.support": "required",
-                "producer.override.transaction.timeout.ms": "3000"})
+                # One transaction per 2 s rather than per poll: FileStreamSource reads a second's
+                # lines in one poll, so a per-poll transaction is open for milliseconds only.
+                "transaction.boundary": "interval", "transaction.boundary.interval.ms": "2000",
+                "producer.override.transaction.timeout.ms": "6000"})
             with FileAppender(src) as appender:
                 # Kill while a transaction holding lines is open, after one has committed;
                 # checked after the kill (it stays open until aborted), tried again if the
