@@ -16,6 +16,7 @@ distribution or ``java`` is absent (tests/reference_kafka.py says why).
 from __future__ import annotations
 
 import json
+import os
 import threading
 import urllib.error
 import urllib.request
@@ -25,6 +26,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from snakka.storage.checkpoint import read_offset_checkpoint
+from snakka.storage.cleaner.manager import CLEANER_OFFSET_CHECKPOINT
 from snakka.testing.embedded import EmbeddedBroker
 
 from .conftest import SNAKKA_CONFIG
@@ -303,5 +306,92 @@ def test_connect_refuses_an_internal_topic_that_is_not_only_compacted(kafka_dist
                  if "ConfigException: Topic 'connect-configs'" in ln), None), 60, app)
             assert "required to have 'cleanup.policy=compact'" in line, line
             assert "currently has 'cleanup.policy=compact,delete'" in line, line
+        finally:
+            app.close()
+
+
+def cleaned_offsets(data_dir: str) -> dict[tuple[str, int], int]:
+    """The log cleaner's checkpoint (Kafka's cleaner-offset-checkpoint): partition -> the
+    offset below which it is clean."""
+    return read_offset_checkpoint(os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT))
+
+
+def count_records(bootstrap: str, topic: str) -> int:
+    """How many records ``topic``-0 holds now, read from its start to its end."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "connect-count",
+                  "enable.auto.commit": False})
+    try:
+        _, end = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        c.assign([TopicPartition(topic, 0, 0)])
+        n, last, idle = 0, -1, 0
+        while last < end - 1 and idle < 6:
+            m = c.poll(0.5)
+            if m is None:
+                idle += 1
+            elif m.error() is None:
+                n, last, idle = n + 1, m.offset(), 0
+        return n
+    finally:
+        c.close()
+
+
+def test_connect_restarts_from_compacted_internal_topics(kafka_distribution, tmp_path):
+    """The log cleaner compacts Connect's config, offsets and status topics while the pipeline
+    runs (short segments, a low dirty ratio); a restarted worker rebuilds its connectors, their
+    target states and its source position from what compaction kept: lines appended while it
+    was down arrive once, and a connector paused and resumed before the stop runs again."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
+    lines = [f"line {i}" for i in range(100)]
+    src.write_text("".join(ln + "\n" for ln in lines))
+    config = {**SNAKKA_CONFIG, "log.cleaner.backoff.ms": "50", "log.roll.ms": "300",
+              "log.cleaner.min.cleanable.ratio": "0.01"}
+    with EmbeddedBroker(config=config, host="127.0.0.1") as broker:
+        bootstrap = broker.bootstrap_servers
+        props = write_properties(tmp_path / "worker.properties",
+                                 worker_props(kafka_distribution, bootstrap, port))
+        app = JvmApp("connect-compacted", "connect-distributed.sh", [str(props)], tmp_path)
+        try:
+            start_worker(app, base)
+            create_connector(base, "file-source", {
+                "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+                "file": str(src), "topic": "compacted-lines", "tasks.max": "1"})
+            create_connector(base, "file-sink", {
+                "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
+                "file": str(dst), "topics": "compacted-lines", "tasks.max": "1"})
+
+            def output() -> list[str]:
+                return dst.read_text().splitlines() if dst.exists() else []
+
+            wait_for("the sink file", lambda: len(output()) >= len(lines), 60, app)
+            # Rewrite the same keys many times: target states (config topic), connector and
+            # task states (status topic), and source offsets (offsets topic) as lines arrive.
+            for i in range(4):
+                for verb in ("pause", "resume"):
+                    assert rest(f"{base}/connectors/file-sink/{verb}", "PUT")[0] == 202
+                with src.open("a") as f:
+                    f.write(f"more {i}\n")
+                wait_for(f"line 'more {i}'", lambda i=i: f"more {i}" in output(), 60, app)
+            wait_for("both connectors running",
+                     lambda: running(base, "file-source") and running(base, "file-sink"), 60, app)
+            wait_for("the cleaner to have compacted Connect's config topic",
+                     lambda: cleaned_offsets(broker.data_dir).get(("connect-configs", 0), 0) > 0,
+                     60, app)
+            # It removed superseded records (the paused/resumed target states at least).
+            kept = count_records(bootstrap, "connect-configs")
+            assert kept < partition_ends(bootstrap, "connect-configs")[0], kept
+
+            assert app.stop() in (0, 143), app.log_tail()
+            more = [f"after restart {i}" for i in range(20)]
+            with src.open("a") as f:
+                f.writelines(ln + "\n" for ln in more)
+            start_worker(app, base)
+            wait_for("both connectors running again",
+                     lambda: running(base, "file-source") and running(base, "file-sink"), 60, app)
+            expected = lines + [f"more {i}" for i in range(4)] + more
+            wait_for("the appended lines", lambda: len(output()) >= len(expected), 60, app)
+            assert output() == expected, "lost or repeated lines after the restart"
+            assert app.error_lines() == [], "\n".join(app.error_lines()[:5])
         finally:
             app.close()
