@@ -9,7 +9,11 @@ restarted worker resumes from the offsets it stored in snakka (source: the file 
 the offsets topic; sink: its consumer group's committed offsets): lines appended while it was
 down arrive exactly once.
 
-One worker JVM per run of it (about 5-10 s to start here); skipped where the reference
+More scenarios: exactly-once source (KIP-618) with the worker SIGKILLed inside an open
+transaction; an internal topic created ``compact,delete`` refused by Connect; a restart from
+internal topics the log cleaner has compacted.
+
+One worker JVM per run of it (about 4 s to REST-ready here); skipped where the reference
 distribution or ``java`` is absent (tests/reference_kafka.py says why).
 """
 
