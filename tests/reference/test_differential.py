@@ -37,6 +37,7 @@ from snakka.protocol.messages.consumer_protocol_assignment import (
     TopicPartition as AssignmentTopicPartition,
 )
 from snakka.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
+from snakka.protocol.messages.create_acls_request import AclCreation, CreateAclsRequest
 from snakka.protocol.messages.create_partitions_request import (
     CreatePartitionsRequest,
     CreatePartitionsTopic,
@@ -46,6 +47,7 @@ from snakka.protocol.messages.create_topics_request import (
     CreatableTopicConfig,
     CreateTopicsRequest,
 )
+from snakka.protocol.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
 from snakka.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from snakka.protocol.messages.delete_records_request import (
     DeleteRecordsPartition,
@@ -53,6 +55,7 @@ from snakka.protocol.messages.delete_records_request import (
     DeleteRecordsTopic,
 )
 from snakka.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+from snakka.protocol.messages.describe_acls_request import DescribeAclsRequest
 from snakka.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from snakka.protocol.messages.describe_configs_request import (
     DescribeConfigsRequest,
@@ -158,8 +161,9 @@ def test_api_versions(brokers, versions, version):
 
     k, s = run_both(brokers, versions, scenario)
     exceptions = {
-        "api_versions.api_keys[*": "snakka serves a subset of Kafka's APIs (no transactions, "
-                                   "ACLs, quotas, KRaft RPCs) and some that 4.0 lacks (91, 92)",
+        "api_versions.api_keys[*": "snakka serves a subset of Kafka's APIs (no SASL, "
+                                   "delegation tokens, quotas, KRaft RPCs) and some that "
+                                   "4.0 lacks (91, 92)",
     }
     if version is None or version >= 3:
         exceptions.update({
@@ -222,6 +226,25 @@ def test_describe_cluster(brokers, versions, version):
     async def scenario(p: Peer):
         await p.ask("describe_cluster", DescribeClusterRequest(
             include_cluster_authorized_operations=False), version=version)
+
+    assert_same_shape(*run_both(brokers, versions, scenario))
+
+
+@pytest.mark.parametrize("version", [None, 1])
+def test_acl_apis_without_an_authorizer(brokers, versions, version):
+    """Neither broker has an authorizer: SECURITY_DISABLED for the request (DescribeAcls) or
+    for every creation and filter (Create/DeleteAcls), nothing matched (issue 13: MM2)."""
+    def acl_filter(cls):
+        return cls(resource_type_filter=2, resource_name_filter=None, pattern_type_filter=1,
+                   principal_filter=None, host_filter=None, operation=1, permission_type=1)
+
+    async def scenario(p: Peer):
+        await p.ask("describe_acls", acl_filter(DescribeAclsRequest), version=version)
+        await p.ask("create_acls", CreateAclsRequest(creations=[AclCreation(
+            resource_type=2, resource_name=f"t{i}", resource_pattern_type=3, principal="User:x",
+            host="*", operation=3, permission_type=3) for i in range(2)]), version=version)
+        await p.ask("delete_acls", DeleteAclsRequest(
+            filters=[acl_filter(DeleteAclsFilter)] * 2), version=version)
 
     assert_same_shape(*run_both(brokers, versions, scenario))
 
