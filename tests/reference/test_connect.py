@@ -119,8 +119,11 @@ def test_connect_file_pipeline_and_restart(kafka_distribution, tmp_path):
         app = JvmApp("connect", "connect-distributed.sh", [str(props)], tmp_path)
         try:
             start_worker(app, base)
-            # The worker created its three topics compacted, and snakka says so.
+            # The worker created its three topics compacted, and snakka says so. Its REST API
+            # answers before the herder has created them (slower under load): wait for them.
             admin = AdminClient({"bootstrap.servers": bootstrap})
+            wait_for("the worker's internal topics", lambda: set(INTERNAL.values()) <= set(
+                admin.list_topics(timeout=10).topics), 60, app)
             res = [ConfigResource("topic", t) for t in INTERNAL.values()]
             for r, fut in admin.describe_configs(res).items():
                 assert fut.result(30)["cleanup.policy"].value == "compact", r
