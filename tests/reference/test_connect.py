@@ -122,8 +122,9 @@ def test_connect_file_pipeline_and_restart(kafka_distribution, tmp_path):
             # The worker created its three topics compacted, and snakka says so. Its REST API
             # answers before the herder has created them (slower under load): wait for them.
             admin = AdminClient({"bootstrap.servers": bootstrap})
-            wait_for("the worker's internal topics", lambda: set(INTERNAL.values()) <= set(
-                admin.list_topics(timeout=10).topics), 60, app)
+            topics = set(INTERNAL.values())
+            wait_for("the worker's internal topics",
+                     lambda a=admin: topics <= set(a.list_topics(timeout=10).topics), 60, app)
             res = [ConfigResource("topic", t) for t in INTERNAL.values()]
             for r, fut in admin.describe_configs(res).items():
                 assert fut.result(30)["cleanup.policy"].value == "compact", r
