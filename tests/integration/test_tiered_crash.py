@@ -136,7 +136,7 @@ def test_sigkill_during_upload(tiered_backend):  # noqa: F811  (the imported fix
         broker.start()
         bs = broker.bootstrap_servers
 
-        wait_tiered(bs, broker.data_dir, TOPIC, [0], timeout=120, local_max=3 * SEG)
+        wait_tiered(bs, broker.data_dir, TOPIC, [0], timeout=300, local_max=3 * SEG)
         wait_until(lambda: not partial_copies(tiered_backend, TOPIC), 60,
                    "partial copies deleted by the restarted broker", interval=0.2)
         # The kills left copies in COPY_SEGMENT_STARTED; the restarted broker deleted them.
@@ -216,7 +216,7 @@ def test_sigkill_during_remote_deletion(tiered_backend):  # noqa: F811  (the imp
         bs = broker.bootstrap_servers
         ck_create_topic(bs, topic, 1, tiered_topic_config(seg, seg))
         produce_numbered(bs, topic, 0, 4000)
-        wait_tiered(bs, broker.data_dir, topic, [0], timeout=120, local_max=3 * seg)
+        wait_tiered(bs, broker.data_dir, topic, [0], timeout=300, local_max=3 * seg)
         assert not partial_copies(tiered_backend, topic)
         starts = sorted(o.start_offset for o in tiered_backend.objects(topic)
                         if o.suffix == "manifest")

@@ -193,6 +193,10 @@ def test_readers_of_segments_being_deleted(broker, tiered_backend):  # noqa: F81
     problems: list[str] = []
     done: list[int] = []
     jumps: list[tuple[int, int]] = []
+    # Each reader waits, after its first records, until the first deletion has passed its
+    # position: the overtaking is certain, not a matter of relative speeds (a CI run under load
+    # had the readers finish before the deletions reached them).
+    first_deletion = threading.Event()
 
     def read(i: int) -> None:
         c = Consumer(ck_consumer_config(bs, **{"max.partition.fetch.bytes": 8 * 1024}))
@@ -210,6 +214,8 @@ def test_readers_of_segments_being_deleted(broker, tiered_backend):  # noqa: F81
                     if m.offset() != last + 1:
                         jumps.append((last, m.offset()))
                     last = m.offset()
+                if last >= 0:
+                    first_deletion.wait(60)
             done.append(last)
         finally:
             c.close()
@@ -221,6 +227,7 @@ def test_readers_of_segments_being_deleted(broker, tiered_backend):  # noqa: F81
     for s in starts[1:-2]:
         tp = TopicPartition(topic, 0, s + 5)
         admin.delete_records([tp])[tp].result(30)
+        first_deletion.set()
         time.sleep(0.05)  # readers make some progress between deletions, on purpose
     for r in readers:
         r.join(150)

@@ -321,6 +321,7 @@ class Cleaner:
                     buf, pos, h = pending
                     pending = next(batches, None)
                     _yield_gil()
+                    self._check_stop()
                     result.records_read += h.records_count
                     n = h.batch_length + LOG_OVERHEAD
                     io += n
