@@ -7,6 +7,8 @@ producer created them, shows the same policy, codec and segment size as topic ov
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -24,7 +26,22 @@ def _create_internal_topics(bootstrap: str) -> None:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "itc-g",
                   "enable.auto.commit": False})
     try:
-        c.commit(offsets=[TopicPartition("itc", 0, 1)], asynchronous=False)
+        # The first commit creates __consumer_offsets: until its coordinator is loaded, Kafka
+        # answers a retriable NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, which a
+        # synchronous commit raises instead of retrying (a CI run saw it). Retry those.
+        from confluent_kafka import KafkaError, KafkaException
+
+        retriable = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                     KafkaError.COORDINATOR_NOT_AVAILABLE}
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                c.commit(offsets=[TopicPartition("itc", 0, 1)], asynchronous=False)
+                break
+            except KafkaException as e:
+                if e.args[0].code() not in retriable or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         c.close()
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "itc-tx"})

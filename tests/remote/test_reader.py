@@ -46,6 +46,7 @@ class FakeStorage:
         self.chunk_size = chunk_size
         self.files: dict[object, dict[object, bytes]] = {}
         self.log_reads: list[tuple[int, int]] = []
+        self.log_reads_by_segment: list[tuple[object, int, int]] = []  # (segment id, start, end)
         self.index_reads = 0
         self.fail: Exception | None = None
         self.gate: threading.Event | None = None
@@ -64,6 +65,7 @@ class FakeStorage:
         self._wait()
         with self._lock:
             self.log_reads.append((start, end))
+            self.log_reads_by_segment.append((md.segment_id.id, start, end))
         return self.files[md.segment_id.id]["log"][start:end]
 
     def fetch_index(self, md, index_type):
@@ -586,10 +588,14 @@ def test_a_read_needing_a_chunk_the_read_ahead_is_fetching_waits_for_it(tmp_path
         rsm.gate.set()
         await asyncio.wait_for(pend.ready, 10)
         assert bytes(plog.read(off, 150)) == ref[off]
-        return len(rsm.log_reads) - reads_before
+        return rsm.log_reads_by_segment[reads_before:]
 
     try:
-        assert asyncio.run(run()) == 1  # only the read-ahead's fetch
+        # The read joined the read-ahead's fetch: no byte range was fetched twice. (Not "exactly
+        # one fetch": once the gate opens, the pool may rightly start the next read-ahead before
+        # the last read, which a CI run under load saw: 2 distinct ranges.)
+        reads = asyncio.run(run())
+        assert reads and len(reads) == len(set(reads)), reads
     finally:
         if rsm.gate is not None:
             rsm.gate.set()
