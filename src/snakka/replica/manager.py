@@ -140,6 +140,21 @@ def _error(code: int, message: str | None = None,
                         record_errors=list(record_errors or ()))
 
 
+# Kafka (ReplicaManager.appendToLocalLog): a batch the partition refuses is answered with the
+# partition's log start offset, except a corrupt or too large one (those exceptions are
+# answered with -1). Checked against Kafka 4.0 in tests/reference/test_differential.py.
+_REFUSED_WITHOUT_LOG_START = frozenset({
+    ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
+
+
+def _refused(pl: UnifiedLog, code: int, message: str | None = None,
+             record_errors: list[tuple[int, str | None]] | None = None) -> AppendResult:
+    r = _error(code, message, record_errors)
+    if code not in _REFUSED_WITHOUT_LOG_START:
+        r.log_start_offset = pl.log_start_offset
+    return r
+
+
 class ReplicaManager:
     def __init__(self, metadata: ClusterMetadata, logs: LogManager, flusher: FlushScheduler, *,
                  node_id: int, time_ms: Callable[[], int], log_dir: str,
@@ -230,7 +245,7 @@ class ReplicaManager:
                           "Produce request must carry exactly one record batch per partition")
         cfg = pl.config
         if acks == -1 and cfg.min_insync_replicas > 1:
-            return _error(ErrorCode.NOT_ENOUGH_REPLICAS,
+            return _refused(pl, ErrorCode.NOT_ENOUGH_REPLICAS,
                           f"min.insync.replicas={cfg.min_insync_replicas} but only 1 replica "
                           "exists")
         try:
@@ -246,18 +261,16 @@ class ReplicaManager:
                               "Produce requests with version 3 and above must have exactly one "
                               "record batch per partition")
             if infos[0].header.attributes & _ATTR_CONTROL:
-                return _error(ErrorCode.INVALID_RECORD,
+                return _refused(pl, ErrorCode.INVALID_RECORD,
                               "Clients are not allowed to write control records")
             if cfg.compression_type != "producer":
                 buf, infos = maybe_recompress(cfg.compression_type, buf, infos,
                                               max_message_bytes=cfg.max_message_bytes)
             result = pl.append(buf, infos)
         except RecordValidationError as e:
-            return _error(e.error_code, e.message, e.record_errors)
+            return _refused(pl, e.error_code, e.message, e.record_errors)
         except ProducerStateError as e:  # with the log start offset, as Kafka (KIP-360)
-            r = _error(e.error_code, str(e))
-            r.log_start_offset = pl.log_start_offset
-            return r
+            return _refused(pl, e.error_code, str(e))
         except OSError as e:  # the disk failed under this partition: Kafka's storage error
             log.error("append to %s-%d failed: %s", topic, partition, e)
             return _error(ErrorCode.KAFKA_STORAGE_ERROR, "Disk error when appending")
