@@ -270,3 +270,23 @@ def test_a_corrupt_segment_marks_the_partition_uncleanable_not_the_cleaner(tmp_p
     good.roll()
     bad.roll()
     assert [r.tp for r in cleaner.clean_once()] == ["good-0"]
+
+
+def test_a_pass_holds_one_segment_descriptor_at_a_time(tmp_path):
+    """The cleaner's own descriptors bypass the broker's file pool (log.max.open.files): a
+    pass over a log of many segments must not open them all at once."""
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", compact_config(segment_bytes=200), clock=clock)
+    write_rounds(plog, clock, rounds=40, keys=5)
+    plog.roll()
+    assert len(plog.segments) > 30
+    baseline = len(os.listdir("/proc/self/fd"))
+    peak = [0]
+
+    def owner(fn):  # called at the pass's start and for every swap
+        peak[0] = max(peak[0], len(os.listdir("/proc/self/fd")) - baseline)
+        return fn()
+
+    res = LogCleaner(CleanerConfig(), lambda: [plog], clock, run_on_owner=owner).clean_once()
+    assert res and not res[0].aborted
+    assert peak[0] <= 3, peak[0]

@@ -45,7 +45,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
@@ -207,22 +208,11 @@ class Cleaner:
         result = CleanResult(plog.topic, plog.partition, todo.first_dirty_offset)
         t0 = time.monotonic()
         state = self.run_on_owner(lambda: self._pass_state(plog, todo.first_uncleanable_offset))
-        fds: dict[int, int] = {}
         try:
-            for seg in state.segments:
-                if seg.base_offset >= todo.first_uncleanable_offset:
-                    break
-                fds[seg.base_offset] = os.open(seg.path, os.O_RDONLY)
-        except FileNotFoundError:
-            for fd in fds.values():
-                os.close(fd)
-            result.aborted = True
-            return result
-        try:
-            end = self._build_offset_map(state.segments, fds, todo, result, state.aborted)
+            end = self._build_offset_map(state.segments, todo, result, state.aborted)
             result.end_offset = end
             now = self.time_ms()
-            to_clean = [s for s in state.segments if s.base_offset < end and s.base_offset in fds]
+            to_clean = [s for s in state.segments if s.base_offset < end]
             groups = group_segments_by_size(to_clean, plog.config.segment_bytes,
                                             plog.config.segment_index_bytes, end)
             ctx = CleanContext(
@@ -234,13 +224,11 @@ class Cleaner:
             )
             result.segments_before = len(to_clean)
             for group in groups:
-                self._clean_group(plog, group, fds, ctx, result)
+                self._clean_group(plog, group, ctx, result)
                 result.segments_after += 1
         except CleaningAborted:
             result.aborted = True
         finally:
-            for fd in fds.values():
-                os.close(fd)
             self.offset_map.clear()
             result.elapsed_s = time.monotonic() - t0
         return result
@@ -262,9 +250,8 @@ class Cleaner:
         if self.stop.is_set():
             raise CleaningAborted("the cleaner is stopping")
 
-    def _build_offset_map(self, segments: Sequence[LogSegment], fds: dict[int, int],
-                          todo: LogToClean, result: CleanResult,
-                          aborted: Sequence[AbortedTxn]) -> int:
+    def _build_offset_map(self, segments: Sequence[LogSegment], todo: LogToClean,
+                          result: CleanResult, aborted: Sequence[AbortedTxn]) -> int:
         """Map key -> latest offset over the dirty range (aborted data and markers put no
         key); return the offset after the last one mapped: the pass cleans up to there."""
         m = self.offset_map
@@ -276,72 +263,53 @@ class Cleaner:
         txns = CleanedTxns(t for t in aborted if t.last_offset >= start)
         for seg in dirty:
             self._check_stop()
-            read = 0
             before = len(m)
-            for buf, pos, h in segment_batches(fds[seg.base_offset], seg.size,
-                                               self.io_buffer_size):
-                if h.base_offset + h.last_offset_delta < start:
-                    continue
-                full = add_batch_to_offset_map(m, buf, pos, h, txns, start)
-                _yield_gil()
-                read += h.batch_length + LOG_OVERHEAD
-                if full:
-                    result.map_records += len(m) - before
-                    self.throttler.maybe_throttle(read)
-                    result.bytes_read += read
-                    log.info("%s: the offset map is full (%d keys) at offset %d; the rest "
-                             "is cleaned in a later pass", todo.log.name, len(m),
-                             m.latest_offset)
-                    return m.latest_offset + 1
-                if read >= self.io_buffer_size:
-                    self.throttler.maybe_throttle(read)
-                    result.bytes_read += read
-                    read = 0
-            self.throttler.maybe_throttle(read)
-            result.bytes_read += read
+            full = self._map_segment(seg, start, txns, result)
             result.map_records += len(m) - before
+            if full:
+                log.info("%s: the offset map is full (%d keys) at offset %d; the rest is "
+                         "cleaned in a later pass", todo.log.name, len(m), m.latest_offset)
+                return m.latest_offset + 1
             m.update_latest_offset(min(seg.next_offset, stop_at) - 1)
         # Everything below the dirty range was cleaned by earlier passes: it counts as mapped
         # (a pass with nothing dirty still drops tombstones whose horizon has passed).
         m.update_latest_offset(start - 1)
         return m.latest_offset + 1
 
-    def _clean_group(self, plog: UnifiedLog, group: Sequence[LogSegment],
-                     fds: dict[int, int], ctx: CleanContext, result: CleanResult) -> None:
+    def _map_segment(self, seg: LogSegment, start: int, txns: CleanedTxns,
+                     result: CleanResult) -> bool:
+        """Put one segment's keys in the map; True when the map filled up inside it."""
+        m = self.offset_map
+        read = 0
+        try:
+            with _segment_fd(seg) as fd:
+                for buf, pos, h in segment_batches(fd, seg.size, self.io_buffer_size):
+                    if h.base_offset + h.last_offset_delta < start:
+                        continue
+                    full = add_batch_to_offset_map(m, buf, pos, h, txns, start)
+                    _yield_gil()
+                    read += h.batch_length + LOG_OVERHEAD
+                    if full:
+                        return True
+                    if read >= self.io_buffer_size:
+                        self.throttler.maybe_throttle(read)
+                        result.bytes_read += read
+                        read = 0
+        finally:
+            self.throttler.maybe_throttle(read)
+            result.bytes_read += read
+        return False
+
+    def _clean_group(self, plog: UnifiedLog, group: Sequence[LogSegment], ctx: CleanContext,
+                     result: CleanResult) -> None:
         cfg = plog.config
         cleaned = CleanedSegment(plog.dir_path, group[0].base_offset, cfg.index_interval_bytes,
-                                  cfg.segment_index_bytes)
+                                 cfg.segment_index_bytes)
         try:
             for seg in group:
                 self._check_stop()
-                batches = segment_batches(fds[seg.base_offset], seg.size, self.io_buffer_size)
-                pending = next(batches, None)
-                io = 0
-                while pending is not None:
-                    buf, pos, h = pending
-                    pending = next(batches, None)
-                    _yield_gil()
-                    self._check_stop()
-                    result.records_read += h.records_count
-                    n = h.batch_length + LOG_OVERHEAD
-                    io += n
-                    out = filter_batch(buf, pos, h, ctx,
-                                       # Kafka: the batch whose next offset is the pass's
-                                       # upper bound, one per pass (not one per group: each
-                                       # group would keep an empty batch, and a reader meets
-                                       # runs of fetches with no record in them).
-                                       last_batch_of_round=h.next_offset == result.end_offset)
-                    if out.data is None:
-                        continue
-                    kept_h = parse_header(out.data) if out.rewritten else h
-                    cleaned.append(out.data if out.rewritten else memoryview(buf)[pos:pos + n],
-                                   kept_h, out.max_timestamp, out.offset_of_max_timestamp)
-                    result.records_kept += out.records_kept
-                    result.bytes_written += len(out.data) if out.rewritten else n
-                    if io >= self.io_buffer_size:
-                        self.throttler.maybe_throttle(io)
-                        io = 0
-                self.throttler.maybe_throttle(io)
+                with _segment_fd(seg) as fd:
+                    self._clean_segment(fd, seg, cleaned, ctx, result)
             # The aborted transactions whose ABORT marker was kept (their data is still
             # here) go to the cleaned segment's .txnindex, for read_committed fetches.
             for txn in ctx.txns.drain_retained_aborted():
@@ -357,6 +325,48 @@ class Cleaner:
             fsync_dir(plog.dir_path)  # the final names, durable (off the event loop)
         except FileNotFoundError:
             pass  # the partition was deleted right after the swap
+
+    def _clean_segment(self, fd: int, seg: LogSegment, cleaned: CleanedSegment,
+                       ctx: CleanContext, result: CleanResult) -> None:
+        """Write what the filter keeps of one segment's batches to ``cleaned``."""
+        io = 0
+        for buf, pos, h in segment_batches(fd, seg.size, self.io_buffer_size):
+            _yield_gil()
+            self._check_stop()
+            result.records_read += h.records_count
+            n = h.batch_length + LOG_OVERHEAD
+            io += n
+            # Kafka: the batch whose next offset is the pass's upper bound is kept even
+            # emptied, one per pass (not one per group: each group would keep an empty batch,
+            # and a reader would meet runs of fetches with no record in them).
+            out = filter_batch(buf, pos, h, ctx,
+                               last_batch_of_round=h.next_offset == result.end_offset)
+            if out.data is not None:
+                kept_h = parse_header(out.data) if out.rewritten else h
+                cleaned.append(out.data, kept_h, out.max_timestamp, out.offset_of_max_timestamp)
+                result.records_kept += out.records_kept
+                result.bytes_written += len(out.data)
+            if io >= self.io_buffer_size:
+                self.throttler.maybe_throttle(io)
+                io = 0
+        self.throttler.maybe_throttle(io)
+
+
+@contextmanager
+def _segment_fd(seg: LogSegment) -> Iterator[int]:
+    """The cleaner's own descriptor of one segment, open only while that segment is read:
+    a pass holds at most one (plus the cleaned segment's), however many segments the log has
+    (the broker's descriptors are bounded by log.max.open.files; these bypass its pool). Once
+    open, the file stays readable if retention deletes it meanwhile; deleted before, the pass
+    is abandoned (its swap would find the segment gone anyway)."""
+    try:
+        fd = os.open(seg.path, os.O_RDONLY)
+    except FileNotFoundError as e:
+        raise CleaningAborted(f"segment {seg.base_offset} was deleted") from e
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def group_segments_by_size(segments: Sequence[LogSegment], max_size: int, max_index_size: int,
