@@ -290,3 +290,26 @@ def test_a_pass_holds_one_segment_descriptor_at_a_time(tmp_path):
     res = LogCleaner(CleanerConfig(), lambda: [plog], clock, run_on_owner=owner).clean_once()
     assert res and not res[0].aborted
     assert peak[0] <= 3, peak[0]
+
+
+def test_a_batch_failing_its_crc_is_never_rewritten_with_a_fresh_one(tmp_path, caplog):
+    """Segments below the recovery point are opened without checking every CRC: a damaged
+    batch the cleaner would rebuild (records dropped) would get a new, valid CRC and the
+    damage would be served as good data. The cleaner checks each CRC and leaves such a
+    partition alone (uncleanable), its files untouched."""
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", compact_config(), clock=clock)
+    write_rounds(plog, clock, rounds=6, keys=5)
+    plog.roll()
+    seg = plog.segments[0]
+    with open(seg.path, "r+b") as f:
+        data = bytearray(f.read())
+        data[-3] ^= 0x01  # a value byte of the last record of the segment: CRC now wrong
+        f.seek(0)
+        f.write(data)
+    cleaner = cleaner_for(plog, clock, tmp_path)
+    res = cleaner.clean_once()
+    assert res and res[0].aborted and cleaner.uncleanable == {("t", 0)}
+    with open(seg.path, "rb") as f:
+        assert f.read() == bytes(data)
+    assert any("fails its CRC" in r.getMessage() for r in caplog.records)

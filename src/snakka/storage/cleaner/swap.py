@@ -34,7 +34,15 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 
-from snakka.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+from snakka.records.batch import (
+    CORRUPT_MESSAGE,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    RecordValidationError,
+    batch_crc,
+    parse_header,
+)
 
 from ..index import OffsetIndex, TimeIndex, TransactionIndex
 from ..local_log import LocalLog, fsync_dir, unlink_if_present
@@ -53,10 +61,15 @@ SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 
 
-def segment_batches(fd: int, size: int, chunk: int) -> Iterator[tuple[bytes, int, BatchHeader]]:
+def segment_batches(fd: int, size: int, chunk: int, *, verify_crc: bool = True
+                    ) -> Iterator[tuple[bytes, int, BatchHeader]]:
     """(buffer, position in buffer, header) of every complete batch of a segment file read
     through ``fd`` up to ``size`` bytes, ``chunk`` bytes at a time (bigger for a bigger
-    batch). A torn or invalid header ends the walk (the loader would have truncated it)."""
+    batch). A torn or invalid header ends the walk (the loader would have truncated it).
+
+    With ``verify_crc`` a batch whose CRC32C does not match raises RecordValidationError
+    (CORRUPT_MESSAGE): the cleaner must not rebuild a damaged batch with a fresh, valid CRC
+    (segments below the recovery point are opened without checking every CRC)."""
     pos = 0  # file position of buf[0]
     buf = b""
     rel = 0
@@ -75,6 +88,10 @@ def segment_batches(fd: int, size: int, chunk: int) -> Iterator[tuple[bytes, int
             pos, rel = pos + rel, 0
             if len(buf) < n:
                 return
+        if verify_crc and batch_crc(buf, rel, n) != h.crc:
+            raise RecordValidationError(
+                CORRUPT_MESSAGE, f"batch at offset {h.base_offset} (file position {pos + rel}) "
+                "fails its CRC")
         yield buf, rel, h
         rel += n
 
@@ -237,7 +254,7 @@ def complete_interrupted_swaps(dir_path: str, name: str) -> int:
         end = base
         fd = os.open(swap_log, os.O_RDONLY)
         try:
-            for _buf, _pos, h in segment_batches(fd, size, 1 << 20):
+            for _buf, _pos, h in segment_batches(fd, size, 1 << 20, verify_crc=False):
                 end = h.base_offset + h.last_offset_delta + 1
         finally:
             os.close(fd)
