@@ -313,3 +313,36 @@ def test_a_batch_failing_its_crc_is_never_rewritten_with_a_fresh_one(tmp_path, c
     with open(seg.path, "rb") as f:
         assert f.read() == bytes(data)
     assert any("fails its CRC" in r.getMessage() for r in caplog.records)
+
+
+def test_a_full_disk_aborts_the_pass_and_the_next_one_cleans(tmp_path, monkeypatch):
+    """ENOSPC while writing the cleaned segment: the pass is abandoned (no .cleaned file
+    left, the log unchanged) and the partition is not given up on: compaction is what frees
+    the space."""
+    import errno
+
+    from snakka.storage.cleaner import swap
+
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", compact_config(), clock=clock)
+    written = write_rounds(plog, clock, rounds=12, keys=5)
+    plog.roll()
+    before = read_all(plog)
+    real = swap.os.fsync
+    fail = {"n": 1}
+
+    def fsync(fd):
+        if fail["n"]:
+            fail["n"] -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(swap.os, "fsync", fsync)
+    cleaner = cleaner_for(plog, clock, tmp_path)
+    res = cleaner.clean_once()
+    assert res and res[0].aborted and not cleaner.uncleanable
+    assert read_all(plog) == before
+    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".cleaned")]
+    res = cleaner.clean_once()
+    assert res and not res[0].aborted
+    assert read_all(plog) == sorted((off, k, v) for k, (off, v) in latest_per_key(written).items())

@@ -274,10 +274,14 @@ class LogCleaner:
             result = CleanResult(plog.topic, plog.partition, todo.first_dirty_offset,
                                  aborted=True)
             log.info("Cleaning of log %s aborted: %s", plog.name, e)
-        except FileNotFoundError as e:
+        except OSError as e:
+            # The disk (full, an I/O error) or the partition going away under the pass: the
+            # .cleaned files are gone, the log is as it was, the next pass tries again. Not
+            # "uncleanable": compaction is what frees the space a full disk needs.
             result = CleanResult(plog.topic, plog.partition, todo.first_dirty_offset,
                                  aborted=True)
-            log.info("Cleaning of log %s aborted: a segment went away (%s)", plog.name, e)
+            log.warning("Cleaning of log %s aborted, retried after log.cleaner.backoff.ms: %s",
+                        plog.name, e)
         except Exception as e:  # noqa: BLE001 - corrupt data, I/O errors: this log only
             # Kafka's "uncleanable partition": skipped until the broker restarts (or the
             # partition is recreated), so one bad segment does not stop all compaction.

@@ -44,7 +44,7 @@ from snakka.records.batch import (
     parse_header,
 )
 
-from ..index import OffsetIndex, TimeIndex, TransactionIndex
+from ..index import OffsetIndex, TimeIndex, TransactionIndex, _pwrite_all
 from ..local_log import LocalLog, fsync_dir, unlink_if_present
 from ..segment import (
     LogSegment,
@@ -142,7 +142,8 @@ class CleanedSegment:
 
     def write_pending(self) -> None:
         if self._pending:
-            os.write(self.fd, b"".join(self._pending))
+            # All of it (a short write is possible), at the end of what is written so far.
+            _pwrite_all(self.fd, b"".join(self._pending), self.size - self._pending_bytes)
             self._pending.clear()
             self._pending_bytes = 0
 
