@@ -173,7 +173,6 @@ class _PassState(NamedTuple):
 
     segments: tuple[LogSegment, ...]
     producer_last_offsets: dict[int, int]
-    log_start_offset: int
     # The aborted transactions with data below the pass's end, from the whole log (Kafka's
     # collectAbortedTransactions): an ABORT marker, and so its txnindex entry, may lie in a
     # later segment than the data, the active one included.
@@ -241,7 +240,6 @@ class Cleaner:
             segments=plog.segments,
             producer_last_offsets={pid: e.last_offset
                                    for pid, e in plog.producer_state.producers.items()},
-            log_start_offset=plog.log_start_offset,
             aborted=plog.collect_aborted_transactions(
                 plog.segments[0].base_offset if plog.segments else 0, upper_bound_offset),
         )

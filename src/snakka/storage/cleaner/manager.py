@@ -18,8 +18,9 @@ What this module owns (Kafka's LogCleaner + LogCleanerManager)
     * **The checkpoint** ``cleaner-offset-checkpoint`` in the log dir (Kafka's file and
       format): per partition, the offset below which the log is clean. Lost or stale, the
       next pass simply cleans more.
-    * **Visibility.** :meth:`LogCleaner.state` (dirty ratio, last cleaned offset, last pass)
-      for ``snakka topics describe`` and DescribeLogDirs' callers; a log line per pass.
+    * **Visibility**, as Kafka (no API carries cleaner state; Kafka has it in JMX metrics):
+      a log line per pass (what was cleaned, MB/s, records kept), the checkpoint file, and
+      :attr:`LogCleaner.uncleanable` (partitions whose pass failed).
 
 Threading
     The cleaner thread runs :class:`~.cleaner.Cleaner`; it reads the segment list and
@@ -34,14 +35,18 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from snakka.config import BROKER_CONFIGS
 
 from ..checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from .cleaner import Cleaner, CleaningAborted, CleanResult, LogToClean, RunOnOwner, Throttler
 
 if TYPE_CHECKING:
+    from snakka.config import BrokerConfig
+
     from ..segment import LogSegment
     from ..unified_log import UnifiedLog
 
@@ -55,44 +60,40 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+# CleanerConfig's fields and the broker configs they come from (names, types, defaults and
+# ranges live in snakka.config only).
+_CLEANER_CONFIGS = {
+    "enable": "log.cleaner.enable",
+    "threads": "log.cleaner.threads",
+    "dedupe_buffer_size": "log.cleaner.dedupe.buffer.size",
+    "io_buffer_load_factor": "log.cleaner.io.buffer.load.factor",
+    "io_buffer_size": "log.cleaner.io.buffer.size",
+    "max_io_bytes_per_second": "log.cleaner.io.max.bytes.per.second",
+    "backoff_ms": "log.cleaner.backoff.ms",
+}
+
+
+def _default(field: str) -> Any:
+    d = BROKER_CONFIGS[_CLEANER_CONFIGS[field]]
+    return d.value(d.default)
+
+
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
     """The broker's ``log.cleaner.*`` settings (Kafka's CleanerConfig)."""
 
-    enable: bool = True
-    threads: int = 1
-    dedupe_buffer_size: int = 134_217_728
-    io_buffer_load_factor: float = 0.9
-    io_buffer_size: int = 524_288
-    max_io_bytes_per_second: float = 1.7976931348623157e308
-    backoff_ms: int = 15_000
+    enable: bool = _default("enable")
+    threads: int = _default("threads")
+    dedupe_buffer_size: int = _default("dedupe_buffer_size")
+    io_buffer_load_factor: float = _default("io_buffer_load_factor")
+    io_buffer_size: int = _default("io_buffer_size")
+    max_io_bytes_per_second: float = _default("max_io_bytes_per_second")
+    backoff_ms: int = _default("backoff_ms")
 
     @classmethod
-    def from_broker(cls, cfg: Mapping[str, Any] | Any) -> CleanerConfig:
-        """From a BrokerConfig (or any mapping of the broker's typed values)."""
-        get: Callable[[str], Any] = cfg.get if hasattr(cfg, "get") else (lambda k: cfg[k])
-        return cls(
-            enable=bool(get("log.cleaner.enable")),
-            threads=int(get("log.cleaner.threads")),
-            dedupe_buffer_size=int(get("log.cleaner.dedupe.buffer.size")),
-            io_buffer_load_factor=float(get("log.cleaner.io.buffer.load.factor")),
-            io_buffer_size=int(get("log.cleaner.io.buffer.size")),
-            max_io_bytes_per_second=float(get("log.cleaner.io.max.bytes.per.second")),
-            backoff_ms=int(get("log.cleaner.backoff.ms")),
-        )
-
-
-class CleanerState(NamedTuple):
-    """What the cleaner knows of one compacted log, for describe tools."""
-
-    last_cleaned_offset: int  # the checkpoint: offsets below it are clean (-1: never)
-    first_dirty_offset: int
-    first_uncleanable_offset: int
-    dirty_ratio: float
-    cleanable_bytes: int
-    total_bytes: int
-    last_pass_ms: int  # wall time of the last pass over this log, -1: none
-    passes: int
+    def from_broker(cls, cfg: BrokerConfig) -> CleanerConfig:
+        values: dict[str, Any] = {f: cfg.get(name) for f, name in _CLEANER_CONFIGS.items()}
+        return cls(**values)
 
 
 def is_compacted(plog: UnifiedLog) -> bool:
@@ -122,10 +123,8 @@ class LogCleaner:
                                  if log_dir else None)
         self._checkpoints: dict[tuple[str, int], int] = (
             read_offset_checkpoint(self._checkpoint_path) if self._checkpoint_path else {})
-        self._last_pass: dict[tuple[str, int], tuple[int, int]] = {}  # (wall ms, passes)
         self._recheck_at: dict[tuple[str, int], int] = {}  # tombstone-horizon passes
         self._stop = threading.Event()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # one pass at a time (thread vs clean_once)
         self.cleaner = Cleaner(
@@ -138,7 +137,6 @@ class LogCleaner:
             time_ms=time_ms,
         )
         self.run_on_owner = run_on_owner
-        self.results: list[CleanResult] = []  # the last few passes (tests, describe)
         self.uncleanable: set[tuple[str, int]] = set()  # failed passes (Kafka's metric name)
 
     # ------------------------------------------------------------ lifecycle
@@ -156,14 +154,9 @@ class LogCleaner:
         """Stop the thread; a pass in progress is abandoned (its ``.cleaned`` files are
         removed, nothing in the log changed)."""
         self._stop.set()
-        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
-
-    def wakeup(self) -> None:
-        """Look for due logs now instead of at the end of the backoff."""
-        self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -174,8 +167,7 @@ class LogCleaner:
                               "log.cleaner.backoff.ms")
                 cleaned = []
             if not any(not r.aborted for r in cleaned):
-                self._wake.wait(self.config.backoff_ms / 1000)
-                self._wake.clear()
+                self._stop.wait(self.config.backoff_ms / 1000)
 
     # ------------------------------------------------------------ choosing
 
@@ -291,9 +283,6 @@ class LogCleaner:
             return CleanResult(plog.topic, plog.partition, todo.first_dirty_offset,
                                aborted=True)
         now = self._time_ms()
-        passes = self._last_pass.get(key, (0, 0))[1] + 1
-        self._last_pass[key] = (_wall_ms(), passes)
-        self.results = (self.results + [result])[-64:]
         if result.aborted:
             return result
         self._checkpoints[key] = result.end_offset
@@ -319,24 +308,6 @@ class LogCleaner:
         for k in [k for k in self._recheck_at if k not in live]:
             del self._recheck_at[k]
         write_offset_checkpoint(self._checkpoint_path, dict(self._checkpoints))
-
-    # ------------------------------------------------------------ visibility
-
-    def state(self, plog: UnifiedLog) -> CleanerState:
-        """The cleaner's view of ``plog`` (owner thread)."""
-        key = self._key(plog)
-        todo = self.cleanable(plog)
-        last_ms, passes = self._last_pass.get(key, (-1, 0))
-        return CleanerState(
-            last_cleaned_offset=self._checkpoints.get(key, -1),
-            first_dirty_offset=todo.first_dirty_offset,
-            first_uncleanable_offset=todo.first_uncleanable_offset,
-            dirty_ratio=todo.cleanable_ratio,
-            cleanable_bytes=todo.cleanable_bytes,
-            total_bytes=todo.total_bytes,
-            last_pass_ms=last_ms,
-            passes=passes,
-        )
 
 
 def _first_dirty_segment(segments: Iterable[LogSegment], first_dirty: int) -> LogSegment | None:
