@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from snakka.controller import MetadataListener
-from snakka.limits import INT64_MAX
 from snakka.remote.types import (
     LogSegmentData,
     RemoteLogSegmentId,
@@ -60,6 +59,7 @@ from snakka.remote.types import (
 )
 from snakka.storage.local_log import largest_timestamp
 from snakka.storage.unified_log import RemoteLogReader, UnifiedLog
+from snakka.util.pacing import BytePacer
 
 if TYPE_CHECKING:
     from snakka.config import BrokerConfig
@@ -510,22 +510,16 @@ class RemoteLogManager(MetadataListener):
 
 
 class _RateLimit:
-    """Bytes per second over all callers: each acquire waits until its bytes fit the rate
-    after everything acquired before it (no burst beyond one call's bytes)."""
+    """remote.log.manager.copy.max.bytes.per.second over all copies (util.pacing's arithmetic,
+    waited for on the event loop)."""
 
     def __init__(self, bytes_per_second: int) -> None:
-        self.rate = bytes_per_second
-        self._next_free = 0.0
+        self._pacer = BytePacer(bytes_per_second)
 
     async def acquire(self, n: int) -> None:
-        if self.rate >= INT64_MAX or n <= 0:
-            return
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        start = max(now, self._next_free)
-        self._next_free = start + n / self.rate
-        if start > now:
-            await asyncio.sleep(start - now)
+        wait = self._pacer.delay(n, asyncio.get_running_loop().time())
+        if wait > 0:
+            await asyncio.sleep(wait)
 
 
 def _empty_producer_snapshot(pl: UnifiedLog) -> bytes:
