@@ -44,6 +44,7 @@ from snakka.records.batch import (
     parse_header,
 )
 
+from ..files import SegmentFile
 from ..index import OffsetIndex, TimeIndex, TransactionIndex, _pwrite_all
 from ..local_log import LocalLog, fsync_dir, unlink_if_present
 from ..segment import (
@@ -113,6 +114,7 @@ class CleanedSegment:
         self.time_index = TimeIndex(self.paths[1], base_offset, max_index_size)
         self.txn_index = TransactionIndex(self.paths[2], base_offset)
         self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -159,6 +161,27 @@ class CleanedSegment:
         for index in (self.offset_index, self.time_index, self.txn_index):
             index.flush(sync=True)
 
+    def as_segment(self, created_ms: int) -> LogSegment:
+        """The live segment these files are once renamed to their final names, built from
+        what was written (the indexes are already in memory, sizes and max timestamp known):
+        the swap on the event loop reads nothing back and never rebuilds an index there."""
+        d, base = self.dir_path, self.base_offset
+        seg = LogSegment(d, base, SegmentFile(os.path.join(d, log_filename(base))),
+                         index_interval_bytes=self.index_interval_bytes,
+                         max_index_size=self.max_index_size, created_ms=created_ms)
+        for index, name in ((self.offset_index, index_filename),
+                            (self.time_index, timeindex_filename),
+                            (self.txn_index, txnindex_filename)):
+            index.path = os.path.join(d, name(base))
+        seg.offset_index, seg.time_index = self.offset_index, self.time_index
+        seg.txn_index = self.txn_index
+        seg.size = seg.flushed_size = self.size
+        seg.next_offset = self.next_offset
+        seg.max_timestamp = self.max_timestamp
+        seg.offset_of_max_timestamp = self.offset_of_max_timestamp
+        seg.bytes_since_last_index_entry = self._since_index
+        return seg
+
     def discard(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -203,12 +226,7 @@ def replace_segments(local: LocalLog, group: Sequence[LogSegment],
         # No directory fsync here (the event loop waits for this function): until the final
         # names are durable a crash leaves the .log.swap, which recovery completes. The
         # cleaner thread fsyncs the directory after the swap (see Cleaner._clean_group).
-        cfg = local.config
-        new = LogSegment.open(d, base, index_interval_bytes=cfg.index_interval_bytes,
-                              max_index_size=cfg.segment_index_bytes,
-                              now_ms=group[-1].created_ms)
-        if not new.load(base):
-            new.recover(base)
+        new = cleaned.as_segment(group[-1].created_ms)
         first = current.index(group[0])
         local._segments = current[:first] + [new] + current[first + len(group):]
         local._bases = [s.base_offset for s in local._segments]
