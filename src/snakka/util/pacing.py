@@ -10,7 +10,9 @@ A rate at or above 2**63 (Kafka's "unlimited" defaults, Long.MAX and Double.MAX)
 
 from __future__ import annotations
 
-_UNLIMITED = float(2**63 - 1)
+from snakka.limits import INT64_MAX
+
+_UNLIMITED = float(INT64_MAX)
 
 
 class BytePacer:
