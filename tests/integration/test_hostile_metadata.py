@@ -8,7 +8,10 @@ auto-creation on, or one CreateTopics of 10,000 partitions. Before the fix the f
 broker for over a minute (quadratic) and the second for seconds. Asserted: every healthy request
 succeeds, its worst latency stays under a generous bound, and the hostile request completes
 with every topic created. The bound is loose on purpose (2 cores shared by many processes):
-an idle asyncio loop on this machine already sees 150 ms hiccups.
+an idle asyncio loop on this machine already sees 150 ms hiccups. On top of it comes what the
+machine itself made every runnable thread wait meanwhile (:class:`SchedulingProbe`: a thread
+that sleeps 5 ms at a time and records its worst oversleep), so that a CI machine loaded by the
+other test workers does not pass for a broker stall (a 1.5 s worst round trip at load 7 did).
 """
 
 from __future__ import annotations
@@ -44,6 +47,32 @@ HEALTHY_BOUND_S = 1.0
 HOSTILE_TIMEOUT_S = 240.0
 
 
+class SchedulingProbe:
+    """Records the worst lateness of a 5 ms sleep while it runs: how long the machine kept a
+    runnable thread of this process from a CPU. The broker is not answerable for that part of
+    the healthy client's latency (both wait for the same 2 cores)."""
+
+    PERIOD_S = 0.005
+
+    def __init__(self) -> None:
+        self.worst_s = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            time.sleep(self.PERIOD_S)
+            self.worst_s = max(self.worst_s, time.perf_counter() - t0 - self.PERIOD_S)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
 class HealthyClient:
     """Metadata + Produce round trips back to back, each timed, until stopped."""
 
@@ -56,6 +85,7 @@ class HealthyClient:
         self.failures: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self.probe = SchedulingProbe()
 
     def _round_trip(self, i: int) -> None:
         t0 = time.perf_counter()
@@ -84,12 +114,14 @@ class HealthyClient:
     def __enter__(self) -> HealthyClient:
         self._round_trip(-1)  # warm: connections and metadata cached before the load
         self.latencies.clear()
+        self.probe.start()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(60)
+        self.probe.stop()
 
 
 @pytest.fixture
@@ -126,9 +158,11 @@ def _check(healthy: HealthyClient) -> None:
     assert not healthy.failures, healthy.failures[:5]
     assert len(healthy.latencies) >= 10, "the healthy client barely ran"
     worst = max(healthy.latencies)
-    assert worst < HEALTHY_BOUND_S, (
+    machine = healthy.probe.worst_s
+    assert worst < HEALTHY_BOUND_S + machine, (
         f"healthy client's worst round trip {worst:.2f} s (of {len(healthy.latencies)}) "
-        f"while the hostile request ran")
+        f"while the hostile request ran; the machine itself delayed a runnable thread by up to "
+        f"{machine:.2f} s meanwhile")
 
 
 def test_metadata_for_10000_unknown_topics_does_not_stall_others(broker):
