@@ -944,7 +944,7 @@ class BrokerConfig:
             if d is None:
                 # Kafka logs unknown configs and carries on; so do we (see serve's log line).
                 continue
-            d.value(v)  # validate now, naming the key
+            d.parse(k, v)  # validate now, naming the key as set (listener.name.<l>.* too)
         self.listeners  # noqa: B018 - validate listener syntax eagerly
         self._check_listener_security()
         if len(self.log_dirs) > 1:
