@@ -888,6 +888,28 @@ def validate_group_configs(changes: Mapping[str, str | None],
                               "share.heartbeat.interval.ms")
 
 
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-properties text (key=value or key: value, # and ! comments, trailing-backslash
+    continuation lines) as a dict: server.properties, and the client configs of the CLI's
+    --command-config."""
+    props: dict[str, str] = {}
+    cont = ""
+    for raw in text.splitlines():
+        line = cont + raw.strip()
+        cont = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            cont = line[:-1]
+            continue
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if not m:
+            props[line] = ""
+            continue
+        props[m[1]] = m[2]
+    return props
+
+
 # Per-listener overrides: listener.name.<listener name>.<config> (Kafka's ListenerName prefix).
 LISTENER_PREFIX = "listener.name."
 
@@ -1030,21 +1052,7 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, text: str, extra: Mapping[str, str] | None = None) -> BrokerConfig:
         """Parse Java-properties text (key=value or key: value, # and ! comments)."""
-        props: dict[str, str] = {}
-        cont = ""
-        for raw in text.splitlines():
-            line = cont + raw.strip()
-            cont = ""
-            if not line or line[0] in "#!":
-                continue
-            if line.endswith("\\"):
-                cont = line[:-1]
-                continue
-            m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-            if not m:
-                props[line] = ""
-                continue
-            props[m[1]] = m[2]
+        props = parse_properties(text)
         if extra:
             props.update(extra)
         return cls(props)

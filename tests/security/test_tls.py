@@ -17,11 +17,10 @@ import time
 import uuid
 
 import pytest
+from integration.helpers import KCAT, run_async, wait_until
 
 from snakka.security.principal import ANONYMOUS, KafkaPrincipal
 from snakka.testing import EmbeddedBroker
-
-from integration.helpers import KCAT, run_async, wait_until
 
 N = 20
 
@@ -114,7 +113,7 @@ def test_kafka_python_over_ssl(broker, tls):
     p.close()
     c = KafkaConsumer(t, auto_offset_reset="earliest", consumer_timeout_ms=10000, **common)
     try:
-        got = [m.value for _, m in zip(range(N), c)]
+        got = [m.value for _, m in zip(range(N), c, strict=False)]
     finally:
         c.close()
     assert got == [b"k%d" % i for i in range(N)]
@@ -337,3 +336,56 @@ def test_serve_subprocess_with_kcat(tls):
                   "-c", str(N)], tls)
         assert r.returncode == 0 and r.stdout == lines, r.stderr
     assert not [line for line in eb.output if " ERROR " in line]
+
+
+# -- our own client and the CLI ----------------------------------------------------------------
+def test_cli_with_command_config_and_x_options(broker, tls, tmp_path):
+    from integration.helpers import SNAKKA
+
+    props = tmp_path / "client.properties"
+    props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\n"
+                     f"ssl.truststore.location={tls.ca}\n")
+    t = topic()
+    r = subprocess.run([SNAKKA, "topics", "create", t, "-b", bootstrap(broker, "SSL"),
+                        "--command-config", str(props)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    alice = tls.clients["alice"]
+    r = subprocess.run([SNAKKA, "topics", "list", "-b", bootstrap(broker, "MTLS"),
+                        "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={tls.ca}",
+                        "-X", f"ssl.certificate.location={alice.cert}",
+                        "-X", f"ssl.key.location={alice.key}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and t in r.stdout, r.stderr
+    # without the client certificate the mTLS listener refuses: one clean line, exit 1
+    r = subprocess.run([SNAKKA, "topics", "list", "-b", bootstrap(broker, "MTLS"),
+                        "--command-config", str(props)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    r = subprocess.run([SNAKKA, "topics", "list", "-b", bootstrap(broker, "SSL"),
+                        "-X", "security.protocol=SSL", "-X", "ssl.truststore.type=PEM",
+                        "-X", "ssl.truststore.location=/nonexistent.pem"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "ssl.truststore.location" in r.stderr, r.stderr
+
+
+def test_snakka_client_connection_checks_the_server(broker, tls):
+    from snakka.client.connection import KafkaConnection
+
+    async def go(cfg):
+        conn = KafkaConnection("localhost", port(broker, "SSL"), config=cfg)
+        try:
+            await conn.connect(timeout=10)
+            return sorted(conn.versions)[:1]
+        finally:
+            await conn.close()
+
+    ok = {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+          "ssl.truststore.location": str(tls.ca)}
+    assert run_async(go(ok)) == [0]
+    # PKCS12 trust store, Kafka's names
+    assert run_async(go({"security.protocol": "SSL", "ssl.truststore.type": "PKCS12",
+                         "ssl.truststore.location": str(tls.truststore_p12),
+                         "ssl.truststore.password": tls.password})) == [0]
+    with pytest.raises(ssl.SSLCertVerificationError):
+        run_async(go({**ok, "ssl.truststore.location": str(tls.clients["rogue"].cert)}))
