@@ -274,8 +274,8 @@ def rfc2253_name(der_certificate: bytes) -> str:
                 avas.append(f"{keyword}={_escape_rfc2253(value)}")
             else:
                 raw = value.encode("utf-8")
-                tag = int(getattr(attr, "_type", None).value) if getattr(  # ASN.1 string type
-                    attr, "_type", None) is not None else 0x0C
+                asn1_type = getattr(attr, "_type", None)  # the value's ASN.1 string type
+                tag = int(asn1_type.value) if asn1_type is not None else 0x0C  # UTF8String
                 avas.append(f"{oid}=#{(bytes([tag]) + _der_length(len(raw)) + raw).hex()}")
         parts.append("+".join(avas))
     return ",".join(parts)

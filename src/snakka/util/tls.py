@@ -237,9 +237,9 @@ def _load_keystore(ctx: ssl.SSLContext, settings: TlsSettings) -> bool:
             raise TlsConfigError("ssl.keystore.location", f"{location} is a JKS key store, "
                                  "which snakka cannot read: convert it with keytool "
                                  "-importkeystore -deststoretype PKCS12, or use PEM")
-        pem, one_time = _pkcs12_to_pem(data, store_password, "ssl.keystore.location",
-                                       location, key_password)
-        _load_chain_from_pem(ctx, pem, one_time, "ssl.keystore.location")
+        p12_pem, one_time = _pkcs12_to_pem(data, store_password, "ssl.keystore.location",
+                                           location, key_password)
+        _load_chain_from_pem(ctx, p12_pem, one_time, "ssl.keystore.location")
         return True
     raise TlsConfigError("ssl.keystore.type", f"{ktype}: supported are PEM, PKCS12 (and JKS "
                          "files in PKCS12 format)")
