@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import resource
@@ -41,6 +42,7 @@ from snakka.metadata.core import ClusterMetadata, TopicInfo
 from snakka.remote.manager import RemoteLogManager
 from snakka.replica.manager import ReplicaManager
 from snakka.security.principal import SecurityProtocol
+from snakka.security.ssl import ListenerTls
 from snakka.server.channel import ChannelLimits
 from snakka.server.dispatch import RequestDispatcher
 from snakka.server.listener import ListenerServer, idle_sweeper
@@ -159,6 +161,9 @@ class Broker:
     async def _start(self) -> None:
         t0 = time.monotonic()
         config = self.config
+        # TLS contexts first (they read the key and trust stores): a bad one stops start-up,
+        # naming the config, before anything is loaded or locked.
+        listener_tls = self._listener_tls()
         controller = self.controller
         # The log dir's .lock comes first: a second broker on the same dir must stop before it
         # opens (and recovers) the metadata log the first one is writing. The default log
@@ -223,10 +228,11 @@ class Broker:
         dispatcher = RequestDispatcher(self.handlers, services=self.services)
         limits = ChannelLimits.from_config(config)
         for listener in config.listeners:
+            protocol = SecurityProtocol[config.listener_security_protocol(listener.name)]
             srv = ListenerServer(
                 listener, registry=self.connection_registry, memory=self.response_memory,
-                limits=limits, dispatcher=dispatcher, security_protocol=SecurityProtocol[
-                    config.listener_security_protocol(listener.name)])
+                limits=limits, dispatcher=dispatcher, security_protocol=protocol,
+                tls=listener_tls.get(listener.name))
             await srv.start()
             self.listener_servers.append(srv)
         self._tasks.append(asyncio.ensure_future(idle_sweeper(
@@ -238,6 +244,18 @@ class Broker:
         log.info("snakka broker %d started in %.0f ms (cluster %s, %d topics, data in %s)",
                  self.node_id, (time.monotonic() - t0) * 1000, metadata.cluster_id,
                  len(metadata.topics), self.log_dir)
+
+    def _listener_tls(self) -> dict[str, ListenerTls]:
+        """The TLS context of each SSL / SASL_SSL listener (security/ssl.py)."""
+        config = self.config
+        out: dict[str, ListenerTls] = {}
+        for listener in config.listeners:
+            protocol = SecurityProtocol[config.listener_security_protocol(listener.name)]
+            if protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL):
+                out[listener.name] = ListenerTls.for_listener(
+                    functools.partial(config.listener_raw, listener.name), listener.name,
+                    config.int("snakka.ssl.handshake.timeout.ms"))
+        return out
 
     async def _start_remote_log_manager(self) -> RemoteLogManager:
         """The remote storage backend, the metadata manager (replays __remote_log_metadata),

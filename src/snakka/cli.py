@@ -176,9 +176,50 @@ def _check_bootstrap(ctx, param, value: str | None) -> str | None:
     return value
 
 
-_bootstrap = click.option("-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP,
-                          show_default=True, envvar="SNAKKA_BOOTSTRAP", callback=_check_bootstrap,
-                          help="The broker to talk to (env SNAKKA_BOOTSTRAP).")
+_bootstrap_option = click.option(
+    "-b", "--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
+    envvar="SNAKKA_BOOTSTRAP", callback=_check_bootstrap,
+    help="The broker to talk to (env SNAKKA_BOOTSTRAP).")
+
+
+# Client configs (security.protocol, ssl.*): Kafka's tools take a properties file with
+# --command-config; kcat takes -X key=value. Both are kept in the click context (the verbs'
+# signatures stay as they are) and read by _client_config(); -X wins over the file.
+def _store_command_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value:
+        from snakka.config import parse_properties
+
+        with open(value) as f:
+            ctx.meta.setdefault("snakka.client_config_file", {}).update(
+                parse_properties(f.read()))
+
+
+def _store_client_props(ctx: click.Context, param: click.Parameter,
+                        value: tuple[str, ...]) -> None:
+    if value:
+        ctx.meta.setdefault("snakka.client_config_x", {}).update(_kv(value, "-X"))
+
+
+def _client_config() -> dict[str, str]:
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return {}
+    return {**ctx.meta.get("snakka.client_config_file", {}),
+            **ctx.meta.get("snakka.client_config_x", {})}
+
+
+def _bootstrap(f: Callable[..., Any]) -> Callable[..., Any]:
+    """-b/--bootstrap-server, --command-config FILE and -X key=value (client configs)."""
+    f = click.option("-X", "client_props", multiple=True, metavar="KEY=VALUE",
+                     expose_value=False, callback=_store_client_props,
+                     help="A client config, e.g. -X security.protocol=SSL -X "
+                          "ssl.truststore.location=ca.pem (repeatable; wins over "
+                          "--command-config).")(f)
+    f = click.option("--command-config", type=click.Path(exists=True, dir_okay=False),
+                     expose_value=False, callback=_store_command_config,
+                     help="A properties file of client configs (security.protocol, ssl.*), "
+                          "as Kafka's tools take it.")(f)
+    return _bootstrap_option(f)
 
 
 def _run(coro):
@@ -190,6 +231,8 @@ def _run(coro):
         raise click.ClickException(str(e)) from None
     except (ConnectionError, OSError, TimeoutError) as e:
         raise click.ClickException(f"cannot reach the broker: {e or type(e).__name__}") from None
+    except ValueError as e:  # a bad client config (TlsConfigError names it)
+        raise click.ClickException(str(e)) from None
 
 
 def _kv(items: tuple[str, ...], what: str) -> dict[str, str]:
@@ -217,7 +260,7 @@ def topics_create(name, partitions, replication_factor, configs, bootstrap) -> N
     from snakka.client.admin import Admin
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, config=_client_config()) as admin:
             return await admin.create_topic(name, partitions, replication_factor,
                                             _kv(configs, "--config"))
 
@@ -231,7 +274,7 @@ def topics_list(bootstrap) -> None:
     from snakka.client.admin import Admin
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, config=_client_config()) as admin:
             return await admin.list_topics()
 
     for t in sorted(_run(go()), key=lambda t: t.name):
@@ -248,7 +291,7 @@ def topics_describe(names, bootstrap) -> None:
     from snakka.protocol.primitives import uuid_to_base64
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, config=_client_config()) as admin:
             ts = await admin.list_topics(list(names) or None)
             out = []
             for t in ts:
@@ -303,7 +346,7 @@ def topics_delete(names, bootstrap) -> None:
     from snakka.client.admin import Admin
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, config=_client_config()) as admin:
             await admin.delete_topics(list(names))
 
     _run(go())
@@ -323,7 +366,7 @@ def groups_list(bootstrap) -> None:
     from snakka.client.groups import GroupsAdmin
 
     async def go():
-        async with GroupsAdmin(bootstrap) as admin:
+        async with GroupsAdmin(bootstrap, config=_client_config()) as admin:
             return await admin.list_groups()
 
     for gid, gtype, state, _ptype in _run(go()):
@@ -339,7 +382,7 @@ def groups_describe(group_ids, bootstrap) -> None:
     from snakka.client.groups import GroupsAdmin
 
     async def go():
-        async with GroupsAdmin(bootstrap) as admin:
+        async with GroupsAdmin(bootstrap, config=_client_config()) as admin:
             return [await admin.describe(g) for g in group_ids]
 
     for info in _run(go()):
@@ -368,7 +411,7 @@ def groups_delete(group_ids, bootstrap) -> None:
     from snakka.client.groups import GroupsAdmin
 
     async def go():
-        async with GroupsAdmin(bootstrap) as admin:
+        async with GroupsAdmin(bootstrap, config=_client_config()) as admin:
             await admin.delete_groups(list(group_ids))
 
     _run(go())
@@ -416,7 +459,7 @@ def groups_reset_offsets(group_id, topic, mode, to_offset, shift_by, to_datetime
                                  param_hint="--topic") from None
 
     async def go():
-        async with GroupsAdmin(bootstrap) as admin:
+        async with GroupsAdmin(bootstrap, config=_client_config()) as admin:
             return await admin.reset_offsets(group_id, name, partitions, mode, value, execute)
 
     for t, p, cur, new in _run(go()):
@@ -446,7 +489,7 @@ def groups_configs(group_id, sets, deletes, bootstrap) -> None:
     changes.update({k: None for k in deletes})
 
     async def go():
-        async with GroupsAdmin(bootstrap) as admin:
+        async with GroupsAdmin(bootstrap, config=_client_config()) as admin:
             if changes:
                 await admin.alter_group_configs(group_id, changes)
             return await admin.group_config_entries(group_id)
@@ -479,7 +522,7 @@ def transactions_list(duration_filter, states, producer_ids, bootstrap) -> None:
     from snakka.client.admin import Admin
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, config=_client_config()) as admin:
             return await admin.list_transactions(
                 states=states, producer_ids=producer_ids,
                 duration_ms=-1 if duration_filter is None else duration_filter)
@@ -499,7 +542,7 @@ def transactions_describe(transactional_id, bootstrap) -> None:
     from snakka.client.admin import Admin
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, config=_client_config()) as admin:
             return await admin.describe_transaction(transactional_id)
 
     d = _run(go())
@@ -528,7 +571,7 @@ def transactions_describe_producers(topic, partition, bootstrap) -> None:
     from snakka.client.admin import Admin
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, config=_client_config()) as admin:
             return (await admin.describe_producers(topic, [partition]))[partition]
 
     _print_table(["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
@@ -561,7 +604,7 @@ def transactions_abort(topic, partition, start_offset, producer_id, producer_epo
         raise click.UsageError("--producer-id needs --producer-epoch and --coordinator-epoch")
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, config=_client_config()) as admin:
             spec = (producer_id, producer_epoch, coordinator_epoch) if start_offset is None \
                 else await admin.abort_spec(topic, partition, start_offset)
             await admin.abort_transaction(topic, partition, *spec)
@@ -596,7 +639,7 @@ def transactions_find_hanging(broker_id, max_transaction_timeout, topic, partiti
         raise click.UsageError("--partition needs --topic")
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, config=_client_config()) as admin:
             return await admin.find_hanging(
                 topic=topic, partition=partition, broker_id=broker_id,
                 max_transaction_timeout_ms=max_transaction_timeout * 60_000)
@@ -631,7 +674,7 @@ def produce(topic, key_separator, headers, partition, acks, compression, bootstr
     lines = [ln.rstrip("\n") for ln in sys.stdin]
 
     async def go():
-        async with Admin(bootstrap) as admin:
+        async with Admin(bootstrap, config=_client_config()) as admin:
             return await admin.produce_lines(topic, lines, key_separator=key_separator,
                                              headers=hdrs, partition=partition,
                                              acks=-1 if acks == "all" else int(acks),
@@ -689,7 +732,7 @@ def consume(topic, partition, from_beginning, offset, max_messages, timeout_ms, 
         click.echo("\t".join(parts))
 
     async def go():
-        async with GroupsAdmin(bootstrap) as admin:
+        async with GroupsAdmin(bootstrap, config=_client_config()) as admin:
             positions = None
             on_progress = None
             if group is not None:

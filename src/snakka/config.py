@@ -192,6 +192,17 @@ def _list_of(*choices: str) -> Callable[[str, str], list[str]]:
     return parse
 
 
+def _parse_principal_mapping_rules(name: str, s: str) -> str:
+    """Kafka's SslPrincipalMapper grammar, checked at start (security/ssl.py applies it)."""
+    from snakka.security.ssl import SslPrincipalMapper
+
+    try:
+        SslPrincipalMapper.from_rules(s)
+    except ValueError as e:
+        raise ConfigError(name, s, str(e)) from None
+    return s.strip()
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
     """One configuration key: Kafka name, type, default string, parser, documentation."""
@@ -345,10 +356,59 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("listener.security.protocol.map", _LIST,
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
        _parse_protocol_map,
-       "Listener name to security protocol (Kafka's default). Only PLAINTEXT can be served: a "
-       "listener whose protocol is SSL, SASL_PLAINTEXT or SASL_SSL stops the broker at start "
-       "(TLS and SASL do not exist yet; serving plaintext in their place would be a silent "
+       "Listener name to security protocol (Kafka's default). PLAINTEXT and SSL are served; a "
+       "listener whose protocol is SASL_PLAINTEXT or SASL_SSL stops the broker at start "
+       "(SASL does not exist yet; serving it without authentication would be a silent "
        "downgrade), as does a listener name with no protocol.", read_only=True),
+    # -- TLS (issue 14): Kafka's SslConfigs; each may be set per listener as
+    # listener.name.<listener>.<config> (the prefixed key wins for that listener; see
+    # listener_config and security/ssl.py). Read when the listeners start.
+    _d("ssl.keystore.type", _S, "JKS", _one_of("JKS", "PKCS12", "PEM", case_insensitive=False),
+       "Key store format: PEM, PKCS12, or JKS (Kafka's default: a JKS-typed file in PKCS12 "
+       "format is read; a real JKS file is refused with how to convert it).", read_only=True),
+    _d("ssl.keystore.location", _S, None, _parse_str,
+       "Key store file of an SSL listener (PEM: the private key and certificate chain).",
+       read_only=True),
+    _d("ssl.keystore.password", ConfigType.PASSWORD, None, _parse_str,
+       "Password of a PKCS12 key store (not allowed with PEM).", read_only=True,
+       sensitive=True),
+    _d("ssl.key.password", ConfigType.PASSWORD, None, _parse_str,
+       "Password of the private key (PEM: of an encrypted PKCS#8 key).", read_only=True,
+       sensitive=True),
+    _d("ssl.keystore.key", ConfigType.PASSWORD, None, _parse_str,
+       "Inline PEM private key (with ssl.keystore.certificate.chain and "
+       "ssl.keystore.type=PEM).", read_only=True, sensitive=True),
+    _d("ssl.keystore.certificate.chain", _S, None, _parse_str,
+       "Inline PEM certificate chain of ssl.keystore.key.", read_only=True),
+    _d("ssl.truststore.type", _S, "JKS", _one_of("JKS", "PKCS12", "PEM"),
+       "Trust store format: PEM, PKCS12, or JKS (a PKCS12 file).", read_only=True),
+    _d("ssl.truststore.location", _S, None, _parse_str,
+       "Trust store file: the CAs client certificates are checked against.", read_only=True),
+    _d("ssl.truststore.password", ConfigType.PASSWORD, None, _parse_str,
+       "Password of a PKCS12 trust store.", read_only=True, sensitive=True),
+    _d("ssl.truststore.certificates", _S, None, _parse_str,
+       "Inline PEM trusted certificates (ssl.truststore.type=PEM).", read_only=True),
+    _d("ssl.client.auth", _S, "none", _one_of("none", "requested", "required",
+                                              case_insensitive=True),
+       "Client certificates: none, requested (checked when sent) or required (mTLS).",
+       read_only=True),
+    _d("ssl.enabled.protocols", _LIST, "TLSv1.2,TLSv1.3", _list_of("TLSv1.2", "TLSv1.3"),
+       "TLS versions an SSL listener accepts.", read_only=True),
+    _d("ssl.protocol", _S, "TLSv1.3", _one_of("TLS", "TLSv1.2", "TLSv1.3"),
+       "Kafka's SSLContext protocol: TLSv1.2 caps the versions at 1.2.", read_only=True),
+    _d("ssl.cipher.suites", _LIST, "", _parse_list,
+       "TLS 1.2 cipher suites (IANA names as in Kafka, or OpenSSL names); empty: OpenSSL's "
+       "defaults. TLS 1.3 suites are always enabled.", read_only=True),
+    _d("ssl.endpoint.identification.algorithm", _S, "https", _parse_str,
+       "Client side (the broker has no outgoing TLS connections); accepted for Kafka "
+       "compatibility.", read_only=True),
+    _d("ssl.principal.mapping.rules", _S, "DEFAULT", _parse_principal_mapping_rules,
+       "How a client certificate's subject (RFC 2253) becomes the principal's name: "
+       "RULE:pattern/replacement/[LU] rules and DEFAULT, as in Kafka.", read_only=True),
+    _d("snakka.ssl.handshake.timeout.ms", _L, "10000", _pos_long,
+       "Longest a TLS handshake may take; a connection that has not completed it by then is "
+       "closed with a log line (Kafka has no such config; without one a client could hold "
+       "a connection slot by never finishing the handshake).", read_only=True),
     _d("log.dirs", _LIST, "./snakka-data", _parse_list,
        "Where partition logs live. One directory: several (JBOD) are refused at start.",
        read_only=True),
@@ -828,6 +888,39 @@ def validate_group_configs(changes: Mapping[str, str | None],
                               "share.heartbeat.interval.ms")
 
 
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-properties text (key=value or key: value, # and ! comments, trailing-backslash
+    continuation lines) as a dict: server.properties, and the client configs of the CLI's
+    --command-config."""
+    props: dict[str, str] = {}
+    cont = ""
+    for raw in text.splitlines():
+        line = cont + raw.strip()
+        cont = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            cont = line[:-1]
+            continue
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if not m:
+            props[line] = ""
+            continue
+        props[m[1]] = m[2]
+    return props
+
+
+# Per-listener overrides: listener.name.<listener name>.<config> (Kafka's ListenerName prefix).
+LISTENER_PREFIX = "listener.name."
+
+
+def split_listener_key(key: str) -> tuple[str, str]:
+    """``listener.name.internal.ssl.keystore.location`` -> ("INTERNAL", "ssl.keystore.location")
+    (listener names have no dots)."""
+    name, _, config = key[len(LISTENER_PREFIX):].partition(".")
+    return name.upper(), config
+
+
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>\d+)$")
 
 
@@ -868,10 +961,12 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         for k, v in list(self.overrides.items()):
             d = BROKER_CONFIGS.get(k)
+            if d is None and k.startswith(LISTENER_PREFIX):
+                d = BROKER_CONFIGS.get(split_listener_key(k)[1])  # listener.name.<l>.<config>
             if d is None:
                 # Kafka logs unknown configs and carries on; so do we (see serve's log line).
                 continue
-            d.value(v)  # validate now, naming the key
+            d.parse(k, v)  # validate now, naming the key as set (listener.name.<l>.* too)
         self.listeners  # noqa: B018 - validate listener syntax eagerly
         self._check_listener_security()
         if len(self.log_dirs) > 1:
@@ -900,14 +995,34 @@ class BrokerConfig:
 
     def _check_listener_security(self) -> None:
         """Refuse to start with a listener snakka would serve with less security than its
-        configuration asks for: TLS and SASL do not exist yet (issue 14)."""
+        configuration asks for. PLAINTEXT and SSL are served (TLS: server/listener.py,
+        security/ssl.py); the SASL protocols are refused here until SASL exists: this is the
+        one place that decides which protocols a listener may use."""
+        served = ("PLAINTEXT", "SSL")  # SASL_PLAINTEXT and SASL_SSL: issue 14's SASL part
         for listener in self.listeners:
             proto = self.listener_security_protocol(listener.name)
-            if proto != "PLAINTEXT":
+            if proto not in served:
                 raise ConfigError("listeners", str(listener),
                                   f"listener {listener} uses security protocol {proto}, which "
-                                  "snakka does not support yet (only PLAINTEXT listeners can be "
-                                  "served; TLS and SASL are not implemented)")
+                                  "snakka does not support yet (PLAINTEXT and SSL listeners "
+                                  "can be served; SASL is not implemented)")
+        names = {listener.name for listener in self.listeners}
+        for adv in (self.advertised_listeners if self.raw("advertised.listeners") else []):
+            if adv.name not in names:
+                raise ConfigError("advertised.listeners", self.raw("advertised.listeners"),
+                                  f"advertised listener {adv.name} is not in listeners (Kafka: "
+                                  "advertised listener names must be a subset of listeners)")
+
+    def listener_raw(self, listener_name: str, name: str) -> str | None:
+        """A config for one listener: ``listener.name.<listener>.<name>`` when set (Kafka's
+        rule: the listener's override wins), else the broker-wide value."""
+        prefixed = f"{LISTENER_PREFIX}{listener_name.lower()}.{name}"
+        for k, v in self.overrides.items():
+            if k.lower() == prefixed.lower() and k.startswith(LISTENER_PREFIX):
+                return v
+        if name in BROKER_CONFIGS:
+            return self.raw(name)
+        return self.overrides.get(name)
 
     def _check_share_group_bounds(self) -> None:
         """Kafka refuses to start when a group.share.* default lies outside its own
@@ -937,27 +1052,14 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, text: str, extra: Mapping[str, str] | None = None) -> BrokerConfig:
         """Parse Java-properties text (key=value or key: value, # and ! comments)."""
-        props: dict[str, str] = {}
-        cont = ""
-        for raw in text.splitlines():
-            line = cont + raw.strip()
-            cont = ""
-            if not line or line[0] in "#!":
-                continue
-            if line.endswith("\\"):
-                cont = line[:-1]
-                continue
-            m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-            if not m:
-                props[line] = ""
-                continue
-            props[m[1]] = m[2]
+        props = parse_properties(text)
         if extra:
             props.update(extra)
         return cls(props)
 
     def unknown_keys(self) -> list[str]:
-        return sorted(k for k in self.overrides if k not in BROKER_CONFIGS)
+        return sorted(k for k in self.overrides if k not in BROKER_CONFIGS and not (
+            k.startswith(LISTENER_PREFIX) and split_listener_key(k)[1] in BROKER_CONFIGS))
 
     # -- typed access ----------------------------------------------------------------------
     def raw(self, name: str) -> str | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
@@ -145,9 +145,11 @@ class HangingTransaction:
 
 
 class Admin:
-    def __init__(self, bootstrap: str, *, client_id: str = "snakka-cli") -> None:
+    def __init__(self, bootstrap: str, *, client_id: str = "snakka-cli",
+                 config: Mapping[str, str] | None = None) -> None:
+        """``config``: Kafka client configs (``security.protocol``, ``ssl.*``)."""
         host, port = parse_bootstrap(bootstrap)
-        self.conn = KafkaConnection(host, port, client_id=client_id)
+        self.conn = KafkaConnection(host, port, client_id=client_id, config=config)
         # Connections to other brokers (partition leaders, group coordinators), opened on demand.
         self._extra: dict[tuple[str, int], KafkaConnection] = {}
 
@@ -167,7 +169,9 @@ class Admin:
             return self.conn
         c = self._extra.get((host, port))
         if c is None:
-            c = await KafkaConnection(host, port, client_id=self.conn.client_id).connect()
+            c = await KafkaConnection(host, port, client_id=self.conn.client_id,
+                                      config=self.conn.config,
+                                      ssl_context=self.conn.ssl_context).connect()
             self._extra[(host, port)] = c
         return c
 

@@ -5,6 +5,11 @@ matches responses to requests by correlation id (requests may be pipelined), and
 timeouts and disconnects. It speaks only the public protocol, so it works against any Kafka
 broker; snakka's CLI admin verbs and (later) the share consumer are built on it.
 
+TLS: Kafka's client configs (``security.protocol=SSL``, ``ssl.truststore.*``,
+``ssl.keystore.*``, ``ssl.endpoint.identification.algorithm``; librdkafka's
+``ssl.ca.location`` / ``ssl.certificate.location`` / ``ssl.key.location`` too) build the context
+through util/tls.py, the code the broker's listeners use.
+
 Not a full producer/consumer client: no batching, retries or metadata refresh policy.
 """
 
@@ -12,13 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 from snakka.limits import INT32_MAX
 from snakka.protocol import decode_response_header, encode_request
 from snakka.protocol.apis import api_spec
 from snakka.protocol.messages.api_versions_request import ApiVersionsRequest
+from snakka.util.tls import SSL_CONFIG_NAMES, TlsConfigError, TlsSettings, client_context
 
 CLIENT_SOFTWARE_NAME = "snakka-client"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
@@ -34,10 +42,47 @@ class UnsupportedApi(RuntimeError):
     pass
 
 
+# Kafka's client security configs this client understands (Java names), plus librdkafka's
+# names for PEM files (kcat users bring them): ssl.ca.location is a PEM trust store,
+# ssl.certificate.location + ssl.key.location a client certificate and its key.
+_LIBRDKAFKA_SSL = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location")
+
+
+def client_ssl_context(config: Mapping[str, Any] | None) -> ssl.SSLContext | None:
+    """The TLS context for Kafka client configs (``security.protocol``, ``ssl.*``), or None
+    for PLAINTEXT. ValueError (TlsConfigError) names a bad config."""
+    cfg = {k: str(v) for k, v in (config or {}).items() if v is not None}
+    protocol = cfg.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol == "PLAINTEXT":
+        return None
+    if protocol != "SSL":
+        raise TlsConfigError("security.protocol", f"{protocol}: this client supports "
+                             "PLAINTEXT and SSL")
+    settings = {k: v for k, v in cfg.items() if k in SSL_CONFIG_NAMES}
+    if "ssl.ca.location" in cfg and "ssl.truststore.location" not in settings:
+        settings |= {"ssl.truststore.type": "PEM",
+                     "ssl.truststore.location": cfg["ssl.ca.location"]}
+    ctx = client_context(TlsSettings(settings))
+    cert, key = cfg.get("ssl.certificate.location"), cfg.get("ssl.key.location")
+    if cert:
+        try:
+            ctx.load_cert_chain(cert, key or None,
+                                password=lambda: cfg.get("ssl.key.password", ""))
+        except (OSError, ssl.SSLError) as e:
+            raise TlsConfigError("ssl.certificate.location", f"{cert}: {e}") from None
+    return ctx
+
+
 class KafkaConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "snakka-cli",
-                 request_timeout: float = 30.0) -> None:
+                 request_timeout: float = 30.0, config: Mapping[str, Any] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        """``config``: Kafka client configs (``security.protocol``, ``ssl.*``); or give a
+        ready ``ssl_context`` (connections to several brokers share one)."""
         self.host, self.port = host, port
+        self.config = dict(config or {})
+        self.ssl_context = ssl_context if ssl_context is not None else \
+            client_ssl_context(self.config)
         self.client_id = client_id
         self.request_timeout = request_timeout
         self._reader: asyncio.StreamReader | None = None
@@ -48,8 +93,12 @@ class KafkaConnection:
         self.versions: dict[int, tuple[int, int]] = {}
 
     async def connect(self, timeout: float = 10.0) -> KafkaConnection:
+        ctx = self.ssl_context
         self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port), timeout)
+            asyncio.open_connection(
+                self.host, self.port, ssl=ctx,
+                server_hostname=(self.host if ctx.check_hostname else "") if ctx else None,
+                ssl_handshake_timeout=timeout if ctx else None), timeout)
         self._read_task = asyncio.ensure_future(self._read_loop())
         resp = await self.send(ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
                                                   client_software_version=CLIENT_SOFTWARE_VERSION),

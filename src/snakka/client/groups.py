@@ -12,6 +12,7 @@ for share groups AlterShareGroupOffsets (reset: the share-partition start offset
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from snakka.client.admin import AdminError, _check
@@ -71,8 +72,9 @@ def _described_members(group) -> list[MemberInfo]:
 class GroupsAdmin(ShareAdmin):
     """Consumer and share groups (one verb set for both, as the CLI's ``groups`` commands)."""
 
-    def __init__(self, bootstrap: str, *, client_id: str = "snakka-cli") -> None:
-        super().__init__(bootstrap, client_id=client_id)
+    def __init__(self, bootstrap: str, *, client_id: str = "snakka-cli",
+                 config: Mapping[str, str] | None = None) -> None:
+        super().__init__(bootstrap, client_id=client_id, config=config)
 
     async def list_groups(self) -> list[tuple[str, str, str, str]]:
         """(group id, type, state, protocol type)."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -113,8 +113,9 @@ class SharePartitionOffset:
 class ShareAdmin(Admin):
     """Share-group admin operations. Use as ``async with ShareAdmin(bootstrap) as admin``."""
 
-    def __init__(self, bootstrap: str, *, client_id: str = "snakka-share-admin") -> None:
-        super().__init__(bootstrap, client_id=client_id)
+    def __init__(self, bootstrap: str, *, client_id: str = "snakka-share-admin",
+                 config: Mapping[str, str] | None = None) -> None:
+        super().__init__(bootstrap, client_id=client_id, config=config)
 
     async def coordinator(self, group_id: str) -> KafkaConnection:
         """A connection to ``group_id``'s group coordinator (FindCoordinator key type GROUP,

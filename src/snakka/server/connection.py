@@ -15,6 +15,12 @@ the channel holds every later response until the earlier ones are written.
 Collaborators are given explicitly (never the broker): the connection registry (admission,
 quotas, close notifications), the response-memory pool, the channel limits and the dispatcher.
 
+TLS (SSL and SASL_SSL listeners, security/ssl.py): the listener runs the handshake
+(server/listener.py) and this connection starts once it is complete, on the TLS transport. On an
+SSL listener the principal is the client certificate's subject mapped by
+``ssl.principal.mapping.rules``, or ``User:ANONYMOUS`` without one; on SASL_SSL TLS is only the
+transport and SASL decides the principal.
+
 Response memory (server/memory.py): the transport's write-buffer limits are high=0/low=0, so
 ``pause_writing`` means "something is buffered" and ``resume_writing`` means "everything
 written": that is when this connection's charge is released (``KafkaChannel.drained``). Reading
@@ -31,7 +37,8 @@ import time
 from typing import Any
 
 from snakka.config import Listener
-from snakka.security.principal import SecurityProtocol
+from snakka.security.principal import KafkaPrincipal, SecurityProtocol
+from snakka.security.ssl import ListenerTls, principal_from_certificate
 from snakka.server.authentication import AuthState
 from snakka.server.channel import (
     NEED_DATA,
@@ -60,8 +67,12 @@ class ServerConnection(asyncio.Protocol):
     def __init__(self, listener: Listener, *, registry: ConnectionRegistry,
                  memory: ResponseMemoryPool, limits: ChannelLimits,
                  dispatcher: RequestDispatcher,
-                 security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT) -> None:
+                 security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT,
+                 tls: ListenerTls | None = None) -> None:
         self.listener = listener
+        self._tls = tls
+        # The principal the client certificate names (None: no TLS, or no certificate).
+        self.tls_principal: KafkaPrincipal | None = None
         self._registry = registry
         self._memory = memory
         self._dispatcher = dispatcher
@@ -114,9 +125,33 @@ class ServerConnection(asyncio.Protocol):
             # Refused (max.connections, max.connections.per.ip): the quotas log it, rate-limited.
             self.abort()
             return
+        if self._tls is not None and not self._tls_authenticate(transport):
+            return
         # high=0/low=0: pause_writing whenever anything is buffered, resume_writing once all of
         # it is written; the per-connection bound is checked in _update_reading.
         transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[attr-defined]
+
+    def _tls_authenticate(self, transport: asyncio.BaseTransport) -> bool:
+        """The handshake is complete (the listener ran it): the client certificate, if any,
+        names the principal. False (and the connection aborted) when no mapping rule
+        applies, as Kafka fails such an authentication."""
+        assert self._tls is not None
+        sslobj = transport.get_extra_info("ssl_object")
+        der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+        try:
+            principal = principal_from_certificate(der, self._tls.mapper)
+        except ValueError as e:  # NoMatchingRule, an unreadable subject
+            log.info("Failed authentication with %s on listener %s (no principal for the "
+                     "client certificate: %s)", self.peer, self.listener.name, e)
+            self.abort()
+            return False
+        if der:
+            self.tls_principal = principal
+        if not self.channel.security_protocol.uses_sasl:
+            # SSL: the certificate authenticates (Kafka's DefaultKafkaPrincipalBuilder);
+            # SASL_SSL: TLS is the transport and the SASL exchange names the principal.
+            self.channel.auth.principal = principal
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.channel.close()
@@ -307,3 +342,4 @@ class ServerConnection(asyncio.Protocol):
 
     def __repr__(self) -> str:
         return f"ServerConnection({self.peer} on {self.listener.name})"
+

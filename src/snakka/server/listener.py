@@ -6,6 +6,10 @@ A listener ``PLAINTEXT://localhost:9092`` binds *every* address ``localhost`` re
 and the other addresses bind that same port, so one advertised ``host:port`` serves both
 families. An empty host binds all interfaces (0.0.0.0 and ::).
 
+An SSL or SASL_SSL listener runs each connection's TLS handshake before the connection exists
+(``_accept_tls``), bounded by ``snakka.ssl.handshake.timeout.ms``; a failed handshake closes that
+socket with one INFO line naming the peer and OpenSSL's reason, and nothing else.
+
 Also owns the connection reaper (``idle_sweeper``): idle connections (``connections.max.idle.ms``)
 and requests that do not arrive in time (``socket.request.arrival.timeout.ms``).
 
@@ -19,11 +23,13 @@ import asyncio
 import errno
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Iterable
 
 from snakka.config import Listener
 from snakka.security.principal import SecurityProtocol
+from snakka.security.ssl import ListenerTls
 from snakka.server.channel import ChannelLimits
 from snakka.server.connection import ServerConnection
 from snakka.server.dispatch import RequestDispatcher
@@ -34,6 +40,8 @@ log = logging.getLogger("snakka.server")
 
 # How many times an ephemeral port is re-picked when the other address family has it taken.
 _EPHEMERAL_BIND_ATTEMPTS = 20
+# Wait after a failed accept() on an SSL listener (EMFILE...) before the next one.
+_ACCEPT_RETRY_S = 0.1
 
 
 def _addresses(host: str) -> list[tuple[int, str]]:
@@ -116,8 +124,12 @@ class ListenerServer:
     def __init__(self, listener: Listener, *, registry: ConnectionRegistry,
                  memory: ResponseMemoryPool, limits: ChannelLimits,
                  dispatcher: RequestDispatcher,
-                 security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT) -> None:
+                 security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT,
+                 tls: ListenerTls | None = None) -> None:
         self.listener = listener
+        # SSL / SASL_SSL: the listener's TLS context (security/ssl.py); each connection runs
+        # its own bounded handshake (server/connection.py).
+        self.tls = tls
         self.servers: list[asyncio.base_events.Server] = []
         self.port = listener.port
         self._registry = registry
@@ -125,29 +137,114 @@ class ListenerServer:
         self._limits = limits
         self._dispatcher = dispatcher
         self._security_protocol = security_protocol
+        self._tls_sockets: list[socket.socket] = []
+        self._tasks: set[asyncio.Future] = set()  # accept loops and running handshakes
 
     def _connection(self, bound: Listener) -> ServerConnection:
         return ServerConnection(bound, registry=self._registry, memory=self._memory,
                                 limits=self._limits, dispatcher=self._dispatcher,
-                                security_protocol=self._security_protocol)
+                                security_protocol=self._security_protocol, tls=self.tls)
 
     async def start(self) -> None:
         socks, self.port = bind_listener(self.listener)
         loop = asyncio.get_running_loop()
         bound = self.listener.__class__(self.listener.name, self.listener.host, self.port)
         for s in socks:
+            if self.tls is not None:
+                self._tls_sockets.append(s)
+                self._tasks.add(asyncio.ensure_future(self._accept_tls(s, bound, self.tls)))
+                continue
             srv = await loop.create_server(lambda: self._connection(bound), sock=s)
             self.servers.append(srv)
         self.listener = bound
-        log.info("listening on %s (%s)", bound,
-                 ", ".join(f"{s.getsockname()[0]}" for s in socks))
+        log.info("listening on %s (%s)%s", bound,
+                 ", ".join(f"{s.getsockname()[0]}" for s in socks),
+                 f" with {self._security_protocol.name}" if self.tls is not None else "")
 
     async def stop(self) -> None:
         # Stop accepting; the broker closes the open connections itself (wait_closed would wait
-        # for them on Python >= 3.12).
+        # for them on Python >= 3.12). Handshakes still running are cancelled (their sockets
+        # closed).
         for srv in self.servers:
             srv.close()
         self.servers.clear()
+        tasks, self._tasks = self._tasks, set()
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
+                pass
+        for s in self._tls_sockets:
+            s.close()
+        self._tls_sockets.clear()
+
+    # -- TLS -----------------------------------------------------------------------------
+    # An SSL listener accepts sockets itself and hands each to connect_accepted_socket with
+    # the listener's context: the handshake completes (or fails, or times out after
+    # snakka.ssl.handshake.timeout.ms) before the connection exists, and a failure is logged
+    # here with its reason. asyncio's own TLS server logs nothing for a failed handshake, and
+    # upgrading a plain connection with start_tls races the client's first bytes on uvloop.
+    async def _accept_tls(self, sock: socket.socket, bound: Listener, tls: ListenerTls) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                client, _addr = await loop.sock_accept(sock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as e:
+                # EMFILE and friends: the connection stays in the backlog; try again shortly
+                # rather than spinning (the fd headroom check at start makes this rare).
+                log.warning("listener %s: accept failed (%s); retrying in %.0f ms", bound, e,
+                            _ACCEPT_RETRY_S * 1000)
+                await asyncio.sleep(_ACCEPT_RETRY_S)
+                continue
+            task = asyncio.ensure_future(self._tls_handshake(client, bound, tls))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _tls_handshake(self, client: socket.socket, bound: Listener,
+                             tls: ListenerTls) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            peer = _peer(client.getpeername())
+        except OSError:
+            client.close()  # already gone
+            return
+        try:
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await loop.connect_accepted_socket(
+                lambda: self._connection(bound), client, ssl=tls.context,
+                ssl_handshake_timeout=tls.handshake_timeout_s)
+        except asyncio.CancelledError:
+            client.close()
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure closes this connection only
+            # Kafka logs a failed SSL handshake at INFO ("Failed authentication with /ip (SSL
+            # handshake failed)"): the client's mistake, not the broker's.
+            log.info("Failed authentication with %s on listener %s (SSL handshake failed: %s)",
+                     peer, bound.name, _handshake_failure(e, tls))
+            client.close()
+
+
+def _peer(addr: object) -> str:
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        return f"{addr[0]}:{addr[1]}"
+    return str(addr)
+
+
+def _handshake_failure(e: BaseException, tls: ListenerTls) -> str:
+    """One line for a failed handshake: OpenSSL's reason (WRONG_VERSION_NUMBER for plaintext
+    on the SSL port, CERTIFICATE_VERIFY_FAILED, ...) or the timeout that closed it."""
+    if isinstance(e, TimeoutError) or (isinstance(e, ConnectionAbortedError)
+                                        and "longer than" in str(e)):
+        return (f"not completed within snakka.ssl.handshake.timeout.ms="
+                f"{round(tls.handshake_timeout_s * 1000)}")
+    if isinstance(e, ssl.SSLError):
+        return f"{e.reason or e}" + (f": {e.verify_message}" if isinstance(
+            e, ssl.SSLCertVerificationError) and e.verify_message else "")
+    return str(e) or type(e).__name__
 
 
 def _reap_period_s(idle_ms: int, arrival_ms: int) -> float:
