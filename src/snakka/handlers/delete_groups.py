@@ -30,6 +30,7 @@ def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsRespons
     out = []
     denied = ctx.denied(AclOperation.DELETE, ResourceType.GROUP, req.groups_names)
     for gid in req.groups_names:
+        err: int
         if gid in denied:
             err = ErrorCode.GROUP_AUTHORIZATION_FAILED
         else:

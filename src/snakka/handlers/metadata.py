@@ -45,6 +45,9 @@ from snakka.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from snakka.util.slicing import TimeSlice
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from snakka.metadata.core import TopicInfo
     from snakka.protocol.messages.metadata_request import MetadataRequest
 
 API = ApiDeclaration(ApiKey.METADATA)
@@ -104,7 +107,7 @@ def handle(ctx: RequestContext, req: MetadataRequest):
     md = services.metadata
     topics: list = []
     if req.topics is None or (v == 0 and not req.topics):
-        listed = md.topics.values()
+        listed: Iterable[TopicInfo] = md.topics.values()
         if not ctx.allows_everything:  # unauthorized topics are left out, unlogged (Kafka)
             hidden = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, md.topics,
                                 log_if_denied=False)
