@@ -41,6 +41,7 @@ from snakka.limits import MIN_FREE_FDS_AT_START
 from snakka.metadata.core import ClusterMetadata, TopicInfo
 from snakka.remote.manager import RemoteLogManager
 from snakka.replica.manager import ReplicaManager
+from snakka.security.authorizer import Authorizer
 from snakka.security.principal import SecurityProtocol
 from snakka.security.ssl import ListenerTls
 from snakka.server.channel import ChannelLimits
@@ -82,8 +83,13 @@ class _FetchSessionsForget(MetadataListener):
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, time_ms: Callable[[], int] = _wall_ms) -> None:
+    def __init__(self, config: BrokerConfig, *, time_ms: Callable[[], int] = _wall_ms,
+                 authorizer: Authorizer | None = None) -> None:
         self.config = config
+        # The authorizer every request is checked with (dispatch and the handlers); None: allow
+        # everything, as a Kafka broker without ``authorizer.class.name``. Tests inject one here
+        # (``EmbeddedBroker(authorizer=...)``); it must be set before start().
+        self.authorizer: Authorizer | None = authorizer
         self.time_ms = time_ms
         self.node_id = config.node_id
         self.log_dir = os.path.abspath(config.log_dirs[0])
@@ -225,7 +231,8 @@ class Broker:
             replicas=replicas, groups=self.groups, shares=self.shares, txns=self.txns,
             remote=self.remote, fetch_sessions=self.fetch_sessions, endpoints=self)
         self._check_fd_headroom()
-        dispatcher = RequestDispatcher(self.handlers, services=self.services)
+        dispatcher = RequestDispatcher(self.handlers, services=self.services,
+                                       authorizer=self.authorizer)
         limits = ChannelLimits.from_config(config)
         for listener in config.listeners:
             protocol = SecurityProtocol[config.listener_security_protocol(listener.name)]

@@ -11,12 +11,18 @@ v4+ are Kafka's broker-to-broker form (KIP-890: a partition leader asks the coor
 node does this internally): a batch of transactions, each either ``VerifyOnly`` (are these
 partitions in the transaction? TRANSACTION_ABORTABLE per partition that is not) or an add. They
 are served with Kafka's meaning for tools that send them.
+
+Authorization (KafkaApis.handleAddPartitionsToTxnRequest): v0-3 (clients) need WRITE on the
+transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition) and WRITE on
+each topic (TOPIC_AUTHORIZATION_FAILED, the other partitions OPERATION_NOT_ATTEMPTED); v4+
+(brokers) need CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from snakka.handlers._authz import denied_response
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import RESERVED_TOPICS
 from snakka.protocol.errors import ErrorCode
@@ -26,6 +32,7 @@ from snakka.protocol.messages.add_partitions_to_txn_response import (
     AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
 )
+from snakka.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from snakka.txn.coordinator import error_for_version
 
 if TYPE_CHECKING:
@@ -55,15 +62,18 @@ def _results(errors: dict[TopicPartition, ErrorCode]) -> list[AddPartitionsToTxn
             for t, rs in by_topic.items()]
 
 
-def _unknown(ctx: RequestContext, partitions: list[TopicPartition]
-             ) -> dict[TopicPartition, ErrorCode]:
-    """Kafka's pre-check: partitions that cannot be in a transaction, and the others
-    OPERATION_NOT_ATTEMPTED; empty when every partition is fine."""
+def _unknown(ctx: RequestContext, partitions: list[TopicPartition],
+             denied: frozenset[str] = frozenset()) -> dict[TopicPartition, ErrorCode]:
+    """Kafka's pre-check: partitions that cannot be in a transaction (``denied``: topics the
+    client may not WRITE), and the others OPERATION_NOT_ATTEMPTED; empty when every partition
+    is fine."""
     topics = ctx.services.metadata.topics
     bad: dict[TopicPartition, ErrorCode] = {}
     for topic, p in partitions:
         ti = topics.get(topic)
-        if topic in RESERVED_TOPICS:
+        if topic in denied:
+            bad[(topic, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topic in RESERVED_TOPICS:
             bad[(topic, p)] = ErrorCode.INVALID_TOPIC_EXCEPTION
         elif ti is None or not 0 <= p < ti.partitions:
             bad[(topic, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -96,7 +106,14 @@ async def _handle(ctx: RequestContext, req: AddPartitionsToTxnRequest
     txns = ctx.services.txns
     if v < BATCHED_VERSION:
         partitions = _partitions(req.v3_and_below_topics)
-        errors = _unknown(ctx, partitions)
+        if not ctx.is_allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                              req.v3_and_below_transactional_id):
+            return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=
+                _results(dict.fromkeys(partitions,
+                                       ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)))
+        denied = ctx.denied(AclOperation.WRITE, ResourceType.TOPIC,
+                            [t for t, _p in partitions if t not in RESERVED_TOPICS])
+        errors = _unknown(ctx, partitions, denied)
         if not errors:
             err = await txns.add_partitions(req.v3_and_below_transactional_id,
                                             req.v3_and_below_producer_id,
@@ -105,6 +122,9 @@ async def _handle(ctx: RequestContext, req: AddPartitionsToTxnRequest
             errors = dict.fromkeys(partitions, err)
         return AddPartitionsToTxnResponse(throttle_time_ms=0,
                                           results_by_topic_v3_and_below=_results(errors))
+    # v4+: the broker-to-broker (verification) form, which needs CLUSTER_ACTION.
+    if not ctx.is_allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return denied_response(ctx, req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     out = []
     for t in req.transactions:
         partitions = _partitions(t.topics)

@@ -3,6 +3,9 @@ reconciles and leaves. The logic lives in groups.consumer; this maps fields both
 
 A group id held by an active classic group answers GROUP_ID_NOT_FOUND with a message, so a
 client misconfigured with ``group.protocol=consumer`` learns why.
+
+Authorization (Kafka 4.0's KafkaApis): READ on the group (else GROUP_AUTHORIZATION_FAILED),
+then DESCRIBE on every subscribed topic name (else TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from snakka.protocol.messages.consumer_group_heartbeat_response import (
     ConsumerGroupHeartbeatResponse,
     TopicPartitions,
 )
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.consumer_group_heartbeat_request import (
@@ -25,9 +29,23 @@ if TYPE_CHECKING:
 API = ApiDeclaration(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 
 
+def _refused(code: ErrorCode, message: str | None) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+        member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+
+
 def handle(ctx: RequestContext,
            req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     v = ctx.api_version
+    if not ctx.is_allowed(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    if req.subscribed_topic_names:
+        hidden = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, req.subscribed_topic_names)
+        if hidden:
+            return _refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            "The group is not authorized to describe the topics: "
+                            + ", ".join(sorted(hidden)))
     # Request validation (empty group id → INVALID_REQUEST, as Kafka) is the core's.
     peer = ctx.client_address
     result = ctx.services.groups.consumer_heartbeat(

@@ -1,6 +1,8 @@
 """CreatePartitions (37): grow a topic's partition count (never shrink); validate-only.
 
 Manual assignments, when given, must place each new partition on this broker only.
+
+Authorization: ALTER on each topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from snakka.protocol.messages.create_partitions_response import (
     CreatePartitionsResponse,
     CreatePartitionsTopicResult,
 )
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.create_partitions_request import CreatePartitionsRequest
@@ -25,11 +28,15 @@ async def _handle(ctx, req):
     results = []
     seen = set()
     dup = {t.name for t in req.topics if t.name in seen or seen.add(t.name)}
+    denied = ctx.denied(AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         r = CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
         try:
             if t.name in dup:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            if t.name in denied:
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                 "The topic authorization is failed.")
             ti = services.metadata.check_create_partitions(t.name, t.count)
             if t.assignments is not None:
                 if len(t.assignments) != t.count - ti.partitions:

@@ -4,6 +4,8 @@ Offset -1 means the high watermark. An offset beyond the high watermark is OFFSE
 Whole segments below the new start offset are deleted; the new start offset survives restarts
 (log-start-offset checkpoint). A reserved topic (``__consumer_offsets``, ...) is
 INVALID_TOPIC_EXCEPTION, as Kafka answers: only its coordinator trims it.
+
+Authorization: DELETE on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from snakka.protocol.messages.delete_records_response import (
     DeleteRecordsResponse,
     DeleteRecordsTopicResult,
 )
+from snakka.security.authorizer import AclOperation, ResourceType
 from snakka.storage import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
@@ -29,11 +32,14 @@ API = ApiDeclaration(ApiKey.DELETE_RECORDS)
 def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     replicas = ctx.services.replicas
     topics = []
+    denied = ctx.denied(AclOperation.DELETE, ResourceType.TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         parts = []
         for p in t.partitions:
             pl, err = replicas.lookup(t.name, p.partition_index)
-            if t.name in RESERVED_TOPICS:
+            if t.name in denied:
+                pl, err = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif t.name in RESERVED_TOPICS:
                 pl, err = None, ErrorCode.INVALID_TOPIC_EXCEPTION
             low = -1
             if pl is not None:

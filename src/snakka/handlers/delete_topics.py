@@ -5,6 +5,10 @@ off the event loop. Long-polling fetches on it are woken and see UNKNOWN_TOPIC_O
 ``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED. Internal topics cannot be deleted.
 All topics of a request are deleted together (Broker.delete_topics): one metadata append and
 fsync, one worker-thread job for the directories, clean-up in slices that yield to the loop.
+
+Authorization (Kafka's controller): DELETE on each topic (else TOPIC_AUTHORIZATION_FAILED);
+a topic named by id without DESCRIBE on it is TOPIC_AUTHORIZATION_FAILED with its name withheld;
+an unknown id is UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from snakka.protocol.messages.delete_topics_response import (
     DeleteTopicsResponse,
 )
 from snakka.protocol.primitives import ZERO_UUID
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.delete_topics_request import DeleteTopicsRequest
@@ -36,13 +41,30 @@ async def _handle(ctx, req):
     enabled = services.resolver.broker_value("delete.topic.enable") == "true"
     results = []
     doomed: dict[str, DeletableTopicResult] = {}  # name -> its result
-    for name, tid in targets:
-        ti = services.metadata.topics.get(name) if name is not None else \
-            services.metadata.topics_by_id.get(tid)
+    resolved = [services.metadata.topics.get(name) if name is not None else
+                services.metadata.topics_by_id.get(tid) for name, tid in targets]
+    no_describe: frozenset[str] = frozenset()
+    no_delete: frozenset[str] = frozenset()
+    if not ctx.allows_everything:
+        names = [n if n is not None else ti.name for (n, _t), ti in zip(targets, resolved,
+                                                                          strict=True)
+                 if n is not None or ti is not None]
+        no_describe = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                 [ti.name for (n, _t), ti in zip(targets, resolved, strict=True)
+                                  if n is None and ti is not None])
+        no_delete = ctx.denied(AclOperation.DELETE, ResourceType.TOPIC, names)
+    for (name, tid), ti in zip(targets, resolved, strict=True):
         res = DeletableTopicResult(name=name, topic_id=tid or ZERO_UUID, error_code=0,
                                    error_message=None)
         # Kafka's controller answers every error with a message (the error's default one)
-        if ti is None:
+        if name is None and ti is not None and ti.name in no_describe:
+            # the id is not secret, the name is: not returned
+            res.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            res.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED.message
+        elif (name if name is not None else ti.name if ti is not None else None) in no_delete:
+            res.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            res.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED.message
+        elif ti is None:
             res.error_code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else \
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             res.error_message = ErrorCode(res.error_code).message

@@ -2,6 +2,9 @@
 
 v1 adds endpoint_type: 1 asks for brokers, 2 for controllers; a single snakka node is both, and
 answers either with itself. v2 may include fenced brokers: there are none.
+
+Authorization: none for the request (Kafka); ``include_cluster_authorized_operations`` fills
+the cluster's authorized-operations bit field (0 without DESCRIBE on the cluster).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from snakka.protocol.messages.describe_cluster_response import (
     DescribeClusterBroker,
     DescribeClusterResponse,
 )
+from snakka.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.describe_cluster_request import DescribeClusterRequest
@@ -37,4 +41,14 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
         cluster_id=services.metadata.cluster_id, controller_id=services.node_id,
         brokers=[DescribeClusterBroker(broker_id=services.node_id, host=host, port=port, rack=None,
                                        is_fenced=False)],
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+        cluster_authorized_operations=_cluster_operations(ctx, req))
+
+
+def _cluster_operations(ctx: RequestContext, req: DescribeClusterRequest) -> int:
+    """Kafka's computeDescribeClusterResponse: the bit field only when asked, 0 without
+    DESCRIBE on the cluster."""
+    if not req.include_cluster_authorized_operations:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if not ctx.is_allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)

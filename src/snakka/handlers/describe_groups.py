@@ -5,6 +5,9 @@ As in Kafka: an unknown group is answered with state Dead and no error up to v5 
 GROUP_ID_NOT_FOUND from v6 (KIP-1043); a group that exists only
 through committed or pending transactional offsets is Empty; a KIP-848 consumer group or a share group is GROUP_ID_NOT_FOUND
 with a message (ConsumerGroupDescribe / ShareGroupDescribe describe those).
+
+Authorization: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED for it); v3+
+``include_authorized_operations`` fills the group's authorized-operations bit field.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from snakka.protocol.messages.describe_groups_response import (
     DescribedGroupMember,
     DescribeGroupsResponse,
 )
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.describe_groups_request import DescribeGroupsRequest
@@ -57,5 +61,18 @@ def _describe(groups, gid: str, v: int) -> DescribedGroup:
 
 
 def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    return DescribeGroupsResponse(throttle_time_ms=0, groups=[
-        _describe(ctx.services.groups, gid, ctx.api_version) for gid in req.groups])
+    v = ctx.api_version
+    denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.GROUP, req.groups)
+    out = []
+    for gid in req.groups:
+        if gid in denied:
+            out.append(DescribedGroup(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                group_id=gid, group_state="", protocol_type="", protocol_data="", members=[],
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        g = _describe(ctx.services.groups, gid, v)
+        if v >= 3 and req.include_authorized_operations and not g.error_code:
+            g.authorized_operations = ctx.authorized_operations(ResourceType.GROUP, gid)
+        out.append(g)
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)

@@ -1,4 +1,8 @@
-"""DescribeLogDirs (35): the log directory, its partitions' sizes, and disk totals (v4+)."""
+"""DescribeLogDirs (35): the log directory, its partitions' sizes, and disk totals (v4+).
+
+Authorization: DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED and no results), as
+Kafka.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,14 @@ import shutil
 from typing import TYPE_CHECKING
 
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
+from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsPartition,
     DescribeLogDirsResponse,
     DescribeLogDirsResult,
     DescribeLogDirsTopic,
 )
+from snakka.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
@@ -22,6 +28,10 @@ API = ApiDeclaration(ApiKey.DESCRIBE_LOG_DIRS)
 def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     services = ctx.services
     md = services.metadata
+    if not ctx.is_allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return DescribeLogDirsResponse(throttle_time_ms=0,
+                                       error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                       results=[])
     wanted: dict[str, set[int] | None]
     if req.topics is None:
         wanted = {n: None for n in md.topics}

@@ -6,6 +6,8 @@ carries), then CompleteCommit / CompleteAbort, and answers (snakka.txn.manager).
 Transactions V2 (KIP-890): every EndTxn bumps the epoch and the answer carries the producer id
 and epoch the client continues with; below v5 those fields are -1. PRODUCER_FENCED is
 INVALID_PRODUCER_EPOCH below v2 (KIP-588).
+
+Authorization: WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
+from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.end_txn_response import EndTxnResponse
+from snakka.security.authorizer import AclOperation, ResourceType
 from snakka.txn.coordinator import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, error_for_version
 
 if TYPE_CHECKING:
@@ -32,6 +36,11 @@ def handle(ctx: RequestContext, req: EndTxnRequest):
 async def _handle(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     v = ctx.api_version
     tv2 = v >= TV2_VERSION
+    if not ctx.is_allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                          req.transactional_id):
+        return EndTxnResponse(throttle_time_ms=0,
+                              error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                              producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
     r = await ctx.services.txns.end_txn(req.transactional_id, req.producer_id,
                                         req.producer_epoch, req.committed, 2 if tv2 else 0)
     return EndTxnResponse(

@@ -18,6 +18,10 @@
   ``aborted_transactions`` lists (producer id, first offset) of the aborted transactions that
   overlap the returned batches (from the segments' ``.txnindex``, via the replica manager's
   read); an empty list when there are none, null under read_uncommitted, as Kafka sends it.
+- Authorization (KafkaApis.handleFetchRequest): a consumer needs READ on each topic (else
+  TOPIC_AUTHORIZATION_FAILED for its partitions, every time the session lists them); a follower
+  fetch (replica id >= 0) needs CLUSTER_ACTION on the cluster. One authorizer call per request,
+  none with the allow-all authorizer.
 - Sessions (KIP-227) are resolved by fetch_sessions.FetchSessionCache; an incremental response
   lists only partitions with news.
 - Tiered storage (KIP-405): a partition whose fetch offset lies in remote segments not yet in
@@ -49,6 +53,7 @@ from snakka.protocol.messages.fetch_response import (
     FetchResponse,
     PartitionData,
 )
+from snakka.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.fetch_request import FetchRequest
@@ -68,8 +73,8 @@ def _resolve_topic(services, key, by_id: bool):
     return key if key in services.metadata.topics else None
 
 
-def _read_partitions(services, entries, by_id: bool, max_bytes: int, read_committed: bool,
-                     incremental: bool, min_one_batch: bool = True):
+def _read_partitions(services, entries, by_id: bool, denied: frozenset, max_bytes: int,
+                     read_committed: bool, incremental: bool, min_one_batch: bool = True):
     """Read every partition once, without touching session state.
 
     Returns (rows, total bytes, any error, pending) where rows are (topic key, PartitionData,
@@ -86,10 +91,15 @@ def _read_partitions(services, entries, by_id: bool, max_bytes: int, read_commit
     first_data = min_one_batch
     for (tkey, partition), cp in entries:
         limit = min(cp.max_bytes, remaining)
-        read = replicas.read(_resolve_topic(services, tkey, by_id), partition, cp.fetch_offset,
-                             limit, current_leader_epoch=cp.current_leader_epoch,
-                             read_committed=read_committed, min_one_message=first_data,
-                             unknown=unknown)
+        if denied and tkey in denied:  # not READ-able: refused before any lookup
+            read = replicas.read(None, partition, 0, 0,
+                                 unknown=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        else:
+            read = replicas.read(_resolve_topic(services, tkey, by_id), partition,
+                                 cp.fetch_offset, limit,
+                                 current_leader_epoch=cp.current_leader_epoch,
+                                 read_committed=read_committed, min_one_message=first_data,
+                                 unknown=unknown)
         err = read.error_code
         records = read.records
         if read.pending is not None:
@@ -144,7 +154,10 @@ def handle(ctx: RequestContext, req: FetchRequest):
     v = ctx.api_version
     by_id = v >= 13
     if req.replica_id >= 0 or (v >= 15 and req.replica_state.replica_id >= 0):
-        # Follower fetches: there are no followers of a single broker.
+        # A follower fetch needs CLUSTER_ACTION on the cluster; denied, each partition is
+        # TOPIC_AUTHORIZATION_FAILED (Kafka). Allowed: there are no followers of a single broker.
+        if not ctx.is_allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return _all_denied(req, by_id)
         return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              session_id=0, responses=[])
     fetch = []
@@ -164,27 +177,60 @@ def handle(ctx: RequestContext, req: FetchRequest):
     if fctx.error != ErrorCode.NONE:
         return FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0,
                              responses=[])
+    denied = frozenset() if ctx.allows_everything else \
+        _denied_topics(ctx, fctx.partitions, by_id)
     max_bytes = min(req.max_bytes if v >= 3 else INT32_MAX,
                     services.resolver.broker_int("fetch.max.bytes"))
     read_committed = v >= 4 and req.isolation_level == 1
     deadline = services.time_ms() + max(req.max_wait_ms, 0)
-    got = _read_reserved(ctx, fctx, by_id, max_bytes, read_committed)
+    got = _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed)
     if got is None:  # the response budget is spent and this connection holds unsent bytes
         if req.max_wait_ms <= 0:
-            return _build(fctx.session_id, _read_nothing(services, fctx, by_id, read_committed),
+            return _build(fctx.session_id, _read_nothing(services, fctx, by_id, denied, read_committed),
                           by_id)
-        return _fetch_later(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
+        return _fetch_later(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline)
     rows, total, any_error, pending = got
     if pending:
         _give_back(ctx)
-        return _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline, pending)
+        return _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending)
     if total >= req.min_bytes or any_error or req.max_wait_ms <= 0 or not fctx.partitions:
         return _build(fctx.session_id, rows, by_id)
     _give_back(ctx)
-    return _long_poll(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
+    return _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline)
 
 
-def _read_reserved(ctx, fctx, by_id, max_bytes, read_committed):
+def _denied_topics(ctx: RequestContext, partitions, by_id: bool) -> frozenset:
+    """The topic keys (names, or ids from v13) of the session's partitions this consumer may
+    not READ: one authorizer call per request. An unknown topic id stays UNKNOWN_TOPIC_ID
+    (it names nothing to authorize); an unknown name is authorized like any (Kafka answers
+    TOPIC_AUTHORIZATION_FAILED before UNKNOWN_TOPIC_OR_PARTITION, so a denied principal
+    cannot probe which topics exist)."""
+    services = ctx.services
+    names: dict[object, str] = {}
+    for (tkey, _partition), _cp in partitions:
+        if tkey not in names:
+            name = _resolve_topic(services, tkey, True) if by_id else tkey
+            if name is not None:
+                names[tkey] = name
+    refused = ctx.denied(AclOperation.READ, ResourceType.TOPIC, names.values())
+    return frozenset(k for k, n in names.items() if n in refused) if refused else refused
+
+
+def _all_denied(req: FetchRequest, by_id: bool) -> FetchResponse:
+    """A follower fetch without CLUSTER_ACTION: every requested partition refused."""
+    err = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    topics = []
+    for t in req.topics:
+        parts = [PartitionData(partition_index=p.partition, error_code=err, high_watermark=-1,
+                               last_stable_offset=-1, log_start_offset=-1,
+                               aborted_transactions=[], preferred_read_replica=-1, records=b"")
+                 for p in t.partitions]
+        topics.append(FetchableTopicResponse(topic_id=t.topic_id, partitions=parts) if by_id
+                      else FetchableTopicResponse(topic=t.topic, partitions=parts))
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+
+
+def _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed):
     """Reserve response memory, then read at most that much; None when none can be had now.
 
     The reservation (settled to the bytes read) is left in ``ctx.response_bytes``; the
@@ -196,7 +242,7 @@ def _read_reserved(ctx, fctx, by_id, max_bytes, read_committed):
     # A negative request MaxBytes reserves nothing but keeps its meaning for the read (Kafka's
     # limitBytes: the first partition's negative size is an error, the rest get 0).
     rows, total, any_error, pending = _read_partitions(
-        ctx.services, fctx.partitions, by_id, max_bytes if max_bytes < 0 else grant,
+        ctx.services, fctx.partitions, by_id, denied, max_bytes if max_bytes < 0 else grant,
         read_committed, fctx.incremental)
     conn.settle_response_bytes(grant, total)
     ctx.response_bytes = total
@@ -209,25 +255,25 @@ def _give_back(ctx) -> None:
     ctx.response_bytes = 0
 
 
-def _read_nothing(services, fctx, by_id, read_committed):
+def _read_nothing(services, fctx, by_id, denied, read_committed):
     """Partition states without records (for a fetch that got no response memory)."""
-    return _read_partitions(services, fctx.partitions, by_id, 0, read_committed, fctx.incremental,
+    return _read_partitions(services, fctx.partitions, by_id, denied, 0, read_committed, fctx.incremental,
                             min_one_batch=False)[0]
 
 
-async def _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed, deadline):
+async def _read_when_memory(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline):
     """_read_reserved, waiting for response memory until the deadline, then without records."""
     services = ctx.services
     while True:
-        got = _read_reserved(ctx, fctx, by_id, max_bytes, read_committed)
+        got = _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed)
         if got is not None:
             return got
         remaining = deadline - services.time_ms()
         if remaining <= 0 or not await ctx.connection.wait_for_response_memory(remaining / 1000):
-            return _read_nothing(services, fctx, by_id, read_committed), 0, False, []
+            return _read_nothing(services, fctx, by_id, denied, read_committed), 0, False, []
 
 
-async def _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline, pending):
+async def _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending):
     """Kafka's DelayedRemoteFetch: wait for the pending remote reads (at most
     ``remote.fetch.max.wait.ms``), read every partition once more and answer with what there
     is (a partition whose remote data is still on its way: no records this time)."""
@@ -235,24 +281,24 @@ async def _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline, p
     wait_ms = services.resolver.broker_int("remote.fetch.max.wait.ms")
     await asyncio.wait([asyncio.ensure_future(p) for p in pending], timeout=wait_ms / 1000)
     rows, _total, _any_error, _still = await _read_when_memory(
-        ctx, fctx, by_id, max_bytes, read_committed, deadline)
+        ctx, fctx, by_id, denied, max_bytes, read_committed, deadline)
     return _build(fctx.session_id, rows, by_id)
 
 
-async def _fetch_later(ctx, req, fctx, by_id, max_bytes, read_committed, deadline):
+async def _fetch_later(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline):
     services = ctx.services
-    rows, total, any_error, pending = await _read_when_memory(ctx, fctx, by_id, max_bytes,
+    rows, total, any_error, pending = await _read_when_memory(ctx, fctx, by_id, denied, max_bytes,
                                                               read_committed, deadline)
     if pending:
         _give_back(ctx)
-        return await _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline, pending)
+        return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending)
     if total >= req.min_bytes or any_error or services.time_ms() >= deadline:
         return _build(fctx.session_id, rows, by_id)
     _give_back(ctx)
-    return await _long_poll(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
+    return await _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline)
 
 
-async def _long_poll(ctx, req, fctx, by_id, max_bytes, read_committed, deadline):
+async def _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline):
     services = ctx.services
     keys = []
     for (tkey, partition), _cp in fctx.partitions:
@@ -265,18 +311,18 @@ async def _long_poll(ctx, req, fctx, by_id, max_bytes, read_committed, deadline)
             break
         if not await services.replicas.wait_for_append(keys, remaining / 1000):
             break
-        rows, total, any_error, pending = await _read_when_memory(ctx, fctx, by_id, max_bytes,
+        rows, total, any_error, pending = await _read_when_memory(ctx, fctx, by_id, denied, max_bytes,
                                                                   read_committed, deadline)
         if pending:
             _give_back(ctx)
-            return await _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline,
+            return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline,
                                        pending)
         if total >= req.min_bytes or any_error:
             return _build(fctx.session_id, rows, by_id)
         _give_back(ctx)
-    rows, _, _, pending = await _read_when_memory(ctx, fctx, by_id, max_bytes, read_committed,
+    rows, _, _, pending = await _read_when_memory(ctx, fctx, by_id, denied, max_bytes, read_committed,
                                                   deadline)
     if pending:
         _give_back(ctx)
-        return await _remote_fetch(ctx, fctx, by_id, max_bytes, read_committed, deadline, pending)
+        return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending)
     return _build(fctx.session_id, rows, by_id)

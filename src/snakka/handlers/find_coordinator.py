@@ -12,16 +12,22 @@ like any other (the requests that use it then fail); tests/reference/test_txn_di
 
 Advertising this API also matters beyond groups: librdkafka enables LZ4 only when the broker
 lists FindCoordinator in ApiVersions (its feature probe for brokers >= 0.8.2).
+
+Authorization (KafkaApis.getCoordinator): DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED)
+or on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) per key; share keys need
+CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED for the request).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from snakka.handlers._authz import denied_response
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
 from snakka.protocol.primitives import base64_to_uuid, uuid_to_base64
+from snakka.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
@@ -51,8 +57,17 @@ def share_key_error(key: str) -> str | None:
     return None
 
 
-def _lookup(services, listener, key: str, key_type: int, version: int):
+def _lookup(ctx, key: str, key_type: int, version: int):
     """(error, message, node, host, port) for one key."""
+    services, listener = ctx.services, ctx.listener
+    if key_type == KEY_GROUP and not ctx.is_allowed(AclOperation.DESCRIBE, ResourceType.GROUP,
+                                                    key):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return code, "" if version >= 4 else code.message, -1, "", -1
+    if key_type == KEY_TRANSACTION and not ctx.is_allowed(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return code, "" if version >= 4 else code.message, -1, "", -1
     if key_type == KEY_SHARE:
         if version < MIN_SHARE_VERSION:
             return (ErrorCode.INVALID_REQUEST, "Share coordinator lookups need FindCoordinator "
@@ -72,13 +87,17 @@ def _lookup(services, listener, key: str, key_type: int, version: int):
 def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     v = ctx.api_version
     key_type = req.key_type if v >= 1 else KEY_GROUP
+    if key_type == KEY_SHARE and v >= MIN_SHARE_VERSION and not ctx.is_allowed(
+            AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        # share-coordinator lookups are broker-to-broker: the whole request is refused
+        return denied_response(ctx, req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if v >= 4:
         out = []
         for key in req.coordinator_keys:
-            err, msg, node, host, port = _lookup(ctx.services, ctx.listener, key, key_type, v)
+            err, msg, node, host, port = _lookup(ctx, key, key_type, v)
             out.append(Coordinator(key=key, node_id=node, host=host, port=port, error_code=err,
                                    error_message=msg))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
-    err, msg, node, host, port = _lookup(ctx.services, ctx.listener, req.key, key_type, v)
+    err, msg, node, host, port = _lookup(ctx, req.key, key_type, v)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=err, error_message=msg,
                                    node_id=node, host=host, port=port)

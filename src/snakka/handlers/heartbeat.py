@@ -1,4 +1,7 @@
-"""Heartbeat (12): keeps a classic member's session alive; signals rebalances."""
+"""Heartbeat (12): keeps a classic member's session alive; signals rebalances.
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), as Kafka.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import TYPE_CHECKING
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.heartbeat_response import HeartbeatResponse
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.heartbeat_request import HeartbeatRequest
@@ -15,6 +19,9 @@ API = ApiDeclaration(ApiKey.HEARTBEAT)
 
 
 def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
+    if not ctx.is_allowed(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return HeartbeatResponse(throttle_time_ms=0,
+                                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not req.group_id:
         return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     err = ctx.services.groups.heartbeat(

@@ -4,6 +4,8 @@ Validation of the group id happens here (INVALID_GROUP_ID for an empty id, as Ka
 machine (generations, leader, protocol selection, static membership, KIP-394 member ids) lives in
 groups.classic. A group id that belongs to an active KIP-848 consumer group gets
 INCONSISTENT_GROUP_PROTOCOL.
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.join_group_request import JoinGroupRequest
@@ -28,6 +31,8 @@ def _error(code: int, member_id: str = "", v: int = 9) -> JoinGroupResponse:
 
 async def _handle(ctx, req):
     v = ctx.api_version
+    if not ctx.is_allowed(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED, "", v)
     if not req.group_id:
         return _error(ErrorCode.INVALID_GROUP_ID, req.member_id, v)
     peer = ctx.client_address

@@ -1,4 +1,7 @@
-"""LeaveGroup (13): one member (v0-2) or a batch of members by id / instance id (v3+, KIP-345)."""
+"""LeaveGroup (13): one member (v0-2) or a batch of members by id / instance id (v3+, KIP-345).
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), as Kafka.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import TYPE_CHECKING
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.leave_group_request import LeaveGroupRequest
@@ -16,6 +20,9 @@ API = ApiDeclaration(ApiKey.LEAVE_GROUP)
 
 def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     v = ctx.api_version
+    if not ctx.is_allowed(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return LeaveGroupResponse(throttle_time_ms=0,
+                                  error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
     if not req.group_id:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID,
                                   members=[])

@@ -15,6 +15,8 @@ DelayedRemoteListOffsets, the handler then answers later: it waits for those par
 request's TimeoutMs when positive (v10+), else ``remote.list.offsets.request.timeout.ms``,
 default 30 s), looks them up again, and answers REQUEST_TIMED_OUT for any partition still
 waiting at the deadline; a failed remote read is KAFKA_STORAGE_ERROR for its partition.
+
+Authorization: DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from snakka.protocol.messages.list_offsets_response import (
     ListOffsetsTopicResponse,
 )
 from snakka.remote.reader import RemoteReadError
+from snakka.security.authorizer import AclOperation, ResourceType
 from snakka.storage import RemoteFetchPending, RemoteLogUnavailableError
 
 if TYPE_CHECKING:
@@ -102,15 +105,28 @@ def _response(services, t, p, v: int, err: int, ts: int, off: int
     return r
 
 
+def _denied(p, v: int) -> ListOffsetsPartitionResponse:
+    r = ListOffsetsPartitionResponse(
+        partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        timestamp=-1, offset=-1, leader_epoch=-1)
+    if v == 0:
+        r.old_style_offsets = []
+    return r
+
+
 def handle(ctx: RequestContext, req: ListOffsetsRequest):
     services = ctx.services
     v = ctx.api_version
     read_committed = v >= 2 and req.isolation_level == 1
     topics = []
     waiting = []  # (topic, partition request, its slot in parts, the pending awaitable)
+    denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         parts: list[ListOffsetsPartitionResponse | None] = []
         for p in t.partitions:
+            if denied and t.name in denied:
+                parts.append(_denied(p, v))
+                continue
             try:
                 parts.append(_answer(services, t, p, v, read_committed))
             except RemoteFetchPending as e:

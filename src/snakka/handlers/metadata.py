@@ -9,6 +9,13 @@ Auto-creation never creates a reserved name (``__cluster_metadata``, the interna
 coordinators create them): such a name that does not exist is UNKNOWN_TOPIC_OR_PARTITION, which
 is what Kafka 4.0 answers while its auto-creation runs asynchronously.
 
+Authorization (KafkaApis.handleTopicMetadataRequest): topics the principal may not DESCRIBE are
+left out of an all-topics answer (without an audit line) and answered TOPIC_AUTHORIZATION_FAILED
+when named (by id: the id echoed, topic ids are not secret; by name: the existence not
+disclosed); auto-creation needs CREATE on the cluster or on the topic (else
+TOPIC_AUTHORIZATION_FAILED). The authorized-operations bit fields (v8+) are computed when
+asked: the cluster's (v8-10, 0 without DESCRIBE on it) and each described topic's.
+
 All topics a request auto-creates are created together (Broker.plan_topic / create_topics): one
 metadata append and fsync, file work in a worker thread when there are many, so a Metadata
 request naming 10,000 unknown topics costs time linear in that number and never stalls other
@@ -34,9 +41,13 @@ from snakka.protocol.messages.metadata_response import (
     MetadataResponseTopic,
 )
 from snakka.protocol.primitives import ZERO_UUID
+from snakka.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from snakka.util.slicing import TimeSlice
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from snakka.metadata.core import TopicInfo
     from snakka.protocol.messages.metadata_request import MetadataRequest
 
 API = ApiDeclaration(ApiKey.METADATA)
@@ -62,16 +73,30 @@ def _error_topic(name, topic_id, code: ErrorCode) -> MetadataResponseTopic:
                                  topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-def _response(ctx, topics) -> MetadataResponse:
+def _response(ctx, req, topics) -> MetadataResponse:
     services = ctx.services
+    v = ctx.api_version
     host, port = services.advertised_endpoint(ctx.listener)
+    cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
+    if v >= 8:
+        # KIP-430: filled only when asked; the cluster's only up to v10 (v11 dropped it).
+        if v <= 10 and req.include_cluster_authorized_operations:
+            cluster_ops = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME) \
+                if ctx.is_allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) \
+                else 0
+        if req.include_topic_authorized_operations:
+            for t in topics:  # the topics the principal may describe (not the refused ones)
+                if t.name is not None and \
+                        t.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    t.topic_authorized_operations = ctx.authorized_operations(
+                        ResourceType.TOPIC, t.name)
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponseBroker(node_id=services.node_id, host=host, port=port, rack=None)],
         cluster_id=services.metadata.cluster_id,
         controller_id=services.node_id,
         topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=cluster_ops,
         error_code=0,
     )
 
@@ -82,9 +107,18 @@ def handle(ctx: RequestContext, req: MetadataRequest):
     md = services.metadata
     topics: list = []
     if req.topics is None or (v == 0 and not req.topics):
-        return _response(ctx, [_topic_response(services, ti, v) for ti in md.topics.values()])
+        listed: Iterable[TopicInfo] = md.topics.values()
+        if not ctx.allows_everything:  # unauthorized topics are left out, unlogged (Kafka)
+            hidden = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, md.topics,
+                                log_if_denied=False)
+            listed = [ti for ti in listed if ti.name not in hidden]
+        return _response(ctx, req, [_topic_response(services, ti, v) for ti in listed])
     allow_auto = (req.allow_auto_topic_creation if v >= 4 else True) and \
         services.resolver.broker_value("auto.create.topics.enable") == "true"
+    no_describe: frozenset[str] = frozenset()
+    no_create: frozenset[str] = frozenset()
+    if not ctx.allows_everything:
+        no_describe, no_create = _unauthorized(ctx, req, md, allow_auto)
     later: list[tuple[int, str]] = []  # (index in topics, name): answered once created
     create: list[str] = []  # names to auto-create
     for t in req.topics:
@@ -96,8 +130,19 @@ def handle(ctx: RequestContext, req: MetadataRequest):
             ti = md.topics_by_id.get(t.topic_id)
             if ti is None:
                 topics.append(_error_topic(None, t.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+            elif ti.name in no_describe:  # topic ids are not secret: the id is echoed
+                topics.append(_error_topic(None, t.topic_id,
+                                           ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             else:
                 topics.append(_topic_response(services, ti, v))
+            continue
+        if t.name in no_describe:  # existence not disclosed
+            topics.append(_error_topic(t.name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
+        if t.name in no_create:
+            err = _error_topic(t.name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            err.is_internal = t.name in RESERVED_TOPICS
+            topics.append(err)
             continue
         ti = md.topics.get(t.name)
         if ti is not None:
@@ -116,18 +161,41 @@ def handle(ctx: RequestContext, req: MetadataRequest):
         later.append((len(topics), t.name))
         topics.append(None)
     if not later:
-        return _response(ctx, topics)
+        return _response(ctx, req, topics)
     partitions = int(services.resolver.broker_value("num.partitions") or 1)
     if not services.controller.creates_inline(len(create) * partitions):
         # Many: plan them in slices too (validation costs ~50 us a topic).
-        return _respond_later(ctx, topics, later, create, partitions)
+        return _respond_later(ctx, req, topics, later, create, partitions)
     plans = _plan(services, topics, later, create, partitions)
     if plans:
         services.controller.create_topics(list(plans.values()))  # small: in metadata now; the fsync follows in background
     if all(name not in md.pending for _i, name in later):
         _fill(services, v, topics, later, plans)
-        return _response(ctx, topics)
-    return _respond_later(ctx, topics, later, [], partitions)
+        return _response(ctx, req, topics)
+    return _respond_later(ctx, req, topics, later, [], partitions)
+
+
+def _unauthorized(ctx: RequestContext, req: MetadataRequest, md, allow_auto: bool
+                  ) -> tuple[frozenset[str], frozenset[str]]:
+    """The named topics the principal may not DESCRIBE, and the missing ones it may not
+    auto-create (CREATE on the cluster, else on each topic; Kafka's handleTopicMetadataRequest).
+    """
+    names = []
+    for t in req.topics:
+        if t.name is not None:
+            names.append(t.name)
+        elif ctx.api_version >= 12:
+            ti = md.topics_by_id.get(t.topic_id)
+            if ti is not None:
+                names.append(ti.name)
+    no_describe = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    missing = [t.name for t in req.topics if t.name is not None and t.name not in no_describe
+               and t.name not in md.topics]
+    no_create: frozenset[str] = frozenset()
+    if allow_auto and missing and not ctx.is_allowed(
+            AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False):
+        no_create = ctx.denied(AclOperation.CREATE, ResourceType.TOPIC, missing)
+    return no_describe, no_create
 
 
 def _plan(services, topics, later, create, partitions) -> dict:
@@ -156,7 +224,7 @@ def _fill(services, v, topics, later, plans) -> None:
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-async def _respond_later(ctx, topics, later, create, partitions):
+async def _respond_later(ctx, req, topics, later, create, partitions):
     services = ctx.services
     slicer = TimeSlice()
     plans = {}
@@ -184,4 +252,4 @@ async def _respond_later(ctx, topics, later, create, partitions):
         if topics[i] is None:
             _fill(services, ctx.api_version, topics, [(i, name)], plans)
             await slicer.tick()
-    return _response(ctx, topics)
+    return _response(ctx, req, topics)

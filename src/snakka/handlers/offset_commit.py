@@ -6,6 +6,10 @@ an empty member id is a standalone (or admin) commit, allowed when the group has
 Unknown topics/partitions get UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID, an oversized metadata
 string OFFSET_METADATA_TOO_LARGE. ``retention_time_ms`` (v2-4) is ignored, as in Kafka 4
 (``offsets.retention.minutes`` applies).
+
+Authorization (KafkaApis.handleOffsetCommitRequest): READ on the group (else
+GROUP_AUTHORIZATION_FAILED on every partition), READ on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -19,11 +23,21 @@ from snakka.protocol.messages.offset_commit_response import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.offset_commit_request import OffsetCommitRequest
 
 API = ApiDeclaration(ApiKey.OFFSET_COMMIT)
+
+
+def _names(md, req, by_id: bool) -> list[str]:
+    """The request's topic names (ids resolved; unknown ids are UNKNOWN_TOPIC_ID, not
+    authorized)."""
+    if not by_id:
+        return [t.name for t in req.topics]
+    return [ti.name for ti in (md.topics_by_id.get(t.topic_id) for t in req.topics)
+            if ti is not None]
 
 
 def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
@@ -32,9 +46,14 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitRespons
     md = services.metadata
     by_id = v >= 10
     group_err: int = ErrorCode.NONE
-    if not req.group_id:
+    denied_topics: frozenset[str] = frozenset()
+    if not ctx.is_allowed(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        group_err = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif not req.group_id:
         group_err = ErrorCode.INVALID_GROUP_ID
     else:
+        if not ctx.allows_everything:
+            denied_topics = ctx.denied(AclOperation.READ, ResourceType.TOPIC, _names(md, req, by_id))
         group_err = services.groups.validate_commit(
             req.group_id, req.member_id if v >= 1 else "",
             req.generation_id_or_member_epoch if v >= 1 else -1,
@@ -52,6 +71,10 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitRespons
         for p in t.partitions:
             if group_err:
                 err = group_err
+            elif denied_topics and ti is not None and ti.name in denied_topics:
+                err = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif denied_topics and not by_id and t.name in denied_topics:
+                err = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif ti is None:
                 err = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif not 0 <= p.partition_index < ti.partitions:

@@ -10,6 +10,10 @@ read_committed consumer sends) a partition with a pending offset answers at once
 OffsetMetadataManager does: UNSTABLE_OFFSET_COMMIT, offset -1, leader epoch -1, metadata "", and
 the client retries. Kafka does not wait for the transaction here. A null topic list lists the
 partitions with a committed offset, as Kafka (a partition with only a pending one is absent).
+
+Authorization (KafkaApis.handleOffsetFetchRequest): DESCRIBE on each group (else
+GROUP_AUTHORIZATION_FAILED for it); DESCRIBE on each topic: named topics the principal may not
+describe get TOPIC_AUTHORIZATION_FAILED per partition, an all-topics fetch leaves them out.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from snakka.protocol.messages.offset_fetch_response import (
     OffsetFetchResponseTopics,
 )
 from snakka.protocol.primitives import ZERO_UUID
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.offset_fetch_request import OffsetFetchRequest
@@ -56,16 +61,37 @@ def _fetch(services, group_id: str, topics, require_stable: bool):
     return out
 
 
+def _authorized_fetch(ctx: RequestContext, group_id: str, topics, require_stable: bool):
+    """_fetch, showing only topics the principal may DESCRIBE (Kafka: all-topics answers
+    leave the others out, named ones get TOPIC_AUTHORIZATION_FAILED per partition)."""
+    if ctx.allows_everything:
+        return _fetch(ctx.services, group_id, topics, require_stable)
+    if topics is None:
+        rows = _fetch(ctx.services, group_id, None, require_stable)
+        hidden = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, rows)
+        return {name: parts for name, parts in rows.items() if name not in hidden}
+    denied = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, [n for n, _ in topics])
+    rows = _fetch(ctx.services, group_id, [(n, ps) for n, ps in topics if n not in denied],
+                  require_stable)
+    for name, parts in topics:
+        if name in denied:
+            rows[name] = [(p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in parts]
+    return rows
+
+
 def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     services = ctx.services
     v = ctx.api_version
     md = services.metadata
     if v < 8:
+        if not ctx.is_allowed(AclOperation.DESCRIBE, ResourceType.GROUP, req.group_id):
+            return OffsetFetchResponse(throttle_time_ms=0,
+                                       error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[])
         if not req.group_id:
             return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID,
                                        topics=[])
         topics = None if req.topics is None else [(t.name, t.partition_indexes) for t in req.topics]
-        rows = _fetch(services, req.group_id, topics, v >= 7 and req.require_stable)
+        rows = _authorized_fetch(ctx, req.group_id, topics, v >= 7 and req.require_stable)
         return OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=[
             OffsetFetchResponseTopic(name=name, partitions=[
                 OffsetFetchResponsePartition(partition_index=p, committed_offset=o,
@@ -75,7 +101,9 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     groups = []
     for g in req.groups:
         err: int = ErrorCode.NONE
-        if not g.group_id:
+        if not ctx.is_allowed(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+            err = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif not g.group_id:
             err = ErrorCode.INVALID_GROUP_ID
         elif v >= 9 and g.member_id is not None:
             err = services.groups.validate_fetch(g.group_id, g.member_id, g.member_epoch)
@@ -95,7 +123,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                     topics.append((ti.name, t.partition_indexes))
                 else:
                     topics.append((t.name, t.partition_indexes))
-        rows = _fetch(services, g.group_id, topics, req.require_stable)
+        rows = _authorized_fetch(ctx, g.group_id, topics, req.require_stable)
         out_topics = []
         for name, parts in rows.items():
             ti = md.topics.get(name)

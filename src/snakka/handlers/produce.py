@@ -19,6 +19,10 @@ Kafka's rules kept here:
   hanging in a partition its coordinator does not know; v12+ (Transactions V2) adds it. A fenced
   producer gets INVALID_PRODUCER_EPOCH; a coordinator busy completing the previous transaction
   gets the retriable NOT_ENOUGH_REPLICAS, as Kafka answers.
+- Authorization (KafkaApis.handleProduceRequest): a request with transactional batches needs
+  WRITE on its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole
+  request); every topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions). An
+  idempotent producer needs nothing more here (IDEMPOTENT_WRITE is checked at InitProducerId).
 - Strict durability (``log.flush.strict=true``, or a topic's ``flush.messages`` reached): the
   replica manager marks the appends that must be fsynced before the answer, and the response
   waits for them (``ReplicaManager.durable``; concurrent waiters share one fsync).
@@ -31,6 +35,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING
 
+from snakka.handlers._authz import denied_response
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.produce_response import (
@@ -41,6 +46,7 @@ from snakka.protocol.messages.produce_response import (
 )
 from snakka.records.batch import ATTRIBUTES_OFFSET, PRODUCER_ID_OFFSET
 from snakka.replica.manager import AppendResult
+from snakka.security.authorizer import AclOperation, ResourceType
 from snakka.txn.coordinator import leader_verification_error
 
 if TYPE_CHECKING:
@@ -116,6 +122,9 @@ def handle(ctx: RequestContext, req: ProduceRequest):
     txn = _transactional_batches(req)
     if not txn:
         return _produce(ctx, req, {})
+    if req.transactional_id is not None and not ctx.is_allowed(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return denied_response(ctx, req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if req.transactional_id is None:
         log.info("refused a produce request with transactional batches but no transactional "
                  "id from %s", ctx.connection.peer)
@@ -138,10 +147,12 @@ async def _verify_then_produce(ctx: RequestContext, req: ProduceRequest, txn: Tx
     v = ctx.api_version
     pid, epoch = next(iter(txn.values()))
     names = [_topic_name(services, t, v) for t in req.topic_data]
+    denied = _denied_topics(ctx, names)
     need: dict[tuple[str, int], tuple[int, int]] = {}
     for key in txn:
         name = names[key[0]]
-        if name is not None and not services.replicas.has_ongoing_transaction(
+        if name is not None and name not in denied and \
+                not services.replicas.has_ongoing_transaction(
                 name, key[1], pid, epoch):
             need[(name, key[1])] = key
     refused: dict[tuple[int, int], tuple[int, str | None]] = {}
@@ -162,10 +173,20 @@ def _topic_name(services, t, version: int) -> str | None:
     return t.name
 
 
+def _denied_topics(ctx: RequestContext, names) -> frozenset[str]:
+    """The topics this producer may not WRITE (one authorizer call for the request; nothing
+    at all with the allow-all authorizer). Unknown topic ids (None) are answered
+    UNKNOWN_TOPIC_ID, never authorized."""
+    if ctx.allows_everything:
+        return frozenset()
+    return ctx.denied(AclOperation.WRITE, ResourceType.TOPIC, [n for n in names if n is not None])
+
+
 def _produce(ctx: RequestContext, req: ProduceRequest,
              refused: dict[tuple[int, int], tuple[int, str | None]]):
     """Append every partition not in ``refused`` ((topic position, partition) -> error and
-    message), answer the rest with their errors."""
+    message), answer the rest with their errors. Topics the principal may not WRITE are
+    answered TOPIC_AUTHORIZATION_FAILED (before any existence check, as Kafka)."""
     services = ctx.services
     v = ctx.api_version
     acks = req.acks
@@ -173,8 +194,13 @@ def _produce(ctx: RequestContext, req: ProduceRequest,
     topics_out = []
     failed = False
     replicas = services.replicas
+    denied = frozenset() if ctx.allows_everything else _denied_topics(
+        ctx, [_topic_name(services, t, v) for t in req.topic_data])
     for i, t in enumerate(req.topic_data):
         name = _topic_name(services, t, v)
+        if denied and name in denied:
+            refused.update(((i, p.index), (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
+                           for p in t.partition_data if (i, p.index) not in refused)
         parts = []
         for p in t.partition_data:
             if acks not in (0, 1, -1):

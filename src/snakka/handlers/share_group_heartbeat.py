@@ -3,6 +3,8 @@ heartbeats and leaves (epoch -1). The logic lives in groups.share; this maps fie
 
 A group id held by a classic or consumer group answers GROUP_ID_NOT_FOUND ("Group X is not a
 share group."), as Kafka does: group types are never converted into share groups.
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from snakka.protocol.messages.share_group_heartbeat_response import (
     ShareGroupHeartbeatResponse,
     TopicPartitions,
 )
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
@@ -25,6 +28,11 @@ API = ApiDeclaration(ApiKey.SHARE_GROUP_HEARTBEAT, min_version=1)
 
 
 def handle(ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
+    if not ctx.is_allowed(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return ShareGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0,
+            assignment=None)
     peer = ctx.client_address
     result = ctx.services.groups.share_heartbeat(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,

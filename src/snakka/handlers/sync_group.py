@@ -1,4 +1,7 @@
-"""SyncGroup (14): the leader hands out assignments; every member waits for its own bytes."""
+"""SyncGroup (14): the leader hands out assignments; every member waits for its own bytes.
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), as Kafka.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import TYPE_CHECKING
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.sync_group_response import SyncGroupResponse
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.sync_group_request import SyncGroupRequest
@@ -16,6 +20,9 @@ API = ApiDeclaration(ApiKey.SYNC_GROUP)
 
 async def _handle(ctx, req):
     v = ctx.api_version
+    if not ctx.is_allowed(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return SyncGroupResponse(throttle_time_ms=0,
+                                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b"")
     if not req.group_id:
         return SyncGroupResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID,
                                  assignment=b"")

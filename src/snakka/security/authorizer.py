@@ -23,7 +23,8 @@ from snakka.protocol.errors import ErrorCode
 
 __all__ = [
     "CLUSTER", "CLUSTER_NAME", "Action", "AclOperation", "AllowAllAuthorizer", "AuthorizationResult",
-    "Authorizer", "PatternType", "ResourcePattern", "ResourceType", "denied_error_code",
+    "Authorizer", "PatternType", "ResourcePattern", "ResourceType", "SUPPORTED_OPERATIONS",
+    "denied_error_code", "operations_bit_field",
 ]
 
 # The one cluster resource's name (Kafka's Resource.CLUSTER_NAME).
@@ -134,3 +135,32 @@ def denied_error_code(resource_type: ResourceType) -> ErrorCode:
     if code is None:
         raise ValueError(f"no authorization error code for resource type {resource_type.name}")
     return code
+
+
+# -- authorized-operations bit fields (KIP-430) -------------------------------------------------
+# The operations an ACL may name for each resource type (Kafka's AclEntry.supportedOperations):
+# what the ``authorized_operations`` fields of Metadata, DescribeCluster, DescribeGroups,
+# ConsumerGroupDescribe, ShareGroupDescribe and DescribeTopicPartitions are computed over.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
+                         AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER,
+                         AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+                         AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION,
+                           AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+                           AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                           AclOperation.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+}
+
+
+def operations_bit_field(operations: Sequence[AclOperation]) -> int:
+    """Kafka's ``Utils.to32BitField``: bit ``code`` set for each operation, as a signed int32
+    (the wire type of the ``authorized_operations`` fields)."""
+    field = 0
+    for op in operations:
+        field |= 1 << int(op)
+    return field - (1 << 32) if field >= 1 << 31 else field

@@ -12,6 +12,10 @@ which also allows ``kill()`` (SIGKILL) for crash tests; ``restart()`` keeps the 
 The pytest plugin (snakka.testing.pytest_plugin, registered automatically when snakka is
 installed) provides the fixtures ``snakka_broker`` (one broker per test) and
 ``snakka_broker_factory`` (make several, with configs).
+
+``EmbeddedBroker(authorizer=...)`` (thread mode) runs the broker's requests through the given
+:class:`~snakka.security.authorizer.Authorizer` instead of allowing everything: tests of the
+handlers' authorization checks inject a table-driven one.
 """
 
 from snakka.testing.embedded import EmbeddedBroker

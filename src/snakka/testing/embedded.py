@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from snakka.broker import Broker
+    from snakka.security.authorizer import Authorizer
 
 # How long start-up may take before the test fails instead of hanging.
 START_TIMEOUT_S = 30.0
@@ -25,7 +26,8 @@ READY_PREFIX = "SNAKKA_READY "
 class EmbeddedBroker:
     def __init__(self, data_dir: str | None = None, *, config: Mapping[str, str] | None = None,
                  mode: Literal["thread", "subprocess"] = "thread", port: int = 0,
-                 host: str = "localhost", log_level: str = "WARNING") -> None:
+                 host: str = "localhost", log_level: str = "WARNING",
+                 authorizer: Authorizer | None = None) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="snakka-test-")
         self.mode = mode
@@ -40,6 +42,11 @@ class EmbeddedBroker:
         self._proc: subprocess.Popen | None = None
         self._stdout_thread: threading.Thread | None = None
         self.output: list[str] = []
+        # Thread mode only: an Authorizer object for the broker's requests (tests of the
+        # handlers' authorization checks); None allows everything.
+        if authorizer is not None and mode != "thread":
+            raise ValueError("an injected authorizer needs mode='thread'")
+        self.authorizer = authorizer
 
     # -- public API ----------------------------------------------------------------------
     @property
@@ -116,7 +123,8 @@ class EmbeddedBroker:
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
-                broker = self._broker = Broker(BrokerConfig(dict(self.config)))
+                broker = self._broker = Broker(BrokerConfig(dict(self.config)),
+                                               authorizer=self.authorizer)
                 loop.run_until_complete(broker.start())
                 self.port = broker.bound_port
             except BaseException as e:
