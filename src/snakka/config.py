@@ -655,6 +655,60 @@ _BROKER_LIST: list[ConfigDef] = [
        "every request unauthorized).", read_only=True),
 ]
 
+# -- SASL (issue 14) -------------------------------------------------------------------------
+# Kafka's names. Per-listener forms (Kafka's ListenerName.saslMechanismConfigPrefix):
+# ``listener.name.<listener>.sasl.enabled.mechanisms`` and
+# ``listener.name.<listener>.<mechanism lower-case>.sasl.jaas.config`` override the global keys
+# for one listener (read with BrokerConfig.listener_sasl_value). snakka.security.sasl builds
+# the mechanisms from them.
+SASL_MECHANISMS_SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_LISTENER_SASL_KEY = re.compile(
+    r"^listener\.name\.[A-Za-z0-9_]+\.(?:sasl\.enabled\.mechanisms|"
+    r"(?:plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.jaas\.config|"
+    r"(?:plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.server\.callback\.handler\.class"
+    r"|oauthbearer\.sasl\.oauthbearer\.[a-z.]+)$")
+
+
+def is_listener_sasl_key(name: str) -> bool:
+    """A per-listener SASL override (``listener.name.<l>.sasl.enabled.mechanisms``, ...)."""
+    return bool(_LISTENER_SASL_KEY.match(name))
+
+
+_SASL_CONFIGS: list[ConfigDef] = [
+    _d("sasl.enabled.mechanisms", _LIST, "GSSAPI", _parse_list,
+       "SASL mechanisms a SASL listener offers (Kafka's default GSSAPI is refused at start: "
+       "snakka serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER).", read_only=True),
+    _d("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", _parse_str,
+       "Accepted for compatibility (a single broker has no inter-broker connections).",
+       read_only=True),
+    _d("sasl.jaas.config", ConfigType.PASSWORD, None, _parse_str,
+       "JAAS login module line used when no listener.name.<l>.<mechanism>.sasl.jaas.config "
+       "is set (PLAIN users: user_<name>=\"<password>\").", read_only=True, sensitive=True),
+    _d("connections.max.reauth.ms", _L, "0", _nonneg_long,
+       "KIP-368: a SASL session's lifetime (0: sessions never expire). A connection whose "
+       "session expired must re-authenticate before any other request.", read_only=True),
+    _d("connection.failed.authentication.delay.ms", _I, "100", _nonneg_int,
+       "How long the answer to a failed authentication (and the close) is delayed.",
+       read_only=True),
+    _d("sasl.oauthbearer.jwks.endpoint.url", _S, "", _parse_str,
+       "JWKS (file://, http://, https://) that OAUTHBEARER tokens are verified against; empty: "
+       "Kafka's unsecured JWS validator (development only).", read_only=True),
+    _d("sasl.oauthbearer.expected.audience", _LIST, "", _parse_list,
+       "Audiences a token's aud claim must contain one of (empty: not checked).",
+       read_only=True),
+    _d("sasl.oauthbearer.expected.issuer", _S, "", _parse_str,
+       "The iss claim a token must have (empty: not checked).", read_only=True),
+    _d("sasl.oauthbearer.sub.claim.name", _S, "sub", _parse_str,
+       "The claim naming the principal.", read_only=True),
+    _d("sasl.oauthbearer.scope.claim.name", _S, "scope", _parse_str,
+       "The claim holding the token's scopes.", read_only=True),
+    _d("sasl.oauthbearer.clock.skew.seconds", _I, "30", _nonneg_int,
+       "Clock difference allowed when checking exp/iat/nbf.", read_only=True),
+]
+_BROKER_LIST += _SASL_CONFIGS
+# -- end of SASL ---------------------------------------------------------------------------
+
+
 # Broker synonyms of topic configs; their defaults are the topic defaults except where Kafka's
 # broker default is expressed in another unit.
 for _t in TOPIC_CONFIGS.values():
@@ -874,6 +928,7 @@ class BrokerConfig:
             d.value(v)  # validate now, naming the key
         self.listeners  # noqa: B018 - validate listener syntax eagerly
         self._check_listener_security()
+        self._check_sasl()
         if len(self.log_dirs) > 1:
             raise ConfigError("log.dirs", ",".join(self.log_dirs),
                               "snakka keeps every partition in one log directory; several "
@@ -903,11 +958,32 @@ class BrokerConfig:
         configuration asks for: TLS and SASL do not exist yet (issue 14)."""
         for listener in self.listeners:
             proto = self.listener_security_protocol(listener.name)
-            if proto != "PLAINTEXT":
+            if proto not in ("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"):
                 raise ConfigError("listeners", str(listener),
                                   f"listener {listener} uses security protocol {proto}, which "
                                   "snakka does not support yet (only PLAINTEXT listeners can be "
                                   "served; TLS and SASL are not implemented)")
+
+    def _check_sasl(self) -> None:
+        """SASL listeners: their mechanisms and JAAS lines must be servable (one ConfigError
+        naming the key; snakka.security.sasl.config has the rules)."""
+        if not any(self.listener_security_protocol(listener.name).startswith("SASL_")
+                   for listener in self.listeners):
+            return
+        from snakka.security.sasl.config import SaslServerFactory
+
+        SaslServerFactory(self, lambda user, mechanism: None)
+
+    def listener_sasl_value(self, listener_name: str, key: str,
+                            mechanism: str | None = None) -> str | None:
+        """A SASL setting of one listener: ``listener.name.<l>.[<mech>.]<key>``, else the
+        broker-wide ``<key>`` (SASL block above)."""
+        prefix = f"listener.name.{listener_name.lower()}."
+        if mechanism is not None:
+            prefix += mechanism.lower() + "."
+        if prefix + key in self.overrides:
+            return self.overrides[prefix + key]
+        return self.raw(key) if key in BROKER_CONFIGS else None
 
     def _check_share_group_bounds(self) -> None:
         """Kafka refuses to start when a group.share.* default lies outside its own
@@ -957,7 +1033,8 @@ class BrokerConfig:
         return cls(props)
 
     def unknown_keys(self) -> list[str]:
-        return sorted(k for k in self.overrides if k not in BROKER_CONFIGS)
+        return sorted(k for k in self.overrides
+                      if k not in BROKER_CONFIGS and not is_listener_sasl_key(k))
 
     # -- typed access ----------------------------------------------------------------------
     def raw(self, name: str) -> str | None:
