@@ -15,6 +15,8 @@ import itertools
 import struct
 from typing import Any
 
+from snakka.client.sasl import SaslClientConfig
+from snakka.client.sasl import authenticate as sasl_authenticate
 from snakka.limits import INT32_MAX
 from snakka.protocol import decode_response_header, encode_request
 from snakka.protocol.apis import api_spec
@@ -36,7 +38,7 @@ class UnsupportedApi(RuntimeError):
 
 class KafkaConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "snakka-cli",
-                 request_timeout: float = 30.0) -> None:
+                 request_timeout: float = 30.0, sasl: SaslClientConfig | None = None) -> None:
         self.host, self.port = host, port
         self.client_id = client_id
         self.request_timeout = request_timeout
@@ -46,6 +48,7 @@ class KafkaConnection:
         self._inflight: dict[int, tuple[asyncio.Future, int, int, Any]] = {}
         self._read_task: asyncio.Task | None = None
         self.versions: dict[int, tuple[int, int]] = {}
+        self.sasl = sasl  # SASL_*: authenticate after ApiVersions (client/sasl.py)
 
     async def connect(self, timeout: float = 10.0) -> KafkaConnection:
         self._reader, self._writer = await asyncio.wait_for(
@@ -57,6 +60,12 @@ class KafkaConnection:
         if resp.error_code == 35:  # UNSUPPORTED_VERSION: the broker told us its range
             resp = await self.send(ApiVersionsRequest(), version=0)
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        if self.sasl is not None:
+            try:
+                await sasl_authenticate(self, self.sasl)
+            except BaseException:
+                await self.close()
+                raise
         return self
 
     def version_for(self, api_key: int) -> int:

@@ -1,8 +1,8 @@
 """SASL mechanisms, server side: sans-I/O state machines (Kafka's ``SaslServer`` s).
 
 What it owns: one module per mechanism (plain.py: RFC 4616; scram.py: RFC 5802/7677;
-oauthbearer.py: RFC 7628 with Kafka's unsecured JWS validator and JWKS-based JWT validation),
-the JAAS option syntax Kafka's configs use (jaas.py), and the broker's SASL configuration per
+oauthbearer.py: RFC 7628 with Kafka's unsecured JWS validator and JWKS-based JWT validation)
+and the broker's SASL configuration per
 listener (config.py: which mechanisms a listener enables, PLAIN users, the OAUTHBEARER
 validator). A mechanism takes the client's bytes and answers the next challenge, or raises
 :class:`SaslAuthenticationFailed`; it knows nothing of connections, frames or time sources

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 from snakka.config import SASL_MECHANISMS_SUPPORTED, BrokerConfig, ConfigError
 from snakka.security.sasl import SaslServer
-from snakka.security.sasl.jaas import JaasConfigError, JaasEntry, plain_users, single_entry
 from snakka.security.sasl.oauthbearer import (
     JwksValidator,
     OAuthBearerServer,
@@ -29,6 +28,7 @@ from snakka.security.sasl.oauthbearer import (
 )
 from snakka.security.sasl.plain import PlainServer
 from snakka.security.sasl.scram import CredentialLookup, ScramServer
+from snakka.util.jaas import JaasConfigError, JaasEntry, plain_users, single_entry
 from snakka.util.scram import ScramMechanism
 
 __all__ = ["ListenerSasl", "SaslServerFactory"]

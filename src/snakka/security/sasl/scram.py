@@ -48,6 +48,7 @@ class ScramServer:
         self._server_first = ""
         self._nonce = ""
         self._gs2 = ""
+        self._nonce_suffix: str | None = None  # tests: a fixed server nonce (RFC vectors)
 
     @property
     def complete(self) -> bool:
@@ -124,7 +125,7 @@ class ScramServer:
         # An unknown user gets a made-up salt and fails at the proof, as a wrong password.
         salt = self._cred.salt if self._cred else secrets.token_bytes(32)
         iterations = self._cred.iterations if self._cred else scram.MIN_ITERATIONS
-        self._nonce = nonce + scram.new_nonce()
+        self._nonce = nonce + (self._nonce_suffix or scram.new_nonce())
         self._server_first = (f"r={self._nonce},s={base64.b64encode(salt).decode()},"
                               f"i={iterations}")
         self._state = "final"

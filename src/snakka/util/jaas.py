@@ -1,4 +1,5 @@
-"""Kafka's JAAS configuration syntax (``sasl.jaas.config``), parsed.
+"""Kafka's JAAS configuration syntax (``sasl.jaas.config``), parsed: the broker's SASL
+configuration (security/sasl/config.py) and our clients' (client/sasl.py) read the same lines.
 
 ``<LoginModuleClass> <required|requisite|sufficient|optional> key="value" key2=value2;``: one
 login module per entry, as Kafka's ``JaasConfig`` accepts it (quoted values may contain
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["JaasConfigError", "JaasEntry", "parse_jaas_config", "plain_users"]
+__all__ = ["JaasConfigError", "JaasEntry", "parse_jaas_config", "plain_users", "single_entry"]
 
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 _TOKEN = re.compile(r'\s*(?:(?P<key>[^\s=;"]+)\s*=\s*(?:"(?P<q>(?:[^"\\]|\\.)*)"'
