@@ -17,6 +17,7 @@ from snakka.handlers._sasl import delayed, log_failed_authentication
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
+from snakka.security.sasl import IllegalSaslState
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
@@ -26,7 +27,16 @@ API = ApiDeclaration(ApiKey.SASL_AUTHENTICATE)
 log = logging.getLogger("snakka.security")
 
 
-def handle(ctx: RequestContext, req: SaslAuthenticateRequest) -> Any:
+def handle(ctx: RequestContext, req: Any) -> Any:
+    try:
+        return _handle(ctx, req)
+    except IllegalSaslState as e:
+        # Out of order (e.g. a v0 handshake on an authenticated connection): Kafka closes.
+        ctx.connection.close_with_error(f"{API.api_key.name}: {e}")
+        return None
+
+
+def _handle(ctx: RequestContext, req: SaslAuthenticateRequest) -> Any:
     sasl = ctx.services.sasl
     if sasl is None:
         return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,

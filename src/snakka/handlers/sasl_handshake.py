@@ -6,9 +6,11 @@ the connection closes after the (delayed) answer, as Kafka does. On an authentic
 connection a handshake starts a re-authentication (KIP-368; same mechanism). On a listener
 without SASL the request is ILLEGAL_SASL_STATE (Kafka answers the same).
 
-Only v1 is served: v0 (Kafka < 1.0 clients) sent the SASL tokens raw, without Kafka framing,
-after the handshake; every client in use sends v1 with SaslAuthenticate. A v0 request closes
-the connection (unsupported version) with a log line.
+Versions 0-1 are advertised (librdkafka only uses SASL when the broker lists SaslHandshake v0),
+but the exchange itself needs v1: after a v0 handshake (Kafka < 1.0 clients) the SASL tokens
+would follow raw, without Kafka framing, which snakka does not read. A v0 handshake is therefore
+answered UNSUPPORTED_SASL_MECHANISM (with the enabled mechanisms) and the connection closes,
+with a log line saying why; every current client sends v1 and SaslAuthenticate.
 """
 
 from __future__ import annotations
@@ -19,14 +21,24 @@ from snakka.handlers._sasl import delayed, log_failed_authentication
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
+from snakka.security.sasl import IllegalSaslState
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
 
-API = ApiDeclaration(ApiKey.SASL_HANDSHAKE, min_version=1)
+API = ApiDeclaration(ApiKey.SASL_HANDSHAKE)
 
 
-def handle(ctx: RequestContext, req: SaslHandshakeRequest) -> Any:
+def handle(ctx: RequestContext, req: Any) -> Any:
+    try:
+        return _handle(ctx, req)
+    except IllegalSaslState as e:
+        # Out of order (e.g. a v0 handshake on an authenticated connection): Kafka closes.
+        ctx.connection.close_with_error(f"{API.api_key.name}: {e}")
+        return None
+
+
+def _handle(ctx: RequestContext, req: SaslHandshakeRequest) -> Any:
     sasl = ctx.services.sasl
     enabled = sasl.enabled_mechanisms(ctx.listener_name) if sasl is not None else []
     if not enabled:  # not a SASL listener
@@ -34,6 +46,12 @@ def handle(ctx: RequestContext, req: SaslHandshakeRequest) -> Any:
     assert sasl is not None
     auth = ctx.connection.authentication
     listener = ctx.listener_name
+    if ctx.api_version == 0:
+        auth.handshake(req.mechanism, (), 0)  # fails the connection: no raw tokens here
+        log_failed_authentication(ctx, req.mechanism, None, "SaslHandshake v0 (raw SASL tokens, "
+                                  "Kafka < 1.0 clients) is not supported; v1 is")
+        return delayed(ctx, SaslHandshakeResponse(
+            error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
     code = auth.handshake(req.mechanism, enabled, ctx.api_version,
                           lambda m: sasl.create(listener, m))
     resp = SaslHandshakeResponse(error_code=code, mechanisms=enabled)

@@ -46,7 +46,7 @@ from enum import Enum
 from snakka.protocol.api_keys import ApiKey
 from snakka.protocol.errors import ErrorCode
 from snakka.security.principal import ANONYMOUS, KafkaPrincipal, SecurityProtocol
-from snakka.security.sasl import SaslAuthenticationFailed, SaslServer
+from snakka.security.sasl import IllegalSaslState, SaslAuthenticationFailed, SaslServer
 
 __all__ = ["AuthState", "AuthenticateResult", "ChannelAuthentication", "IllegalSaslState"]
 
@@ -57,12 +57,6 @@ class AuthState(Enum):
     AUTHENTICATING = "AUTHENTICATING"        # mechanism chosen: SaslAuthenticate only
     AUTHENTICATED = "AUTHENTICATED"
     FAILED = "FAILED"
-
-
-class IllegalSaslState(Exception):
-    """A request or transition the authentication state does not allow (ILLEGAL_SASL_STATE)."""
-
-    error_code = ErrorCode.ILLEGAL_SASL_STATE
 
 
 _ALLOWED_BEFORE_AUTH: dict[AuthState, frozenset[int]] = {

@@ -10,7 +10,6 @@ exchange in snakka.client.sasl; neither repeats any of this.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import secrets
@@ -131,8 +130,15 @@ def verify_client_proof(mech: ScramMechanism, cred: ScramCredential, auth_messag
 
 
 def new_nonce() -> str:
-    """A printable random nonce (no ',')."""
-    return base64.b64encode(secrets.token_bytes(24)).decode()
+    """A random nonce of letters and digits (as Kafka's: base 36 of 130 random bits). Plain
+    alphanumerics also keep clients with lax attribute parsers happy."""
+    n = secrets.randbits(130)
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = []
+    while n:
+        n, r = divmod(n, 36)
+        out.append(digits[r])
+    return "".join(out) or "0"
 
 
 def encode_saslname(name: str) -> str:

@@ -15,10 +15,19 @@ from __future__ import annotations
 
 from typing import Protocol
 
-__all__ = ["SUPPORTED_MECHANISMS", "SaslAuthenticationFailed", "SaslServer"]
+from snakka.protocol.errors import ErrorCode
+
+__all__ = ["SUPPORTED_MECHANISMS", "IllegalSaslState", "SaslAuthenticationFailed",
+           "SaslServer"]
 
 # The mechanisms snakka serves (GSSAPI/Kerberos is refused at start).
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+class IllegalSaslState(Exception):
+    """A request or transition the authentication state does not allow (ILLEGAL_SASL_STATE)."""
+
+    error_code = ErrorCode.ILLEGAL_SASL_STATE
 
 
 class SaslAuthenticationFailed(Exception):

@@ -143,7 +143,9 @@ class ScramServer:
             raise ValueError("invalid base64 in client-final-message") from None
         if binding != self._gs2.encode():
             raise ValueError("channel binding does not match the GS2 header")
-        if attrs.get("r") != self._nonce:
+        # endswith, as Kafka 3.8.1's fix for CVE-2024-56128: librdkafka before 2.6.1 sends its
+        # own nonce again in front of the server's (which already starts with it).
+        if not (attrs.get("r") or "").endswith(self._nonce):
             raise ValueError("nonce mismatch")
         auth_message = ",".join((self._client_first_bare, self._server_first,
                                  without_proof)).encode()
