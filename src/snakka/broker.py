@@ -87,6 +87,9 @@ class Broker:
         self.node_id = config.node_id
         self.log_dir = os.path.abspath(config.log_dirs[0])
         self.controller = Controller(config, self.log_dir)
+        # SASL listeners' mechanisms: a ConfigError here (GSSAPI, PLAIN without users, an
+        # unreadable JWKS) stops the start before anything is opened.
+        self.sasl = self._sasl_factory()
         self.logs: LogManager | None = None
         self.flusher: FlushScheduler | None = None
         self.replicas: ReplicaManager | None = None
@@ -228,7 +231,7 @@ class Broker:
             config=config, node_id=self.node_id, time_ms=self.time_ms, controller=controller,
             replicas=replicas, groups=self.groups, shares=self.shares, txns=self.txns,
             remote=self.remote, fetch_sessions=self.fetch_sessions, endpoints=self,
-            sasl=self._sasl_factory())
+            sasl=self.sasl)
         self._check_fd_headroom()
         dispatcher = RequestDispatcher(self.handlers, services=self.services)
         limits = ChannelLimits.from_config(config)

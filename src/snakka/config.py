@@ -928,7 +928,6 @@ class BrokerConfig:
             d.value(v)  # validate now, naming the key
         self.listeners  # noqa: B018 - validate listener syntax eagerly
         self._check_listener_security()
-        self._check_sasl()
         if len(self.log_dirs) > 1:
             raise ConfigError("log.dirs", ",".join(self.log_dirs),
                               "snakka keeps every partition in one log directory; several "
@@ -963,16 +962,6 @@ class BrokerConfig:
                                   f"listener {listener} uses security protocol {proto}, which "
                                   "snakka does not support yet (only PLAINTEXT listeners can be "
                                   "served; TLS and SASL are not implemented)")
-
-    def _check_sasl(self) -> None:
-        """SASL listeners: their mechanisms and JAAS lines must be servable (one ConfigError
-        naming the key; snakka.security.sasl.config has the rules)."""
-        if not any(self.listener_security_protocol(listener.name).startswith("SASL_")
-                   for listener in self.listeners):
-            return
-        from snakka.security.sasl.config import SaslServerFactory
-
-        SaslServerFactory(self, lambda user, mechanism: None)
 
     def listener_sasl_value(self, listener_name: str, key: str,
                             mechanism: str | None = None) -> str | None:

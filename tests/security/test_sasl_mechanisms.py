@@ -168,8 +168,10 @@ def test_jwks_validation(jwks):
 
 # -- broker configuration ---------------------------------------------------------------------
 def sasl_config(**extra: str) -> BrokerConfig:
-    return BrokerConfig({"listeners": "SASL_PLAINTEXT://localhost:0,PLAINTEXT://localhost:0",
-                         **extra})
+    cfg = BrokerConfig({"listeners": "SASL_PLAINTEXT://localhost:0,PLAINTEXT://localhost:0",
+                        **extra})
+    SaslServerFactory(cfg, lambda u, m: None)  # what the broker builds first at start
+    return cfg
 
 
 def test_config_rules(jwks):

@@ -123,7 +123,9 @@ class RequestDispatcher:
         auth = channel.auth
         if auth.state is not _AUTHENTICATED or auth.session_expires_ms is not None:
             # The SASL exchange, or a session with a lifetime (KIP-368 re-authentication).
-            refused = auth.check_request(api_key, self.services.time_ms())
+            expires = auth.session_expires_ms
+            refused = auth.check_request(
+                api_key, None if expires is None else self.services.time_ms())
             if refused is not None:
                 return None, CloseConnection(refused)
         handler = self.handlers.get(api_key)
