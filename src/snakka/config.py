@@ -345,10 +345,11 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("listener.security.protocol.map", _LIST,
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
        _parse_protocol_map,
-       "Listener name to security protocol (Kafka's default). Only PLAINTEXT can be served: a "
-       "listener whose protocol is SSL, SASL_PLAINTEXT or SASL_SSL stops the broker at start "
-       "(TLS and SASL do not exist yet; serving plaintext in their place would be a silent "
-       "downgrade), as does a listener name with no protocol.", read_only=True),
+       "Listener name to security protocol (Kafka's default). PLAINTEXT and SASL_PLAINTEXT "
+       "(and SASL_SSL over the TLS listener) are served (docs/security.md); a listener whose "
+       "protocol is SSL stops the broker at start (no TLS yet: serving plaintext in its place "
+       "would be a silent downgrade), as does a listener name with no protocol.",
+       read_only=True),
     _d("log.dirs", _LIST, "./snakka-data", _parse_list,
        "Where partition logs live. One directory: several (JBOD) are refused at start.",
        read_only=True),
@@ -954,7 +955,7 @@ class BrokerConfig:
 
     def _check_listener_security(self) -> None:
         """Refuse to start with a listener snakka would serve with less security than its
-        configuration asks for: TLS and SASL do not exist yet (issue 14)."""
+        configuration asks for (SASL listeners are served: security/sasl/)."""
         for listener in self.listeners:
             proto = self.listener_security_protocol(listener.name)
             if proto not in ("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"):
