@@ -306,6 +306,22 @@ def test_oauthbearer_unsecured_with_confluent_kafka():
         create_topic(b.bootstrap_servers, "oauth", ours)
         assert confluent_roundtrip(b.bootstrap_servers, "oauth", sec) == EXPECTED
 
+        # kafka-python: a token provider handing out Kafka's unsecured token.
+        from kafka import KafkaProducer
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+
+        from snakka.client.sasl import unsecured_token
+
+        class Unsecured(AbstractTokenProvider):
+            def token(self):
+                return unsecured_token("bob", time.time())
+
+        kp = KafkaProducer(bootstrap_servers=b.bootstrap_servers,
+                           security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
+                           sasl_oauth_token_provider=Unsecured())
+        kp.send("oauth", b"from-kafka-python").get(timeout=30)
+        kp.close()
+
 
 def test_oauthbearer_jwks_with_confluent_kafka(tmp_path):
     import jwt
@@ -382,3 +398,48 @@ def test_librdkafka_reauthenticates_and_keeps_consuming(caplog):
         assert got == [f"m{k}".encode() for k in range(i)]
         reauths = [r for r in caplog.records if "re-authenticated" in r.getMessage()]
         assert len(reauths) >= 4, f"only {len(reauths)} re-authentications"
+
+
+# -- our ShareConsumer over SASL --------------------------------------------------------------
+def test_share_consumer_over_sasl_scram(scram_broker):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    from snakka.client.share_consumer import ShareConsumer
+
+    bs = scram_broker.bootstrap_servers
+    admin_sec = client_config("PLAIN", "admin", "admin-secret")
+    confluent_add_user(bs, "sharer", "sharer-pw", admin_sec)
+    sec = client_config("SCRAM-SHA-512", "sharer", "sharer-pw")
+    create_topic(bs, "shared-jobs", sec)
+    admin = AdminClient({"bootstrap.servers": bs, **admin_sec})
+    fs = admin.incremental_alter_configs([ConfigResource(
+        ResourceType.GROUP, "sasl-workers", incremental_configs=[ConfigEntry(
+            "share.auto.offset.reset", "earliest",
+            incremental_operation=AlterConfigOpType.SET)])])
+    for f in fs.values():
+        f.result(timeout=30)
+    p = Producer({"bootstrap.servers": bs, **sec})
+    for i in range(5):
+        p.produce("shared-jobs", f"job{i}".encode())
+    assert p.flush(30) == 0
+    c = ShareConsumer({"bootstrap.servers": bs, "group.id": "sasl-workers",
+                       "fetch.max.wait.ms": 200, **sec})
+    try:
+        c.subscribe(["shared-jobs"])
+        got: list = []
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += c.poll(0.5)
+        assert sorted(r.value for r in got) == [f"job{i}".encode() for i in range(5)]
+    finally:
+        c.close()
+    with pytest.raises(ValueError, match="TLS"):  # never a silent plaintext connection
+        ShareConsumer({"bootstrap.servers": bs, "group.id": "g", **sec,
+                       "security.protocol": "SASL_SSL"})

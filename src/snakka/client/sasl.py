@@ -56,6 +56,11 @@ class SaslClientConfig:
         if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
             raise ValueError(f"security.protocol {protocol!r} is not one of PLAINTEXT, SSL, "
                              "SASL_PLAINTEXT, SASL_SSL")
+        if protocol in ("SSL", "SASL_SSL"):
+            # The TLS transport is the TLS work's (issue 14 item 1); until it is wired into
+            # KafkaConnection, refusing beats a silent plaintext connection.
+            raise ValueError(f"security.protocol {protocol} needs TLS, which this client "
+                             "cannot do yet")
         if not protocol.startswith("SASL_"):
             return None
         mechanism = (config.get("sasl.mechanism") or config.get("sasl.mechanisms")
