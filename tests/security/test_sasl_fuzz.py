@@ -140,3 +140,23 @@ def test_random_frames_before_authentication(broker, frame):
 
 def test_the_broker_still_serves_after_fuzzing(broker):
     still_serves(broker)
+
+
+def test_sasl_requests_after_authentication_are_illegal_not_fatal(broker):
+    """Kafka's KafkaApis: SaslAuthenticate (and a v0 SaslHandshake) on an authenticated
+    connection get ILLEGAL_SASL_STATE; the connection stays."""
+    from snakka.protocol.messages.metadata_request import MetadataRequest
+
+    with connect(broker) as s:
+        send(s, 1, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+        read_frame(s)
+        send(s, 2, 2, SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))
+        read_frame(s)
+        send(s, 3, 2, SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))
+        frame = read_frame(s)
+        assert frame is not None and struct.unpack_from(">h", frame, 5)[0] == 34
+        send(s, 4, 0, SaslHandshakeRequest(mechanism="PLAIN"))
+        frame = read_frame(s)
+        assert frame is not None and struct.unpack_from(">h", frame, 4)[0] == 34
+        send(s, 5, 12, MetadataRequest(topics=[]))
+        assert read_frame(s) is not None  # still authenticated and served

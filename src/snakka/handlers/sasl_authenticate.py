@@ -31,9 +31,11 @@ def handle(ctx: RequestContext, req: Any) -> Any:
     try:
         return _handle(ctx, req)
     except IllegalSaslState as e:
-        # Out of order (e.g. a v0 handshake on an authenticated connection): Kafka closes.
-        ctx.connection.close_with_error(f"{API.api_key.name}: {e}")
-        return None
+        # After authentication (and not a re-authentication): Kafka's KafkaApis answers
+        # ILLEGAL_SASL_STATE and keeps the connection.
+        log.info("%s from %s: %s", API.api_key.name, ctx.connection.peer, e)
+        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                        error_message=str(e))
 
 
 def _handle(ctx: RequestContext, req: SaslAuthenticateRequest) -> Any:

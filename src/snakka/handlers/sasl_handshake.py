@@ -15,6 +15,7 @@ with a log line saying why; every current client sends v1 and SaslAuthenticate.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from snakka.handlers._sasl import delayed, log_failed_authentication
@@ -28,14 +29,17 @@ if TYPE_CHECKING:
 
 API = ApiDeclaration(ApiKey.SASL_HANDSHAKE)
 
+log = logging.getLogger("snakka.security")
+
 
 def handle(ctx: RequestContext, req: Any) -> Any:
     try:
         return _handle(ctx, req)
     except IllegalSaslState as e:
-        # Out of order (e.g. a v0 handshake on an authenticated connection): Kafka closes.
-        ctx.connection.close_with_error(f"{API.api_key.name}: {e}")
-        return None
+        # After authentication (and not a re-authentication): Kafka's KafkaApis answers
+        # ILLEGAL_SASL_STATE and keeps the connection.
+        log.info("%s from %s: %s", API.api_key.name, ctx.connection.peer, e)
+        return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
 def _handle(ctx: RequestContext, req: SaslHandshakeRequest) -> Any:
