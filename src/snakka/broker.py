@@ -43,6 +43,7 @@ from snakka.remote.manager import RemoteLogManager
 from snakka.replica.manager import ReplicaManager
 from snakka.security.authorizer import Authorizer
 from snakka.security.principal import SecurityProtocol
+from snakka.security.sasl.config import SaslServerFactory
 from snakka.security.ssl import ListenerTls
 from snakka.server.channel import ChannelLimits
 from snakka.server.dispatch import RequestDispatcher
@@ -94,6 +95,9 @@ class Broker:
         self.node_id = config.node_id
         self.log_dir = os.path.abspath(config.log_dirs[0])
         self.controller = Controller(config, self.log_dir)
+        # SASL listeners' mechanisms: a ConfigError here (GSSAPI, PLAIN without users, an
+        # unreadable JWKS) stops the start before anything is opened.
+        self.sasl = self._sasl_factory()
         self.logs: LogManager | None = None
         self.flusher: FlushScheduler | None = None
         self.replicas: ReplicaManager | None = None
@@ -132,6 +136,14 @@ class Broker:
                 raise OSError(exc.errno, f"{exc.strerror} (RLIMIT_NOFILE is {soft}; raise "
                               "`ulimit -n` or lower log.max.open.files)", exc.filename) from None
             raise
+
+    def _sasl_factory(self) -> SaslServerFactory | None:
+        """The SASL listeners' mechanisms (SCRAM credentials from the metadata log)."""
+        if not any(self.config.listener_security_protocol(ln.name).startswith("SASL_")
+                   for ln in self.config.listeners):
+            return None
+        scram = self.controller.metadata.scram
+        return SaslServerFactory(self.config, scram.get)
 
     async def _abort_start(self) -> None:
         """Give back what a failed start took (listening sockets, tasks, the data dir lock);
@@ -229,7 +241,8 @@ class Broker:
         self.services = Services(
             config=config, node_id=self.node_id, time_ms=self.time_ms, controller=controller,
             replicas=replicas, groups=self.groups, shares=self.shares, txns=self.txns,
-            remote=self.remote, fetch_sessions=self.fetch_sessions, endpoints=self)
+            remote=self.remote, fetch_sessions=self.fetch_sessions, endpoints=self,
+            sasl=self.sasl)
         self._check_fd_headroom()
         dispatcher = RequestDispatcher(self.handlers, services=self.services,
                                        authorizer=self.authorizer)

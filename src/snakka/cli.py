@@ -990,5 +990,103 @@ def _text(b: bytes | None) -> str:
         return b.hex()
 
 
+# -- users: SCRAM credentials (issue 14, SASL) ---------------------------------------------
+def _read_client_properties(path: str | None) -> dict[str, str]:
+    """A Kafka client properties file (``security.protocol``, ``sasl.*``), as
+    ``kafka-configs.sh --command-config`` reads it."""
+    if not path:
+        return {}
+    from snakka.config import BrokerConfig
+
+    return dict(BrokerConfig.from_properties(open(path).read()).overrides)
+
+
+def _users_admin(bootstrap: str, command_config: str | None):
+    from snakka.client.admin import Admin
+    from snakka.client.sasl import SaslClientConfig
+
+    try:
+        sasl = SaslClientConfig.from_config(_read_client_properties(command_config))
+    except (OSError, ValueError) as e:
+        raise click.BadParameter(str(e), param_hint="--command-config") from None
+    return Admin(bootstrap, sasl=sasl)
+
+
+_command_config = click.option(
+    "--command-config", "command_config", type=click.Path(exists=True, dir_okay=False),
+    default=None, help="Client properties (security.protocol, sasl.mechanism, sasl.username, "
+    "sasl.password or sasl.jaas.config) for a secured listener.")
+_SCRAM_MECHANISMS = click.Choice(["SCRAM-SHA-256", "SCRAM-SHA-512"], case_sensitive=False)
+
+
+@main.group()
+def users() -> None:
+    """SCRAM users: list, describe, add/alter and delete credentials
+    (Describe/AlterUserScramCredentials)."""
+
+
+@users.command("list")
+@_bootstrap
+@_command_config
+def users_list(bootstrap, command_config) -> None:
+    async def go():
+        async with _users_admin(bootstrap, command_config) as admin:
+            return await admin.describe_users()
+
+    for name, creds in sorted(_run(go()).items()):
+        click.echo(f"{name}\t" + ",".join(f"{m}(iterations={i})" for m, i in creds))
+
+
+@users.command("describe")
+@click.argument("names", nargs=-1, required=True)
+@_bootstrap
+@_command_config
+def users_describe(names, bootstrap, command_config) -> None:
+    async def go():
+        async with _users_admin(bootstrap, command_config) as admin:
+            return await admin.describe_users(list(names))
+
+    for name, creds in _run(go()).items():
+        for mech, iterations in creds:
+            click.echo(f"{name}\t{mech}\titerations={iterations}")
+
+
+@users.command("add")
+@click.argument("name")
+@click.option("--mechanism", type=_SCRAM_MECHANISMS, default="SCRAM-SHA-512", show_default=True)
+@click.option("--iterations", type=int, default=4096, show_default=True)
+@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True,
+              envvar="SNAKKA_USER_PASSWORD", help="Prompted for when not given "
+              "(env SNAKKA_USER_PASSWORD).")
+@_bootstrap
+@_command_config
+def users_add(name, mechanism, iterations, password, bootstrap, command_config) -> None:
+    """Add a SCRAM credential, or change it (the same as ``users alter``)."""
+    async def go():
+        async with _users_admin(bootstrap, command_config) as admin:
+            await admin.upsert_user(name, mechanism.upper(), password, iterations)
+
+    _run(go())
+    click.echo(f"Set {mechanism.upper()} credential of user {name} ({iterations} iterations).")
+
+
+users.add_command(users_add, "alter")
+
+
+@users.command("delete")
+@click.argument("name")
+@click.option("--mechanism", type=_SCRAM_MECHANISMS, default="SCRAM-SHA-512", show_default=True)
+@_bootstrap
+@_command_config
+def users_delete(name, mechanism, bootstrap, command_config) -> None:
+    async def go():
+        async with _users_admin(bootstrap, command_config) as admin:
+            await admin.delete_user(name, mechanism.upper())
+
+    _run(go())
+    click.echo(f"Deleted {mechanism.upper()} credential of user {name}.")
+# -- end of users --------------------------------------------------------------------------
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -356,10 +356,10 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("listener.security.protocol.map", _LIST,
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
        _parse_protocol_map,
-       "Listener name to security protocol (Kafka's default). PLAINTEXT and SSL are served; a "
-       "listener whose protocol is SASL_PLAINTEXT or SASL_SSL stops the broker at start "
-       "(SASL does not exist yet; serving it without authentication would be a silent "
-       "downgrade), as does a listener name with no protocol.", read_only=True),
+       "Listener name to security protocol (Kafka's default). All four are served "
+       "(docs/security.md): PLAINTEXT, SSL (security/ssl.py), SASL_PLAINTEXT and SASL_SSL "
+       "(security/sasl/); a listener name with no protocol stops the broker at start.",
+       read_only=True),
     # -- TLS (issue 14): Kafka's SslConfigs; each may be set per listener as
     # listener.name.<listener>.<config> (the prefixed key wins for that listener; see
     # listener_config and security/ssl.py). Read when the listeners start.
@@ -715,6 +715,60 @@ _BROKER_LIST: list[ConfigDef] = [
        "every request unauthorized).", read_only=True),
 ]
 
+# -- SASL (issue 14) -------------------------------------------------------------------------
+# Kafka's names. Per-listener forms (Kafka's ListenerName.saslMechanismConfigPrefix):
+# ``listener.name.<listener>.sasl.enabled.mechanisms`` and
+# ``listener.name.<listener>.<mechanism lower-case>.sasl.jaas.config`` override the global keys
+# for one listener (read with BrokerConfig.listener_sasl_value). snakka.security.sasl builds
+# the mechanisms from them.
+SASL_MECHANISMS_SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_LISTENER_SASL_KEY = re.compile(
+    r"^listener\.name\.[A-Za-z0-9_]+\.(?:sasl\.enabled\.mechanisms|"
+    r"(?:plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.jaas\.config|"
+    r"(?:plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.server\.callback\.handler\.class"
+    r"|oauthbearer\.sasl\.oauthbearer\.[a-z.]+)$")
+
+
+def is_listener_sasl_key(name: str) -> bool:
+    """A per-listener SASL override (``listener.name.<l>.sasl.enabled.mechanisms``, ...)."""
+    return bool(_LISTENER_SASL_KEY.match(name))
+
+
+_SASL_CONFIGS: list[ConfigDef] = [
+    _d("sasl.enabled.mechanisms", _LIST, "GSSAPI", _parse_list,
+       "SASL mechanisms a SASL listener offers (Kafka's default GSSAPI is refused at start: "
+       "snakka serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER).", read_only=True),
+    _d("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", _parse_str,
+       "Accepted for compatibility (a single broker has no inter-broker connections).",
+       read_only=True),
+    _d("sasl.jaas.config", ConfigType.PASSWORD, None, _parse_str,
+       "JAAS login module line used when no listener.name.<l>.<mechanism>.sasl.jaas.config "
+       "is set (PLAIN users: user_<name>=\"<password>\").", read_only=True, sensitive=True),
+    _d("connections.max.reauth.ms", _L, "0", _nonneg_long,
+       "KIP-368: a SASL session's lifetime (0: sessions never expire). A connection whose "
+       "session expired must re-authenticate before any other request.", read_only=True),
+    _d("connection.failed.authentication.delay.ms", _I, "100", _nonneg_int,
+       "How long the answer to a failed authentication (and the close) is delayed.",
+       read_only=True),
+    _d("sasl.oauthbearer.jwks.endpoint.url", _S, "", _parse_str,
+       "JWKS (file://, http://, https://) that OAUTHBEARER tokens are verified against; empty: "
+       "Kafka's unsecured JWS validator (development only).", read_only=True),
+    _d("sasl.oauthbearer.expected.audience", _LIST, "", _parse_list,
+       "Audiences a token's aud claim must contain one of (empty: not checked).",
+       read_only=True),
+    _d("sasl.oauthbearer.expected.issuer", _S, "", _parse_str,
+       "The iss claim a token must have (empty: not checked).", read_only=True),
+    _d("sasl.oauthbearer.sub.claim.name", _S, "sub", _parse_str,
+       "The claim naming the principal.", read_only=True),
+    _d("sasl.oauthbearer.scope.claim.name", _S, "scope", _parse_str,
+       "The claim holding the token's scopes.", read_only=True),
+    _d("sasl.oauthbearer.clock.skew.seconds", _I, "30", _nonneg_int,
+       "Clock difference allowed when checking exp/iat/nbf.", read_only=True),
+]
+_BROKER_LIST += _SASL_CONFIGS
+# -- end of SASL ---------------------------------------------------------------------------
+
+
 # Broker synonyms of topic configs; their defaults are the topic defaults except where Kafka's
 # broker default is expressed in another unit.
 for _t in TOPIC_CONFIGS.values():
@@ -994,18 +1048,11 @@ class BrokerConfig:
         return proto
 
     def _check_listener_security(self) -> None:
-        """Refuse to start with a listener snakka would serve with less security than its
-        configuration asks for. PLAINTEXT and SSL are served (TLS: server/listener.py,
-        security/ssl.py); the SASL protocols are refused here until SASL exists: this is the
-        one place that decides which protocols a listener may use."""
-        served = ("PLAINTEXT", "SSL")  # SASL_PLAINTEXT and SASL_SSL: issue 14's SASL part
+        """Every listener has a security protocol (listener.security.protocol.map; all four
+        are served: TLS in server/listener.py and security/ssl.py, SASL in security/sasl/), and
+        every advertised listener is a listener."""
         for listener in self.listeners:
-            proto = self.listener_security_protocol(listener.name)
-            if proto not in served:
-                raise ConfigError("listeners", str(listener),
-                                  f"listener {listener} uses security protocol {proto}, which "
-                                  "snakka does not support yet (PLAINTEXT and SSL listeners "
-                                  "can be served; SASL is not implemented)")
+            self.listener_security_protocol(listener.name)  # raises for a name with none
         names = {listener.name for listener in self.listeners}
         for adv in (self.advertised_listeners if self.raw("advertised.listeners") else []):
             if adv.name not in names:
@@ -1023,6 +1070,17 @@ class BrokerConfig:
         if name in BROKER_CONFIGS:
             return self.raw(name)
         return self.overrides.get(name)
+
+    def listener_sasl_value(self, listener_name: str, key: str,
+                            mechanism: str | None = None) -> str | None:
+        """A SASL setting of one listener: ``listener.name.<l>.[<mech>.]<key>``, else the
+        broker-wide ``<key>`` (SASL block above)."""
+        prefix = f"listener.name.{listener_name.lower()}."
+        if mechanism is not None:
+            prefix += mechanism.lower() + "."
+        if prefix + key in self.overrides:
+            return self.overrides[prefix + key]
+        return self.raw(key) if key in BROKER_CONFIGS else None
 
     def _check_share_group_bounds(self) -> None:
         """Kafka refuses to start when a group.share.* default lies outside its own
@@ -1058,8 +1116,10 @@ class BrokerConfig:
         return cls(props)
 
     def unknown_keys(self) -> list[str]:
-        return sorted(k for k in self.overrides if k not in BROKER_CONFIGS and not (
-            k.startswith(LISTENER_PREFIX) and split_listener_key(k)[1] in BROKER_CONFIGS))
+        return sorted(k for k in self.overrides if k not in BROKER_CONFIGS
+                      and not is_listener_sasl_key(k) and not (
+                          k.startswith(LISTENER_PREFIX)
+                          and split_listener_key(k)[1] in BROKER_CONFIGS))
 
     # -- typed access ----------------------------------------------------------------------
     def raw(self, name: str) -> str | None:

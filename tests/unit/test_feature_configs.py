@@ -13,9 +13,6 @@ from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata
 
 
 @pytest.mark.parametrize("overrides, match", [
-    ({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093"}, "SASL_SSL://:9093"),
-    ({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT"},
-     "CLIENT://:9092 uses security protocol SASL_PLAINTEXT"),
     ({"listeners": "CLIENT://:9092"}, "No security protocol defined for listener CLIENT"),
     ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "NAME:PROTOCOL"),
     ({"log.dirs": "/a,/b"}, "JBOD"),

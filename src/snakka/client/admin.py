@@ -19,13 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
+from snakka.client.sasl import SaslClientConfig
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.messages.alter_user_scram_credentials_request import (
+    AlterUserScramCredentialsRequest,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+)
 from snakka.protocol.messages.create_topics_request import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -45,6 +52,10 @@ from snakka.protocol.messages.describe_producers_request import (
     TopicRequest,
 )
 from snakka.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
+from snakka.protocol.messages.describe_user_scram_credentials_request import (
+    DescribeUserScramCredentialsRequest,
+    UserName,
+)
 from snakka.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from snakka.protocol.messages.list_offsets_request import (
@@ -67,6 +78,7 @@ from snakka.protocol.messages.write_txn_markers_request import (
 from snakka.protocol.primitives import uuid_to_base64
 from snakka.records import Record, build_batch, iter_records
 from snakka.util.murmur2 import murmur2_partition
+from snakka.util.scram import MIN_ITERATIONS, ScramMechanism, salted_password
 
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # Records per produce request of the CLI's produce verb.
@@ -146,10 +158,11 @@ class HangingTransaction:
 
 class Admin:
     def __init__(self, bootstrap: str, *, client_id: str = "snakka-cli",
-                 config: Mapping[str, str] | None = None) -> None:
-        """``config``: Kafka client configs (``security.protocol``, ``ssl.*``)."""
+                 config: Mapping[str, str] | None = None,
+                 sasl: SaslClientConfig | None = None) -> None:
+        """``config``: Kafka client configs (``security.protocol``, ``ssl.*``, ``sasl.*``)."""
         host, port = parse_bootstrap(bootstrap)
-        self.conn = KafkaConnection(host, port, client_id=client_id, config=config)
+        self.conn = KafkaConnection(host, port, client_id=client_id, config=config, sasl=sasl)
         # Connections to other brokers (partition leaders, group coordinators), opened on demand.
         self._extra: dict[tuple[str, int], KafkaConnection] = {}
 
@@ -171,7 +184,8 @@ class Admin:
         if c is None:
             c = await KafkaConnection(host, port, client_id=self.conn.client_id,
                                       config=self.conn.config,
-                                      ssl_context=self.conn.ssl_context).connect()
+                                      ssl_context=self.conn.ssl_context,
+                                      sasl=self.conn.sasl).connect()
             self._extra[(host, port)] = c
         return c
 
@@ -584,3 +598,44 @@ class Admin:
             if parts:
                 out[t.name] = parts
         return out
+
+    # -- SCRAM users (AlterUserScramCredentials / DescribeUserScramCredentials) ------------
+    async def describe_users(self, names: list[str] | None = None
+                             ) -> dict[str, list[tuple[str, int]]]:
+        """User -> [(mechanism name, iterations)]; every user with a credential when
+        ``names`` is empty or None."""
+        req = DescribeUserScramCredentialsRequest(
+            users=[UserName(name=n) for n in names] if names else None)
+        resp = await self.conn.send(req)
+        _check(resp.error_code, "describe SCRAM users", resp.error_message)
+        out: dict[str, list[tuple[str, int]]] = {}
+        for r in resp.results:
+            _check(r.error_code, f"describe user {r.user}", r.error_message)
+            out[r.user] = [(ScramMechanism(c.mechanism).mechanism_name, c.iterations)
+                           for c in r.credential_infos]
+        return out
+
+    async def upsert_user(self, name: str, mechanism: str, password: str,
+                          iterations: int = MIN_ITERATIONS) -> None:
+        """Add or change a user's SCRAM credential (the salted password is computed here,
+        as Kafka's AdminClient does; the password never leaves this process)."""
+        mech = ScramMechanism.from_mechanism_name(mechanism)
+        if mech is ScramMechanism.UNKNOWN:
+            raise AdminError(f"unknown SCRAM mechanism {mechanism!r} (SCRAM-SHA-256 or "
+                             "SCRAM-SHA-512)")
+        salt = secrets.token_bytes(32)
+        salted = salted_password(mech, password.encode(), salt, max(1, iterations))
+        await self._alter_users(upsertions=[ScramCredentialUpsertion(
+            name=name, mechanism=int(mech), iterations=iterations, salt=salt,
+            salted_password=salted)], deletions=[])
+
+    async def delete_user(self, name: str, mechanism: str) -> None:
+        mech = ScramMechanism.from_mechanism_name(mechanism)
+        await self._alter_users(upsertions=[], deletions=[ScramCredentialDeletion(
+            name=name, mechanism=int(mech))])
+
+    async def _alter_users(self, upsertions: list, deletions: list) -> None:
+        resp = await self.conn.send(AlterUserScramCredentialsRequest(
+            upsertions=upsertions, deletions=deletions))
+        for r in resp.results:
+            _check(r.error_code, f"alter user {r.user}", r.error_message)

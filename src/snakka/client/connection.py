@@ -22,6 +22,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from snakka.client.sasl import SaslClientConfig
+from snakka.client.sasl import authenticate as sasl_authenticate
 from snakka.limits import INT32_MAX
 from snakka.protocol import decode_response_header, encode_request
 from snakka.protocol.apis import api_spec
@@ -53,11 +55,11 @@ def client_ssl_context(config: Mapping[str, Any] | None) -> ssl.SSLContext | Non
     for PLAINTEXT. ValueError (TlsConfigError) names a bad config."""
     cfg = {k: str(v) for k, v in (config or {}).items() if v is not None}
     protocol = cfg.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol == "PLAINTEXT":
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         return None
-    if protocol != "SSL":
+    if protocol not in ("SSL", "SASL_SSL"):
         raise TlsConfigError("security.protocol", f"{protocol}: this client supports "
-                             "PLAINTEXT and SSL")
+                             "PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL")
     settings = {k: v for k, v in cfg.items() if k in SSL_CONFIG_NAMES}
     if "ssl.ca.location" in cfg and "ssl.truststore.location" not in settings:
         settings |= {"ssl.truststore.type": "PEM",
@@ -76,9 +78,10 @@ def client_ssl_context(config: Mapping[str, Any] | None) -> ssl.SSLContext | Non
 class KafkaConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "snakka-cli",
                  request_timeout: float = 30.0, config: Mapping[str, Any] | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        """``config``: Kafka client configs (``security.protocol``, ``ssl.*``); or give a
-        ready ``ssl_context`` (connections to several brokers share one)."""
+                 ssl_context: ssl.SSLContext | None = None,
+                 sasl: SaslClientConfig | None = None) -> None:
+        """``config``: Kafka client configs (``security.protocol``, ``ssl.*``, ``sasl.*``); or
+        give a ready ``ssl_context`` / ``sasl`` (connections to several brokers share them)."""
         self.host, self.port = host, port
         self.config = dict(config or {})
         self.ssl_context = ssl_context if ssl_context is not None else \
@@ -91,6 +94,9 @@ class KafkaConnection:
         self._inflight: dict[int, tuple[asyncio.Future, int, int, Any]] = {}
         self._read_task: asyncio.Task | None = None
         self.versions: dict[int, tuple[int, int]] = {}
+        # SASL_*: authenticate after ApiVersions (client/sasl.py).
+        self.sasl = sasl if sasl is not None else SaslClientConfig.from_config(
+            {k: str(v) for k, v in self.config.items() if v is not None})
 
     async def connect(self, timeout: float = 10.0) -> KafkaConnection:
         ctx = self.ssl_context
@@ -106,6 +112,12 @@ class KafkaConnection:
         if resp.error_code == 35:  # UNSUPPORTED_VERSION: the broker told us its range
             resp = await self.send(ApiVersionsRequest(), version=0)
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        if self.sasl is not None:
+            try:
+                await sasl_authenticate(self, self.sasl)
+            except BaseException:
+                await self.close()
+                raise
         return self
 
     def version_for(self, api_key: int) -> int:

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from snakka.client.connection import ConnectionClosed, KafkaConnection, UnsupportedApi
+from snakka.client.sasl import SaslClientConfig
 from snakka.client.share_acks import (
     AckResult,
     DrainedAcks,
@@ -139,6 +140,7 @@ class ShareConsumerConfig:
     metadata_max_age_ms: int = 300_000
     client_rack: str | None = None
     acquire_mode: str = "batch_optimized"  # share.acquire.mode (ShareFetch v2)
+    sasl: SaslClientConfig | None = None  # security.protocol=SASL_*, sasl.* (client/sasl.py)
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> ShareConsumerConfig:
@@ -168,6 +170,9 @@ class ShareConsumerConfig:
             "bootstrap_servers": _parse_servers(str(cfg.pop("bootstrap.servers"))),
             "group_id": str(cfg.pop("group.id")),
         }
+        security = {k: str(cfg.pop(k)) for k in list(cfg)
+                    if k == "security.protocol" or k.startswith("sasl.")}
+        kwargs["sasl"] = SaslClientConfig.from_config(security)
         for key, value in cfg.items():
             if key in _UNSUPPORTED:
                 raise ValueError(f"{key} is not supported by a share consumer")
@@ -910,7 +915,8 @@ class AsyncShareConsumer:
     # -- connections and metadata -------------------------------------------------------------
     async def _connect(self, host: str, port: int) -> _Connection:
         conn = _Connection(host, port, client_id=self.config.client_id,
-                           request_timeout=self.config.request_timeout_ms / 1000)
+                           request_timeout=self.config.request_timeout_ms / 1000,
+                           sasl=self.config.sasl)
         try:
             await conn.connect(timeout=self.config.connect_timeout_ms / 1000)
         except BaseException:

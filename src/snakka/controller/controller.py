@@ -11,7 +11,8 @@ owns:
   first, the metadata records applied after, so metadata never names a topic whose logs do not
   exist,
 - pushing resolved configs to partition logs after a config change,
-- producer-id blocks.
+- producer-id blocks,
+- SCRAM credentials (AlterUserScramCredentials; metadata/scram.py validates and replays).
 
 What happens elsewhere when topics come and go (groups re-assign, share state is dropped, fetch
 sessions forget them) is the business of :class:`MetadataListener` s the broker registers: the
@@ -32,6 +33,7 @@ from snakka.controller.metadata_log import MetadataLog, MetadataRecord
 from snakka.limits import INLINE_CREATE_PARTITIONS, REGISTER_TOPICS_PER_SLICE
 from snakka.metadata.configs import ConfigResolver
 from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo
+from snakka.metadata.scram import ScramAlteration, ScramResult
 from snakka.metadata.store import MetadataStore
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.primitives import uuid_to_base64
@@ -439,3 +441,17 @@ class Controller:
         pid = self._pid_next
         self._pid_next += 1
         return pid
+
+    # -- SCRAM credentials ---------------------------------------------------------------
+    async def alter_user_scram_credentials(
+            self, deletions: list[ScramAlteration],
+            upsertions: list[ScramAlteration]) -> list[ScramResult]:
+        """Apply the valid users' alterations and make them durable before answering (one
+        append, one fsync); one result per user."""
+        results, records = self.metadata.scram.alter(deletions, upsertions)
+        if records:
+            await self.commit_metadata(self.metadata.apply_all(records))
+            for r in results:
+                if r.error_code == ErrorCode.NONE:
+                    log.info("altered SCRAM credentials of user %s", r.user)
+        return results

@@ -21,7 +21,7 @@ is the bundle of broker services a handler may use (handlers/services.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -64,6 +64,20 @@ class ApiDeclaration:
             assert self.min_version <= self.max_version, self
 
 
+class SaslExchange(Protocol):
+    """The connection's authentication state as the SASL handlers drive it
+    (server/authentication.py's ChannelAuthentication)."""
+
+    mechanism: str | None
+    reauthenticating: bool
+
+    def handshake(self, mechanism: str, enabled_mechanisms: Collection[str], version: int,
+                  create: Callable[[str], Any] | None = None) -> Any: ...
+
+    def authenticate(self, auth_bytes: bytes, now_ms: int, version: int,
+                     reauth_ms: int = 0) -> Any: ...
+
+
 class ConnectionHandle(Protocol):
     """What a handler may do with the connection its request arrived on. The handle is also a
     hashable identity (share sessions remember the connection that opened them)."""
@@ -76,6 +90,11 @@ class ConnectionHandle(Protocol):
     def peer(self) -> str:
         """``host:port`` of the client (for logs; ``RequestContext.client_address`` is the
         host)."""
+        ...
+
+    @property
+    def authentication(self) -> SaslExchange:
+        """The connection's authentication state (SaslHandshake / SaslAuthenticate)."""
         ...
 
     def close_with_error(self, reason: str) -> None:

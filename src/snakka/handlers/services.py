@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from snakka.metadata.core import ClusterMetadata
     from snakka.remote.manager import RemoteLogManager
     from snakka.replica.manager import ReplicaManager
+    from snakka.security.sasl.config import SaslServerFactory
     from snakka.share.manager import SharePartitionManager
     from snakka.txn.manager import TransactionManager
 
@@ -44,6 +45,8 @@ class Services:
     remote: RemoteLogManager | None  # tiered storage (remote.log.storage.system.enable)
     fetch_sessions: FetchSessionCache
     endpoints: Endpoints
+    # The SASL listeners' mechanisms (None: no SASL listener).
+    sasl: SaslServerFactory | None = None
 
     @property
     def metadata(self) -> ClusterMetadata:

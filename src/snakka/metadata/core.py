@@ -15,6 +15,7 @@ Records are small dicts with a ``type`` key:
                                                               # 32 = GROUP: group configs
     {"type": "producer_ids", "next": int}                     # producer-id block allocation
     {"type": "cluster", "cluster_id"}
+    {"type": "user_scram_credential" | "remove_user_scram_credential", ...}  # metadata/scram.py
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from snakka.config import (
     validate_topic_configs,
 )
 from snakka.limits import MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LENGTH
+from snakka.metadata import scram as _scram
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.primitives import random_uuid
 
@@ -133,6 +135,8 @@ class ClusterMetadata:
         self.next_producer_id_block = 0  # first id of the next unallocated block
         self.version = 0  # bumps on every applied record (cheap change detection)
         self.skipped: list[Mapping[str, Any]] = []  # replayed records that could not apply (see apply)
+        # SCRAM credentials (salted; AlterUserScramCredentials), metadata/scram.py.
+        self.scram = _scram.ScramCredentials()
         # remote.log.storage.system.enable (set by the broker): may topics be tiered at all.
         self.remote_storage_system_enabled = False
 
@@ -185,6 +189,8 @@ class ClusterMetadata:
             self.next_producer_id_block = max(self.next_producer_id_block, int(rec["next"]))
         elif t == "cluster":
             self.cluster_id = rec["cluster_id"]
+        elif t in (_scram.RECORD, _scram.REMOVE_RECORD):
+            self.scram.apply(rec)
         else:
             raise ValueError(f"unknown metadata record type {t!r}")
         self.version += 1

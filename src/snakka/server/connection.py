@@ -39,7 +39,7 @@ from typing import Any
 from snakka.config import Listener
 from snakka.security.principal import KafkaPrincipal, SecurityProtocol
 from snakka.security.ssl import ListenerTls, principal_from_certificate
-from snakka.server.authentication import AuthState
+from snakka.server.authentication import AuthState, ChannelAuthentication
 from snakka.server.channel import (
     NEED_DATA,
     NO_RESPONSE,
@@ -112,6 +112,11 @@ class ServerConnection(asyncio.Protocol):
     @property
     def principal(self) -> Any:
         return self.channel.auth.principal
+
+    @property
+    def authentication(self) -> ChannelAuthentication:
+        """The channel's authentication state (the SASL handlers drive it)."""
+        return self.channel.auth
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

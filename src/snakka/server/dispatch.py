@@ -121,8 +121,11 @@ class RequestDispatcher:
         api_key, api_version = ev.api_key, ev.api_version
         channel = conn.channel
         auth = channel.auth
-        if auth.state is not _AUTHENTICATED:
-            refused = auth.check_request(api_key)
+        if auth.state is not _AUTHENTICATED or auth.session_expires_ms is not None:
+            # The SASL exchange, or a session with a lifetime (KIP-368 re-authentication).
+            expires = auth.session_expires_ms
+            refused = auth.check_request(
+                api_key, None if expires is None else self.services.time_ms())
             if refused is not None:
                 return None, CloseConnection(refused)
         handler = self.handlers.get(api_key)
