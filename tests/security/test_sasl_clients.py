@@ -440,6 +440,6 @@ def test_share_consumer_over_sasl_scram(scram_broker):
         assert sorted(r.value for r in got) == [f"job{i}".encode() for i in range(5)]
     finally:
         c.close()
-    with pytest.raises(ValueError, match="TLS"):  # never a silent plaintext connection
+    with pytest.raises(ValueError, match="SASL_TLS"):  # never a silent plaintext connection
         ShareConsumer({"bootstrap.servers": bs, "group.id": "g", **sec,
-                       "security.protocol": "SASL_SSL"})
+                       "security.protocol": "SASL_TLS"})

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import threading
 import time
 import uuid
@@ -51,7 +52,12 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from snakka.client.connection import ConnectionClosed, KafkaConnection, UnsupportedApi
+from snakka.client.connection import (
+    ConnectionClosed,
+    KafkaConnection,
+    UnsupportedApi,
+    client_ssl_context,
+)
 from snakka.client.sasl import SaslClientConfig
 from snakka.client.share_acks import (
     AckResult,
@@ -141,6 +147,9 @@ class ShareConsumerConfig:
     client_rack: str | None = None
     acquire_mode: str = "batch_optimized"  # share.acquire.mode (ShareFetch v2)
     sasl: SaslClientConfig | None = None  # security.protocol=SASL_*, sasl.* (client/sasl.py)
+    # security.protocol=SSL / SASL_SSL with ssl.* (Kafka's or librdkafka's names): one context
+    # for every broker connection.
+    ssl_context: ssl.SSLContext | None = None
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> ShareConsumerConfig:
@@ -170,9 +179,10 @@ class ShareConsumerConfig:
             "bootstrap_servers": _parse_servers(str(cfg.pop("bootstrap.servers"))),
             "group_id": str(cfg.pop("group.id")),
         }
-        security = {k: str(cfg.pop(k)) for k in list(cfg)
-                    if k == "security.protocol" or k.startswith("sasl.")}
+        security = {k: str(cfg.pop(k)) for k in list(cfg) if k == "security.protocol"
+                    or k.startswith("sasl.") or k.startswith("ssl.")}
         kwargs["sasl"] = SaslClientConfig.from_config(security)
+        kwargs["ssl_context"] = client_ssl_context(security)
         for key, value in cfg.items():
             if key in _UNSUPPORTED:
                 raise ValueError(f"{key} is not supported by a share consumer")
@@ -916,7 +926,7 @@ class AsyncShareConsumer:
     async def _connect(self, host: str, port: int) -> _Connection:
         conn = _Connection(host, port, client_id=self.config.client_id,
                            request_timeout=self.config.request_timeout_ms / 1000,
-                           sasl=self.config.sasl)
+                           sasl=self.config.sasl, ssl_context=self.config.ssl_context)
         try:
             await conn.connect(timeout=self.config.connect_timeout_ms / 1000)
         except BaseException:
