@@ -107,7 +107,10 @@ class Ctx:
         self.deny = set(deny)
         self.asked: list = []
 
-    allowed = RequestContext.allowed  # the real helper, over this stub's authorize()
+    # the real helpers, over this stub's authorize() (any authorizer but the allow-all one)
+    _authorizer = object()
+    denied = RequestContext.denied
+    is_allowed = RequestContext.is_allowed
 
     def authorize(self, actions):
         self.asked += actions

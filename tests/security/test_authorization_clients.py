@@ -128,3 +128,100 @@ def test_transactional_producer_denied_on_transactional_id(broker, authz):
     with pytest.raises(KafkaException) as e:
         p.init_transactions(20)
     assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_admin_create_topics_denied_create(broker, authz):
+    bs = broker.bootstrap_servers
+    ok, no = _name("ct-ok"), _name("ct-no")
+    authz.deny(Op.CREATE, RT.CLUSTER).deny(Op.CREATE, RT.TOPIC, no)
+    admin = AdminClient({"bootstrap.servers": bs})
+    futures = admin.create_topics([NewTopic(n, 1, 1) for n in (ok, no)])
+    futures[ok].result(20)
+    with pytest.raises(KafkaException) as e:
+        futures[no].result(20)
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert no not in admin.list_topics(timeout=10).topics
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
+def test_admin_describe_and_alter_configs_denied(broker, authz):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    bs = broker.bootstrap_servers
+    t = _name("cfg")
+    _create(bs, t)
+    admin = AdminClient({"bootstrap.servers": bs})
+    topic = ConfigResource(ConfigResource.Type.TOPIC, t)
+    node = str(broker.broker.services.node_id)
+    brk = ConfigResource(ConfigResource.Type.BROKER, node)
+
+    def code_of(future):
+        with pytest.raises(KafkaException) as e:
+            future.result(20)
+        return e.value.args[0].code()
+
+    authz.deny(Op.DESCRIBE_CONFIGS, RT.TOPIC, t).deny(Op.DESCRIBE_CONFIGS, RT.CLUSTER)
+    fs = admin.describe_configs([topic])
+    assert code_of(fs[topic]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    fs = admin.describe_configs([brk])
+    assert code_of(fs[brk]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    authz.clear()
+    assert "retention.ms" in admin.describe_configs([topic])[topic].result(20)
+
+    authz.deny(Op.ALTER_CONFIGS, RT.TOPIC, t)
+    legacy = ConfigResource(ConfigResource.Type.TOPIC, t, set_config={"retention.ms": "4321"})
+    assert code_of(admin.alter_configs([legacy])[legacy]) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    incremental = ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=[
+        ConfigEntry("retention.ms", "4321", incremental_operation=AlterConfigOpType.SET)])
+    assert code_of(admin.incremental_alter_configs([incremental])[incremental]) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert broker.broker.metadata.topics[t].configs.get("retention.ms") is None
+    authz.clear()
+    admin.incremental_alter_configs([incremental])[incremental].result(20)
+    assert broker.broker.metadata.topics[t].configs.get("retention.ms") == "4321"
+
+
+def test_admin_describe_consumer_groups_denied(broker, authz):
+    bs = broker.bootstrap_servers
+    topic = _name("dg")
+    _create(bs, topic)
+    group = _name("dg-g")
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "group.protocol": "consumer"})
+    try:
+        c.subscribe([topic])
+        for _ in range(40):  # until the member has joined (its first poll sends the heartbeat)
+            c.poll(0.25)
+            if c.assignment():
+                break
+        admin = AdminClient({"bootstrap.servers": bs})
+        (d,) = admin.describe_consumer_groups([group]).values()
+        assert d.result(20).group_id == group
+        authz.deny(Op.DESCRIBE, RT.GROUP, group)
+        (d,) = admin.describe_consumer_groups([group]).values()
+        with pytest.raises(KafkaException) as e:
+            d.result(20)
+        assert e.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        authz.clear()
+        c.close()
+
+
+def test_kafka_python_describe_configs_denied(broker, authz):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    bs = broker.bootstrap_servers
+    t = _name("kp-cfg")
+    _create(bs, t)
+    authz.deny(Op.DESCRIBE_CONFIGS, RT.TOPIC, t)
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        # kafka-python 3 reads configs and drops a resource's error code: a denied topic comes
+        # back without any config (Kafka answers it with none)
+        res = ConfigResource(ConfigResourceType.TOPIC, t)
+        assert admin.describe_configs([res], config_filter="all") == {"topic": {t: {}}}
+        authz.clear()
+        got = admin.describe_configs([res], config_filter="all")["topic"][t]
+        assert "retention.ms" in got
+    finally:
+        admin.close()

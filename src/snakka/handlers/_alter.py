@@ -5,6 +5,11 @@ partition logs are reconfigured at once, and group configs are read where they a
 share-group core and the share-partition side ask ConfigResolver.group_value each time). Broker-logger changes set Python logger levels and are
 not persisted (as in Kafka). Only dynamic broker configs may change at run time; others get
 INVALID_CONFIG naming the key.
+
+Authorization is the handlers' (handlers/_authz.denied_config_resources: ALTER_CONFIGS on the
+topic, the group or the cluster); a denied resource is answered with its authorization error
+here, after the checks Kafka's broker makes before forwarding to its controller (a BROKER
+resource's name and config validation come first), and nothing of it is applied.
 """
 
 from __future__ import annotations
@@ -33,8 +38,10 @@ def _alter_loggers(services, name: str, changes: dict, validate_only: bool) -> N
         lg.setLevel(logging.NOTSET if level is None else _LEVELS[level.upper()])
 
 
-async def alter_resources(services, changes, validate_only: bool):
-    """changes: [(resource_type, resource_name, {key: value|None}, replace)].
+async def alter_resources(services, changes, validate_only: bool,
+                          denied: dict[tuple[int, str], ErrorCode] | None = None):
+    """changes: [(resource_type, resource_name, {key: value|None}, replace)]; ``denied``: the
+    resources the principal may not alter, with their authorization error.
     Returns [(resource_type, resource_name, error_code, error_message)]."""
     results: list[tuple[int, str, int, str | None]] = []
     records: list[dict] = []
@@ -42,6 +49,14 @@ async def alter_resources(services, changes, validate_only: bool):
     touched_broker = False
     for rtype, rname, cfg, replace in changes:
         try:
+            refused = denied.get((rtype, rname)) if denied else None
+            if refused is not None:
+                if rtype == RESOURCE_BROKER:  # Kafka's broker validates before forwarding
+                    if rname not in ("", str(services.node_id)):
+                        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                         f"Unexpected broker id {rname}")
+                    services.metadata.check_config_change(rtype, rname, cfg)
+                raise KafkaError(refused, refused.message)
             if rtype == RESOURCE_BROKER_LOGGER:
                 _alter_loggers(services, rname, cfg, validate_only)
             elif rtype == RESOURCE_GROUP:

@@ -7,6 +7,10 @@ Per partition: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition inde
 INVALID_REQUEST for a negative offset. Altering drops the share-partition's in-flight state and
 starts a new state epoch at the given offset (a partition without state is initialised at it).
 Answered once the new state is durable under the broker's flush policy.
+
+Authorization (Kafka 4.1's KafkaApis, KIP-932): READ on the group, else the whole request is
+GROUP_AUTHORIZATION_FAILED (top-level and every partition); READ on each topic, else
+TOPIC_AUTHORIZATION_FAILED for its partitions (nothing of it is altered).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from snakka.handlers._authz import denied_response
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.alter_share_group_offsets_response import (
@@ -21,6 +26,7 @@ from snakka.protocol.messages.alter_share_group_offsets_response import (
     AlterShareGroupOffsetsResponsePartition,
     AlterShareGroupOffsetsResponseTopic,
 )
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.alter_share_group_offsets_request import (
@@ -45,14 +51,20 @@ def _group_error(services, group_id: str) -> tuple[ErrorCode, str] | None:
 def handle(ctx: RequestContext, req: AlterShareGroupOffsetsRequest):
     services = ctx.services
     md = services.metadata
+    if not ctx.is_allowed(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return denied_response(ctx, req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     group_err = _group_error(services, req.group_id)
+    unreadable = ctx.denied(AclOperation.READ, ResourceType.TOPIC,
+                            [t.topic_name for t in req.topics])
     marks = []
     topics = []
     for t in req.topics:
         ti = md.topics.get(t.topic_name)
         parts = []
         for p in t.partitions:
-            if group_err is not None:
+            if t.topic_name in unreadable:  # refused before the group is asked
+                err, msg = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+            elif group_err is not None:
                 err, msg = group_err
             elif ti is None:
                 err, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
@@ -64,7 +76,8 @@ def handle(ctx: RequestContext, req: AlterShareGroupOffsetsRequest):
             parts.append(AlterShareGroupOffsetsResponsePartition(
                 partition_index=p.partition_index, error_code=err, error_message=msg))
         topics.append(AlterShareGroupOffsetsResponseTopic(
-            topic_name=t.topic_name, topic_id=ti.topic_id if ti else _ZERO_UUID,
+            topic_name=t.topic_name,
+            topic_id=ti.topic_id if ti and t.topic_name not in unreadable else _ZERO_UUID,
             partitions=parts))
     code, message = group_err if group_err is not None else (ErrorCode.NONE, None)
     response = AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=code,

@@ -209,16 +209,11 @@ class RequestContext:
                                  resource_type: ResourceType) -> bool:
         """Kafka's ``Authorizer.authorizeByResourceType``: whether ``operation`` is allowed on
         at least one resource of ``resource_type`` (InitProducerId without a transactional id:
-        WRITE on any topic stands in for IDEMPOTENT_WRITE on the cluster). An authorizer
-        provides ``authorize_by_resource_type(context, operation, resource_type) ->
-        AuthorizationResult``; one without it allows this only if it allows everything."""
+        WRITE on any topic stands in for IDEMPOTENT_WRITE on the cluster)."""
         authorizer = self._authorizer
         if type(authorizer) is AllowAllAuthorizer:
             return True
-        by_type = getattr(authorizer, "authorize_by_resource_type", None)
-        if by_type is None:
-            return False
-        return by_type(self, operation, resource_type) is _ALLOWED
+        return authorizer.authorize_by_resource_type(self, operation, resource_type) is _ALLOWED
 
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """The ``authorized_operations`` bit field of one resource (Kafka's

@@ -12,6 +12,13 @@ creates the partition logs (in a worker thread for large requests, see Broker.pl
 commits all new topics to the metadata log in one append and one fsync. A topic whose logs
 cannot be created gets KAFKA_STORAGE_ERROR and is not in metadata afterwards. Building the
 response yields to the event loop in slices (thousands of topics with configs).
+
+Authorization (Kafka 4.0's ControllerApis.createTopics): CREATE on the cluster (asked without
+audit logging) or else CREATE on each topic: a topic without it is TOPIC_AUTHORIZATION_FAILED
+"Authorization failed." and not created (a duplicate name and ``__cluster_metadata`` are
+answered INVALID_REQUEST before any check). A created (or validated) topic the principal may
+not DESCRIBE_CONFIGS is answered without its configs, partition count and replication factor,
+with TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED (ReplicationControlManager).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
-from snakka.metadata.core import TopicInfo
+from snakka.metadata.core import CLUSTER_METADATA_TOPIC, TopicInfo
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.create_topics_response import (
     CreatableTopicConfigs,
@@ -30,6 +37,7 @@ from snakka.protocol.messages.create_topics_response import (
     CreateTopicsResponse,
 )
 from snakka.protocol.primitives import ZERO_UUID
+from snakka.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from snakka.util.slicing import TimeSlice
 
 if TYPE_CHECKING:
@@ -50,6 +58,17 @@ def _result(name, code, message=None, **kw) -> CreatableTopicResult:
                                 num_partitions=kw.pop("num_partitions", -1),
                                 replication_factor=kw.pop("replication_factor", -1),
                                 configs=kw.pop("configs", []))  # Kafka: [] on error, not null
+
+
+def _created(r: _Request, name: str, topic_id, partitions: int, configs) -> CreatableTopicResult:
+    """A created (or validated) topic's result; its configs only for a principal allowed
+    DESCRIBE_CONFIGS on it."""
+    if name in r.undescribable:
+        res = _result(name, ErrorCode.NONE, topic_id=topic_id)
+        res.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return res
+    return _result(name, ErrorCode.NONE, topic_id=topic_id, num_partitions=partitions,
+                   replication_factor=1, configs=configs)
 
 
 def _plan(services, t) -> tuple[int, dict[str, str | None]]:
@@ -87,9 +106,19 @@ _VALIDATE_AT_ONCE = 100
 class _Request:
     """One CreateTopics request being validated: results in request order, plans to create."""
 
-    def __init__(self, services, v: int, req) -> None:
-        self.services, self.v, self.req = services, v, req
+    def __init__(self, ctx: RequestContext, req) -> None:
+        self.services, self.v, self.req = ctx.services, ctx.api_version, req
         self.counts = Counter(t.name for t in req.topics)
+        # Authorization, one authorizer call per question (module doc)
+        self.uncreatable: frozenset[str] = frozenset()
+        self.undescribable: frozenset[str] = frozenset()
+        if not ctx.allows_everything:
+            names = [n for n, c in self.counts.items() if c == 1 and n != CLUSTER_METADATA_TOPIC]
+            if not ctx.is_allowed(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME,
+                                  log_if_denied=False):
+                self.uncreatable = ctx.denied(AclOperation.CREATE, ResourceType.TOPIC, names)
+            self.undescribable = ctx.denied(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                            names, log_if_denied=False)
         self.results: list[CreatableTopicResult | None] = []
         self.plans: list = []  # (index in results, TopicCreation)
         self.defaults = None  # validate-only: the broker defaults' configs, resolved once
@@ -101,15 +130,18 @@ class _Request:
                 t.name, ErrorCode.INVALID_REQUEST,
                 "Create topics request from client contains a duplicate topic"))
             return
+        if t.name in self.uncreatable:
+            self.results.append(_result(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                        "Authorization failed."))
+            return
         try:
             partitions, configs = _plan(services, t)
             if self.req.validate_only:
                 if self.v >= 5 and self.defaults is None:
                     self.defaults = _configs_for(services, None)
                 # Kafka names the topic id it would have used; clients read it like a real one
-                self.results.append(_result(t.name, ErrorCode.NONE, topic_id=uuid.uuid4(),
-                                            num_partitions=partitions, replication_factor=1,
-                                            configs=self.defaults if self.v >= 5 else []))
+                self.results.append(_created(self, t.name, uuid.uuid4(), partitions,
+                                             self.defaults if self.v >= 5 else []))
                 return
             self.plans.append((len(self.results), services.controller.plan_topic(t.name, partitions, configs)))
             self.results.append(None)
@@ -118,7 +150,7 @@ class _Request:
 
 
 def handle(ctx: RequestContext, req: CreateTopicsRequest):
-    r = _Request(ctx.services, ctx.api_version, req)
+    r = _Request(ctx, req)
     if len(req.topics) > _VALIDATE_AT_ONCE:
         return _validate_then_create(r)
     for t in req.topics:
@@ -157,13 +189,11 @@ async def _respond(r: _Request, done):
         # The plan, not the metadata: a DeleteTopics may already have run during a yield.
         ti = TopicInfo(plan.name, plan.topic_id, plan.partitions, plan.configs)
         configs = None
-        if v >= 5:
+        if v >= 5 and plan.name not in r.undescribable:
             key = frozenset(ti.configs.items())
             configs = configs_cache.get(key)
             if configs is None:
                 configs = configs_cache[key] = _configs_for(services, ti)
                 await slicer.tick()
-        results[i] = _result(plan.name, ErrorCode.NONE, topic_id=ti.topic_id,
-                             num_partitions=plan.partitions, replication_factor=1,
-                             configs=configs)
+        results[i] = _created(r, plan.name, ti.topic_id, plan.partitions, configs)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -6,6 +6,10 @@ Only an existing share group without members: GROUP_ID_NOT_FOUND / NON_EMPTY_GRO
 The share-partitions' state is deleted (tombstones in ``__share_group_state``); when the topic
 is assigned in the group again it starts afresh from ``share.auto.offset.reset``. Answered once
 the deletion is durable under the broker's flush policy.
+
+Authorization (Kafka 4.1's KafkaApis, KIP-932): DELETE on the group, else the whole request is
+GROUP_AUTHORIZATION_FAILED; READ on each topic, else TOPIC_AUTHORIZATION_FAILED for that topic
+(its state is kept).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from snakka.handlers._authz import denied_response
 from snakka.handlers.alter_share_group_offsets import _group_error
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
@@ -20,6 +25,7 @@ from snakka.protocol.messages.delete_share_group_offsets_response import (
     DeleteShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsResponseTopic,
 )
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.delete_share_group_offsets_request import (
@@ -33,13 +39,21 @@ _ZERO_UUID = uuid.UUID(int=0)
 def handle(ctx: RequestContext, req: DeleteShareGroupOffsetsRequest):
     services = ctx.services
     md = services.metadata
+    if not ctx.is_allowed(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return denied_response(ctx, req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     group_err = _group_error(services, req.group_id)
+    unreadable = ctx.denied(AclOperation.READ, ResourceType.TOPIC,
+                            [t.topic_name for t in req.topics])
     marks: list = []
     topics = []
     for t in req.topics:
         ti = md.topics.get(t.topic_name)
         msg = None
-        if group_err is not None:
+        if t.topic_name in unreadable:  # refused before the group is asked
+            err = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            msg = err.message
+            ti = None  # its id is not told
+        elif group_err is not None:
             err, msg = group_err
         elif ti is None:
             err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

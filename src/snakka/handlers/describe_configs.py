@@ -9,6 +9,11 @@ Resource types: 2 TOPIC, 4 BROKER (this node's id, or "" for the cluster default
 the group's overrides, else their broker synonyms; a group need not exist to be configured).
 
 A request naming many resources is answered in time slices that yield to the event loop.
+
+Authorization (Kafka's ConfigHelper): DESCRIBE_CONFIGS on the topic (else
+TOPIC_AUTHORIZATION_FAILED), on the group (GROUP_AUTHORIZATION_FAILED), on the cluster for
+BROKER, BROKER_LOGGER and CLIENT_METRICS resources (CLUSTER_AUTHORIZATION_FAILED); a denied
+resource is answered with the error's message and no configs.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from snakka.config import (
     ConfigSource,
     ConfigType,
 )
+from snakka.handlers._authz import denied_config_resources
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import (
     RESOURCE_BROKER,
@@ -38,6 +44,7 @@ from snakka.protocol.messages.describe_configs_response import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+from snakka.security.authorizer import AclOperation
 from snakka.util.slicing import TimeSlice
 
 if TYPE_CHECKING:
@@ -120,10 +127,14 @@ def _describe(services, res, v: int, include_synonyms: bool, include_docs: bool)
 _DESCRIBE_AT_ONCE = 16
 
 
-def _result(ctx, res, syn: bool, docs: bool) -> DescribeConfigsResult:
+def _result(ctx, res, syn: bool, docs: bool, denied) -> DescribeConfigsResult:
     # Kafka answers a described resource with error message "" (not null)
     r = DescribeConfigsResult(error_code=0, error_message="", resource_type=res.resource_type,
                               resource_name=res.resource_name, configs=[])
+    code = denied.get((res.resource_type, res.resource_name))
+    if code is not None:
+        r.error_code, r.error_message = code, code.message
+        return r
     try:
         r.configs = _describe(ctx.services, res, ctx.api_version, syn, docs)
     except KafkaError as e:
@@ -135,16 +146,19 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest):
     v = ctx.api_version
     syn = v >= 1 and req.include_synonyms
     docs = v >= 3 and req.include_documentation
+    denied = denied_config_resources(ctx, AclOperation.DESCRIBE_CONFIGS,
+                                     [(r.resource_type, r.resource_name) for r in req.resources])
     if len(req.resources) > _DESCRIBE_AT_ONCE:
-        return _handle_sliced(ctx, req, syn, docs)
+        return _handle_sliced(ctx, req, syn, docs, denied)
     return DescribeConfigsResponse(
-        throttle_time_ms=0, results=[_result(ctx, res, syn, docs) for res in req.resources])
+        throttle_time_ms=0, results=[_result(ctx, res, syn, docs, denied)
+                                     for res in req.resources])
 
 
-async def _handle_sliced(ctx, req, syn: bool, docs: bool) -> DescribeConfigsResponse:
+async def _handle_sliced(ctx, req, syn: bool, docs: bool, denied) -> DescribeConfigsResponse:
     slicer = TimeSlice()
     results = []
     for res in req.resources:
-        results.append(_result(ctx, res, syn, docs))
+        results.append(_result(ctx, res, syn, docs, denied))
         await slicer.tick()
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

@@ -6,6 +6,11 @@ watermark not yet acknowledged or archived.
 the group has no state for answers StartOffset -1 (and Lag -1), as Kafka; an unknown topic or
 partition index answers UNKNOWN_TOPIC_OR_PARTITION for that partition; a group id that is not a
 share group answers GROUP_ID_NOT_FOUND for the group. LeaderEpoch is always 0 (one node).
+
+Authorization (Kafka 4.1's KafkaApis, KIP-932): DESCRIBE on each group (else
+GROUP_AUTHORIZATION_FAILED for it) and DESCRIBE on each topic: a named topic the principal may
+not describe answers TOPIC_AUTHORIZATION_FAILED for each of its partitions (its id withheld);
+with ``Topics`` null such topics are left out.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from snakka.protocol.messages.describe_share_group_offsets_response import (
     DescribeShareGroupOffsetsResponsePartition,
     DescribeShareGroupOffsetsResponseTopic,
 )
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.describe_share_group_offsets_request import (
@@ -38,9 +44,14 @@ def _partition(index: int, start: int, lag: int, err: ErrorCode = ErrorCode.NONE
         error_code=err, error_message=None)
 
 
-def _describe_group(services, g) -> DescribeShareGroupOffsetsResponseGroup:
+def _describe_group(ctx: RequestContext, g) -> DescribeShareGroupOffsetsResponseGroup:
+    services = ctx.services
     shares = services.shares
     md = services.metadata
+    if not ctx.is_allowed(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=[],
+                                                      error_code=code, error_message=code.message)
     if not g.group_id or not services.groups.share_group_exists(g.group_id):
         return DescribeShareGroupOffsetsResponseGroup(
             group_id=g.group_id, topics=[], error_code=ErrorCode.GROUP_ID_NOT_FOUND,
@@ -53,8 +64,20 @@ def _describe_group(services, g) -> DescribeShareGroupOffsetsResponseGroup:
                 wanted.setdefault(ti.name, []).append(partition)
     else:
         wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+    hidden = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, wanted,
+                        log_if_denied=g.topics is not None)
     topics = []
     for name, partitions in wanted.items():
+        if name in hidden:
+            if g.topics is not None:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                topics.append(DescribeShareGroupOffsetsResponseTopic(
+                    topic_name=name, topic_id=_ZERO_UUID, partitions=[
+                        DescribeShareGroupOffsetsResponsePartition(
+                            partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
+                            error_code=code, error_message=code.message)
+                        for p in partitions]))
+            continue
         ti = md.topics.get(name)
         parts = []
         for p in partitions:
@@ -73,4 +96,4 @@ def _describe_group(services, g) -> DescribeShareGroupOffsetsResponseGroup:
 def handle(ctx: RequestContext,
            req: DescribeShareGroupOffsetsRequest) -> DescribeShareGroupOffsetsResponse:
     return DescribeShareGroupOffsetsResponse(
-        throttle_time_ms=0, groups=[_describe_group(ctx.services, g) for g in req.groups])
+        throttle_time_ms=0, groups=[_describe_group(ctx, g) for g in req.groups])

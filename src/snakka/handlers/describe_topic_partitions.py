@@ -8,6 +8,13 @@ means all topics.
 EligibleLeaderReplicas and LastKnownElr are nullable in the schema, but Kafka sends empty lists
 when ELR is off (as on a single node), and the Java admin client (kafka-topics.sh --describe,
 Spark's connector) calls methods on them: null is a NullPointerException there.
+
+Authorization (Kafka's DescribeTopicPartitionsRequestHandler): DESCRIBE on each topic (one
+authorizer call, denials audited). All topics: the others are left out. Named topics: each one
+denied is answered TOPIC_AUTHORIZATION_FAILED with a zero topic id and no partitions, after the
+described ones, without telling whether it exists. Every described topic (also one answered
+UNKNOWN_TOPIC_OR_PARTITION) carries its authorized-operations bit field, as Kafka's (there is no
+flag in this request to ask for it).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from snakka.protocol.messages.describe_topic_partitions_response import (
     DescribeTopicPartitionsResponseTopic,
 )
 from snakka.protocol.primitives import ZERO_UUID
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.describe_topic_partitions_request import (
@@ -45,6 +53,9 @@ def handle(ctx: RequestContext,
     cursor = req.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
+    hidden = ctx.denied(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    if hidden:
+        names = [n for n in names if n not in hidden]
     out = []
     next_cursor = None
     budget = limit
@@ -58,7 +69,7 @@ def handle(ctx: RequestContext,
                 code = e.code
             out.append(DescribeTopicPartitionsResponseTopic(
                 error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
-                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, name)))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         if budget <= 0:
@@ -76,8 +87,15 @@ def handle(ctx: RequestContext,
         budget -= len(parts)
         out.append(DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=ti.topic_id, is_internal=ti.is_internal,
-            partitions=parts, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            partitions=parts,
+            topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, name)))
         if end < ti.partitions:
             next_cursor = Cursor(topic_name=name, partition_index=end)
             break
+    if hidden and req.topics:
+        out += [DescribeTopicPartitionsResponseTopic(
+            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
+            is_internal=False, partitions=[],
+            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+            for name in sorted(hidden)]
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=out, next_cursor=next_cursor)

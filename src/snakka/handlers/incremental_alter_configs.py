@@ -2,6 +2,12 @@
 
 APPEND and SUBTRACT apply to list-typed configs (``cleanup.policy``) as in Kafka; on other types
 they are INVALID_CONFIG. Shares validation and application with AlterConfigs (handlers/_alter.py).
+
+Authorization (Kafka's ControllerApis and, for loggers, its broker's RuntimeLoggerManager):
+ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the group
+(GROUP_AUTHORIZATION_FAILED) or the cluster for BROKER and BROKER_LOGGER resources
+(CLUSTER_AUTHORIZATION_FAILED). A denied BROKER resource is validated first, as Kafka's broker
+does before forwarding; the others are refused before their changes are looked at.
 """
 
 from __future__ import annotations
@@ -10,13 +16,15 @@ from typing import TYPE_CHECKING
 
 from snakka.config import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, ConfigType
 from snakka.handlers._alter import RESOURCE_BROKER_LOGGER, alter_resources
+from snakka.handlers._authz import denied_config_resources
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
-from snakka.metadata.core import RESOURCE_GROUP, RESOURCE_TOPIC
+from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse,
     IncrementalAlterConfigsResponse,
 )
+from snakka.security.authorizer import AclOperation
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.incremental_alter_configs_request import (
@@ -82,12 +90,19 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest):
 async def _handle(ctx, req):
     changes = []
     errors = {}
+    denied = denied_config_resources(ctx, AclOperation.ALTER_CONFIGS,
+                                     [(r.resource_type, r.resource_name) for r in req.resources])
     for r in req.resources:
+        key = (r.resource_type, r.resource_name)
+        refused = denied.get(key)
+        if refused is not None and r.resource_type != RESOURCE_BROKER:
+            errors[key] = (refused, refused.message)
+            continue
         try:
             changes.append((r.resource_type, r.resource_name, _changes(ctx.services, r), False))
         except KafkaError as e:
-            errors[(r.resource_type, r.resource_name)] = (e.code, e.message)
-    results = await alter_resources(ctx.services, changes, req.validate_only)
+            errors[key] = (e.code, e.message)
+    results = await alter_resources(ctx.services, changes, req.validate_only, denied)
     by_key = {(rt, rn): (code, msg) for rt, rn, code, msg in results}
     by_key.update(errors)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[

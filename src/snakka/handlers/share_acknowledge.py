@@ -7,12 +7,17 @@ UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION (no such partition, or a share-part
 never had), INVALID_REQUEST (malformed batches), INVALID_RECORD_STATE (records not acquired by
 this member). Renew (type 4) needs v2 with IsRenewAck, as Kafka. The response is sent once the
 acknowledgements are durable under the broker's flush policy (share.manager).
+
+Authorization (KafkaApis.handleShareAcknowledgeRequest): READ on the group, else the whole
+request is GROUP_AUTHORIZATION_FAILED; READ on each topic: acknowledgements of an unreadable
+topic answer TOPIC_AUTHORIZATION_FAILED for their partition and are not applied.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from snakka.handlers._authz import refuse_unreadable_acks, unreadable_topic_ids
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_acknowledge_response import (
@@ -22,6 +27,7 @@ from snakka.protocol.messages.share_acknowledge_response import (
     ShareAcknowledgeTopicResponse,
 )
 from snakka.protocol.share import AckBatch
+from snakka.security.authorizer import AclOperation, ResourceType
 from snakka.share.sessions import FINAL_EPOCH
 
 if TYPE_CHECKING:
@@ -42,6 +48,8 @@ def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
     shares = services.shares
     v = ctx.api_version
     group_id, member_id = req.group_id, req.member_id
+    if not ctx.is_allowed(AclOperation.READ, ResourceType.GROUP, group_id):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not group_id or not member_id:
         return _error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
     err = shares.sessions.acknowledge_update(group_id, member_id, req.share_session_epoch)
@@ -53,8 +61,11 @@ def handle(ctx: RequestContext, req: ShareAcknowledgeRequest):
             acks.setdefault((t.topic_id, p.partition_index), []).extend(
                 AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
                 for b in p.acknowledgement_batches)
-    results, marks = shares.acknowledge(group_id, member_id, acks,
-                                        allow_renew=v >= 2 and req.is_renew_ack)
+    renew = v >= 2 and req.is_renew_ack
+    unreadable = unreadable_topic_ids(ctx, [t.topic_id for t in req.topics])
+    refused = refuse_unreadable_acks(acks, unreadable, allow_renew=renew) if unreadable else {}
+    results, marks = shares.acknowledge(group_id, member_id, acks, allow_renew=renew)
+    results.update(refused)
     if req.share_session_epoch == FINAL_EPOCH:
         marks += shares.close_session(group_id, member_id)
     topics: dict = {}

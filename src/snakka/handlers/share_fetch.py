@@ -24,6 +24,11 @@ result; it is sent only once the acknowledgements are durable (share.manager). M
 assignment are not checked here, as in Kafka: the share-partition leader serves any member id
 of the group; acknowledgements are checked against who holds each record.
 
+Authorization (KafkaApis.handleShareFetchRequest): READ on the group, else the whole request is
+GROUP_AUTHORIZATION_FAILED; READ on each topic of the request and the session: the partitions
+of an unreadable topic answer TOPIC_AUTHORIZATION_FAILED (nothing is acquired from them) and
+their piggy-backed acknowledgements TOPIC_AUTHORIZATION_FAILED (not applied).
+
 One node: CurrentLeader is always this broker with leader epoch 0, and NodeEndpoints is empty
 (it only lists leaders of NOT_LEADER_OR_FOLLOWER partitions, which never happen).
 """
@@ -33,6 +38,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from snakka.handlers._authz import refuse_unreadable_acks, unreadable_topic_ids
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.share_fetch_response import (
@@ -43,6 +49,7 @@ from snakka.protocol.messages.share_fetch_response import (
     ShareFetchResponse,
 )
 from snakka.protocol.share import AckBatch, AcquireMode
+from snakka.security.authorizer import AclOperation, ResourceType
 from snakka.share.manager import PartitionResult
 
 if TYPE_CHECKING:
@@ -59,8 +66,10 @@ def _error(code: ErrorCode, message: str | None, lock_ms: int = 0) -> ShareFetch
 
 
 def _response(replicas, lock_ms: int, results: list[PartitionResult],
-              ack_results: dict) -> ShareFetchResponse:
+              ack_results: dict, refused: list[PartitionResult]) -> ShareFetchResponse:
     by_tp = {(r.topic_id, r.partition): r for r in results}
+    for r in refused:
+        by_tp[(r.topic_id, r.partition)] = r
     for tp in ack_results:
         if tp not in by_tp:
             by_tp[tp] = PartitionResult(tp[0], tp[1])
@@ -94,6 +103,8 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
     shares = services.shares
     v = ctx.api_version
     group_id, member_id = req.group_id, req.member_id
+    if not ctx.is_allowed(AclOperation.READ, ResourceType.GROUP, group_id):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     if not group_id or not member_id:
         return _error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
     renew = v >= 2 and req.is_renew_ack
@@ -119,29 +130,42 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
                                              connection=ctx.connection)
     if sctx.error != ErrorCode.NONE:
         return _error(sctx.error, sctx.message)
+    partitions = sctx.partitions
+    refused: list[PartitionResult] = []
+    unreadable = unreadable_topic_ids(ctx, [tp[0] for tp in fetch + partitions])
+    if unreadable:
+        refused_acks = refuse_unreadable_acks(acks, unreadable, allow_renew=renew)
+        if sctx.kind != "final" and not renew:
+            refused = [PartitionResult(tp[0], tp[1], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                       for tp in partitions if tp[0] in unreadable]
+        partitions = [tp for tp in partitions if tp[0] not in unreadable]
     ack_results, marks = shares.acknowledge(group_id, member_id, acks, allow_renew=renew)
+    if unreadable:
+        ack_results.update(refused_acks)
     if sctx.kind == "final":
         marks += shares.close_session(group_id, member_id)
         results: list[PartitionResult] = []
     elif renew:
         results = []  # KIP-1222: a renew-only request fetches nothing
+    elif refused and not partitions:
+        results = []  # every partition refused: answered at once, as Kafka
     else:
         mode = AcquireMode.RECORD_LIMIT if v >= 2 and req.share_acquire_mode == 1 \
             else AcquireMode.BATCH_OPTIMIZED
         # As Kafka's KafkaApis: MaxBytes capped by fetch.max.bytes (0 or less stays an error,
         # never "unlimited"), MinBytes by that.
         max_bytes = min(req.max_bytes, services.resolver.broker_int("fetch.max.bytes"))
-        results = shares.fetch(group_id, member_id, sctx.partitions,
+        results = shares.fetch(group_id, member_id, partitions,
                                max_wait_ms=req.max_wait_ms,
                                min_bytes=min(req.min_bytes, max_bytes), max_bytes=max_bytes,
                                max_records=req.max_records, batch_size=req.batch_size,
                                mode=mode, session_epoch=req.share_session_epoch)
     if not asyncio.iscoroutine(results) and not (marks and shares.persister.strict()):
-        return _response(services.replicas, lock_ms, results, ack_results)
-    return _finish(services, lock_ms, results, ack_results, marks)
+        return _response(services.replicas, lock_ms, results, ack_results, refused)
+    return _finish(services, lock_ms, results, ack_results, marks, refused)
 
 
-async def _finish(services, lock_ms, results, ack_results, marks):
+async def _finish(services, lock_ms, results, ack_results, marks, refused):
     try:
         await services.shares.durable(marks)
     except BaseException:
@@ -150,4 +174,4 @@ async def _finish(services, lock_ms, results, ack_results, marks):
         raise
     if asyncio.iscoroutine(results):
         results = await results
-    return _response(services.replicas, lock_ms, results, ack_results)
+    return _response(services.replicas, lock_ms, results, ack_results, refused)

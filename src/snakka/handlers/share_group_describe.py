@@ -1,7 +1,12 @@
 """ShareGroupDescribe (77): share groups' state, epochs, assignor and members with their
 assignments (topic ids resolved to names). An unknown group ("Group X not found.") or one of
 another type ("Group X is not a share group.") answers GROUP_ID_NOT_FOUND with the other fields
-at their defaults, as Kafka does; an empty id INVALID_GROUP_ID."""
+at their defaults, as Kafka does; an empty id INVALID_GROUP_ID.
+
+Authorization (Kafka's KafkaApis.handleShareGroupDescribe): DESCRIBE on each group, else
+GROUP_AUTHORIZATION_FAILED for it; ``include_authorized_operations`` fills a described group's
+bit field. (Unlike ConsumerGroupDescribe, the assignments' topics are not checked.)
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from snakka.protocol.messages.share_group_describe_response import (
     ShareGroupDescribeResponse,
     TopicPartitions,
 )
+from snakka.security.authorizer import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from snakka.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
@@ -33,11 +39,15 @@ def _assignment(md, parts) -> Assignment:
 def handle(ctx: RequestContext, req: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
     md = ctx.services.metadata
     groups = ctx.services.groups
-    # No authorizer: authorized operations are reported as omitted, like the other describe
-    # APIs (IncludeAuthorizedOperations is accepted and ignored).
-    ops = AUTHORIZED_OPERATIONS_OMITTED
+    undescribable = ctx.denied(AclOperation.DESCRIBE, ResourceType.GROUP, req.group_ids)
     out = []
     for gid in req.group_ids:
+        if gid in undescribable:
+            out.append(DescribedGroup(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                group_id=gid, group_state="", group_epoch=0, assignment_epoch=0,
+                assignor_name="", members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
         d = groups.share.describe(gid) if gid else None
         if d is None:
             if not gid:
@@ -51,6 +61,8 @@ def handle(ctx: RequestContext, req: ShareGroupDescribeRequest) -> ShareGroupDes
                 group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
+        ops = ctx.authorized_operations(ResourceType.GROUP, gid) \
+            if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         out.append(DescribedGroup(
             error_code=0, error_message=None, group_id=gid, group_state=d.state,
             group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,

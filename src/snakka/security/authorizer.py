@@ -104,11 +104,22 @@ class Action:
 
 
 class Authorizer(Protocol):
-    """Kafka's ``Authorizer.authorize``: one result per action, in order. ``context`` is the
-    request's :class:`~snakka.handlers.context.RequestContext` (principal, listener, client
-    address, API key); typed loosely here so security/ stays below handlers/."""
+    """Kafka's ``org.apache.kafka.server.authorizer.Authorizer`` (the two decisions handlers
+    ask for). ``context`` is the request's :class:`~snakka.handlers.context.RequestContext`
+    (principal, listener, client address, API key); typed loosely here so security/ stays
+    below handlers/."""
 
     def authorize(self, context: Any, actions: Sequence[Action]) -> list[AuthorizationResult]:
+        """One result per action, in order."""
+        ...
+
+    def authorize_by_resource_type(self, context: Any, operation: AclOperation,
+                                   resource_type: ResourceType) -> AuthorizationResult:
+        """Kafka's ``authorizeByResourceType``: ALLOWED if ``operation`` is allowed on at least
+        one resource of ``resource_type`` (some ALLOW binding, literal or prefixed, that no DENY
+        binding covers entirely; super users and ``allow.everyone.if.no.acl.found`` as for
+        :meth:`authorize`). InitProducerId without a transactional id asks it for WRITE on
+        TOPIC in place of IDEMPOTENT_WRITE on the cluster."""
         ...
 
 
@@ -117,6 +128,10 @@ class AllowAllAuthorizer:
 
     def authorize(self, context: Any, actions: Sequence[Action]) -> list[AuthorizationResult]:
         return [AuthorizationResult.ALLOWED] * len(actions)
+
+    def authorize_by_resource_type(self, context: Any, operation: AclOperation,
+                                   resource_type: ResourceType) -> AuthorizationResult:
+        return AuthorizationResult.ALLOWED
 
 
 _DENIED_CODES = {
