@@ -40,6 +40,8 @@ from snakka.limits import MIN_FREE_FDS_AT_START
 from snakka.metadata.core import ClusterMetadata, TopicInfo
 from snakka.remote.manager import RemoteLogManager
 from snakka.replica.manager import ReplicaManager
+from snakka.security.acl_authorizer import create_authorizer
+from snakka.security.authorizer import Authorizer
 from snakka.security.principal import SecurityProtocol
 from snakka.server.channel import ChannelLimits
 from snakka.server.dispatch import RequestDispatcher
@@ -95,6 +97,7 @@ class Broker:
         self.remote: RemoteLogManager | None = None  # tiered storage (KIP-405), when enabled
         self.log_cleaner: LogCleaner | None = None  # compaction, unless log.cleaner.enable=false
         self.services: Services | None = None
+        self.authorizer: Authorizer | None = None  # built at start (authorizer.class.name)
         self.handlers = load_handlers()
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots"), time_ms)
@@ -220,7 +223,13 @@ class Broker:
             replicas=replicas, groups=self.groups, shares=self.shares, txns=self.txns,
             remote=self.remote, fetch_sessions=self.fetch_sessions, endpoints=self)
         self._check_fd_headroom()
-        dispatcher = RequestDispatcher(self.handlers, services=self.services)
+        # Authorization: the authorizer reads the ACLs the metadata replay has just loaded.
+        self.authorizer = create_authorizer(
+            str(config.get("authorizer.class.name")), metadata.acls,
+            super_users=str(config.get("super.users")),
+            allow_everyone_if_no_acl_found=config.bool("allow.everyone.if.no.acl.found"))
+        dispatcher = RequestDispatcher(self.handlers, services=self.services,
+                                       authorizer=self.authorizer)
         limits = ChannelLimits.from_config(config)
         for listener in config.listeners:
             srv = ListenerServer(
