@@ -23,8 +23,11 @@ from snakka.security.acl_authorizer import (
     StandardAuthorizer,
     create_authorizer,
     parse_super_users,
-    unparseable_binding,
-    unparseable_filter,
+    binding_refused,
+    check_delete_filter,
+    check_new_acl,
+    filter_from_codes,
+    unparseable,
     validate_new_acl,
 )
 from snakka.security.authorizer import (
@@ -259,17 +262,39 @@ def test_valid_new_acls():
         validate_new_acl(a)
 
 
-def test_what_kafka_cannot_parse():
-    assert unparseable_binding(2, 3, 3, 3) is None
-    assert unparseable_binding(2, 4, 2, 2) is None
-    for args in ((1, 3, 3, 3), (0, 3, 3, 3), (99, 3, 3, 3), (2, 1, 3, 3), (2, 2, 3, 3),
-                 (2, 0, 3, 3), (2, 3, 1, 3), (2, 3, 0, 3), (2, 3, 15, 3), (2, 3, 3, 1),
-                 (2, 3, 3, 0)):
-        assert unparseable_binding(*args) is not None, args
-    assert unparseable_filter(1, 1, 1, 1) is None
-    assert unparseable_filter(2, 2, 3, 3) is None
-    for args in ((0, 1, 1, 1), (1, 0, 1, 1), (1, 1, 0, 1), (1, 1, 1, 0), (8, 1, 1, 1)):
-        assert unparseable_filter(*args) is not None, args
+def test_unknown_codes_are_invalid_request():
+    def err(*args):
+        with pytest.raises(KafkaError) as e:
+            check_new_acl(*args)
+        return e.value.code, e.value.message
+
+    bad = ErrorCode.INVALID_REQUEST
+    assert err(42, "t", 3, "User:a", "*", 3, 3) == (bad, "Invalid resourceType UNKNOWN")
+    assert err(2, "t", 9, "User:a", "*", 3, 3) == (bad, "Invalid patternType UNKNOWN")
+    assert err(2, "t", 3, "User:a", "*", 99, 3) == (bad, "Invalid operation UNKNOWN")
+    assert err(2, "t", 3, "User:a", "*", 3, 7) == (bad, "Invalid permissionType UNKNOWN")
+    assert err(4, "x", 3, "User:a", "*", 3, 3)[1].startswith("The only valid name")
+    assert check_new_acl(2, "t", 4, "User:a", "h", 2, 2) == acl(
+        "t", Op.ALL, DENY, pattern=PRE, principal="User:a", host="h")
+
+
+def test_what_kafka_cannot_parse_or_build():
+    assert unparseable(2, 3, 3, 3) is None and unparseable(42, 9, 99, 7) is None
+    for args in ((0, 3, 3, 3), (2, 0, 3, 3), (2, 3, 0, 3), (2, 3, 3, 0)):
+        assert unparseable(*args) is not None, args
+    assert binding_refused(2, 3, 3, 3) is None and binding_refused(42, 9, 99, 7) is None
+    for args in ((1, 3, 3, 3), (2, 1, 3, 3), (2, 2, 3, 3), (2, 3, 1, 3), (2, 3, 3, 1)):
+        assert binding_refused(*args) is not None, args
+
+
+def test_filters_with_codes_kafka_does_not_know():
+    flt = filter_from_codes(2, None, 9, None, None, 1, 1)
+    assert flt.pattern_type == PatternType.UNKNOWN and not flt.matches(acl("t"))
+    with pytest.raises(KafkaError, match="Unknown patternFilter."):
+        check_delete_filter(flt)
+    with pytest.raises(KafkaError, match="Unknown entryFilter."):
+        check_delete_filter(filter_from_codes(1, None, 1, None, None, 1, 9))
+    check_delete_filter(filter_from_codes(1, None, 2, None, None, 1, 1))
 
 
 # -- the metadata records -------------------------------------------------------------------

@@ -216,16 +216,19 @@ def test_a_non_super_principal_is_denied_the_acl_apis_with_kafka_codes():
     assert [(r.error_code, r.matching_acls) for r in x.filter_results] == [(cafe, [])]
 
 
-def test_requests_kafka_cannot_parse_close_the_connection(broker):
-    """An ANY/MATCH/unknown code where a binding needs a value: Kafka's request constructor
-    throws and the broker closes the connection; so does snakka (a log line, no crash)."""
+def test_codes_kafka_refuses_get_kafka_answers(broker):
+    """As the reference Kafka 4.0 answers (tests/reference/test_acls_reference.py): a code of 0
+    (UNKNOWN) closes the connection (Kafka's request parsing throws); ANY or MATCH in a binding
+    fails the whole CreateAcls with UNKNOWN_SERVER_ERROR; an unknown code is INVALID_REQUEST."""
+    def creation(rtype=2, pattern=3, op=3):
+        return AclCreation(resource_type=rtype, resource_name="t", resource_pattern_type=pattern,
+                           principal="User:x", host="*", operation=op, permission_type=3)
+
     async def go():
         host, port = parse_bootstrap(broker.bootstrap_servers)
         for req in (
-            CreateAclsRequest(creations=[AclCreation(
-                resource_type=2, resource_name="t", resource_pattern_type=2,
-                principal="User:x", host="*", operation=3, permission_type=3)]),
-            DescribeAclsRequest(resource_type_filter=9, resource_name_filter=None,
+            CreateAclsRequest(creations=[creation(pattern=0)]),
+            DescribeAclsRequest(resource_type_filter=0, resource_name_filter=None,
                                 pattern_type_filter=1, principal_filter=None, host_filter=None,
                                 operation=1, permission_type=1),
             DeleteAclsRequest(filters=[DeleteAclsFilter(
@@ -235,7 +238,19 @@ def test_requests_kafka_cannot_parse_close_the_connection(broker):
             async with KafkaConnection(host, port) as conn:
                 with pytest.raises((ConnectionError, EOFError, OSError)):
                     await conn.send(req)
-    run_async(go())
+        async with KafkaConnection(host, port) as conn:
+            refused = await conn.send(CreateAclsRequest(creations=[
+                creation(), creation(pattern=2)]))
+            unknown = await conn.send(CreateAclsRequest(creations=[creation(rtype=42),
+                                                                   creation(op=99)]))
+            return refused, unknown
+
+    refused, unknown = run_async(go())
+    assert [(r.error_code, r.error_message) for r in refused.results] == [
+        (ErrorCode.UNKNOWN_SERVER_ERROR, None)] * 2
+    assert [(r.error_code, r.error_message) for r in unknown.results] == [
+        (ErrorCode.INVALID_REQUEST, "Invalid resourceType UNKNOWN"),
+        (ErrorCode.INVALID_REQUEST, "Invalid operation UNKNOWN")]
     assert len(broker.broker.metadata.acls) == 0
 
 

@@ -6,8 +6,9 @@ authorizer each filter's result is SECURITY_DISABLED (54) with no matching ACLs,
 broker without one answers. With the StandardAuthorizer each filter (Kafka's AclBindingFilter
 rules, MATCH included) lists every ACL it matched, and those ACLs are removed
 (controller.delete_acls: ``remove_acl`` records, one append, one fsync, answered once durable);
-an ACL two filters match is listed in both results. A filter with an UNKNOWN element closes the
-connection, as Kafka does. One result per filter, in request order. Versions 1-3 (Kafka 4.0's).
+an ACL two filters match is listed in both results. A filter with a code of 0 (UNKNOWN) closes
+the connection, as Kafka does; one with a code Kafka does not know is INVALID_REQUEST ("Unknown
+patternFilter." / "Unknown entryFilter."). One result per filter, in request order. Versions 1-3 (Kafka 4.0's).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from snakka.protocol.messages.delete_acls_response import (
     DeleteAclsMatchingAcl,
     DeleteAclsResponse,
 )
+from snakka.security.acl_authorizer import AclBindingFilter, check_delete_filter
 from snakka.security.authorizer import CLUSTER, AclOperation, Action
 
 if TYPE_CHECKING:
@@ -52,8 +54,17 @@ def handle(ctx: RequestContext, req: DeleteAclsRequest):  # noqa: ANN201 - respo
 
 
 async def _delete(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
-    results = await ctx.services.controller.delete_acls(
-        [binding_filter(f) for f in req.filters])
+    filters = [binding_filter(f) for f in req.filters]
+    checked: list[AclBindingFilter | KafkaError] = []
+    for flt in filters:
+        try:
+            check_delete_filter(flt)
+            checked.append(flt)
+        except KafkaError as e:
+            checked.append(e)
+    deleted = iter(await ctx.services.controller.delete_acls(
+        [f for f in checked if isinstance(f, AclBindingFilter)]))
+    results = [f if isinstance(f, KafkaError) else next(deleted) for f in checked]
     out = []
     for r in results:
         if isinstance(r, KafkaError):

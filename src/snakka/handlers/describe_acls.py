@@ -6,8 +6,8 @@ Without an authorizer (``authorizer.class.name`` empty) the answer is Kafka's: S
 (54) with Kafka's message; clients take that as "no ACLs here" (MirrorMaker 2 logs one INFO
 line and stops syncing topic ACLs). With the StandardAuthorizer: every ACL the filter matches
 (Kafka's AclBindingFilter rules, MATCH included), grouped by resource pattern in the order the
-patterns were first created. A filter with an UNKNOWN element closes the connection, as Kafka
-does. Versions 1-3, as Kafka 4.0 serves (v0 went in 4.0).
+patterns were first created. A filter with a code of 0 (UNKNOWN) closes the connection, as
+Kafka does; a code Kafka does not know (e.g. pattern type 9) matches nothing. Versions 1-3, as Kafka 4.0 serves (v0 went in 4.0).
 """
 
 from __future__ import annotations
@@ -57,5 +57,5 @@ def handle(ctx: RequestContext, req: DescribeAclsRequest) -> DescribeAclsRespons
         res.acls.append(AclDescription(principal=acl.principal, host=acl.host,
                                        operation=int(acl.operation),
                                        permission_type=int(acl.permission_type)))
-    return DescribeAclsResponse(throttle_time_ms=0, error_code=0, error_message=None,
+    return DescribeAclsResponse(throttle_time_ms=0, error_code=0, error_message="",
                                 resources=list(resources.values()))

@@ -12,9 +12,13 @@ What it owns, all sans-I/O (no sockets, no files, no clock):
   sorted set StandardAuthorizerData scans). The cluster metadata (metadata.core) owns one and
   replays the ACL records into it, so the authorizer, reading the same object, is up to date
   the moment a record is applied: at start-up (replay) and after CreateAcls / DeleteAcls.
-- the validation CreateAcls applies (Kafka's AclApis and AclControlManager.validateNewAcl),
-  and what Kafka cannot even parse (an UNKNOWN or ANY where a binding needs a value: Kafka's
-  request constructors throw, and the broker closes the connection).
+- the validation the ACL APIs apply, as the reference Kafka 4.0 answers (checked by
+  tests/reference/test_acls_reference.py): a code of 0 (UNKNOWN) anywhere in a binding or
+  filter fails Kafka's request parsing and closes the connection (:func:`unparseable`); ANY or
+  MATCH where a CreateAcls binding needs a value makes Kafka's AclBinding constructor throw,
+  failing the whole request with UNKNOWN_SERVER_ERROR (:func:`binding_refused`); everything
+  else is INVALID_REQUEST per binding with Kafka's message (:func:`check_new_acl`: AclApis and
+  AclControlManager.validateNewAcl) or per DeleteAcls filter (:func:`check_delete_filter`).
 - :class:`StandardAuthorizer`: Kafka's decision rules, in this order: a ``super.users``
   principal is allowed everything; else every ACL that applies to the resource is examined
   (literal name, the literal wildcard ``*``, PREFIXED ACLs whose name is a prefix of it); an ACL
@@ -56,9 +60,9 @@ from snakka.security.authorizer import (
 
 __all__ = [
     "STANDARD_AUTHORIZER_CLASSES", "WILDCARD", "WILDCARD_PRINCIPAL", "AclBindingFilter",
-    "AclCache", "StandardAcl", "StandardAuthorizer", "create_authorizer", "find_result",
-    "parse_super_users",
-    "unparseable_binding", "unparseable_filter", "validate_new_acl",
+    "AclCache", "StandardAcl", "StandardAuthorizer", "binding_refused", "check_delete_filter",
+    "check_new_acl", "create_authorizer", "filter_from_codes", "find_result",
+    "parse_super_users", "unparseable", "validate_new_acl",
 ]
 
 audit_log = logging.getLogger("snakka.authorizer")
@@ -185,48 +189,89 @@ class AclBindingFilter:
 
 # -- validation (CreateAcls, DescribeAcls, DeleteAcls) -----------------------------------------
 
-def unparseable_binding(resource_type: int, pattern_type: int, operation: int,
-                        permission_type: int) -> str | None:
-    """Why Kafka cannot even build this CreateAcls binding (None: it can). An UNKNOWN code
-    (any code Kafka does not know is UNKNOWN) or ANY / MATCH where a binding needs a concrete
-    value makes Kafka's request constructor throw, and the broker closes the connection."""
-    if ResourceType.from_code(resource_type) in (ResourceType.UNKNOWN, ResourceType.ANY):
-        return f"resource type {resource_type} is not a resource type an ACL can have"
-    if PatternType.from_code(pattern_type) not in (PatternType.LITERAL, PatternType.PREFIXED):
-        return f"pattern type {pattern_type} is not LITERAL or PREFIXED"
-    if AclOperation.from_code(operation) in (AclOperation.UNKNOWN, AclOperation.ANY):
-        return f"operation {operation} is not an operation an ACL can have"
-    if AclPermissionType.from_code(permission_type) not in (AclPermissionType.ALLOW,
-                                                             AclPermissionType.DENY):
-        return f"permission type {permission_type} is not ALLOW or DENY"
+def unparseable(*codes: int) -> str | None:
+    """Why Kafka cannot parse an ACL request whose binding or filter has these codes (resource
+    type, pattern type, operation, permission type): a code of exactly 0 (UNKNOWN) makes the
+    request's constructor throw and Kafka closes the connection. None: it parses. (Codes Kafka
+    does not know, e.g. 42, read as UNKNOWN later and get an error code instead.)"""
+    names = ("resource type", "pattern type", "operation", "permission type")
+    for what, code in zip(names, codes, strict=True):
+        if code == 0:
+            return f"{what} UNKNOWN (0)"
     return None
 
 
-def unparseable_filter(resource_type: int, pattern_type: int, operation: int,
-                       permission_type: int) -> str | None:
-    """Why Kafka cannot build this DescribeAcls / DeleteAcls filter (None: it can): an UNKNOWN
-    element ("Filters contain UNKNOWN elements"); the broker closes the connection."""
-    for what, code, enum in (("resource type", resource_type, ResourceType),
-                             ("pattern type", pattern_type, PatternType),
-                             ("operation", operation, AclOperation),
-                             ("permission type", permission_type, AclPermissionType)):
-        if enum.from_code(code) == 0:
-            return f"the filter's {what} {code} is UNKNOWN"
+def binding_refused(resource_type: int, pattern_type: int, operation: int,
+                    permission_type: int) -> str | None:
+    """Why Kafka cannot even build this CreateAcls binding (None: it can): ANY as resource
+    type, operation or permission, ANY or MATCH as pattern type. Kafka's AclBinding
+    constructors throw inside the handler, so the whole request is answered
+    UNKNOWN_SERVER_ERROR."""
+    if resource_type == ResourceType.ANY:
+        return "resource type ANY"
+    if pattern_type in (PatternType.ANY, PatternType.MATCH):
+        return f"pattern type {PatternType(pattern_type).name}"
+    if operation == AclOperation.ANY:
+        return "operation ANY"
+    if permission_type == AclPermissionType.ANY:
+        return "permission type ANY"
     return None
+
+
+def check_new_acl(resource_type: int, resource_name: str, pattern_type: int, principal: str,
+                  host: str, operation: int, permission_type: int) -> StandardAcl:
+    """A CreateAcls binding (wire codes) as an ACL, or KafkaError(INVALID_REQUEST) with Kafka's
+    message: AclApis' checks first, then AclControlManager.validateNewAcl's."""
+    rtype = ResourceType.from_code(resource_type)
+    ptype = PatternType.from_code(pattern_type)
+    op = AclOperation.from_code(operation)
+    perm = AclPermissionType.from_code(permission_type)
+    if rtype == ResourceType.CLUSTER and resource_name != CLUSTER_NAME:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+    if not resource_name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid empty resource name")
+    if rtype in (ResourceType.UNKNOWN, ResourceType.ANY):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid resourceType {rtype.name}")
+    if ptype not in (PatternType.LITERAL, PatternType.PREFIXED):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid patternType {ptype.name}")
+    if op in (AclOperation.UNKNOWN, AclOperation.ANY):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid operation {op.name}")
+    if perm not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid permissionType {perm.name}")
+    if ":" not in principal:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Could not parse principal from `{principal}` (no colon is "
+                         "present separating the principal type from the principal name)")
+    return StandardAcl(ResourceType(rtype), resource_name, PatternType(ptype), principal, host,
+                       AclOperation(op), AclPermissionType(perm))
 
 
 def validate_new_acl(acl: StandardAcl) -> None:
-    """Kafka's checks of a parseable binding (AclApis, then AclControlManager.validateNewAcl):
-    KafkaError(INVALID_REQUEST) with Kafka's message."""
-    if acl.resource_type is ResourceType.CLUSTER and acl.resource_name != CLUSTER_NAME:
-        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
-    if not acl.resource_name:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid empty resource name")
-    if ":" not in acl.principal:
-        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"Could not parse principal from `{acl.principal}` (no colon is "
-                         "present separating the principal type from the principal name)")
+    """:func:`check_new_acl` of an ACL already built (the controller checks again)."""
+    check_new_acl(acl.resource_type, acl.resource_name, acl.pattern_type, acl.principal,
+                  acl.host, acl.operation, acl.permission_type)
+
+
+def filter_from_codes(resource_type: int, resource_name: str | None, pattern_type: int,
+                      principal: str | None, host: str | None, operation: int,
+                      permission_type: int) -> AclBindingFilter:
+    """A DescribeAcls / DeleteAcls filter from wire codes; a code Kafka does not know reads as
+    UNKNOWN (which matches nothing), as Kafka's ``fromCode``."""
+    return AclBindingFilter(ResourceType(ResourceType.from_code(resource_type)), resource_name,
+                            PatternType(PatternType.from_code(pattern_type)), principal, host,
+                            AclOperation(AclOperation.from_code(operation)),
+                            AclPermissionType(AclPermissionType.from_code(permission_type)))
+
+
+def check_delete_filter(flt: AclBindingFilter) -> None:
+    """AclControlManager.validateFilter: a DeleteAcls filter with an UNKNOWN element is
+    KafkaError(INVALID_REQUEST)."""
+    if flt.resource_type == ResourceType.UNKNOWN or flt.pattern_type == PatternType.UNKNOWN:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Unknown patternFilter.")
+    if flt.operation == AclOperation.UNKNOWN or \
+            flt.permission_type == AclPermissionType.UNKNOWN:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Unknown entryFilter.")
 
 
 # -- the ACL store and its index --------------------------------------------------------------
