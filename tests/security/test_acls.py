@@ -40,17 +40,7 @@ from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.create_acls_request import AclCreation, CreateAclsRequest
 from snakka.protocol.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
 from snakka.protocol.messages.describe_acls_request import DescribeAclsRequest
-from snakka.security.authorizer import (
-    AclOperation as Op,
-)
-from snakka.security.authorizer import (
-    Action,
-    AuthorizationResult,
-    ResourcePattern as SnakkaPattern,
-)
-from snakka.security.authorizer import (
-    ResourceType as RT,
-)
+from snakka.security import authorizer as az
 from snakka.security.principal import KafkaPrincipal
 from snakka.testing import EmbeddedBroker
 from tests.integration.helpers import SNAKKA, run_async
@@ -176,12 +166,14 @@ def test_acls_survive_a_restart_and_are_enforced_without_the_super_user():
         assert e.value.args[0].code() == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         auth = b.broker.authorizer
         alice = _Ctx(KafkaPrincipal("User", "alice"))
-        assert auth.authorize(alice, [Action(Op.READ, SnakkaPattern(RT.TOPIC, "app.x")),
-                                      Action(Op.DESCRIBE, SnakkaPattern(RT.TOPIC, "app.x")),
-                                      Action(Op.WRITE, SnakkaPattern(RT.TOPIC, "app.x")),
-                                      Action(Op.READ, SnakkaPattern(RT.TOPIC, "tmp"))]) == [
-            AuthorizationResult.ALLOWED, AuthorizationResult.ALLOWED,
-            AuthorizationResult.DENIED, AuthorizationResult.DENIED]
+        def topic(op: az.AclOperation, name: str) -> az.Action:
+            return az.Action(op, az.ResourcePattern(az.ResourceType.TOPIC, name))
+
+        ops = az.AclOperation
+        assert auth.authorize(alice, [topic(ops.READ, "app.x"), topic(ops.DESCRIBE, "app.x"),
+                                      topic(ops.WRITE, "app.x"), topic(ops.READ, "tmp")]) == [
+            az.AuthorizationResult.ALLOWED, az.AuthorizationResult.ALLOWED,
+            az.AuthorizationResult.DENIED, az.AuthorizationResult.DENIED]
 
 
 @dataclass

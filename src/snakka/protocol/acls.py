@@ -13,13 +13,14 @@ renumbered. ``parse`` helpers accept Kafka's names case-insensitively, as
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Self
 
 __all__ = ["AclOperation", "AclPermissionType", "PatternType", "ResourceType"]
 
 
 class _Named(IntEnum):
     @classmethod
-    def parse(cls, text: str) -> _Named:
+    def parse(cls, text: str) -> Self:
         """The member named ``text`` (case-insensitive; ``-`` and ``_`` alike); ValueError if
         there is none."""
         key = text.strip().upper().replace("-", "_")
@@ -30,7 +31,7 @@ class _Named(IntEnum):
                              f"{', '.join(m.name for m in cls)}") from None
 
     @classmethod
-    def from_code(cls, code: int) -> _Named:
+    def from_code(cls, code: int) -> Self:
         """Kafka's ``fromCode``: an unknown code is UNKNOWN (0), never an exception."""
         try:
             return cls(code)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,7 +118,7 @@ class StandardAcl:
                 "operation": int(self.operation), "permission_type": int(self.permission_type)}
 
     @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> StandardAcl:
+    def from_record(cls, rec: Mapping[str, Any]) -> StandardAcl:
         return cls(ResourceType(int(rec["resource_type"])), str(rec["resource_name"]),
                    PatternType(int(rec["pattern_type"])), str(rec["principal"]),
                    str(rec["host"]), AclOperation(int(rec["operation"])),
