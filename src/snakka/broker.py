@@ -41,6 +41,7 @@ from snakka.limits import MIN_FREE_FDS_AT_START
 from snakka.metadata.core import ClusterMetadata, TopicInfo
 from snakka.remote.manager import RemoteLogManager
 from snakka.replica.manager import ReplicaManager
+from snakka.security.acl_authorizer import create_authorizer
 from snakka.security.authorizer import Authorizer
 from snakka.security.principal import SecurityProtocol
 from snakka.security.sasl.config import SaslServerFactory
@@ -244,6 +245,13 @@ class Broker:
             remote=self.remote, fetch_sessions=self.fetch_sessions, endpoints=self,
             sasl=self.sasl)
         self._check_fd_headroom()
+        # Authorization: the authorizer reads the ACLs the metadata replay has just loaded (a
+        # test may have injected its own).
+        if self.authorizer is None:
+            self.authorizer = create_authorizer(
+                str(config.get("authorizer.class.name")), metadata.acls,
+                super_users=str(config.get("super.users")),
+                allow_everyone_if_no_acl_found=config.bool("allow.everyone.if.no.acl.found"))
         dispatcher = RequestDispatcher(self.handlers, services=self.services,
                                        authorizer=self.authorizer)
         limits = ChannelLimits.from_config(config)

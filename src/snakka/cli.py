@@ -502,6 +502,187 @@ def groups_configs(group_id, sets, deletes, bootstrap) -> None:
                    _CONFIG_SOURCES.get(source, str(source))] for name, value, source in entries])
 
 
+# -- acls (kafka-acls.sh) --------------------------------------------------------------------
+# Kafka's kafka-acls.sh vocabulary: --allow-principal / --deny-principal (repeatable),
+# --allow-host / --deny-host (default *), --operation (repeatable, default All), one or more
+# resources (--topic, --group, --transactional-id, --cluster), --resource-pattern-type.
+def _acl_options(f):
+    for opt in reversed([
+        click.option("--topic", "topics_", multiple=True, help="Topic (repeatable; '*': all)."),
+        click.option("--group", "groups_", multiple=True, help="Consumer group (repeatable)."),
+        click.option("--transactional-id", "txn_ids", multiple=True,
+                     help="Transactional id (repeatable)."),
+        click.option("--cluster", is_flag=True, help="The cluster resource."),
+        click.option("--resource-pattern-type", "pattern", default=None,
+                     help="literal | prefixed (add); also any | match (list, remove). "
+                          "Default: literal (list without a resource: any)."),
+        click.option("--allow-principal", "allow_principals", multiple=True,
+                     metavar="TYPE:NAME", help="e.g. User:alice (repeatable)."),
+        click.option("--deny-principal", "deny_principals", multiple=True,
+                     metavar="TYPE:NAME"),
+        click.option("--allow-host", "allow_hosts", multiple=True,
+                     help="Default * when --allow-principal is given."),
+        click.option("--deny-host", "deny_hosts", multiple=True,
+                     help="Default * when --deny-principal is given."),
+        click.option("--operation", "operations", multiple=True,
+                     help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
+                          "AlterConfigs, DescribeConfigs, IdempotentWrite, All (repeatable; "
+                          "default All)."),
+        _bootstrap,
+    ]):
+        f = opt(f)
+    return f
+
+
+def _acl_enum(enum, text: str, what: str):
+    wanted = text.replace("-", "").replace("_", "").upper()
+    for member in enum:
+        if member.name.replace("_", "") == wanted:
+            return member
+    raise click.BadParameter(f"unknown {what} {text!r}", param_hint=f"--{what}")
+
+
+def _acl_resources(topics_, groups_, txn_ids, cluster) -> list[tuple]:
+    from snakka.protocol.acls import ResourceType
+
+    out = [(ResourceType.TOPIC, t) for t in topics_]
+    out += [(ResourceType.GROUP, g) for g in groups_]
+    out += [(ResourceType.TRANSACTIONAL_ID, t) for t in txn_ids]
+    if cluster:
+        out.append((ResourceType.CLUSTER, "kafka-cluster"))
+    return out
+
+
+def _acl_entries(allow_principals, deny_principals, allow_hosts, deny_hosts,
+                 operations) -> list[tuple]:
+    """(principal, host, operation, permission) for every combination, as kafka-acls.sh."""
+    from snakka.protocol.acls import AclOperation, AclPermissionType
+
+    ops = [_acl_enum(AclOperation, o, "operation") for o in operations] or [AclOperation.ALL]
+    out = []
+    for perm, principals, hosts in ((AclPermissionType.ALLOW, allow_principals, allow_hosts),
+                                    (AclPermissionType.DENY, deny_principals, deny_hosts)):
+        for p in principals:
+            if ":" not in p:
+                raise click.BadParameter(f"expected TYPE:NAME (e.g. User:alice), got {p!r}",
+                                         param_hint="--allow-principal/--deny-principal")
+            out += [(p, h, op, perm) for h in (hosts or ("*",)) for op in ops]
+    return out
+
+
+@main.group()
+def acls() -> None:
+    """Add, list and remove ACLs (the broker needs authorizer.class.name; kafka-acls.sh's
+    options)."""
+
+
+@acls.command("add")
+@_acl_options
+def acls_add(topics_, groups_, txn_ids, cluster, pattern, allow_principals, deny_principals,
+             allow_hosts, deny_hosts, operations, bootstrap) -> None:
+    """Add ACLs: every principal x host x operation, on every resource given."""
+    from snakka.client.admin import AclBinding, Admin
+    from snakka.protocol.acls import PatternType
+
+    ptype = _acl_enum(PatternType, pattern or "literal", "resource-pattern-type")
+    if ptype not in (PatternType.LITERAL, PatternType.PREFIXED):
+        raise click.BadParameter("adding needs literal or prefixed",
+                                 param_hint="--resource-pattern-type")
+    resources = _acl_resources(topics_, groups_, txn_ids, cluster)
+    entries = _acl_entries(allow_principals, deny_principals, allow_hosts, deny_hosts,
+                           operations)
+    if not resources or not entries:
+        raise click.UsageError("give a resource (--topic, --group, --transactional-id, "
+                               "--cluster) and --allow-principal or --deny-principal")
+    bindings = [AclBinding(rt, name, ptype, *e) for rt, name in resources for e in entries]
+
+    async def go():
+        async with Admin(bootstrap) as a:
+            await a.create_acls(bindings)
+
+    _run(go())
+    for b in bindings:
+        click.echo(f"Added ACL {b.entry()} for resource `{b.resource()}`")
+
+
+def _acl_filters(topics_, groups_, txn_ids, cluster, pattern, principals, hosts,
+                 operations) -> list:
+    from snakka.client.admin import AclFilter
+    from snakka.protocol.acls import AclOperation, PatternType
+
+    ptype = _acl_enum(PatternType, pattern, "resource-pattern-type")
+    ops = [_acl_enum(AclOperation, o, "operation") for o in operations] or [AclOperation.ANY]
+    resources = _acl_resources(topics_, groups_, txn_ids, cluster) or [(None, None)]
+    out = []
+    for rt, name in resources:
+        for p in principals or (None,):
+            for h in hosts or (None,):
+                for op in ops:
+                    kw = {} if rt is None else {"resource_type": rt, "resource_name": name}
+                    out.append(AclFilter(pattern_type=ptype, principal=p, host=h,
+                                         operation=op, **kw))
+    return out
+
+
+@acls.command("list")
+@_acl_options
+@click.option("--principal", "principals", multiple=True, help="Only this principal's ACLs.")
+def acls_list(topics_, groups_, txn_ids, cluster, pattern, allow_principals, deny_principals,
+              allow_hosts, deny_hosts, operations, bootstrap, principals) -> None:
+    """List ACLs (of the resources given, else all), grouped by resource."""
+    from snakka.client.admin import Admin
+
+    default = "literal" if _acl_resources(topics_, groups_, txn_ids, cluster) else "any"
+    filters = _acl_filters(topics_, groups_, txn_ids, cluster, pattern or default, principals,
+                           (), operations)
+
+    async def go():
+        async with Admin(bootstrap) as a:
+            found: dict = {}
+            for f in filters:
+                for b in await a.describe_acls(f):
+                    found.setdefault(b.resource(), {})[b] = None
+            return found
+
+    for resource, bindings in _run(go()).items():
+        click.echo(f"Current ACLs for resource `{resource}`: ")
+        for b in bindings:
+            click.echo(f" \t{b.entry()} ")
+        click.echo()
+
+
+@acls.command("remove")
+@_acl_options
+@click.option("--force", is_flag=True, help="Accepted for kafka-acls.sh compatibility (snakka "
+              "does not ask for confirmation).")
+def acls_remove(topics_, groups_, txn_ids, cluster, pattern, allow_principals, deny_principals,
+                allow_hosts, deny_hosts, operations, bootstrap, force) -> None:
+    """Remove the ACLs given (every principal x host x operation), or every ACL of the
+    resources given when no principal is."""
+    from snakka.client.admin import AclFilter, Admin
+    from snakka.protocol.acls import PatternType
+
+    if not _acl_resources(topics_, groups_, txn_ids, cluster):
+        raise click.UsageError("give a resource (--topic, --group, --transactional-id, "
+                               "--cluster)")
+    if allow_principals or deny_principals:
+        ptype = _acl_enum(PatternType, pattern or "literal", "resource-pattern-type")
+        filters = [AclFilter(rt, name, ptype, *e)
+                   for rt, name in _acl_resources(topics_, groups_, txn_ids, cluster)
+                   for e in _acl_entries(allow_principals, deny_principals, allow_hosts,
+                                         deny_hosts, operations)]
+    else:
+        filters = _acl_filters(topics_, groups_, txn_ids, cluster, pattern or "literal", (),
+                               (), operations)
+
+    async def go():
+        async with Admin(bootstrap) as a:
+            return await a.delete_acls(filters)
+
+    for b in _run(go()):
+        click.echo(f"Removed ACL {b.entry()} from resource `{b.resource()}`")
+
+
 @main.group()
 def transactions() -> None:
     """List and describe transactions, describe producers, find and abort hanging

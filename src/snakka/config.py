@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from snakka.limits import DEFAULT_MAX_UNCOMPRESSED_BYTES, INT32_MAX, INT64_MAX
+from snakka.security.acl_authorizer import STANDARD_AUTHORIZER_CLASSES, parse_super_users
 
 
 # Kafka's ConfigType ids as used by DescribeConfigs v3+.
@@ -135,13 +136,14 @@ def parse_connections_per_ip_overrides(s: str) -> dict[str, int]:
     return out
 
 
-def _one_of(*choices: str, case_insensitive: bool = False) -> Callable[[str, str], str]:
+def _one_of(*choices: str, case_insensitive: bool = False,
+            message: str | None = None) -> Callable[[str, str], str]:
     def parse(name: str, s: str) -> str:
         v = s.strip()
         if case_insensitive:
             v = v.lower() if all(c == c.lower() for c in choices) else v
         if v not in choices:
-            raise ConfigError(name, s, f"String must be one of: {', '.join(choices)}")
+            raise ConfigError(name, s, message or f"String must be one of: {', '.join(choices)}")
         return v
 
     return parse
@@ -161,6 +163,14 @@ def _parse_protocol_map(name: str, s: str) -> dict[str, str]:
                               f"{', '.join(SECURITY_PROTOCOLS)}, got {item!r}")
         out[listener.strip().upper()] = proto
     return out
+
+
+def _parse_super_users_config(name: str, s: str) -> str:
+    """``super.users``: 'Type:name;Type:name' (each must have a principal type)."""
+    for p in parse_super_users(s):
+        if ":" not in p or p.startswith(":"):
+            raise ConfigError(name, s, f"'{p}' is not a principal (Type:name, e.g. User:admin)")
+    return s.strip()
 
 
 def _refuse_true(reason: str) -> Callable[[str, str], bool]:
@@ -709,10 +719,20 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("rsm.config.storage.s3.request.timeout.ms", _L, "120000", _pos_long,
        "Longest one S3 request may take (a part of a multipart upload included).",
        read_only=True),
-    _d("authorizer.class.name", _S, "", _refuse_nonempty(
-        "ACLs are not available in this snakka version: no request would be authorized"),
-       "Authorizer (not available yet: any value is refused at start rather than leaving "
-       "every request unauthorized).", read_only=True),
+    # -- Authorization (ACLs: security/acl_authorizer.py, docs/security.md) --------------
+    _d("authorizer.class.name", _S, "", _one_of(
+        "", *STANDARD_AUTHORIZER_CLASSES, message="Unknown authorizer (empty: none, every "
+        "request is allowed; or org.apache.kafka.metadata.authorizer.StandardAuthorizer)"),
+       "Authorizer: empty (none: every request is allowed, the ACL APIs answer "
+       "SECURITY_DISABLED) or org.apache.kafka.metadata.authorizer.StandardAuthorizer "
+       "(ACLs kept in the metadata log; snakka.security.StandardAuthorizer is the same). Any "
+       "other class is refused at start.", read_only=True),
+    _d("super.users", _S, "", _parse_super_users_config,
+       "Principals allowed everything whatever the ACLs say, separated by ';' (e.g. "
+       "User:admin;User:ANONYMOUS). Used by the StandardAuthorizer.", read_only=True),
+    _d("allow.everyone.if.no.acl.found", _B, "false", _parse_bool,
+       "With the StandardAuthorizer: whether an action on a resource that has no ACL at all "
+       "is allowed (a resource with ACLs, none matching, is always denied).", read_only=True),
 ]
 
 # -- SASL (issue 14) -------------------------------------------------------------------------

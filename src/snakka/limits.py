@@ -55,6 +55,13 @@ MAX_TOPIC_NAME_LENGTH = 249
 #: has no such bound; a typo like 1000000 would create a million directories.
 MAX_PARTITIONS_PER_TOPIC = 10_000
 
+#: ACL records one CreateAcls or DeleteAcls request may write (Kafka's
+#: ``QuorumController.MAX_RECORDS_PER_USER_OP``): creations beyond it, and a DeleteAcls filter
+#: that would take the request beyond it, fail (UNKNOWN_SERVER_ERROR, Kafka's "Cannot remove
+#: more than 10000 acls in a single delete operation."), so one request's metadata append and
+#: its replay stay bounded.
+ACL_RECORDS_PER_REQUEST = 10_000
+
 # ------------------------------------------------------------------------------------ groups
 
 #: How long a member added by a still-unanswered classic JoinGroup may wait before it is

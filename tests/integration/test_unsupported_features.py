@@ -37,8 +37,7 @@ FAST = 10.0  # seconds: "promptly", with a generous margin for a loaded 2-core m
     ("listeners=SASL_PLAINTEXT://localhost:0", "GSSAPI"),
     ("listener.security.protocol.map=PLAINTEXT:SASL_PLAINTEXT", "GSSAPI"),
     ("log.dirs={tmp}/a,{tmp}/b", "log.dirs"),
-    ("authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-     "authorizer.class.name"),
+    ("authorizer.class.name=kafka.security.authorizer.AclAuthorizer", "authorizer.class.name"),
 ])
 def test_serve_refuses_a_config_for_an_absent_feature_in_one_line(tmp_path, override, names):
     """Before: an SSL or SASL listener served plaintext, extra log dirs and the other keys were silently ignored."""

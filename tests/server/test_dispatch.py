@@ -233,13 +233,16 @@ def test_undeclared_apis_do_not_call_the_authorizer():
     assert resp.error_code == 0 and auth.calls == []
 
 
-def test_the_served_handlers_declare_no_api_level_actions_yet():
-    # Allow-all today; a declaration here changes what a denied client gets (see ACLs, #14).
-    # The SCRAM admin APIs (issue 14) need DESCRIBE / ALTER on the cluster, as in Kafka.
-    declared = {k: [(a.operation.name, str(a.resource_pattern)) for a in h.actions]
-                for k, h in load_handlers().items() if h.actions}
-    cluster = str(CLUSTER)
-    assert declared == {50: [("DESCRIBE", cluster)], 51: [("ALTER", cluster)]}
+def test_only_the_acl_and_scram_apis_declare_api_level_actions():
+    # Kafka authorizes the ACL APIs (AclApis) and the SCRAM admin APIs on the cluster before
+    # anything else; the other APIs authorize per resource in their handlers.
+    declared = {k: h.actions for k, h in load_handlers().items() if h.actions}
+    assert declared == {
+        29: (Action(AclOperation.DESCRIBE, CLUSTER),),
+        30: (Action(AclOperation.ALTER, CLUSTER),),
+        31: (Action(AclOperation.ALTER, CLUSTER),),
+        50: (Action(AclOperation.DESCRIBE, CLUSTER),),
+        51: (Action(AclOperation.ALTER, CLUSTER),)}
 
 
 # -- failing handlers -----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata
     ({"listeners": "CLIENT://:9092"}, "No security protocol defined for listener CLIENT"),
     ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "NAME:PROTOCOL"),
     ({"log.dirs": "/a,/b"}, "JBOD"),
-    ({"authorizer.class.name": "x.Authorizer"}, "ACLs are not available"),
+    ({"authorizer.class.name": "x.Authorizer"}, "Unknown authorizer"),
 ])
 def test_static_configs_for_absent_features_stop_the_broker(overrides, match):
     with pytest.raises(ConfigError, match=match):
@@ -32,6 +32,8 @@ def test_static_configs_for_absent_features_stop_the_broker(overrides, match):
      "authorizer.class.name": ""},
     {"remote.log.storage.system.enable": "true"},  # tiered storage exists (issue 12)
     {"log.cleanup.policy": "compact"},  # and compaction (issue 13)
+    {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+     "super.users": "User:admin;User:ANONYMOUS"},  # and ACLs (issue 14)
     {"log.cleanup.policy": "delete,compact"},
 ])
 def test_plaintext_and_available_features_still_start(overrides):

@@ -27,18 +27,22 @@ from typing import Any, NoReturn, TypeVar
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
 from snakka.client.sasl import SaslClientConfig
+from snakka.protocol.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest,
     ScramCredentialDeletion,
     ScramCredentialUpsertion,
 )
+from snakka.protocol.messages.create_acls_request import AclCreation, CreateAclsRequest
 from snakka.protocol.messages.create_topics_request import (
     CreatableTopic,
     CreatableTopicConfig,
     CreateTopicsRequest,
 )
+from snakka.protocol.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
 from snakka.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+from snakka.protocol.messages.describe_acls_request import DescribeAclsRequest
 from snakka.protocol.messages.describe_configs_request import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
@@ -156,6 +160,49 @@ class HangingTransaction:
     producer: ProducerInfo
 
 
+@dataclass(frozen=True)
+class AclBinding:
+    """One ACL as the admin APIs carry it (Kafka's AclBinding)."""
+
+    resource_type: ResourceType
+    resource_name: str
+    pattern_type: PatternType
+    principal: str
+    host: str
+    operation: AclOperation
+    permission_type: AclPermissionType
+
+    def resource(self) -> str:
+        """kafka-acls.sh's words for the resource pattern."""
+        return (f"ResourcePattern(resourceType={self.resource_type.name}, "
+                f"name={self.resource_name}, patternType={self.pattern_type.name})")
+
+    def entry(self) -> str:
+        """kafka-acls.sh's words for the access-control entry."""
+        return (f"(principal={self.principal}, host={self.host}, "
+                f"operation={self.operation.name}, permissionType={self.permission_type.name})")
+
+
+@dataclass(frozen=True)
+class AclFilter:
+    """A DescribeAcls / DeleteAcls filter (Kafka's AclBindingFilter): ANY / None match all."""
+
+    resource_type: ResourceType = ResourceType.ANY
+    resource_name: str | None = None
+    pattern_type: PatternType = PatternType.ANY
+    principal: str | None = None
+    host: str | None = None
+    operation: AclOperation = AclOperation.ANY
+    permission_type: AclPermissionType = AclPermissionType.ANY
+
+
+def _binding(r: Any) -> AclBinding:
+    return AclBinding(ResourceType.from_code(r.resource_type), r.resource_name,
+                      PatternType.from_code(r.pattern_type), r.principal, r.host,
+                      AclOperation.from_code(r.operation),
+                      AclPermissionType.from_code(r.permission_type))
+
+
 class Admin:
     def __init__(self, bootstrap: str, *, client_id: str = "snakka-cli",
                  config: Mapping[str, str] | None = None,
@@ -215,6 +262,47 @@ class Admin:
         resp = await self.conn.send(req)
         for r in resp.responses:
             _check(r.error_code, f"delete topic {r.name}", r.error_message)
+
+    # -- ACLs (kafka-acls.sh) -------------------------------------------------------------
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        """CreateAcls; AdminError naming the first binding that failed."""
+        resp = await self.conn.send(CreateAclsRequest(creations=[AclCreation(
+            resource_type=int(b.resource_type), resource_name=b.resource_name,
+            resource_pattern_type=int(b.pattern_type), principal=b.principal, host=b.host,
+            operation=int(b.operation), permission_type=int(b.permission_type))
+            for b in bindings]))
+        for b, r in zip(bindings, resp.results, strict=True):
+            _check(r.error_code, f"create ACL {b.entry()} on {b.resource()}", r.error_message)
+
+    async def describe_acls(self, flt: AclFilter | None = None) -> list[AclBinding]:
+        """DescribeAcls: every ACL the filter matches (all without one)."""
+        f = flt or AclFilter()
+        resp = await self.conn.send(DescribeAclsRequest(
+            resource_type_filter=int(f.resource_type), resource_name_filter=f.resource_name,
+            pattern_type_filter=int(f.pattern_type), principal_filter=f.principal,
+            host_filter=f.host, operation=int(f.operation),
+            permission_type=int(f.permission_type)))
+        _check(resp.error_code, "describe ACLs", resp.error_message)
+        return [AclBinding(ResourceType.from_code(res.resource_type), res.resource_name,
+                           PatternType.from_code(res.pattern_type), a.principal, a.host,
+                           AclOperation.from_code(a.operation),
+                           AclPermissionType.from_code(a.permission_type))
+                for res in resp.resources for a in res.acls]
+
+    async def delete_acls(self, filters: list[AclFilter]) -> list[AclBinding]:
+        """DeleteAcls: the ACLs removed (each once, in the order the broker listed them)."""
+        resp = await self.conn.send(DeleteAclsRequest(filters=[DeleteAclsFilter(
+            resource_type_filter=int(f.resource_type), resource_name_filter=f.resource_name,
+            pattern_type_filter=int(f.pattern_type), principal_filter=f.principal,
+            host_filter=f.host, operation=int(f.operation),
+            permission_type=int(f.permission_type)) for f in filters]))
+        removed: dict[AclBinding, None] = {}
+        for r in resp.filter_results:
+            _check(r.error_code, "delete ACLs", r.error_message)
+            for m in r.matching_acls:
+                _check(m.error_code, "delete ACL", m.error_message)
+                removed[_binding(m)] = None
+        return list(removed)
 
     async def topic_overrides(self, name: str) -> dict[str, str]:
         req = DescribeConfigsRequest(resources=[DescribeConfigsResource(

@@ -13,6 +13,9 @@ owns:
 - pushing resolved configs to partition logs after a config change,
 - producer-id blocks,
 - SCRAM credentials (AlterUserScramCredentials; metadata/scram.py validates and replays).
+- ACLs (Kafka's AclControlManager): CreateAcls / DeleteAcls become ``acl`` / ``remove_acl``
+  records (KRaft's AccessControlEntryRecord / RemoveAccessControlEntryRecord), applied to the
+  metadata's AclCache, which the StandardAuthorizer reads, and durable before the answer.
 
 What happens elsewhere when topics come and go (groups re-assign, share state is dropped, fetch
 sessions forget them) is the business of :class:`MetadataListener` s the broker registers: the
@@ -37,6 +40,7 @@ from snakka.metadata.scram import ScramAlteration, ScramResult
 from snakka.metadata.store import MetadataStore
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.primitives import uuid_to_base64
+from snakka.security.acl_authorizer import AclBindingFilter, StandardAcl
 from snakka.storage import LogConfig, UnifiedLog
 from snakka.util.slicing import TimeSlice
 
@@ -431,6 +435,25 @@ class Controller:
         await self.commit_metadata(recs)
         for listener in self._listeners:
             listener.on_topics_changed()
+
+    # -- ACLs ----------------------------------------------------------------------------
+    async def create_acls(self, acls: list[StandardAcl]) -> list[KafkaError | None]:
+        """Add ACLs (one result per ACL: None or its error); durable when this returns."""
+        recs, results = self.metadata.create_acls(acls)
+        await self.commit_metadata(recs)
+        if recs:
+            log.info("created %d ACL(s)", len(recs))
+        return results
+
+    async def delete_acls(self, filters: list[AclBindingFilter]
+                          ) -> list[list[StandardAcl] | KafkaError]:
+        """Remove the ACLs matching each filter; per filter what it matched (or its error);
+        durable when this returns."""
+        recs, results = self.metadata.delete_acls(filters)
+        await self.commit_metadata(recs)
+        if recs:
+            log.info("deleted %d ACL(s)", len(recs))
+        return results
 
     # -- producer ids --------------------------------------------------------------------
     async def next_producer_id(self) -> int:

@@ -16,6 +16,9 @@ Records are small dicts with a ``type`` key:
     {"type": "producer_ids", "next": int}                     # producer-id block allocation
     {"type": "cluster", "cluster_id"}
     {"type": "user_scram_credential" | "remove_user_scram_credential", ...}  # metadata/scram.py
+    {"type": "acl", "id", "resource_type", "resource_name", "pattern_type", "principal",
+     "host", "operation", "permission_type"}   # KRaft's AccessControlEntryRecord
+    {"type": "remove_acl", "id"}                 # KRaft's RemoveAccessControlEntryRecord
 """
 
 from __future__ import annotations
@@ -34,10 +37,18 @@ from snakka.config import (
     validate_group_configs,
     validate_topic_configs,
 )
-from snakka.limits import MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LENGTH
+from snakka.limits import ACL_RECORDS_PER_REQUEST, MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LENGTH
 from snakka.metadata import scram as _scram
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.primitives import random_uuid
+from snakka.security.acl_authorizer import (
+    AclBindingFilter,
+    AclCache,
+    StandardAcl,
+    new_acl_id,
+    remove_record,
+    validate_new_acl,
+)
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 # Producer ids are handed out in blocks; only the block boundary is logged (Kafka's
@@ -139,6 +150,8 @@ class ClusterMetadata:
         self.scram = _scram.ScramCredentials()
         # remote.log.storage.system.enable (set by the broker): may topics be tiered at all.
         self.remote_storage_system_enabled = False
+        # ACLs (security.acl_authorizer): the StandardAuthorizer reads this very cache.
+        self.acls = AclCache()
 
     # -- replay --------------------------------------------------------------------------
     def apply(self, rec: Mapping[str, Any]) -> None:
@@ -191,6 +204,10 @@ class ClusterMetadata:
             self.cluster_id = rec["cluster_id"]
         elif t in (_scram.RECORD, _scram.REMOVE_RECORD):
             self.scram.apply(rec)
+        elif t == "acl":
+            self.acls.add(str(rec["id"]), StandardAcl.from_record(rec))
+        elif t == "remove_acl":
+            self.acls.remove(str(rec["id"]))
         else:
             raise ValueError(f"unknown metadata record type {t!r}")
         self.version += 1
@@ -306,6 +323,54 @@ class ClusterMetadata:
         """End an in-flight creation (committed or failed)."""
         if self.pending.pop(name, 0) is None:
             self._pending_collisions.pop(_collision_key(name), None)
+
+    # -- ACLs (Kafka's AclControlManager) ------------------------------------------------
+    def create_acls(self, acls: list[StandardAcl]
+                    ) -> tuple[list[MetadataRecord], list[KafkaError | None]]:
+        """Validate and add ACLs: (the applied records, one result per ACL: None or the
+        error). An ACL that exists already (or twice in the request) succeeds without a new
+        record, as in Kafka."""
+        records: list[MetadataRecord] = []
+        results: list[KafkaError | None] = []
+        seen: set[StandardAcl] = set()
+        for acl in acls:
+            try:
+                validate_new_acl(acl)
+            except KafkaError as e:
+                results.append(e)
+                continue
+            if acl not in self.acls and acl not in seen:
+                if len(records) >= ACL_RECORDS_PER_REQUEST:
+                    results.append(KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR,
+                        f"Cannot add more than {ACL_RECORDS_PER_REQUEST} acls in a single "
+                        "operation."))
+                    continue
+                seen.add(acl)
+                records.append(acl.to_record(new_acl_id()))
+            results.append(None)
+        return self._emit(records), results
+
+    def delete_acls(self, filters: list[AclBindingFilter]
+                    ) -> tuple[list[MetadataRecord], list[list[StandardAcl] | KafkaError]]:
+        """Remove the ACLs each filter matches: (the applied records, per filter the ACLs it
+        matched or the error). An ACL several filters match is in each filter's result and
+        removed once. A filter that would take the request beyond ACL_RECORDS_PER_REQUEST
+        fails and removes nothing (Kafka kept that filter's first records)."""
+        removing: dict[str, StandardAcl] = {}
+        results: list[list[StandardAcl] | KafkaError] = []
+        for flt in filters:
+            matched = self.acls.acls(flt)
+            new = {i: a for i, a in matched if i not in removing}
+            if len(removing) + len(new) > ACL_RECORDS_PER_REQUEST:
+                results.append(KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"Cannot remove more than {ACL_RECORDS_PER_REQUEST} acls in a single "
+                    "delete operation."))
+                continue
+            removing.update(new)
+            results.append([a for _, a in matched])
+        return self._emit([remove_record(i) for i in removing]), results
 
     def apply_all(self, records: list[MetadataRecord]) -> list[MetadataRecord]:
         """Apply records built elsewhere (e.g. ``topic_record``) and return them."""

@@ -9,69 +9,29 @@ which is what a Kafka broker without ``authorizer.class.name`` does.
 
 The codes are the bytes Kafka puts on the wire (DescribeAcls, CreateAcls, the
 ``authorized_operations`` bit fields of Metadata / DescribeGroups / DescribeCluster), so they
-must never be renumbered.
+must never be renumbered; the enums live in the base layer (snakka.protocol.acls, which the
+admin client shares) and are re-exported here. ACLs themselves (bindings, matching, the
+StandardAuthorizer) are in snakka.security.acl_authorizer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum, IntEnum
+from enum import Enum
 from typing import Any, Protocol
 
+from snakka.protocol.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from snakka.protocol.errors import ErrorCode
 
 __all__ = [
-    "CLUSTER", "CLUSTER_NAME", "Action", "AclOperation", "AllowAllAuthorizer", "AuthorizationResult",
-    "Authorizer", "PatternType", "ResourcePattern", "ResourceType", "SUPPORTED_OPERATIONS",
-    "denied_error_code", "operations_bit_field",
+    "CLUSTER", "CLUSTER_NAME", "SUPPORTED_OPERATIONS", "Action", "AclOperation",
+    "AclPermissionType", "AllowAllAuthorizer", "AuthorizationResult", "Authorizer", "PatternType",
+    "ResourcePattern", "ResourceType", "denied_error_code", "operations_bit_field",
 ]
 
 # The one cluster resource's name (Kafka's Resource.CLUSTER_NAME).
 CLUSTER_NAME = "kafka-cluster"
-
-
-class AclOperation(IntEnum):
-    """Kafka's AclOperation (4.0: codes 0-14)."""
-
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class ResourceType(IntEnum):
-    """Kafka's ResourceType."""
-
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(IntEnum):
-    """Kafka's PatternType (LITERAL and PREFIXED are the ones a resource or an ACL has)."""
-
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
 
 
 class AuthorizationResult(Enum):
