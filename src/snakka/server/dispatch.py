@@ -175,11 +175,10 @@ class RequestDispatcher:
             return call, self.failed(call, exc, conn.peer)
 
     def _denied(self, ctx: RequestContext, actions: Sequence[Action]) -> Action | None:
+        # The authorizer writes the audit line of a denial (Kafka's kafka.authorizer.logger;
+        # security/acl_authorizer.py): dispatch adds none of its own.
         for action, result in zip(actions, ctx.authorize(actions), strict=True):
             if result is not AuthorizationResult.ALLOWED:
-                log.info("principal %s denied %s on %s (%s v%d from %s)", ctx.principal,
-                         action.operation.name, action.resource_pattern,
-                         _name(ctx.api_key), ctx.api_version, ctx.client_address)
                 return action
         return None
 
