@@ -211,9 +211,3 @@ class RequestDispatcher:
                           "from %s", handler.name, call.api_version, peer)
             return CLOSE
 
-
-def _name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return str(api_key)
