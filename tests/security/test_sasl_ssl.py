@@ -360,12 +360,16 @@ def test_wrong_password_over_tls_fails_that_client_only(broker, tls, bystander, 
     assert "SASL_SSL" in line.getMessage() and password not in line.getMessage()
 
 
-def test_untrusted_server_certificate_fails_the_client(broker, tls, bystander, scram_user):
+def test_untrusted_server_certificate_fails_the_client(broker, tls, bystander, scram_user,
+                                                       caplog):
     """Clients that trust another CA refuse the broker's certificate: librdkafka says
-    _SSL / certificate verify failed; our client raises SSLCertVerificationError."""
+    _SSL / certificate verify failed; our client raises SSLCertVerificationError; the broker
+    logs the handshake the client aborted."""
     from confluent_kafka import KafkaError, Producer
 
     from snakka.client.connection import KafkaConnection
+
+    caplog.set_level(logging.INFO, logger="snakka.server")
 
     wrong_ca = str(tls.clients["rogue"].cert)  # the rogue CA's chain, not the broker's CA
     cfg = {**sec(tls, "SCRAM-SHA-512", *scram_user), "ssl.ca.location": wrong_ca}
@@ -389,3 +393,32 @@ def test_untrusted_server_certificate_fails_the_client(broker, tls, bystander, s
     r = subprocess.run([KCAT, "-b", bootstrap(broker), "-L", "-m", "5", *kcat_x(cfg)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "certificate verify failed" in r.stderr, r.stderr
+    lines = wait_until(lambda: [r for r in caplog.records if "Failed authentication"
+                                in r.getMessage() and "SASL_SSL" in r.getMessage()], 10,
+                       "the broker's log line")
+    assert all(r.levelno == logging.INFO for r in lines)
+    assert any("UNKNOWN_CA" in r.getMessage() or "alert" in r.getMessage().lower()
+               for r in lines), [r.getMessage() for r in lines]
+
+
+@pytest.mark.parametrize("cert", ["expired", "rogue"])
+def test_bad_client_certificate_with_good_password_fails_alone(broker, tls, bystander,
+                                                               scram_user, caplog, cert):
+    """On the SASLMTLS listener (ssl.client.auth=required) a right password does not make up
+    for an expired or untrusted client certificate: the handshake fails before SASL."""
+    from confluent_kafka import KafkaError, Producer
+
+    caplog.set_level(logging.INFO, logger="snakka.server")
+    errors: list = []
+    bad = Producer({"bootstrap.servers": bootstrap(broker, "SASLMTLS"),
+                    "error_cb": errors.append,
+                    **sec(tls, "SCRAM-SHA-512", *scram_user, client=cert)})
+    wait_until(lambda: bad.poll(0.1) is not None and errors or errors, 30, "an SSL error")
+    assert errors[0].code() in (KafkaError._SSL, KafkaError._TRANSPORT,
+                                KafkaError._ALL_BROKERS_DOWN), errors[0]
+    lines = wait_until(lambda: [r for r in caplog.records if "Failed authentication"
+                                in r.getMessage() and "SASLMTLS" in r.getMessage()], 10,
+                       "the broker's log line")
+    assert any("CERTIFICATE" in r.getMessage().upper() for r in lines), \
+        [r.getMessage() for r in lines]
+    assert not principals(broker, "SASLMTLS") & {cert}
