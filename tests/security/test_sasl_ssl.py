@@ -11,9 +11,10 @@ One broker serves two SASL_SSL listeners at once, with the certificates of the s
 
 confluent-kafka, kafka-python, aiokafka and kcat produce and consume with SCRAM-SHA-512 over
 TLS; snakka's ShareConsumer reads a topic; the ``snakka`` CLI creates a topic, produces and
-consumes through a ``--command-config`` file. An untrusted server certificate and a wrong
-password fail that client with its own error (the broker logs the failed authentication),
-while a bystander keeps producing.
+consumes through a ``--command-config`` file. An untrusted server certificate, a wrong
+password or unknown user, and (on SASLMTLS) an expired or untrusted client certificate with a
+right password fail that client with its own error; the broker logs the failed
+authentication at INFO, and a bystander keeps producing.
 """
 
 from __future__ import annotations
