@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -182,16 +183,35 @@ _bootstrap_option = click.option(
     help="The broker to talk to (env SNAKKA_BOOTSTRAP).")
 
 
-# Client configs (security.protocol, ssl.*): Kafka's tools take a properties file with
-# --command-config; kcat takes -X key=value. Both are kept in the click context (the verbs'
-# signatures stay as they are) and read by _client_config(); -X wins over the file.
-def _store_command_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    if value:
-        from snakka.config import parse_properties
+# Client configs (security.protocol, ssl.*, sasl.*): Kafka's tools take a properties file with
+# --command-config; kcat takes -X key=value. Every verb that talks to a broker takes both
+# (through @_bootstrap); they are kept in the click context (the verbs' signatures stay as
+# they are) and read by _client_config(), which checks them once (TLS context, SASL config)
+# so a bad file or value is one line naming it. -X wins over the file. The one client config
+# drives TLS and SASL alike (snakka.client.connection.KafkaConnection).
+_CONFIG_NAME = re.compile(r"[A-Za-z][\w.\-]*")
 
-        with open(value) as f:
-            ctx.meta.setdefault("snakka.client_config_file", {}).update(
-                parse_properties(f.read()))
+
+def _store_command_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if not value:
+        return
+    from snakka.config import parse_properties
+
+    try:
+        with open(value, encoding="utf-8") as f:
+            props = parse_properties(f.read())
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise click.ClickException(f"--command-config {value}: cannot read it: {reason}") \
+            from None
+    # A line without a separator parses as a key with no value; a config name has dots.
+    bad = [k for k, v in props.items()
+           if not _CONFIG_NAME.fullmatch(k) or (v == "" and "." not in k)]
+    if bad:
+        raise click.ClickException(f"--command-config {value}: not a properties file "
+                                   f"(expected key=value lines, got {bad[0][:40]!r})")
+    ctx.meta["snakka.client_config_path"] = value
+    ctx.meta.setdefault("snakka.client_config_file", {}).update(props)
 
 
 def _store_client_props(ctx: click.Context, param: click.Parameter,
@@ -201,23 +221,39 @@ def _store_client_props(ctx: click.Context, param: click.Parameter,
 
 
 def _client_config() -> dict[str, str]:
+    """The verb's client configs (--command-config, then -X), checked: a config our client
+    cannot use (an unknown security.protocol or sasl.mechanism, an unreadable trust store, a
+    malformed sasl.jaas.config) is one error line naming it."""
     ctx = click.get_current_context(silent=True)
     if ctx is None:
         return {}
-    return {**ctx.meta.get("snakka.client_config_file", {}),
-            **ctx.meta.get("snakka.client_config_x", {})}
+    cfg = {**ctx.meta.get("snakka.client_config_file", {}),
+           **ctx.meta.get("snakka.client_config_x", {})}
+    if cfg:
+        from snakka.client.connection import client_ssl_context
+        from snakka.client.sasl import SaslClientConfig
+
+        try:
+            client_ssl_context(cfg)
+            SaslClientConfig.from_config(cfg)
+        except ValueError as e:
+            path = ctx.meta.get("snakka.client_config_path")
+            where = f"--command-config {path} / -X" if path else "-X"
+            raise click.ClickException(f"invalid client config ({where}): {e}") from None
+    return cfg
 
 
 def _bootstrap(f: Callable[..., Any]) -> Callable[..., Any]:
     """-b/--bootstrap-server, --command-config FILE and -X key=value (client configs)."""
     f = click.option("-X", "client_props", multiple=True, metavar="KEY=VALUE",
                      expose_value=False, callback=_store_client_props,
-                     help="A client config, e.g. -X security.protocol=SSL -X "
-                          "ssl.truststore.location=ca.pem (repeatable; wins over "
-                          "--command-config).")(f)
-    f = click.option("--command-config", type=click.Path(exists=True, dir_okay=False),
-                     expose_value=False, callback=_store_command_config,
-                     help="A properties file of client configs (security.protocol, ssl.*), "
+                     help="A client config, e.g. -X security.protocol=SASL_SSL -X "
+                          "ssl.ca.location=ca.pem -X sasl.mechanism=SCRAM-SHA-512 "
+                          "(repeatable; wins over --command-config).")(f)
+    f = click.option("--command-config", metavar="FILE", expose_value=False,
+                     callback=_store_command_config,
+                     help="A properties file of client configs (security.protocol, ssl.*, "
+                          "sasl.mechanism, sasl.jaas.config or sasl.username/sasl.password), "
                           "as Kafka's tools take it.")(f)
     return _bootstrap_option(f)
 
@@ -1031,7 +1067,8 @@ def _pipeline_settings(bootstrap, output_dir, input_topic, output_topic, window_
 
     return PipelineSettings(bootstrap_servers=bootstrap, output_dir=output_dir,
                             input_topic=input_topic, output_topic=output_topic,
-                            window_ms=window_ms, watermark_delay_ms=watermark_ms, **kw)
+                            window_ms=window_ms, watermark_delay_ms=watermark_ms,
+                            client_config=_client_config(), **kw)
 
 
 @main.group(epilog=_PIPELINE_EPILOG)
@@ -1085,7 +1122,7 @@ def pipeline_generate(topic, events, rate, seed, event_rate, partitions, bootstr
     with _pipeline_errors():
         stats = asyncio.run(produce_events(
             bootstrap, topic, generate_events(events, seed=seed, events_per_second=event_rate),
-            partitions=partitions, rate=rate or None))
+            partitions=partitions, rate=rate or None, config=_client_config()))
     click.echo(f"Produced {stats.events} events to {topic} in {stats.seconds:.1f} s "
                f"({stats.events_per_second:,.0f}/s).", err=True)
 
@@ -1120,7 +1157,8 @@ def pipeline_stream(max_offsets_per_trigger, trigger_interval, available_now, ma
     try:
         with _pipeline_errors():
             query = start_query(spark, settings)
-            monitor = ProgressMonitor(console, LogEndOffsets(bootstrap, input_topic))
+            monitor = ProgressMonitor(console, LogEndOffsets(bootstrap, input_topic,
+                                                             settings.client_config))
             try:
                 while query.isActive:
                     monitor.poll(query)
@@ -1172,31 +1210,12 @@ def _text(b: bytes | None) -> str:
 
 
 # -- users: SCRAM credentials (issue 14, SASL) ---------------------------------------------
-def _read_client_properties(path: str | None) -> dict[str, str]:
-    """A Kafka client properties file (``security.protocol``, ``sasl.*``), as
-    ``kafka-configs.sh --command-config`` reads it."""
-    if not path:
-        return {}
-    from snakka.config import BrokerConfig
-
-    return dict(BrokerConfig.from_properties(open(path).read()).overrides)
-
-
-def _users_admin(bootstrap: str, command_config: str | None):
+def _users_admin(bootstrap: str):
     from snakka.client.admin import Admin
-    from snakka.client.sasl import SaslClientConfig
 
-    try:
-        sasl = SaslClientConfig.from_config(_read_client_properties(command_config))
-    except (OSError, ValueError) as e:
-        raise click.BadParameter(str(e), param_hint="--command-config") from None
-    return Admin(bootstrap, sasl=sasl)
+    return Admin(bootstrap, config=_client_config())
 
 
-_command_config = click.option(
-    "--command-config", "command_config", type=click.Path(exists=True, dir_okay=False),
-    default=None, help="Client properties (security.protocol, sasl.mechanism, sasl.username, "
-    "sasl.password or sasl.jaas.config) for a secured listener.")
 _SCRAM_MECHANISMS = click.Choice(["SCRAM-SHA-256", "SCRAM-SHA-512"], case_sensitive=False)
 
 
@@ -1208,10 +1227,9 @@ def users() -> None:
 
 @users.command("list")
 @_bootstrap
-@_command_config
-def users_list(bootstrap, command_config) -> None:
+def users_list(bootstrap) -> None:
     async def go():
-        async with _users_admin(bootstrap, command_config) as admin:
+        async with _users_admin(bootstrap) as admin:
             return await admin.describe_users()
 
     for name, creds in sorted(_run(go()).items()):
@@ -1221,10 +1239,9 @@ def users_list(bootstrap, command_config) -> None:
 @users.command("describe")
 @click.argument("names", nargs=-1, required=True)
 @_bootstrap
-@_command_config
-def users_describe(names, bootstrap, command_config) -> None:
+def users_describe(names, bootstrap) -> None:
     async def go():
-        async with _users_admin(bootstrap, command_config) as admin:
+        async with _users_admin(bootstrap) as admin:
             return await admin.describe_users(list(names))
 
     for name, creds in _run(go()).items():
@@ -1240,11 +1257,10 @@ def users_describe(names, bootstrap, command_config) -> None:
               envvar="SNAKKA_USER_PASSWORD", help="Prompted for when not given "
               "(env SNAKKA_USER_PASSWORD).")
 @_bootstrap
-@_command_config
-def users_add(name, mechanism, iterations, password, bootstrap, command_config) -> None:
+def users_add(name, mechanism, iterations, password, bootstrap) -> None:
     """Add a SCRAM credential, or change it (the same as ``users alter``)."""
     async def go():
-        async with _users_admin(bootstrap, command_config) as admin:
+        async with _users_admin(bootstrap) as admin:
             await admin.upsert_user(name, mechanism.upper(), password, iterations)
 
     _run(go())
@@ -1258,10 +1274,9 @@ users.add_command(users_add, "alter")
 @click.argument("name")
 @click.option("--mechanism", type=_SCRAM_MECHANISMS, default="SCRAM-SHA-512", show_default=True)
 @_bootstrap
-@_command_config
-def users_delete(name, mechanism, bootstrap, command_config) -> None:
+def users_delete(name, mechanism, bootstrap) -> None:
     async def go():
-        async with _users_admin(bootstrap, command_config) as admin:
+        async with _users_admin(bootstrap) as admin:
             await admin.delete_user(name, mechanism.upper())
 
     _run(go())

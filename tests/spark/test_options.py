@@ -62,8 +62,12 @@ def test_defaults_and_case_insensitive_names():
     ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "x"}, True, "'error' or 'latest'"),
     ({"subscribe": "a", "subscription": "a"}, True, "unknown option 'subscription'"),
     ({"subscribe": "a", "kafka.auto.offset.reset": "earliest"}, True, "set the source option 'startingOffsets'"),
-    ({"subscribe": "a", "kafka.ssl.truststore.location": "x"}, True, "'kafka.ssl.truststore.location' is not supported"),
-    ({"subscribe": "a", "kafka.security.protocol": "SASL_SSL"}, True, "PLAINTEXT only"),
+    ({"subscribe": "a", "kafka.ssl.truststore.location": "x"}, True,
+     "'kafka.ssl.truststore.location' needs 'kafka.security.protocol' = SSL or SASL_SSL"),
+    ({"subscribe": "a", "kafka.security.protocol": "SASL_SSL"}, True,
+     "'kafka.sasl.mechanism' is not set, and Kafka's default GSSAPI (Kerberos) is not supported"),
+    ({"subscribe": "a", "kafka.security.protocol": "TLS"}, True,
+     "'kafka.security.protocol' must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
     ({"subscribe": "a", "kafka.isolation.level": "x"}, True, "read_uncommitted or read_committed"),
 ])
 def test_bad_read_options(options, streaming, message):

@@ -138,7 +138,7 @@ def test_write_schema_errors(spark, spark_broker, new_topic):
         write(spark.createDataFrame([("v",)], "value string"))
     with pytest.raises(errors, match="column 'partition' must be an int"):
         write(spark.createDataFrame([("v", "x")], "value string, partition string"), topic=topic)
-    with pytest.raises(errors, match="'kafka.sasl.mechanism' is not supported"):
+    with pytest.raises(errors, match="'kafka.sasl.mechanism' needs 'kafka.security.protocol'"):
         write(spark.createDataFrame([("v",)], "value string"), topic=topic,
               **{"kafka.sasl.mechanism": "PLAIN"})
     with pytest.raises(errors, match="partition 5 of topic"):

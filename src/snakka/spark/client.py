@@ -13,9 +13,18 @@ Why synchronous
     loop and runs one request at a time on it. Nothing is shared between clients; a client
     is created inside ``read()`` / ``write()`` on the executor and closed there.
 
+Security
+    ``ClientSettings.security`` holds the validated ``kafka.security.protocol`` /
+    ``kafka.ssl.*`` / ``kafka.sasl.*`` configs; each client builds the TLS context (reading
+    the key and trust stores at the paths given, on the machine it runs on) and the SASL
+    config from them once, and every connection it opens (bootstrap, leaders, coordinators)
+    uses both. A refused authentication fails at once with the broker's message (no other
+    bootstrap server is tried: it would refuse the same credentials).
+
 Timeouts and errors
     Every request is bounded by ``request.timeout.ms`` (default 30 s) and every connection
-    attempt by ``socket.connection.setup.timeout.ms`` (default 10 s); a broker that is down
+    attempt (TCP, the TLS handshake, ApiVersions and the SASL exchange together) by
+    ``socket.connection.setup.timeout.ms`` (default 10 s); a broker that is down
     fails with :class:`SnakkaSparkError` naming the address, never a hang. Retriable
     partition errors (leader changes) refresh metadata and retry a bounded number of times.
 
@@ -37,12 +46,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+import ssl
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from snakka.client.connection import ConnectionClosed, KafkaConnection
+from snakka.client.connection import ConnectionClosed, KafkaConnection, client_ssl_context
+from snakka.client.sasl import SaslAuthenticationError, SaslClientConfig
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from snakka.protocol.messages.add_partitions_to_txn_request import (
@@ -126,6 +137,11 @@ class SnakkaSparkError(RuntimeError):
     needed to understand it)."""
 
 
+class SnakkaAuthenticationError(SnakkaSparkError):
+    """The broker refused the SASL credentials, or the TLS handshake failed (an untrusted
+    or mismatched certificate): retrying will not help."""
+
+
 class ProducerFencedError(SnakkaSparkError):
     """A transactional request was refused because a newer producer with the same
     transactional id exists, or the coordinator ended the transaction (timeout)."""
@@ -177,6 +193,18 @@ class SparkKafkaClient:
         self._brokers: dict[int, tuple[str, int]] = {}
         self._leaders: dict[TopicPartition, int] = {}
         self._topic_ids: dict[str, bytes] = {}
+        security = dict(settings.security)
+        self._protocol = security.get("security.protocol", "PLAINTEXT")
+        try:
+            # Built here, on the machine that connects: the store files must exist there.
+            self._ssl_context = client_ssl_context(security)
+            self._sasl = SaslClientConfig.from_config(security)
+        except ValueError as e:
+            self._loop.close()
+            raise SnakkaSparkError(
+                f"the Kafka security options cannot be used on this host ({e}); key and trust "
+                "store files must be readable at the same path on the driver and on every "
+                "executor") from None
 
     # -- plumbing ---------------------------------------------------------------------------
     def _run(self, coro: Any) -> Any:
@@ -185,9 +213,25 @@ class SparkKafkaClient:
     def _connect(self, host: str, port: int) -> KafkaConnection:
         s = self.settings
         conn = KafkaConnection(host, port, client_id=s.client_id,
-                               request_timeout=s.request_timeout_ms / 1000)
+                               request_timeout=s.request_timeout_ms / 1000,
+                               ssl_context=self._ssl_context, sasl=self._sasl)
+        timeout = s.connect_timeout_ms / 1000
         try:
-            self._run(conn.connect(timeout=s.connect_timeout_ms / 1000))
+            # One bound for the whole setup: TCP, TLS handshake, ApiVersions, SASL.
+            self._run(asyncio.wait_for(conn.connect(timeout=timeout), timeout))
+        except SaslAuthenticationError as e:
+            self._run(conn.close())
+            assert self._sasl is not None
+            raise SnakkaAuthenticationError(
+                f"SASL authentication with Kafka broker {host}:{port} failed "
+                f"(kafka.security.protocol={self._protocol}, "
+                f"kafka.sasl.mechanism={self._sasl.mechanism}): {e}") from None
+        except ssl.SSLError as e:
+            self._run(conn.close())
+            raise SnakkaAuthenticationError(
+                f"TLS handshake with Kafka broker {host}:{port} failed "
+                f"(kafka.security.protocol={self._protocol}; check kafka.ssl.truststore.* and "
+                f"kafka.ssl.endpoint.identification.algorithm): {e}") from None
         except (TimeoutError, OSError, ConnectionClosed) as e:
             self._run(conn.close())
             if isinstance(e, TimeoutError):
@@ -207,6 +251,8 @@ class SparkKafkaClient:
         for host, port in self.settings.bootstrap_servers:
             try:
                 conn = self._connect(host, port)
+            except SnakkaAuthenticationError:
+                raise
             except SnakkaSparkError as e:
                 errors.append(str(e))
                 continue

@@ -16,8 +16,14 @@ Rules (the same as Spark's Kafka connector, see docs/spark.md for the table)
     * ``startingTimestamp`` beats ``startingOffsetsByTimestamp`` beats ``startingOffsets``
       (the same precedence for the ending side in batch queries);
     * ``kafka.*`` options are Kafka client configs; the ones snakka's protocol client has
-      no use for are refused by name rather than silently ignored (security settings
-      other than PLAINTEXT are not implemented yet).
+      no use for are refused by name rather than silently ignored;
+    * security (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*``): checked
+      whole on the driver by building the TLS context and the SASL config once
+      (:func:`security_configs`), so a wrong value, an unreadable trust store, a real JKS
+      file or GSSAPI fails there, naming the option. The validated configs travel to the
+      executors inside :class:`ClientSettings` (as Spark's connector ships its options), where
+      each client builds its own context from the same names: file paths must be readable on
+      every executor too.
 
 Offset specs are plain tuples/dicts (no classes) so that they pickle small and compare
 simply: ``("earliest",)``, ``("latest",)``, ``("offsets", {(topic, partition): offset})``,
@@ -76,7 +82,6 @@ KAFKA_CONSUMER_CONFIGS = {
     "bootstrap.servers", "client.id", "request.timeout.ms", "default.api.timeout.ms",
     "socket.connection.setup.timeout.ms", "fetch.max.bytes", "max.partition.fetch.bytes",
     "fetch.max.wait.ms", "fetch.min.bytes", "isolation.level", "check.crcs",
-    "security.protocol",
     # No effect: the connector never joins a consumer group (offsets live in Spark's
     # checkpoint, as with Spark's own connector). Accepted so existing jobs run unchanged.
     "group.id", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.records",
@@ -84,7 +89,7 @@ KAFKA_CONSUMER_CONFIGS = {
 KAFKA_PRODUCER_CONFIGS = {
     "bootstrap.servers", "client.id", "request.timeout.ms", "delivery.timeout.ms",
     "socket.connection.setup.timeout.ms", "acks", "compression.type", "batch.size",
-    "linger.ms", "max.request.size", "enable.idempotence", "retries", "security.protocol",
+    "linger.ms", "max.request.size", "enable.idempotence", "retries",
     "key.serializer", "value.serializer", "transaction.timeout.ms",
 }
 # Spark's connector refuses these for sources (the connector manages them itself).
@@ -102,6 +107,55 @@ SPARK_FORBIDDEN_SINK_CONFIGS = {
                         "task gets its own transactional id (docs/spark.md)",
 }
 COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+# Client security configs (source and sink alike), the names snakka's client reads
+# (snakka.client.connection / snakka.client.sasl): Kafka's Java names, which Spark's connector
+# passes through, and librdkafka's PEM file and SASL user names for convenience.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+KAFKA_SSL_CLIENT_CONFIGS = {
+    "ssl.protocol", "ssl.enabled.protocols", "ssl.cipher.suites",
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.truststore.certificates", "ssl.endpoint.identification.algorithm",
+    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location",  # librdkafka
+}
+KAFKA_SASL_CLIENT_CONFIGS = {
+    "sasl.mechanism", "sasl.jaas.config",
+    "sasl.username", "sasl.password",  # librdkafka
+    "sasl.oauthbearer.token",  # snakka: a ready OAUTHBEARER token
+}
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# sasl.jaas.config login modules (Kafka's) and the mechanisms they can log in with: PLAIN
+# and SCRAM both read username/password (Java's client callback handler takes them from
+# either module); OAUTHBEARER needs its own module (the unsecured token's options).
+_LOGIN_MODULES = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN", "SCRAM"),
+    "org.apache.kafka.common.security.scram.ScramLoginModule": ("PLAIN", "SCRAM"),
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": ("OAUTHBEARER",),
+}
+# Security configs that exist in Kafka's clients but need what a Python client does not have
+# (Kerberos, Java classes, Java's key managers): refused with the reason.
+_UNSUPPORTED_SECURITY = {
+    "sasl.kerberos.": "Kerberos (GSSAPI) is not supported by snakka's client",
+    "sasl.login.callback.handler.class": "Java callback handlers cannot run in snakka's "
+                                         "Python client (for OAUTHBEARER give a token: "
+                                         "kafka.sasl.oauthbearer.token)",
+    "sasl.client.callback.handler.class": "Java callback handlers cannot run in snakka's "
+                                          "Python client",
+    "sasl.login.class": "Java login classes cannot run in snakka's Python client",
+    "sasl.oauthbearer.token.endpoint.url": "fetching OAuth tokens is not supported; give a "
+                                           "token with kafka.sasl.oauthbearer.token",
+    "ssl.engine.factory.class": "Java SSL engine factories cannot run in snakka's Python "
+                                "client (TLS is OpenSSL through Python's ssl module)",
+    "ssl.provider": "TLS is OpenSSL through Python's ssl module; Java security providers "
+                    "do not apply",
+    "ssl.keymanager.algorithm": "TLS is OpenSSL through Python's ssl module; Java key "
+                                "managers do not apply",
+    "ssl.trustmanager.algorithm": "TLS is OpenSSL through Python's ssl module; Java trust "
+                                  "managers do not apply",
+    "ssl.secure.random.implementation": "TLS is OpenSSL through Python's ssl module",
+}
 
 
 class SnakkaSparkOptionError(ValueError):
@@ -121,6 +175,13 @@ class ClientSettings:
     max_partition_fetch_bytes: int = DEFAULT_MAX_PARTITION_FETCH_BYTES
     isolation_level: int = 0  # 0 read_uncommitted, 1 read_committed
     check_crcs: bool = True
+    # Validated client security configs (Kafka names without "kafka.", see
+    # security_configs); passwords inside, hence never in a repr or a log line.
+    security: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @property
+    def security_protocol(self) -> str:
+        return dict(self.security).get("security.protocol", "PLAINTEXT")
 
 
 @dataclass(frozen=True)
@@ -220,18 +281,104 @@ def _kafka_configs(opts: dict[str, str], allowed: set[str], forbidden: dict[str,
         if name in forbidden:
             raise SnakkaSparkOptionError(
                 f"Kafka option 'kafka.{name}' is not supported by the {side}: {forbidden[name]}")
-        if name.startswith(("ssl.", "sasl.")) or name not in allowed:
+        if name == "security.protocol" or name.startswith(("ssl.", "sasl.")):
+            continue  # security_configs checks them
+        if name not in allowed:
             raise SnakkaSparkOptionError(
                 f"Kafka option 'kafka.{name}' is not supported by snakka's Spark {side} "
                 f"(supported: {', '.join('kafka.' + n for n in sorted(allowed))})")
-    proto = configs.get("security.protocol", "PLAINTEXT").strip().upper()
-    if proto != "PLAINTEXT":
-        raise SnakkaSparkOptionError(
-            f"option 'kafka.security.protocol' = {configs['security.protocol']!r} is not "
-            "supported yet: snakka's Spark connector speaks PLAINTEXT only")
     if "bootstrap.servers" not in configs:
         raise SnakkaSparkOptionError("option 'kafka.bootstrap.servers' must be specified")
     return configs
+
+
+def security_configs(configs: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The security part of ``configs`` (Kafka client config names, without ``kafka.``),
+    checked by building what every connection will use: the TLS context (which reads the key
+    and trust stores) and the SASL config. Raises :class:`SnakkaSparkOptionError` naming the
+    ``kafka.`` option. The result is what executors rebuild their contexts from."""
+    from snakka.client.connection import client_ssl_context
+    from snakka.client.sasl import SaslClientConfig
+    from snakka.util.jaas import JaasConfigError, single_entry
+    from snakka.util.tls import TlsConfigError
+
+    sec: dict[str, str] = {}
+    for name, value in configs.items():
+        if name != "security.protocol" and not name.startswith(("ssl.", "sasl.")):
+            continue
+        for prefix, reason in _UNSUPPORTED_SECURITY.items():
+            if name == prefix or (prefix.endswith(".") and name.startswith(prefix)):
+                raise SnakkaSparkOptionError(
+                    f"Kafka option 'kafka.{name}' is not supported: {reason}")
+        if name != "security.protocol" and name not in KAFKA_SSL_CLIENT_CONFIGS \
+                and name not in KAFKA_SASL_CLIENT_CONFIGS:
+            raise SnakkaSparkOptionError(
+                f"Kafka option 'kafka.{name}' is not supported by snakka's Spark connector "
+                "(supported security options: kafka.security.protocol, "
+                + ", ".join("kafka." + n for n in sorted(KAFKA_SSL_CLIENT_CONFIGS
+                                                        | KAFKA_SASL_CLIENT_CONFIGS)) + ")")
+        sec[name] = value
+    proto = sec.get("security.protocol", "PLAINTEXT").strip().upper()
+    if proto not in SECURITY_PROTOCOLS:
+        raise SnakkaSparkOptionError(
+            f"option 'kafka.security.protocol' must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+            f"got {sec['security.protocol']!r}")
+    if "security.protocol" in sec:
+        sec["security.protocol"] = proto
+    tls_names = [n for n in sec if n.startswith("ssl.")]
+    sasl_names = [n for n in sec if n.startswith("sasl.")]
+    # Kafka's clients ignore ssl.* on a PLAINTEXT connection without a word; a secured
+    # cluster's options with the protocol forgotten would then fail later and obscurely.
+    if tls_names and proto not in ("SSL", "SASL_SSL"):
+        raise SnakkaSparkOptionError(
+            f"option 'kafka.{tls_names[0]}' needs 'kafka.security.protocol' = SSL or SASL_SSL "
+            f"(it is {proto})")
+    if sasl_names and not proto.startswith("SASL_"):
+        raise SnakkaSparkOptionError(
+            f"option 'kafka.{sasl_names[0]}' needs 'kafka.security.protocol' = SASL_PLAINTEXT "
+            f"or SASL_SSL (it is {proto})")
+    if proto.startswith("SASL_"):
+        mechanism = sec.get("sasl.mechanism", "").strip().upper()
+        if not mechanism or mechanism == "GSSAPI":
+            raise SnakkaSparkOptionError(
+                "option 'kafka.sasl.mechanism' "
+                + ("is not set, and Kafka's default" if not mechanism else "=")
+                + " GSSAPI (Kerberos) is not supported by snakka's client: set one of "
+                + ", ".join(SASL_MECHANISMS))
+        if mechanism not in SASL_MECHANISMS:
+            raise SnakkaSparkOptionError(
+                f"option 'kafka.sasl.mechanism' must be one of {', '.join(SASL_MECHANISMS)}, "
+                f"got {sec['sasl.mechanism']!r}")
+        sec["sasl.mechanism"] = mechanism
+        if sec.get("sasl.jaas.config"):
+            try:
+                module = single_entry(sec["sasl.jaas.config"]).login_module
+            except JaasConfigError as e:
+                raise SnakkaSparkOptionError(
+                    f"option 'kafka.sasl.jaas.config' is not valid JAAS: {e}") from None
+            family = "SCRAM" if mechanism.startswith("SCRAM") else mechanism
+            if module.endswith("Krb5LoginModule"):
+                raise SnakkaSparkOptionError(
+                    f"option 'kafka.sasl.jaas.config': {module} (Kerberos) is not supported")
+            if module not in _LOGIN_MODULES:
+                raise SnakkaSparkOptionError(
+                    f"option 'kafka.sasl.jaas.config': login module {module} is not "
+                    f"supported (one of {', '.join(_LOGIN_MODULES)})")
+            if family not in _LOGIN_MODULES[module]:
+                raise SnakkaSparkOptionError(
+                    f"option 'kafka.sasl.jaas.config': {module.rsplit('.', 1)[-1]} cannot "
+                    f"log in with kafka.sasl.mechanism={mechanism}")
+        try:
+            SaslClientConfig.from_config(sec)
+        except ValueError as e:
+            raise SnakkaSparkOptionError(
+                f"options 'kafka.sasl.*' are incomplete or invalid: {e}") from None
+    try:
+        client_ssl_context(sec)
+    except TlsConfigError as e:
+        raise SnakkaSparkOptionError(
+            f"option 'kafka.{e.name}' is invalid: {e.reason}") from None
+    return tuple(sorted(sec.items()))
 
 
 def _client_settings(configs: dict[str, str]) -> ClientSettings:
@@ -259,6 +406,7 @@ def _client_settings(configs: dict[str, str]) -> ClientSettings:
                                       DEFAULT_MAX_PARTITION_FETCH_BYTES, 1),
         isolation_level=1 if iso == "read_committed" else 0,
         check_crcs=_bool({"c": configs.get("check.crcs", "true")}, "c", "kafka.check.crcs", True),
+        security=security_configs(configs),
     )
 
 
@@ -464,7 +612,8 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteSettings:
     client = _client_settings({k: v for k, v in configs.items()
                                if k in ("bootstrap.servers", "client.id", "request.timeout.ms",
                                         "socket.connection.setup.timeout.ms",
-                                        "security.protocol")})
+                                        "security.protocol")
+                               or k.startswith(("ssl.", "sasl."))})
     c = {f"kafka.{k}": v for k, v in configs.items()}
     acks_raw = configs.get("acks", "all").strip().lower()
     if acks_raw not in ("all", "-1", "0", "1"):

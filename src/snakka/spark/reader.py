@@ -48,7 +48,7 @@ from pyspark.sql.streaming.datasource import (
 from snakka.protocol.errors import ErrorCode
 
 from .arrow_decode import ArrowBatchBuilder
-from .client import SnakkaSparkError, SparkKafkaClient, error_name
+from .client import SnakkaAuthenticationError, SnakkaSparkError, SparkKafkaClient, error_name
 from .options import EARLIEST, LATEST, ClientSettings, OffsetSpec, ReadSettings
 
 log = logging.getLogger("snakka.spark")
@@ -370,6 +370,9 @@ class SnakkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _call(self, fn):  # one reconnect: a broker restart between micro-batches is normal
         try:
             return fn(self._c())
+        except SnakkaAuthenticationError:
+            self.stop()
+            raise  # refused credentials stay refused
         except SnakkaSparkError:
             self.stop()
             return fn(self._c())

@@ -96,7 +96,13 @@ from snakka.protocol.errors import ErrorCode
 from snakka.records import Record, build_batch, increment_sequence
 from snakka.util.murmur2 import murmur2_partition
 
-from .client import SnakkaSparkError, SparkKafkaClient, error_name, is_retriable
+from .client import (
+    SnakkaAuthenticationError,
+    SnakkaSparkError,
+    SparkKafkaClient,
+    error_name,
+    is_retriable,
+)
 from .options import SnakkaSparkOptionError, WriteSettings
 
 # The TaskContext local property Spark sets to the micro-batch id for a stream sink's tasks
@@ -332,6 +338,8 @@ class _PartitionProducer:
                 code, _base = self.client.produce(tp, batch, acks=self.s.acks,
                                                   timeout_ms=self.s.client.request_timeout_ms,
                                                   transactional_id=self.transactional_id)
+            except SnakkaAuthenticationError:
+                raise  # refused credentials stay refused
             except SnakkaSparkError as e:
                 # A lost connection may or may not have written the batch; with idempotence
                 # the resend is deduplicated by the broker (same producer id and sequence).

@@ -209,12 +209,12 @@ def _classify(spark: SparkSession, events: DataFrame, committed: list[MicroBatch
                         .otherwise("open")))
 
 
-def _read_topic(spark: SparkSession, bootstrap: str, topic: str,
+def _read_topic(spark: SparkSession, settings: PipelineSettings, topic: str,
                 ending: dict[int, int] | None = None) -> DataFrame:
     # read_committed: the output of a transactional sink run that died before its commit is
     # aborted and must not count (a topic without transactions reads the same either way).
     return (spark.read.format("snakka")
-            .option("kafka.bootstrap.servers", bootstrap)
+            .options(**settings.kafka_options())
             .option("kafka.isolation.level", "read_committed")
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
@@ -223,14 +223,15 @@ def _read_topic(spark: SparkSession, bootstrap: str, topic: str,
             .load())
 
 
-def _log_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]] | None:
+def _log_offsets(settings: PipelineSettings, topic: str) -> dict[int, tuple[int, int]] | None:
     """{partition: (log start, log end)} through the Kafka protocol; None: no such topic."""
     import asyncio
 
     from snakka.client.admin import Admin
 
     async def go() -> dict[int, tuple[int, int]] | None:
-        async with Admin(bootstrap, client_id="snakka-pipeline-check") as admin:
+        async with Admin(settings.bootstrap_servers, client_id="snakka-pipeline-check",
+                         config=settings.client_config) as admin:
             (meta,) = await admin.list_topics([topic])
             if meta.error_code:
                 return None
@@ -253,12 +254,12 @@ def run_check(spark: SparkSession, settings: PipelineSettings, *,
 
     # The read ends at the log end offsets listed here, so that the record count can be
     # checked against the offsets even while a producer is still writing.
-    offsets = _log_offsets(settings.bootstrap_servers, settings.input_topic)
+    offsets = _log_offsets(settings, settings.input_topic)
     if offsets is None:
         raise CheckError(f"input topic '{settings.input_topic}' does not exist")
     report.log_records = sum(end - start for start, end in offsets.values())
     # Only the narrow classified rows are cached, not the records' values.
-    raw = _read_topic(spark, settings.bootstrap_servers, settings.input_topic,
+    raw = _read_topic(spark, settings, settings.input_topic,
                       {p: end for p, (_start, end) in offsets.items()})
     classified = _classify(spark, parse_events(raw, keep_malformed=True), committed,
                            settings.window_ms).cache()
@@ -290,12 +291,12 @@ def run_check(spark: SparkSession, settings: PipelineSettings, *,
         report.mismatches["expected not in parquet"] = report.expected_windows
         report.mismatches["parquet not expected"] = 0
 
-    if _log_offsets(settings.bootstrap_servers, settings.output_topic) is None:
+    if _log_offsets(settings, settings.output_topic) is None:
         report.mismatches["expected not in topic"] = report.expected_windows
         report.mismatches["topic not expected"] = 0
         _finish(report, console, classified, expected, parquet)
         return report
-    out = _read_topic(spark, settings.bootstrap_servers, settings.output_topic)
+    out = _read_topic(spark, settings, settings.output_topic)
     report.topic_records = out.count()
     latest = (out.withColumn("n", F.row_number().over(
                   Window.partitionBy("key").orderBy(F.col("offset").desc())))

@@ -80,15 +80,17 @@ async def ensure_topic(admin: Admin, topic: str, partitions: int,
 
 async def produce_events(bootstrap: str, topic: str, events: Iterable[ClickEvent], *,
                          partitions: int = 3, rate: float | None = None,
-                         on_progress: Callable[[int], None] | None = None) -> ProduceStats:
+                         on_progress: Callable[[int], None] | None = None,
+                         config: dict[str, str] | None = None) -> ProduceStats:
     """Write ``events`` to ``topic`` (created with ``partitions`` if missing), in order.
 
     ``rate`` (events per second of wall time) paces the stream so that a streaming job has
     something to chase; ``None`` produces as fast as the broker takes it. ``on_progress``
-    gets the running count after every acknowledged request.
+    gets the running count after every acknowledged request. ``config``: Kafka client
+    configs (``security.protocol``, ``ssl.*``, ``sasl.*``).
     """
     stats = ProduceStats()
-    async with Admin(bootstrap, client_id="snakka-pipeline-generator") as admin:
+    async with Admin(bootstrap, client_id="snakka-pipeline-generator", config=config) as admin:
         meta = await ensure_topic(admin, topic, partitions)
         n_parts = len(meta.partitions)
         conn = admin.conn

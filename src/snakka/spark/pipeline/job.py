@@ -89,6 +89,9 @@ class PipelineSettings:
     # The sink's transactionalIdPrefix (exactly-once output); None: at-least-once. It must be
     # unique to the query and the same across its restarts (the checkpoint's companion).
     transactional_id_prefix: str | None = QUERY_NAME
+    # Kafka client configs (security.protocol, ssl.*, sasl.*: the CLI's --command-config / -X)
+    # for every connection: the source, the sink and the admin client.
+    client_config: dict[str, str] = field(default_factory=dict)
 
     @property
     def parquet_dir(self) -> str:
@@ -98,8 +101,14 @@ class PipelineSettings:
     def checkpoint_dir(self) -> str:
         return os.path.join(self.output_dir, "checkpoint")
 
+    def kafka_options(self) -> dict[str, str]:
+        """``kafka.bootstrap.servers`` and the client configs as Spark's connector options."""
+        return {"kafka.bootstrap.servers": self.bootstrap_servers,
+                **{f"kafka.{k}": v for k, v in self.client_config.items()
+                   if k != "bootstrap.servers"}}
+
     def source_options(self) -> dict[str, str]:
-        opts = {"kafka.bootstrap.servers": self.bootstrap_servers,
+        opts = {**self.kafka_options(),
                 "subscribe": self.input_topic, "startingOffsets": "earliest"}
         if self.max_offsets_per_trigger is not None:
             opts["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
@@ -209,7 +218,7 @@ class AggregateSinks:
             one.write.mode("overwrite").parquet(
                 os.path.join(s.parquet_dir, f"batch_id={batch_id}"))
             out = (aggregate_records(one).write.format("snakka").mode("append")
-                   .option("kafka.bootstrap.servers", s.bootstrap_servers)
+                   .options(**s.kafka_options())
                    .option("topic", s.output_topic))
             if s.transactional_id_prefix is not None:
                 # The tasks learn batch_id from Spark (the streaming.sql.batchId property).
@@ -227,7 +236,8 @@ def ensure_output_topic(settings: PipelineSettings) -> None:
     async def go() -> None:
         from snakka.client.admin import Admin
 
-        async with Admin(settings.bootstrap_servers, client_id="snakka-pipeline") as admin:
+        async with Admin(settings.bootstrap_servers, client_id="snakka-pipeline",
+                         config=settings.client_config) as admin:
             await ensure_topic(admin, settings.output_topic, 1)
 
     asyncio.run(go())
@@ -277,8 +287,10 @@ def parse_source_offsets(offsets: Any) -> dict[tuple[str, int], int]:
 class LogEndOffsets:
     """Log end offsets of a topic, through snakka's protocol client (any Kafka broker)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str,
+                 config: dict[str, str] | None = None) -> None:
         self.bootstrap, self.topic = bootstrap, topic
+        self.config = dict(config or {})
 
     def fetch(self) -> dict[tuple[str, int], int]:
         return asyncio.run(self._fetch())
@@ -286,7 +298,8 @@ class LogEndOffsets:
     async def _fetch(self) -> dict[tuple[str, int], int]:
         from snakka.client.admin import Admin
 
-        async with Admin(self.bootstrap, client_id="snakka-pipeline-monitor") as admin:
+        async with Admin(self.bootstrap, client_id="snakka-pipeline-monitor",
+                         config=self.config) as admin:
             (meta,) = await admin.list_topics([self.topic])
             if meta.error_code:
                 return {}
