@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
@@ -45,8 +45,10 @@ RETRIABLE = {5, 6, 14, 15, 16, 3}  # LEADER_NOT_AVAILABLE, NOT_LEADER, COORDINAT
 class Peer:
     """One broker under comparison, as a scenario sees it."""
 
-    def __init__(self, name: str, bootstrap: str, versions: dict[int, int]) -> None:
+    def __init__(self, name: str, bootstrap: str, versions: dict[int, int],
+                 config: Mapping[str, str] | None = None) -> None:
         self.name = name
+        self.config = dict(config or {})  # client security configs (SASL), as KafkaConnection
         self.bootstrap = bootstrap
         self.common_versions = versions
         self.responses: dict[str, Any] = {}
@@ -55,7 +57,8 @@ class Peer:
 
     async def open(self) -> Peer:
         host, port = parse_bootstrap(self.bootstrap)
-        self.conn = await KafkaConnection(host, port, client_id="snakka-differential").connect()
+        self.conn = await KafkaConnection(host, port, client_id="snakka-differential",
+                                     config=self.config).connect()
         md = await self.send(MetadataRequest(topics=[]), version=12)
         self.node_id = md.brokers[0].node_id
         return self
@@ -154,9 +157,12 @@ async def _run(peer: Peer, scenario: Callable[[Peer], Awaitable[None]]) -> Peer:
 
 
 def run_both(brokers: tuple[str, str], versions: dict[int, int],
-             scenario: Callable[[Peer], Awaitable[None]]) -> tuple[Peer, Peer]:
-    kafka = Peer("kafka", brokers[0], versions)
-    snakka = Peer("snakka", brokers[1], versions)
+             scenario: Callable[[Peer], Awaitable[None]],
+             config: Mapping[str, str] | None = None) -> tuple[Peer, Peer]:
+    """``config``: the client configs of both connections (``security.protocol``, ``sasl.*``:
+    a scenario run as an authenticated principal)."""
+    kafka = Peer("kafka", brokers[0], versions, config)
+    snakka = Peer("snakka", brokers[1], versions, config)
 
     async def main() -> None:
         await asyncio.gather(_run(kafka, scenario), _run(snakka, scenario))

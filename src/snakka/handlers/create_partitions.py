@@ -34,9 +34,10 @@ async def _handle(ctx, req):
         try:
             if t.name in dup:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-            if t.name in denied:
-                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                 "The topic authorization is failed.")
+            if t.name in denied:  # Kafka's ControllerApis sends no message here
+                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                results.append(r)
+                continue
             ti = services.metadata.check_create_partitions(t.name, t.count)
             if t.assignments is not None:
                 if len(t.assignments) != t.count - ti.partitions:
