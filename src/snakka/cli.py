@@ -633,7 +633,7 @@ def acls_add(topics_, groups_, txn_ids, cluster, pattern, allow_principals, deny
     bindings = [AclBinding(rt, name, ptype, *e) for rt, name in resources for e in entries]
 
     async def go():
-        async with Admin(bootstrap) as a:
+        async with Admin(bootstrap, config=_client_config()) as a:
             await a.create_acls(bindings)
 
     _run(go())
@@ -673,7 +673,7 @@ def acls_list(topics_, groups_, txn_ids, cluster, pattern, allow_principals, den
                            (), operations)
 
     async def go():
-        async with Admin(bootstrap) as a:
+        async with Admin(bootstrap, config=_client_config()) as a:
             found: dict = {}
             for f in filters:
                 for b in await a.describe_acls(f):
@@ -712,7 +712,7 @@ def acls_remove(topics_, groups_, txn_ids, cluster, pattern, allow_principals, d
                                (), operations)
 
     async def go():
-        async with Admin(bootstrap) as a:
+        async with Admin(bootstrap, config=_client_config()) as a:
             return await a.delete_acls(filters)
 
     for b in _run(go()):

@@ -29,7 +29,10 @@ CLI = [sys.executable, "-m", "snakka"]
 def broker(tmp_path_factory, tls: TlsMaterial) -> Iterator[EmbeddedBroker]:
     cfg = {"listeners": "SASL_SSL://localhost:0",
            "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN", "sasl.jaas.config": PLAIN_JAAS,
-           "connection.failed.authentication.delay.ms": "20", **tls.broker_config()}
+           "connection.failed.authentication.delay.ms": "20", **tls.broker_config(),
+           # ACLs on (test_acls_over_sasl_ssl); resources nobody has ACLs for stay open.
+           "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+           "super.users": "User:admin", "allow.everyone.if.no.acl.found": "true"}
     with EmbeddedBroker(str(tmp_path_factory.mktemp("cli-sasl-ssl")), config=cfg,
                         log_level="INFO") as b:
         yield b
@@ -133,3 +136,28 @@ def test_bad_command_config_is_one_clean_line(broker, tls, tmp_path):
                               "ssl.truststore.location=/no/such/ca.pem", "-X",
                               "ssl.truststore.type=PEM", check=False))
     assert "ssl.truststore.location" in line
+
+
+def test_acls_over_sasl_ssl(broker, tls, tmp_path):
+    """`snakka acls add|list|remove` as the super user over SASL_SSL, and what they do to
+    another user: an ACL that allows dave only Describe on his topic denies his produce."""
+    bs = broker.bootstrap_servers
+    admin = ["-b", bs, "--command-config",
+             str(write_props(tmp_path / "admin.properties", tls, "PLAIN", "admin", "admin-secret"))]
+    cli("users", "add", "dave", "--password", "dave-pw", *admin)
+    dave = ["-b", bs, "--command-config",
+            str(write_props(tmp_path / "dave.properties", tls, "SCRAM-SHA-512", "dave", "dave-pw"))]
+    cli("topics", "create", "dave-acl", *dave)
+    assert "Produced 1 record(s)" in cli("produce", "dave-acl", *dave, input="a\n").stderr
+
+    acl = ["--allow-principal", "User:dave", "--operation", "Describe", "--topic", "dave-acl"]
+    cli("acls", "add", *acl, *admin)
+    listed = cli("acls", "list", "--topic", "dave-acl", *admin).stdout
+    assert "User:dave" in listed and "DESCRIBE" in listed.upper(), listed
+    r = cli("produce", "dave-acl", *dave, input="b\n", check=False)
+    assert r.returncode != 0 and "TOPIC_AUTHORIZATION_FAILED" in r.stdout + r.stderr, r
+    assert "dave-acl" in cli("topics", "list", *dave).stdout.split()  # Describe allowed
+
+    cli("acls", "remove", *acl, *admin)
+    assert "User:dave" not in cli("acls", "list", "--topic", "dave-acl", *admin).stdout
+    assert "Produced 1 record(s)" in cli("produce", "dave-acl", *dave, input="c\n").stderr
