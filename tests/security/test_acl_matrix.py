@@ -451,8 +451,8 @@ def test_share_consumer_needs_read_on_group_and_topic(broker):
     from snakka.protocol.errors import ErrorCode
     from snakka.protocol.errors import KafkaError as SnakkaError
 
-    t, g, g_no = uniq("share"), uniq("sg"), uniq("sg")
-    create_topics(broker, t)
+    t, t_hidden, g, g_no = uniq("share"), uniq("share"), uniq("sg"), uniq("sg")
+    create_topics(broker, t, t_hidden)
     admin = admin_client(broker)
     for group in (g, g_no):
         res = ConfigResource(RT.GROUP, group, incremental_configs=[ConfigEntry(
@@ -477,11 +477,15 @@ def test_share_consumer_needs_read_on_group_and_topic(broker):
         assert sorted(r.value for r in got) == [b"v0", b"v1", b"v2"]
     finally:
         c.close()
-    for user, group, code in (("alice", g_no, ErrorCode.GROUP_AUTHORIZATION_FAILED),
-                              ("bob", g_no, ErrorCode.TOPIC_AUTHORIZATION_FAILED)):
+    # bob on t_hidden: not even DESCRIBE, so Metadata refuses it (the Java consumer raises
+    # TopicAuthorizationException from poll rather than waiting for the topic forever).
+    for user, group, topic, code in (
+            ("alice", g_no, t, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+            ("bob", g_no, t, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            ("bob", g_no, t_hidden, ErrorCode.TOPIC_AUTHORIZATION_FAILED)):
         c = consumer(user, group)
         try:
-            c.subscribe([t])
+            c.subscribe([topic])
             with pytest.raises(SnakkaError) as e:
                 deadline = time.monotonic() + 30
                 while time.monotonic() < deadline:

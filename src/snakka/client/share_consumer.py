@@ -1000,8 +1000,15 @@ class AsyncShareConsumer:
         for b in resp.brokers:
             self._brokers[b.node_id] = (b.host, b.port)
         stale = False
+        subscribed = set(self._membership.subscription)
         for t in resp.topics:
             if t.error_code:
+                if t.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED and t.name in subscribed:
+                    # Not even DESCRIBE: the topic never becomes visible, so waiting for it
+                    # would be forever; poll raises instead (the Java consumer's
+                    # TopicAuthorizationException).
+                    self._fatal = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                             f"topic {t.name}")
                 continue
             self._topic_ids[t.name] = t.topic_id
             self._topic_names[t.topic_id] = t.name
