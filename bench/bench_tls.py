@@ -241,31 +241,25 @@ def reference_broker(tls):
     reason = reference_kafka.skip_reason()
     if reason:
         return None, reason
-    for attempt in range(3):  # a port taken between choosing and binding: choose again
-        k = reference_kafka.ReferenceKafka()
+    def extra(port: int) -> dict[str, str]:
         ssl_port = free_port()
-        while ssl_port in (k.port, k.port + 1):
+        while ssl_port in (port, port + 1):
             ssl_port = free_port()
-        k.extra = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{k.port},CONTROLLER://127.0.0.1:{k.port + 1},"
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1},"
                          f"SSL://127.0.0.1:{ssl_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{k.port},"
-                                    f"CONTROLLER://127.0.0.1:{k.port + 1},"
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},"
+                                    f"CONTROLLER://127.0.0.1:{port + 1},"
                                     f"SSL://127.0.0.1:{ssl_port}",
             "listener.security.protocol.map":
                 "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(tls.server_keystore),
         }
-        try:
-            k.start()
-        except RuntimeError as e:
-            k.stop()
-            if attempt == 2 or "Address already in use" not in str(e):
-                raise
-            continue
-        k.ssl_port = ssl_port
-        break
+
+    # ReferenceKafka.start chooses the ports again if one was taken before Kafka bound it.
+    k = reference_kafka.ReferenceKafka(extra).start()
+    k.ssl_port = int(k.extra["listeners"].rsplit(":", 1)[1])
     return k, None
 
 

@@ -20,6 +20,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,13 +57,27 @@ def _free_port_pair() -> int:
 
 
 class ReferenceKafka:
-    """One reference Kafka 4.0 broker (KRaft, broker+controller) on 127.0.0.1:<free port>."""
+    """One reference Kafka 4.0 broker (KRaft, broker+controller) on 127.0.0.1:<free port>.
 
-    def __init__(self, extra_config: dict[str, str] | None = None) -> None:
+    ``extra_config``: server.properties lines, or a function of the client port that returns
+    them (for listeners of its own: kafka-ref.sh puts the controller on port + 1). A port taken
+    by another process between choosing it and binding it (the suite runs many brokers at
+    once) makes :meth:`start` choose again, in a fresh data directory, up to
+    ``START_ATTEMPTS`` times."""
+
+    START_ATTEMPTS = 3
+
+    def __init__(self, extra_config: Mapping[str, str] | Callable[[int], Mapping[str, str]]
+                 | None = None) -> None:
+        self._extra_config = extra_config or {}
+        self._choose_port()
+
+    def _choose_port(self) -> None:
         self.port = _free_port_pair()
         self.dir = tempfile.mkdtemp(prefix="kafka-ref-")
-        self.extra = extra_config or {}
         self.bootstrap_servers = f"127.0.0.1:{self.port}"
+        cfg = self._extra_config
+        self.extra: dict[str, str] = dict(cfg(self.port) if callable(cfg) else cfg)
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -71,11 +86,20 @@ class ReferenceKafka:
         return env
 
     def start(self, timeout: float = 180) -> ReferenceKafka:
-        r = subprocess.run(["bash", str(KAFKA_REF_SH), "start"], env=self._env(),
-                           capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise RuntimeError(f"reference Kafka did not start: {r.stdout}{r.stderr}")
-        return self
+        for attempt in range(self.START_ATTEMPTS):
+            r = subprocess.run(["bash", str(KAFKA_REF_SH), "start"], env=self._env(),
+                               capture_output=True, text=True, timeout=timeout)
+            if r.returncode == 0:
+                return self
+            out = f"{r.stdout}{r.stderr}"
+            log = Path(self.dir) / "kafka.out"
+            bind_failed = "BindException" in out or (
+                log.exists() and "BindException" in log.read_text(errors="replace"))
+            if not bind_failed or attempt == self.START_ATTEMPTS - 1:
+                raise RuntimeError(f"reference Kafka did not start: {out}")
+            self.stop()
+            self._choose_port()
+        raise AssertionError("unreachable")
 
     def stop(self) -> None:
         subprocess.run(["bash", str(KAFKA_REF_SH), "stop"], env=self._env(),

@@ -116,23 +116,26 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def secured(kafka_distribution) -> Iterator[tuple[str, str]]:
     """(the reference Kafka's SASL_PLAINTEXT bootstrap, snakka's)."""
-    q = _free_port()
-    kafka = ReferenceKafka()
-    p = kafka.port
-    kafka.extra = {
-        "listeners": f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{p + 1},"
-                     f"SASL_PLAINTEXT://127.0.0.1:{q}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{p + 1},"
-                                f"SASL_PLAINTEXT://127.0.0.1:{q}",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
-                                          "SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "authorizer.class.name": STANDARD,
-        # kafka-ref.sh's PLAINTEXT and controller listeners (its readiness probe) are ANONYMOUS
-        "super.users": "User:ANONYMOUS;User:admin",
-        "allow.everyone.if.no.acl.found": "false",
-    }
+    def extra(p: int) -> dict[str, str]:  # p: the client port (controller on p + 1)
+        q = _free_port()
+        while q in (p, p + 1):
+            q = _free_port()
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{p + 1},"
+                         f"SASL_PLAINTEXT://127.0.0.1:{q}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{p + 1},"
+                                    f"SASL_PLAINTEXT://127.0.0.1:{q}",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+                                              "SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "authorizer.class.name": STANDARD,
+            # kafka-ref.sh's PLAINTEXT and controller listeners (its probe) are ANONYMOUS
+            "super.users": "User:ANONYMOUS;User:admin",
+            "allow.everyone.if.no.acl.found": "false",
+        }
+
+    kafka = ReferenceKafka(extra)
     try:
         kafka.start()
         with EmbeddedBroker(host="127.0.0.1", config={
@@ -140,7 +143,8 @@ def secured(kafka_distribution) -> Iterator[tuple[str, str]]:
                 "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS,
                 "authorizer.class.name": STANDARD, "super.users": "User:admin",
                 "allow.everyone.if.no.acl.found": "false"}) as b:
-            yield f"127.0.0.1:{q}", b.bootstrap_servers
+            sasl_listener = kafka.extra["listeners"].rsplit(",", 1)[1]  # SASL_PLAINTEXT://h:q
+            yield sasl_listener.split("://", 1)[1], b.bootstrap_servers
     finally:
         kafka.stop()
 
