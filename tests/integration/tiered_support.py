@@ -19,8 +19,8 @@ Everything here judges the broker from outside, the way a user would:
 - **The broker**: a subprocess (``EmbeddedBroker(mode="subprocess")``) so restarts and SIGKILL
   are real; its output is checked for ERROR lines and tracebacks by :func:`assert_clean_output`.
 
-Waits poll with a deadline (:func:`tests.integration.helpers.wait_until`); nothing sleeps for a
-fixed time.
+Waits poll with a deadline (:func:`tests.integration.helpers.wait_until`, or
+:func:`wait_tiered`'s deadline on progress); nothing sleeps for a fixed time.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import ck_consumer_config, run_async, wait_until
+from .helpers import ck_consumer_config, run_async
 
 MiB = 1 << 20
 SEGMENT_BYTES = MiB
@@ -514,20 +514,37 @@ def active_segment_base(data_dir: str, topic: str, partition: int) -> int:
 def wait_tiered(bootstrap: str, data_dir: str, topic: str, partitions: Iterable[int], *,
                 timeout: float, local_max: int) -> dict[int, int]:
     """Wait until every closed segment is remote (ListOffsets -5 = active segment's base - 1)
-    and local data shrank to at most ``local_max`` bytes per partition; returns -5 offsets."""
+    and local data shrank to at most ``local_max`` bytes per partition; returns -5 offsets.
+
+    ``timeout`` bounds the time WITHOUT progress (no segment tiered, no local byte deleted):
+    how long the copier takes in all depends on the machine's load (a loaded CI run needed over
+    300 s for 96 MiB through the slow S3 proxy), while a stuck copier still fails within
+    ``timeout``. The whole wait is capped at ``PROGRESS_WAIT_CAP`` times ``timeout``."""
     parts = list(partitions)
-
-    def done() -> dict[int, int] | None:
+    last: tuple[object, ...] | None = None
+    stall_deadline = time.monotonic() + timeout
+    hard_deadline = time.monotonic() + PROGRESS_WAIT_CAP * timeout
+    while True:
         tiered = list_offsets(bootstrap, topic, parts, LATEST_TIERED)
-        for p in parts:
-            if tiered[p] != active_segment_base(data_dir, topic, p) - 1:
-                return None
-            if local_log_bytes(data_dir, topic, p) > local_max:
-                return None
-        return tiered
+        local = [local_log_bytes(data_dir, topic, p) for p in parts]
+        if all(tiered[p] == active_segment_base(data_dir, topic, p) - 1 and b <= local_max
+               for p, b in zip(parts, local, strict=True)):
+            return tiered
+        now = time.monotonic()
+        progress = (tuple(tiered[p] for p in parts), tuple(local))
+        if progress != last:
+            last, stall_deadline = progress, now + timeout
+        if now > stall_deadline or now > hard_deadline:
+            raise AssertionError(
+                f"{topic}: no progress for {timeout:.0f}s (or over {PROGRESS_WAIT_CAP}x that in "
+                f"all) waiting for every closed segment copied and local data under "
+                f"{local_max} bytes per partition; tiered up to {tiered}, "
+                f"local bytes {dict(zip(parts, local, strict=True))}")
+        time.sleep(0.2)
 
-    return wait_until(done, timeout, f"{topic}: every closed segment copied and local data "
-                      f"under {local_max} bytes per partition", interval=0.2)
+
+# wait_tiered's cap on the whole wait, in multiples of its no-progress timeout.
+PROGRESS_WAIT_CAP = 4
 
 
 def assert_clean_output(broker, allow: Iterable[str] = ()) -> None:
