@@ -13,6 +13,7 @@ from snakka.config import (
     DYNAMIC_BROKER_CONFIGS,
     GROUP_CONFIG_BOUNDS,
     GROUP_CONFIGS,
+    LISTENER_RECONFIGURABLE_SSL_CONFIGS,
     TOPIC_CONFIGS,
     UNSUPPORTED_GROUP_CONFIGS,
 )
@@ -123,11 +124,17 @@ def render() -> str:
               "resource (this node's id, or the empty name for the cluster default); changes are "
               "kept in the metadata log.", "",
               "| name | type | default | dynamic | description |", "|---|---|---|---|---|"]
+    def per_listener(name: str) -> str:
+        # Kafka's per-broker, per-listener SSL configs (docs/security.md, certificate reload).
+        return ("per listener (`listener.name.<l>.`), this node only"
+                if name in LISTENER_RECONFIGURABLE_SSL_CONFIGS else "")
+
     for name in sorted(BROKER_CONFIGS):
         d = BROKER_CONFIGS[name]
         lines.append(f"| `{name}` | {d.type.name.lower()} | "
                      f"{'`' + d.default + '`' if d.default is not None else '(unset)'} | "
-                     f"{'yes' if name in DYNAMIC_BROKER_CONFIGS else ''} | {d.doc} |")
+                     f"{'yes' if name in DYNAMIC_BROKER_CONFIGS else per_listener(name)} | "
+                     f"{d.doc} |")
     lines += ["", "## Bounds for hostile clients", "",
               "- Connections: `max.connections` (broker-wide) and `max.connections.per.ip` "
               "(+ `max.connections.per.ip.overrides`); a connection beyond either is reset at "

@@ -38,7 +38,7 @@ from snakka.groups.coordinator import GroupCoordinator
 from snakka.handlers import load_handlers
 from snakka.handlers.services import Services
 from snakka.limits import MIN_FREE_FDS_AT_START
-from snakka.metadata.core import ClusterMetadata, TopicInfo
+from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata, TopicInfo
 from snakka.remote.manager import RemoteLogManager
 from snakka.replica.manager import ReplicaManager
 from snakka.security.acl_authorizer import create_authorizer
@@ -46,6 +46,7 @@ from snakka.security.authorizer import Authorizer
 from snakka.security.principal import SecurityProtocol
 from snakka.security.sasl.config import SaslServerFactory
 from snakka.security.ssl import ListenerTls
+from snakka.security.ssl_reload import SslReconfiguration
 from snakka.server.channel import ChannelLimits
 from snakka.server.dispatch import RequestDispatcher
 from snakka.server.listener import ListenerServer, idle_sweeper
@@ -99,6 +100,7 @@ class Broker:
         # SASL listeners' mechanisms: a ConfigError here (GSSAPI, PLAIN without users, an
         # unreadable JWKS) stops the start before anything is opened.
         self.sasl = self._sasl_factory()
+        self.ssl_reconfiguration: SslReconfiguration | None = None  # set in start
         self.logs: LogManager | None = None
         self.flusher: FlushScheduler | None = None
         self.replicas: ReplicaManager | None = None
@@ -190,6 +192,12 @@ class Broker:
         self.logs = logs = LogManager([self.log_dir], time_ms=self.time_ms)
         controller.load()
         metadata = controller.metadata
+        # The SSL listeners start with this broker's dynamic SSL configs (metadata log), which
+        # AlterConfigs may change again at run time (security/ssl_reload.py).
+        node_key = (RESOURCE_BROKER, str(self.node_id))
+        ssl_reconfiguration = self.ssl_reconfiguration = SslReconfiguration(
+            config, self.node_id, lambda: controller.metadata.dynamic_configs.get(node_key, {}))
+        listener_tls = ssl_reconfiguration.initial(listener_tls)
         logs.default_config = controller.log_config_for(None)
         # After LogManager raised the soft RLIMIT_NOFILE: the derived bound follows it.
         pool = configure_open_files(config.int("log.max.open.files"))
@@ -243,7 +251,7 @@ class Broker:
             config=config, node_id=self.node_id, time_ms=self.time_ms, controller=controller,
             replicas=replicas, groups=self.groups, shares=self.shares, txns=self.txns,
             remote=self.remote, fetch_sessions=self.fetch_sessions, endpoints=self,
-            sasl=self.sasl)
+            sasl=self.sasl, ssl_reconfiguration=self.ssl_reconfiguration)
         self._check_fd_headroom()
         # Authorization: the authorizer reads the ACLs the metadata replay has just loaded (a
         # test may have injected its own).
@@ -261,6 +269,8 @@ class Broker:
                 listener, registry=self.connection_registry, memory=self.response_memory,
                 limits=limits, dispatcher=dispatcher, security_protocol=protocol,
                 tls=listener_tls.get(listener.name))
+            if srv.tls is not None:
+                ssl_reconfiguration.register(listener.name, srv)
             await srv.start()
             self.listener_servers.append(srv)
         self._tasks.append(asyncio.ensure_future(idle_sweeper(

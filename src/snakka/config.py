@@ -372,32 +372,34 @@ _BROKER_LIST: list[ConfigDef] = [
        read_only=True),
     # -- TLS (issue 14): Kafka's SslConfigs; each may be set per listener as
     # listener.name.<listener>.<config> (the prefixed key wins for that listener; see
-    # listener_config and security/ssl.py). Read when the listeners start.
+    # listener_config and security/ssl.py). Read when the listeners start; the key and trust
+    # store configs (LISTENER_RECONFIGURABLE_SSL_CONFIGS) may then be changed per listener and
+    # broker at run time (security/ssl_reload.py), so they are not read-only.
     _d("ssl.keystore.type", _S, "JKS", _one_of("JKS", "PKCS12", "PEM", case_insensitive=False),
        "Key store format: PEM, PKCS12, or JKS (Kafka's default: a JKS-typed file in PKCS12 "
-       "format is read; a real JKS file is refused with how to convert it).", read_only=True),
+       "format is read; a real JKS file is refused with how to convert it).", read_only=False),
     _d("ssl.keystore.location", _S, None, _parse_str,
        "Key store file of an SSL listener (PEM: the private key and certificate chain).",
-       read_only=True),
+       read_only=False),
     _d("ssl.keystore.password", ConfigType.PASSWORD, None, _parse_str,
-       "Password of a PKCS12 key store (not allowed with PEM).", read_only=True,
+       "Password of a PKCS12 key store (not allowed with PEM).", read_only=False,
        sensitive=True),
     _d("ssl.key.password", ConfigType.PASSWORD, None, _parse_str,
-       "Password of the private key (PEM: of an encrypted PKCS#8 key).", read_only=True,
+       "Password of the private key (PEM: of an encrypted PKCS#8 key).", read_only=False,
        sensitive=True),
     _d("ssl.keystore.key", ConfigType.PASSWORD, None, _parse_str,
        "Inline PEM private key (with ssl.keystore.certificate.chain and "
-       "ssl.keystore.type=PEM).", read_only=True, sensitive=True),
+       "ssl.keystore.type=PEM).", read_only=False, sensitive=True),
     _d("ssl.keystore.certificate.chain", _S, None, _parse_str,
-       "Inline PEM certificate chain of ssl.keystore.key.", read_only=True),
+       "Inline PEM certificate chain of ssl.keystore.key.", read_only=False),
     _d("ssl.truststore.type", _S, "JKS", _one_of("JKS", "PKCS12", "PEM"),
-       "Trust store format: PEM, PKCS12, or JKS (a PKCS12 file).", read_only=True),
+       "Trust store format: PEM, PKCS12, or JKS (a PKCS12 file).", read_only=False),
     _d("ssl.truststore.location", _S, None, _parse_str,
-       "Trust store file: the CAs client certificates are checked against.", read_only=True),
+       "Trust store file: the CAs client certificates are checked against.", read_only=False),
     _d("ssl.truststore.password", ConfigType.PASSWORD, None, _parse_str,
-       "Password of a PKCS12 trust store.", read_only=True, sensitive=True),
+       "Password of a PKCS12 trust store.", read_only=False, sensitive=True),
     _d("ssl.truststore.certificates", _S, None, _parse_str,
-       "Inline PEM trusted certificates (ssl.truststore.type=PEM).", read_only=True),
+       "Inline PEM trusted certificates (ssl.truststore.type=PEM).", read_only=False),
     _d("ssl.client.auth", _S, "none", _one_of("none", "requested", "required",
                                               case_insensitive=True),
        "Client certificates: none, requested (checked when sent) or required (mTLS).",
@@ -415,6 +417,14 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("ssl.principal.mapping.rules", _S, "DEFAULT", _parse_principal_mapping_rules,
        "How a client certificate's subject (RFC 2253) becomes the principal's name: "
        "RULE:pattern/replacement/[LU] rules and DEFAULT, as in Kafka.", read_only=True),
+    _d("ssl.allow.dn.changes", _B, "false", _parse_bool,
+       "Whether a dynamically reloaded key store may change the certificate's distinguished "
+       "name (Kafka's BrokerSecurityConfigs; per listener with listener.name.<l>.).",
+       read_only=True),
+    _d("ssl.allow.san.changes", _B, "false", _parse_bool,
+       "Whether a dynamically reloaded key store may drop subject alternative names of the "
+       "certificate it replaces (Kafka's BrokerSecurityConfigs; per listener).",
+       read_only=True),
     _d("snakka.ssl.handshake.timeout.ms", _L, "10000", _pos_long,
        "Longest a TLS handshake may take; a connection that has not completed it by then is "
        "closed with a log line (Kafka has no such config; without one a client could hold "
@@ -833,6 +843,26 @@ DYNAMIC_BROKER_CONFIGS = frozenset(
        "producer.id.expiration.ms", "fetch.max.bytes"}
 )
 
+
+# Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: the key and trust store configs of a listener,
+# changed at run time only per broker and per listener (``listener.name.<l>.<config>`` on the
+# BROKER resource named by the node id; KIP-226). security/ssl_reload.py validates and applies.
+LISTENER_RECONFIGURABLE_SSL_CONFIGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+})
+
+
+def dynamic_listener_ssl_config(key: str) -> tuple[str, str] | None:
+    """``listener.name.ssl.ssl.keystore.location`` -> ("SSL", "ssl.keystore.location") when
+    ``key`` is a per-listener reconfigurable SSL config, else None."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    listener, config = split_listener_key(key)
+    if not listener or config not in LISTENER_RECONFIGURABLE_SSL_CONFIGS:
+        return None
+    return listener, config
 
 
 # group config -> (broker config of its smallest allowed value, of its largest)

@@ -175,3 +175,57 @@ def make_material(directory: Path) -> TlsMaterial:
     return TlsMaterial(d, d / "ca.pem", d / "server.keystore.pem", d / "server.pem",
                        d / "server.key", d / "server.p12", d / "truststore.p12",
                        clients=clients)
+
+
+@dataclass(frozen=True)
+class RotationMaterial:
+    """Key stores for certificate reload tests (tests/security/test_tls_reload.py), all from
+    one CA (``ca``): ``a`` and ``b`` are two server certificates with the same subject and SAN
+    (a rotation Kafka accepts), ``other_dn`` has another subject, ``fewer_sans`` drops ::1 from
+    the SAN, ``mismatched`` pairs b's certificate with a's key, ``garbage`` is not PEM.
+    ``serials`` maps each name to its certificate's serial number."""
+
+    directory: Path
+    ca: Path
+    a: Path
+    b: Path
+    other_dn: Path
+    fewer_sans: Path
+    mismatched: Path
+    garbage: Path
+    serials: dict[str, int]
+
+
+def make_rotation_material(directory: Path) -> RotationMaterial:
+    """Generate the reload test key stores into ``directory`` (PEM: key, certificate, CA)."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    ca, ca_key = _ca("snakka-rotation-ca")
+    (d / "rotation-ca.pem").write_bytes(_pem_cert(ca))
+    serials: dict[str, int] = {}
+    keys = {}
+    certs = {}
+    for name, cn in (("a", "localhost"), ("b", "localhost"), ("other_dn", "other-host")):
+        cert, key = _leaf(cn, ca, ca_key, server=True)
+        certs[name], keys[name] = cert, key
+        serials[name] = cert.serial_number
+        (d / f"{name}.keystore.pem").write_bytes(_pem_key(key) + _pem_cert(cert) + _pem_cert(ca))
+    # Same subject, a SAN without ::1.
+    key = _key()
+    now = datetime.datetime.now(datetime.UTC)
+    fewer = (x509.CertificateBuilder()
+             .subject_name(_name("localhost")).issuer_name(ca.subject)
+             .public_key(key.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(now - _ONE_DAY).not_valid_after(now + 30 * _ONE_DAY)
+             .add_extension(x509.SubjectAlternativeName([
+                 x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                 critical=False)
+             .sign(ca_key, hashes.SHA256()))
+    serials["fewer_sans"] = fewer.serial_number
+    (d / "fewer_sans.keystore.pem").write_bytes(_pem_key(key) + _pem_cert(fewer) + _pem_cert(ca))
+    (d / "mismatched.keystore.pem").write_bytes(
+        _pem_key(keys["a"]) + _pem_cert(certs["b"]) + _pem_cert(ca))
+    (d / "garbage.keystore.pem").write_bytes(b"this is not a key store\n")
+    return RotationMaterial(d, d / "rotation-ca.pem", d / "a.keystore.pem", d / "b.keystore.pem",
+                            d / "other_dn.keystore.pem", d / "fewer_sans.keystore.pem",
+                            d / "mismatched.keystore.pem", d / "garbage.keystore.pem", serials)

@@ -10,12 +10,17 @@ Authorization is the handlers' (handlers/_authz.denied_config_resources: ALTER_C
 topic, the group or the cluster); a denied resource is answered with its authorization error
 here, after the checks Kafka's broker makes before forwarding to its controller (a BROKER
 resource's name and config validation come first), and nothing of it is applied.
+
+Per-listener SSL configs (``listener.name.<l>.ssl.keystore.location``...) on this broker's
+resource are loaded and validated before the change is written and installed after it is
+durable (security/ssl_reload.py: certificate reload without restart).
 """
 
 from __future__ import annotations
 
 import logging
 
+from snakka.config import dynamic_listener_ssl_config
 from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from snakka.protocol.errors import ErrorCode, KafkaError
 
@@ -38,6 +43,19 @@ def _alter_loggers(services, name: str, changes: dict, validate_only: bool) -> N
         lg.setLevel(logging.NOTSET if level is None else _LEVELS[level.upper()])
 
 
+def _prepare_ssl(services, rname: str, cfg: dict, replace: bool):
+    """The new TLS contexts a BROKER change implies (None: it changes none); KafkaError when
+    a new key or trust store cannot be used."""
+    reconf = services.ssl_reconfiguration
+    if reconf is None:
+        keys = sorted(k for k in cfg if dynamic_listener_ssl_config(k) is not None)
+        if keys:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"This broker has no SSL listener to reconfigure: {keys}")
+        return None
+    return reconf.prepare(rname, cfg, replace=replace)
+
+
 async def alter_resources(services, changes, validate_only: bool,
                           denied: dict[tuple[int, str], ErrorCode] | None = None):
     """changes: [(resource_type, resource_name, {key: value|None}, replace)]; ``denied``: the
@@ -47,6 +65,7 @@ async def alter_resources(services, changes, validate_only: bool,
     records: list[dict] = []
     touched_topics: set[str] = set()
     touched_broker = False
+    ssl_plans: list = []
     for rtype, rname, cfg, replace in changes:
         try:
             refused = denied.get((rtype, rname)) if denied else None
@@ -70,6 +89,13 @@ async def alter_resources(services, changes, validate_only: bool,
                 if rtype == RESOURCE_BROKER and rname not in ("", str(services.node_id)):
                     raise KafkaError(ErrorCode.INVALID_REQUEST,
                                      f"Unexpected broker id {rname}")
+                if rtype == RESOURCE_BROKER:
+                    # Per-listener SSL stores are loaded and checked before anything is
+                    # written (security/ssl_reload.py); installed once durable.
+                    services.metadata.check_config_change(rtype, rname, cfg, replace=replace)
+                    plan = _prepare_ssl(services, rname, cfg, replace)
+                    if plan is not None and not validate_only:
+                        ssl_plans.append(plan)
                 if validate_only:
                     services.metadata.check_config_change(rtype, rname, cfg)
                 else:
@@ -86,4 +112,7 @@ async def alter_resources(services, changes, validate_only: bool,
     if records:
         await services.controller.commit_metadata(records)
         services.controller.reconfigure_topics(None if touched_broker else touched_topics)
+    for plan in ssl_plans:
+        assert services.ssl_reconfiguration is not None
+        services.ssl_reconfiguration.apply(plan)
     return results

@@ -28,6 +28,7 @@ from snakka.config import (
     TOPIC_CONFIGS,
     ConfigSource,
     ConfigType,
+    dynamic_listener_ssl_config,
 )
 from snakka.handlers._authz import denied_config_resources
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
@@ -66,12 +67,18 @@ def _entry(rc, defs, include_synonyms: bool, include_docs: bool, v: int):
     # (Kafka's rule); topic and group configs are all alterable.
     read_only = rc.name not in DYNAMIC_BROKER_CONFIGS if defs is BROKER_CONFIGS else \
         bool(d.read_only) if d else False
+    listener_ssl = dynamic_listener_ssl_config(rc.name) if defs is BROKER_CONFIGS else None
+    if listener_ssl is not None:  # listener.name.<l>.ssl.*: typed (and secret) as its base
+        d = defs.get(listener_ssl[1])
+        read_only = False
+    sensitive = d is not None and d.sensitive
     return DescribeConfigsResourceResult(
-        name=rc.name, value=None if d is not None and d.sensitive else rc.value,
+        name=rc.name, value=None if sensitive else rc.value,
         read_only=read_only,
         is_default=rc.source == ConfigSource.DEFAULT_CONFIG,
         config_source=int(rc.source), is_sensitive=bool(d.sensitive) if d else False,
-        synonyms=[DescribeConfigsSynonym(name=n, value=val, source=int(s))
+        synonyms=[DescribeConfigsSynonym(name=n, value=None if sensitive else val,
+                                         source=int(s))
                   for n, val, s in rc.synonyms] if include_synonyms else [],
         config_type=int(d.type) if d else int(ConfigType.UNKNOWN),
         documentation=d.doc if (d and include_docs) else None,

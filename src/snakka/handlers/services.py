@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from snakka.remote.manager import RemoteLogManager
     from snakka.replica.manager import ReplicaManager
     from snakka.security.sasl.config import SaslServerFactory
+    from snakka.security.ssl_reload import SslReconfiguration
     from snakka.share.manager import SharePartitionManager
     from snakka.txn.manager import TransactionManager
 
@@ -47,6 +48,9 @@ class Services:
     endpoints: Endpoints
     # The SASL listeners' mechanisms (None: no SASL listener).
     sasl: SaslServerFactory | None = None
+    # The SSL listeners' contexts, changed by dynamic per-listener SSL configs (None: the
+    # broker has no SSL listener wiring, e.g. a unit test's bundle).
+    ssl_reconfiguration: SslReconfiguration | None = None
 
     @property
     def metadata(self) -> ClusterMetadata:

@@ -19,6 +19,7 @@ from snakka.config import (
     ConfigSource,
     ConfigType,
     broker_default_for_topic_config,
+    dynamic_listener_ssl_config,
 )
 from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_GROUP, ClusterMetadata, TopicInfo
 
@@ -84,6 +85,17 @@ class ConfigResolver:
                 out.append(ResolvedConfig(name, layers[0][0], layers[0][1], syn))
             else:
                 out.append(ResolvedConfig(name, d.default, ConfigSource.DEFAULT_CONFIG, syn))
+        # Per-listener SSL configs (listener.name.<l>.ssl.*) set statically or dynamically,
+        # as Kafka lists them (the dynamic ones change a listener's certificate at run time).
+        node = str(self.static.node_id)
+        keys = set(self.metadata.dynamic_configs.get((RESOURCE_BROKER, node), {}))
+        if broker_resource != "":
+            keys |= set(self.static.overrides)
+        for name in sorted(k for k in keys if dynamic_listener_ssl_config(k) is not None):
+            layers = self._broker_layers(name)
+            if layers:
+                out.append(ResolvedConfig(name, layers[0][0], layers[0][1],
+                                          tuple((name, v, s) for v, s in layers)))
         return out
 
     # -- topics --------------------------------------------------------------------------

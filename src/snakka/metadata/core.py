@@ -32,8 +32,10 @@ from typing import Any
 from snakka.config import (
     BROKER_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
+    LISTENER_RECONFIGURABLE_SSL_CONFIGS,
     TOPIC_CONFIGS,
     ConfigError,
+    dynamic_listener_ssl_config,
     validate_group_configs,
     validate_topic_configs,
 )
@@ -447,7 +449,10 @@ class ClusterMetadata:
                     after[k] = v
             self._check_tiered_configs(before, after)
         elif resource_type == RESOURCE_BROKER:
+            self._check_listener_ssl_change(resource_name, changes)
             for k, v in changes.items():
+                if dynamic_listener_ssl_config(k) is not None:
+                    continue  # values checked by loading them (security/ssl_reload.py)
                 d = BROKER_CONFIGS.get(k)
                 if d is None:
                     raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown broker config {k}")
@@ -462,6 +467,22 @@ class ClusterMetadata:
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unsupported resource type {resource_type} for config changes")
+
+    @staticmethod
+    def _check_listener_ssl_change(resource_name: str, changes: Mapping[str, str | None]) -> None:
+        """Kafka's DynamicBrokerConfig.validateConfigs for the SSL key and trust store configs
+        (INVALID_REQUEST, as Kafka's ConfigAdminManager answers its ConfigException): only per
+        listener, and only on one broker's resource, not the cluster default."""
+        unprefixed = sorted(k for k in changes if k in LISTENER_RECONFIGURABLE_SSL_CONFIGS)
+        if unprefixed:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "These security configs can be dynamically updated only "
+                             f"per-listener using the listener prefix: Set({', '.join(unprefixed)})")
+        per_listener = sorted(k for k in changes if dynamic_listener_ssl_config(k) is not None)
+        if per_listener and resource_name == "":
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "Cannot update these configs at default cluster level, broker id "
+                             f"must be specified: Set({', '.join(per_listener)})")
 
     def alter_configs(self, resource_type: int, resource_name: str,
                       changes: Mapping[str, str | None], *, replace: bool = False,

@@ -128,7 +128,8 @@ class ListenerServer:
                  tls: ListenerTls | None = None) -> None:
         self.listener = listener
         # SSL / SASL_SSL: the listener's TLS context (security/ssl.py); each connection runs
-        # its own bounded handshake (server/connection.py).
+        # its own bounded handshake (server/connection.py). Replaced at run time by a dynamic
+        # SSL config change (security/ssl_reload.py); read at each accept.
         self.tls = tls
         self.servers: list[asyncio.base_events.Server] = []
         self.port = listener.port
@@ -152,7 +153,7 @@ class ListenerServer:
         for s in socks:
             if self.tls is not None:
                 self._tls_sockets.append(s)
-                self._tasks.add(asyncio.ensure_future(self._accept_tls(s, bound, self.tls)))
+                self._tasks.add(asyncio.ensure_future(self._accept_tls(s, bound)))
                 continue
             srv = await loop.create_server(lambda: self._connection(bound), sock=s)
             self.servers.append(srv)
@@ -186,7 +187,7 @@ class ListenerServer:
     # snakka.ssl.handshake.timeout.ms) before the connection exists, and a failure is logged
     # here with its reason. asyncio's own TLS server logs nothing for a failed handshake, and
     # upgrading a plain connection with start_tls races the client's first bytes on uvloop.
-    async def _accept_tls(self, sock: socket.socket, bound: Listener, tls: ListenerTls) -> None:
+    async def _accept_tls(self, sock: socket.socket, bound: Listener) -> None:
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -200,6 +201,10 @@ class ListenerServer:
                             _ACCEPT_RETRY_S * 1000)
                 await asyncio.sleep(_ACCEPT_RETRY_S)
                 continue
+            # ``self.tls`` at each accept: a dynamic reload (security/ssl_reload.py) replaces
+            # it, and only handshakes that start afterwards see the new certificate.
+            tls = self.tls
+            assert tls is not None
             task = asyncio.ensure_future(self._tls_handshake(client, bound, tls))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
