@@ -199,7 +199,12 @@ def test_readers_of_segments_being_deleted(broker, tiered_backend):  # noqa: F81
     first_deletion = threading.Event()
 
     def read(i: int) -> None:
-        c = Consumer(ck_consumer_config(bs, **{"max.partition.fetch.bytes": 8 * 1024}))
+        # librdkafka prefetches in the background while the reader waits below (by default up
+        # to 64 MiB): a CI run saw every record queued before the first deletion, so no reader
+        # was overtaken. A queue of about one fetch keeps the reader on the broker's heels.
+        c = Consumer(ck_consumer_config(bs, **{"max.partition.fetch.bytes": 8 * 1024,
+                                               "queued.max.messages.kbytes": 16,
+                                               "queued.min.messages": 1}))
         try:
             c.assign([TopicPartition(topic, 0, 0)])
             last = -1
