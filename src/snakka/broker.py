@@ -165,6 +165,8 @@ class Broker:
         self.controller.close_store()
         if self.logs is not None:
             self.logs.abandon()
+        if self.sasl is not None:
+            self.sasl.close()
 
     def _check_fd_headroom(self) -> None:
         """After loading: enough descriptors must be left to accept connections, or clients
@@ -361,6 +363,8 @@ class Broker:
             await self.flusher.close()
         if self.logs is not None:
             self.logs.close()
+        if self.sasl is not None:
+            self.sasl.close()  # an http(s) JWKS's refresher thread
         log.info("snakka broker %d stopped cleanly", self.node_id)
 
     # -- connections ---------------------------------------------------------------------

@@ -783,6 +783,16 @@ _SASL_CONFIGS: list[ConfigDef] = [
     _d("sasl.oauthbearer.jwks.endpoint.url", _S, "", _parse_str,
        "JWKS (file://, http://, https://) that OAUTHBEARER tokens are verified against; empty: "
        "Kafka's unsecured JWS validator (development only).", read_only=True),
+    _d("sasl.oauthbearer.jwks.endpoint.refresh.ms", _L, "3600000", _pos_long,
+       "How often an http(s) JWKS is fetched again (in the background; a file:// JWKS is "
+       "re-read when the file changes). A token whose kid is unknown also starts a fetch at "
+       "once (at most one per key id a minute); that token is refused.", read_only=True),
+    _d("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _L, "100", _nonneg_long,
+       "First wait before retrying a failed JWKS fetch; each retry doubles it.",
+       read_only=True),
+    _d("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _L, "10000", _nonneg_long,
+       "How long a failed JWKS fetch is retried in all (the keys already known stay in use).",
+       read_only=True),
     _d("sasl.oauthbearer.expected.audience", _LIST, "", _parse_list,
        "Audiences a token's aud claim must contain one of (empty: not checked).",
        read_only=True),

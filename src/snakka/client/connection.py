@@ -10,19 +10,36 @@ TLS: Kafka's client configs (``security.protocol=SSL``, ``ssl.truststore.*``,
 ``ssl.ca.location`` / ``ssl.certificate.location`` / ``ssl.key.location`` too) build the context
 through util/tls.py, the code the broker's listeners use.
 
+SASL (``security.protocol=SASL_*``, client/sasl.py) runs after ApiVersions. When the broker
+gives the session a lifetime (SaslAuthenticate v1+ ``session_lifetime_ms`` > 0, KIP-368,
+``connections.max.reauth.ms`` on the broker), the connection re-authenticates on the same
+socket at a random point between 85 % and 95 % of it (Kafka's Java client does the same),
+timed from the start of the previous exchange. A re-authentication is: stop writing new
+requests (callers of :meth:`KafkaConnection.send` wait), wait for the responses in flight,
+SaslHandshake + SaslAuthenticate, resume. The broker closes a connection that sends anything
+but a SaslHandshake while re-authenticating or after its session expired, hence the pause. A
+timer starts it even when the connection is idle; if the loop did not run in time (the session
+already expired), the next request re-authenticates first: the broker accepts a SaslHandshake
+on an expired session. A refused re-authentication closes the connection: the waiting callers,
+and later ones, get :class:`~snakka.client.sasl.SaslAuthenticationError` ("SASL
+re-authentication failed: <the broker's message>"), and one WARNING on ``snakka.client``.
+
 Not a full producer/consumer client: no batching, retries or metadata refresh policy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import logging
+import random
 import ssl
 import struct
 from collections.abc import Mapping
 from typing import Any
 
-from snakka.client.sasl import SaslClientConfig
+from snakka.client.sasl import SaslAuthenticationError, SaslClientConfig
 from snakka.client.sasl import authenticate as sasl_authenticate
 from snakka.limits import INT32_MAX
 from snakka.protocol import decode_response_header, encode_request
@@ -34,6 +51,13 @@ CLIENT_SOFTWARE_NAME = "snakka-client"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 # Largest response frame this client accepts; larger frames are a protocol error.
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+# KIP-368: where in the session's lifetime a re-authentication starts, a random point in this
+# range (Kafka's SaslClientAuthenticator: 85 % plus up to 10 %), so that many connections
+# opened together do not re-authenticate together.
+REAUTH_AT_LIFETIME_MIN = 0.85
+REAUTH_AT_LIFETIME_MAX = 0.95
+
+log = logging.getLogger("snakka.client")
 
 
 class ConnectionClosed(ConnectionError):
@@ -97,6 +121,15 @@ class KafkaConnection:
         # SASL_*: authenticate after ApiVersions (client/sasl.py).
         self.sasl = sasl if sasl is not None else SaslClientConfig.from_config(
             {k: str(v) for k, v in self.config.items() if v is not None})
+        # KIP-368 re-authentication (see the module docstring).
+        self.session_lifetime_ms = 0  # of the current SASL session; 0: it never expires
+        self.reauthentications = 0  # completed re-authentications of this connection
+        self._reauth_at: float | None = None  # loop time to re-authenticate at
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task | None = None
+        self._reauth_failure: SaslAuthenticationError | None = None
+        self._drained = asyncio.Event()  # set while no response is awaited
+        self._drained.set()
 
     async def connect(self, timeout: float = 10.0) -> KafkaConnection:
         ctx = self.ssl_context
@@ -114,11 +147,77 @@ class KafkaConnection:
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         if self.sasl is not None:
             try:
-                await sasl_authenticate(self, self.sasl)
+                await self._authenticate(self)
             except BaseException:
                 await self.close()
                 raise
         return self
+
+    # -- KIP-368 re-authentication -------------------------------------------------------------
+    async def _authenticate(self, sender: Any) -> None:
+        """One SASL exchange through ``sender``; schedules the next one if the session has a
+        lifetime."""
+        assert self.sasl is not None
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        lifetime = await sasl_authenticate(sender, self.sasl)
+        self.session_lifetime_ms = lifetime
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        self._reauth_at = None
+        if lifetime > 0:
+            share = random.uniform(REAUTH_AT_LIFETIME_MIN, REAUTH_AT_LIFETIME_MAX)  # noqa: S311
+            self._reauth_at = started + lifetime / 1000 * share
+            self._reauth_timer = loop.call_at(self._reauth_at, self._start_reauthentication)
+
+    def _start_reauthentication(self) -> asyncio.Task:
+        self._reauth_timer = None
+        if self._reauth_task is None or self._reauth_task.done():
+            self._reauth_task = asyncio.ensure_future(self._reauthenticate())
+            # The failure is kept for the callers (self._reauth_failure); an idle connection's
+            # task may have nobody awaiting it.
+            self._reauth_task.add_done_callback(
+                lambda t: None if t.cancelled() else t.exception())
+        return self._reauth_task
+
+    async def _reauthenticate(self) -> None:
+        """Hold new requests (send() waits while this task runs), wait for the responses in
+        flight, run the exchange again, resume. A failure closes the connection."""
+        self._reauth_at = None
+        try:
+            await self._drained.wait()
+            if self._writer is None:
+                return
+            await self._authenticate(_Unheld(self))
+            self.reauthentications += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            failure = SaslAuthenticationError(f"SASL re-authentication failed: {e}")
+            self._reauth_failure = failure
+            log.warning("closing connection to %s:%s: %s", self.host, self.port, failure)
+            await self._close_transport()
+            raise failure from e
+
+    async def _before_write(self) -> None:
+        """Wait for a re-authentication in progress, or start one that is overdue."""
+        while True:
+            if self._reauth_failure is not None:
+                raise self._reauth_failure
+            task = self._reauth_task
+            if task is not None and not task.done():
+                await asyncio.shield(task)
+                continue
+            if self._reauth_at is not None and \
+                    asyncio.get_running_loop().time() >= self._reauth_at:
+                if self._reauth_timer is not None:
+                    self._reauth_timer.cancel()
+                self._start_reauthentication()
+                continue
+            if self._writer is None:
+                raise ConnectionClosed("not connected")
+            return
 
     def version_for(self, api_key: int) -> int:
         spec = api_spec(api_key)
@@ -132,24 +231,41 @@ class KafkaConnection:
         return v
 
     async def send(self, request: Any, version: int | None = None) -> Any:
+        if self._reauth_failure is not None:
+            raise self._reauth_failure
         if self._writer is None:
             raise ConnectionClosed("not connected")
+        if self._reauth_at is not None or self._reauth_task is not None:
+            await self._before_write()
+        return await self._send_now(request, version)
+
+    async def _send_now(self, request: Any, version: int | None = None) -> Any:
+        if self._writer is None:
+            raise self._reauth_failure or ConnectionClosed("not connected")
         api_key = request.API_KEY
         if version is None:
             version = self.version_for(api_key)
         corr = next(self._corr) & INT32_MAX
         fut = asyncio.get_running_loop().create_future()
         self._inflight[corr] = (fut, api_key, version, request)
-        self._writer.write(encode_request(corr, self.client_id, version, request))
+        self._drained.clear()
         try:
+            self._writer.write(encode_request(corr, self.client_id, version, request))
             return await asyncio.wait_for(fut, self.request_timeout)
         finally:
             self._inflight.pop(corr, None)
+            if not self._inflight:
+                self._drained.set()
 
     async def send_no_response(self, request: Any, version: int | None = None) -> None:
         """Send a request that gets no response (Produce with acks=0)."""
+        if self._reauth_failure is not None:
+            raise self._reauth_failure
         if self._writer is None:
             raise ConnectionClosed("not connected")
+        if self._reauth_at is not None or self._reauth_task is not None:
+            await self._before_write()
+        assert self._writer is not None
         if version is None:
             version = self.version_for(request.API_KEY)
         corr = next(self._corr) & INT32_MAX
@@ -188,6 +304,18 @@ class KafkaConnection:
                 fut.set_exception(err)
 
     async def close(self) -> None:
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        self._reauth_at = None
+        task, self._reauth_task = self._reauth_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self._close_transport()
+
+    async def _close_transport(self) -> None:
         if self._writer is not None:
             self._writer.close()
             try:
@@ -207,6 +335,19 @@ class KafkaConnection:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _Unheld:
+    """The connection's sender for the re-authentication exchange itself (not held)."""
+
+    def __init__(self, conn: KafkaConnection) -> None:
+        self._conn = conn
+
+    async def send(self, request: Any, version: int | None = None) -> Any:
+        return await self._conn._send_now(request, version)
+
+    def version_for(self, api_key: int) -> int:
+        return self._conn.version_for(api_key)
 
 
 def parse_bootstrap(servers: str) -> tuple[str, int]:

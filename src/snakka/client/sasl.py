@@ -11,9 +11,14 @@ builds Kafka's unsecured token). A ready token is given with ``sasl.oauthbearer.
 
 The exchange (:func:`authenticate`) is SaslHandshake v1 then SaslAuthenticate until the
 mechanism is done; a failure raises :class:`SaslAuthenticationError` with the broker's message.
-The SCRAM math is snakka.util.scram's (shared with the broker). Our clients do not
-re-authenticate (KIP-368): against a broker with ``connections.max.reauth.ms`` a connection
-lives until its session expires, and the next request on it reconnects.
+The SCRAM math is snakka.util.scram's (shared with the broker).
+
+Re-authentication (KIP-368) runs the same exchange again on the authenticated connection; when
+and how the connection holds its other requests meanwhile is client/connection.py's. Each
+exchange takes :meth:`SaslClientConfig.bearer_token`: an unsecured token (from
+``unsecuredLoginStringClaim_sub`` or librdkafka's ``principal=``) is made anew every time, with
+Kafka's ``unsecuredLoginLifetimeSeconds`` (default 3600), so a broker that ends the session
+with the token gets a fresh one; a fixed ``sasl.oauthbearer.token`` is sent as it is.
 """
 
 from __future__ import annotations
@@ -48,6 +53,10 @@ class SaslClientConfig:
     username: str | None = None
     password: str | None = None
     token: str | None = None  # OAUTHBEARER: the bearer token to send
+    # OAUTHBEARER without a fixed token: the subject (and lifetime) of the unsecured token
+    # made for each exchange.
+    unsecured_subject: str | None = None
+    unsecured_lifetime_s: int = DEFAULT_UNSECURED_LIFETIME_S
 
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> SaslClientConfig | None:
@@ -82,12 +91,30 @@ class SaslClientConfig:
                     raise ValueError("OAUTHBEARER needs sasl.oauthbearer.token or an unsecured "
                                      "token's subject (sasl.jaas.config "
                                      "unsecuredLoginStringClaim_sub=\"...\")")
-                token = unsecured_token(sub, time.time())
+                raw = options.get("unsecuredLoginLifetimeSeconds")
+                lifetime = DEFAULT_UNSECURED_LIFETIME_S
+                if raw is not None:
+                    try:
+                        lifetime = int(raw)
+                    except ValueError:
+                        lifetime = 0
+                    if lifetime <= 0:
+                        raise ValueError(f"sasl.jaas.config: unsecuredLoginLifetimeSeconds "
+                                         f"{raw!r} is not a positive integer")
+                return cls(mechanism, token=unsecured_token(sub, time.time(), lifetime),
+                           unsecured_subject=sub, unsecured_lifetime_s=lifetime)
             return cls(mechanism, token=token)
         if not username or password is None:
             raise ValueError(f"{mechanism} needs sasl.username and sasl.password (or "
                              "sasl.jaas.config with username and password)")
         return cls(mechanism, username, password)
+
+    def bearer_token(self, now_s: float) -> str | None:
+        """The OAUTHBEARER token for an exchange starting now: a fresh unsecured token, or the
+        fixed one."""
+        if self.unsecured_subject is not None:
+            return unsecured_token(self.unsecured_subject, now_s, self.unsecured_lifetime_s)
+        return self.token
 
 
 def _librdkafka_principal(text: str) -> str | None:
@@ -152,8 +179,9 @@ class _ScramClient:
 
 
 async def authenticate(conn: _Sender, config: SaslClientConfig) -> int:
-    """Run the SASL exchange on a fresh connection (after ApiVersions). Returns the session
-    lifetime the broker gave (ms, 0 = none)."""
+    """Run the SASL exchange: on a fresh connection (after ApiVersions), or again on an
+    authenticated one (KIP-368 re-authentication: the caller holds its other requests).
+    Returns the session lifetime the broker gave (ms, 0 = none)."""
     handshake = await conn.send(SaslHandshakeRequest(mechanism=config.mechanism), version=1)
     if handshake.error_code != 0:
         raise SaslAuthenticationError(
@@ -173,8 +201,9 @@ async def authenticate(conn: _Sender, config: SaslClientConfig) -> int:
         _, lifetime = await step(f"\x00{config.username}\x00{config.password}".encode())
         return lifetime
     if config.mechanism == "OAUTHBEARER":
-        assert config.token is not None
-        challenge, lifetime = await step(f"n,,\x01auth=Bearer {config.token}\x01\x01".encode())
+        token = config.bearer_token(time.time())
+        assert token is not None
+        challenge, lifetime = await step(f"n,,\x01auth=Bearer {token}\x01\x01".encode())
         if challenge:  # RFC 7628 error JSON: acknowledge it; the broker then fails
             await step(b"\x01")
             raise SaslAuthenticationError(f"OAUTHBEARER token refused: {challenge.decode()}")

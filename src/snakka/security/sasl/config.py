@@ -10,8 +10,10 @@ listener it cannot serve:
   ``sasl.jaas.config``) whose ``user_<name>`` options are its users, as Kafka requires;
 - SCRAM needs no JAAS line (its ``ScramLoginModule required;`` is accepted): credentials come
   from the metadata log (AlterUserScramCredentials), through ``scram_lookup``;
-- OAUTHBEARER validates against ``sasl.oauthbearer.jwks.endpoint.url`` when set, else with
-  Kafka's unsecured JWS validator and the ``unsecuredValidator*`` options of its JAAS line.
+- OAUTHBEARER validates against ``sasl.oauthbearer.jwks.endpoint.url`` when set (an http(s)
+  one refreshed in a background thread, stopped by :meth:`SaslServerFactory.close`), else
+  with Kafka's unsecured JWS validator and the ``unsecuredValidator*`` options of its JAAS
+  line.
 """
 
 from __future__ import annotations
@@ -102,7 +104,12 @@ class SaslServerFactory:
                         expected_issuer=str(cfg.get("sasl.oauthbearer.expected.issuer") or ""),
                         sub_claim=str(cfg.get("sasl.oauthbearer.sub.claim.name")),
                         scope_claim=str(cfg.get("sasl.oauthbearer.scope.claim.name")),
-                        clock_skew_s=cfg.int("sasl.oauthbearer.clock.skew.seconds"))
+                        clock_skew_s=cfg.int("sasl.oauthbearer.clock.skew.seconds"),
+                        refresh_ms=cfg.int("sasl.oauthbearer.jwks.endpoint.refresh.ms"),
+                        retry_backoff_ms=cfg.int(
+                            "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"),
+                        retry_backoff_max_ms=cfg.int(
+                            "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"))
                 except (OSError, ValueError) as e:
                     raise ConfigError("sasl.oauthbearer.jwks.endpoint.url", url,
                                       f"cannot read the JWKS: {e}") from None
@@ -113,6 +120,12 @@ class SaslServerFactory:
                 except ValueError as e:
                     raise ConfigError("sasl.jaas.config", "[hidden]", str(e)) from None
         return out
+
+    def close(self) -> None:
+        """Stop what runs in the background (an http(s) JWKS's refresher thread)."""
+        for ls in self.listeners.values():
+            if isinstance(ls.oauth_validator, JwksValidator):
+                ls.oauth_validator.close()
 
     def enabled_mechanisms(self, listener_name: str) -> list[str]:
         ls = self.listeners.get(listener_name)

@@ -10,9 +10,22 @@ The token is validated by:
   (required), ``iat`` (optional), an optional required scope, a clock skew in ms;
 - :class:`JwksValidator` (Kafka's ``BrokerJwtValidator``): a signed JWT checked against the keys
   of ``sasl.oauthbearer.jwks.endpoint.url`` (``file://`` re-read when the file changes;
-  ``http(s)://`` fetched at start), ``sasl.oauthbearer.expected.audience`` /
-  ``expected.issuer`` / ``sub.claim.name`` / ``scope.claim.name`` / ``clock.skew.seconds``.
-  Unsigned (``alg: none``) and HMAC tokens are refused.
+  ``http(s)://`` fetched at start, then kept fresh by :class:`JwksRefresher`),
+  ``sasl.oauthbearer.expected.audience`` / ``expected.issuer`` / ``sub.claim.name`` /
+  ``scope.claim.name`` / ``clock.skew.seconds``. Unsigned (``alg: none``) and HMAC tokens are
+  refused.
+
+An http(s) JWKS is refreshed as Kafka's ``RefreshingHttpsJwks`` does: every
+``sasl.oauthbearer.jwks.endpoint.refresh.ms``, and at once when a token names a key id the
+keys lack (at most once a minute per key id, :data:`MISSING_KEY_ID_RECHECK_MS`, for at most
+:data:`MISSING_KEY_ID_CACHE_MAX_ENTRIES` ids; ids longer than :data:`MISSING_KEY_ID_MAX_LENGTH`
+never start one). A failed fetch is retried after ``...retry.backoff.ms``, doubling, for at
+most ``...retry.backoff.max.ms`` in all; the keys already known stay in use. The fetches run in
+one background thread (:class:`JwksRefresher`), never in the event loop: validation only reads
+the current keys, so the token whose unknown key id started a fetch is refused (as Kafka's
+VerificationKeyResolver refuses it), and one sent after the fetch is checked against the new
+keys. Expedited fetches are spaced by at least ``...retry.backoff.ms``, so a flood of tokens
+with made-up key ids cannot make the broker hammer the identity provider.
 
 A token that fails validation is answered, as RFC 7628 and Kafka do, with the error JSON
 (``{"status":"invalid_token"}``) as a challenge; the client answers ``\\x01`` and the exchange
@@ -25,20 +38,34 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import os
+import threading
+import time
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from snakka.security.sasl import SaslAuthenticationFailed
 
-__all__ = ["JwksValidator", "OAuthBearerServer", "TokenInvalid", "TokenValidator",
+__all__ = ["JwksRefresher", "JwksValidator", "OAuthBearerServer", "TokenInvalid", "TokenValidator",
            "UnsecuredJwsValidator", "ValidatedToken", "parse_client_initial_response"]
 
 # Bound on a JWKS document read from a file or URL.
 MAX_JWKS_BYTES = 1024 * 1024
+# How long one JWKS fetch over http(s) may take.
+JWKS_FETCH_TIMEOUT_S = 10.0
+# Unknown key ids that start an immediate refresh (Kafka's RefreshingHttpsJwks constants): an
+# id starts one at most once per MISSING_KEY_ID_RECHECK_MS; the ids remembered are bounded
+# (the oldest forgotten first); longer ids are ignored.
+MISSING_KEY_ID_RECHECK_MS = 60_000
+MISSING_KEY_ID_CACHE_MAX_ENTRIES = 16
+MISSING_KEY_ID_MAX_LENGTH = 1000
+
+log = logging.getLogger("snakka.security")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +174,7 @@ def _read_jwks(url: str) -> dict[str, Any]:
         with open(path, "rb") as f:
             data = f.read(MAX_JWKS_BYTES + 1)
     elif parsed.scheme in ("http", "https"):
-        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - configured URL
+        with urllib.request.urlopen(url, timeout=JWKS_FETCH_TIMEOUT_S) as resp:  # noqa: S310
             data = resp.read(MAX_JWKS_BYTES + 1)
     else:
         raise ValueError(f"sasl.oauthbearer.jwks.endpoint.url {url!r}: only file://, http:// "
@@ -160,12 +187,131 @@ def _read_jwks(url: str) -> dict[str, Any]:
     return doc
 
 
+def _signing_keys(doc: Mapping[str, Any]) -> dict[str | None, Any]:
+    """kid -> PyJWK of a JWKS document's signing keys (keys PyJWT cannot use are skipped)."""
+    import jwt  # PyJWT
+
+    keys: dict[str | None, Any] = {}
+    for jwk in doc["keys"]:
+        if not isinstance(jwk, dict) or jwk.get("use", "sig") != "sig":
+            continue
+        try:
+            key = jwt.PyJWK.from_dict(jwk)
+        except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, KeyError):
+            continue  # a key type PyJWT cannot use: not a signing key for us
+        keys[jwk.get("kid")] = key
+    return keys
+
+
+class JwksRefresher:
+    """Keeps an http(s) JWKS fresh from one daemon thread (see the module docstring).
+
+    The thread replaces ``keys`` (one attribute assignment: readers in the event loop see the
+    old or the new dict, never a mix). :meth:`expedite` is called from the event loop and only
+    sets a flag and wakes the thread. :meth:`close` stops the thread (the broker's stop)."""
+
+    def __init__(self, url: str, keys: dict[str | None, Any], *, refresh_ms: int,
+                 retry_backoff_ms: int, retry_backoff_max_ms: int,
+                 fetch: Callable[[str], dict[str, Any]] = _read_jwks,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.url = url
+        self.keys = keys
+        self.refresh_ms = refresh_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.refreshes = 0  # completed fetches (tests, metrics)
+        self._fetch = fetch
+        self._clock = clock
+        self._lock = threading.Lock()  # guards _missing and _expedite
+        self._missing: OrderedDict[str, float] = OrderedDict()  # kid -> next allowed check
+        self._expedite = False
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._last_fetch_end = clock()
+        self._thread = threading.Thread(target=self._run, name=f"jwks-refresh {url}",
+                                        daemon=True)
+        self._thread.start()
+
+    def expedite(self, kid: str | None) -> bool:
+        """A token named a key id the keys lack: fetch at once, unless that id asked within
+        the last MISSING_KEY_ID_RECHECK_MS. True if a fetch was asked for."""
+        if kid is None or len(kid) > MISSING_KEY_ID_MAX_LENGTH:
+            return False
+        now_ms = self._clock() * 1000
+        with self._lock:
+            next_check = self._missing.get(kid)
+            if next_check is not None and next_check > now_ms:
+                return False
+            self._missing[kid] = now_ms + MISSING_KEY_ID_RECHECK_MS
+            self._missing.move_to_end(kid)
+            while len(self._missing) > MISSING_KEY_ID_CACHE_MAX_ENTRIES:
+                self._missing.popitem(last=False)
+            self._expedite = True
+        self._wake.set()
+        return True
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._wake.set()
+
+    def _run(self) -> None:
+        next_periodic = self._clock() + self.refresh_ms / 1000
+        while not self._stopped.is_set():
+            self._wake.wait(max(0.0, next_periodic - self._clock()))
+            if self._stopped.is_set():
+                return
+            self._wake.clear()
+            now = self._clock()
+            with self._lock:
+                expedited, self._expedite = self._expedite, False
+            if not expedited and now < next_periodic:
+                continue
+            if expedited:
+                # Spaced by retry.backoff.ms after the previous fetch (hostile key ids).
+                gap = self._last_fetch_end + self.retry_backoff_ms / 1000 - now
+                if gap > 0 and self._stopped.wait(gap):
+                    return
+            if now >= next_periodic:
+                # Fixed rate, as Kafka's scheduleAtFixedRate (missed periods are not repeated).
+                while next_periodic <= now:
+                    next_periodic += self.refresh_ms / 1000
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """One fetch, retried with exponential backoff within retry.backoff.max.ms."""
+        deadline = self._clock() + self.retry_backoff_max_ms / 1000
+        wait = self.retry_backoff_ms / 1000
+        while True:
+            try:
+                keys = _signing_keys(self._fetch(self.url))
+            except Exception as e:  # noqa: BLE001 - any failure: keep the keys, retry
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    log.warning("JWKS refresh from %s failed, keeping the %d keys known: %s",
+                                self.url, len(self.keys), e)
+                    break
+                if self._stopped.wait(min(wait, remaining)):
+                    return
+                wait *= 2
+                continue
+            if set(keys) != set(self.keys):
+                log.info("JWKS from %s refreshed: key ids %s", self.url,
+                         sorted(str(k) for k in keys))
+            self.keys = keys
+            self.refreshes += 1
+            break
+        self._last_fetch_end = self._clock()
+
+
 class JwksValidator:
     """Signed JWTs against a JWKS (Kafka's ``sasl.oauthbearer.*`` broker configs)."""
 
     def __init__(self, jwks_url: str, *, expected_audience: list[str] | None = None,
                  expected_issuer: str | None = None, sub_claim: str = "sub",
-                 scope_claim: str = "scope", clock_skew_s: int = 30) -> None:
+                 scope_claim: str = "scope", clock_skew_s: int = 30,
+                 refresh_ms: int = 3_600_000, retry_backoff_ms: int = 100,
+                 retry_backoff_max_ms: int = 10_000,
+                 fetch: Callable[[str], dict[str, Any]] = _read_jwks) -> None:
         self.url = jwks_url
         self.expected_audience = expected_audience or None
         self.expected_issuer = expected_issuer or None
@@ -175,24 +321,23 @@ class JwksValidator:
         parsed = urllib.parse.urlparse(jwks_url)
         self._file = (urllib.request.url2pathname(parsed.path)
                       if parsed.scheme == "file" else None)
+        self._fetch = fetch
         self._mtime: float | None = None
         self._keys: dict[str | None, Any] = {}
         self._load()  # at start: a missing or bad JWKS stops the broker with its reason
+        self.refresher: JwksRefresher | None = None
+        if self._file is None:
+            self.refresher = JwksRefresher(
+                jwks_url, self._keys, refresh_ms=refresh_ms, retry_backoff_ms=retry_backoff_ms,
+                retry_backoff_max_ms=retry_backoff_max_ms, fetch=fetch)
+
+    def close(self) -> None:
+        """Stop refreshing (the broker stops)."""
+        if self.refresher is not None:
+            self.refresher.close()
 
     def _load(self) -> None:
-        import jwt  # PyJWT
-
-        doc = _read_jwks(self.url)
-        keys: dict[str | None, Any] = {}
-        for jwk in doc["keys"]:
-            if not isinstance(jwk, dict) or jwk.get("use", "sig") != "sig":
-                continue
-            try:
-                key = jwt.PyJWK.from_dict(jwk)
-            except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, KeyError):
-                continue  # a key type PyJWT cannot use: not a signing key for us
-            keys[jwk.get("kid")] = key
-        self._keys = keys
+        self._keys = _signing_keys(self._fetch(self.url))
         if self._file is not None:
             self._mtime = os.stat(self._file).st_mtime
 
@@ -206,10 +351,16 @@ class JwksValidator:
         except (OSError, ValueError):
             pass  # keep the keys we have; the next change is tried again
 
+    def _current_keys(self) -> dict[str | None, Any]:
+        if self.refresher is not None:
+            return self.refresher.keys
+        self._maybe_reload()
+        return self._keys
+
     def validate(self, token: str, now_ms: int) -> ValidatedToken:
         import jwt  # PyJWT
 
-        self._maybe_reload()
+        keys = self._current_keys()
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as e:
@@ -218,10 +369,14 @@ class JwksValidator:
         if not isinstance(alg, str) or alg == "none" or alg.startswith("HS"):
             raise TokenInvalid(f"JWT algorithm {alg!r} is not accepted")
         kid = header.get("kid")
-        key = self._keys.get(kid)
-        if key is None and kid is None and len(self._keys) == 1:
-            key = next(iter(self._keys.values()))
+        if kid is not None and not isinstance(kid, str):
+            raise TokenInvalid("the JWT's kid is not a string")
+        key = keys.get(kid)
+        if key is None and kid is None and len(keys) == 1:
+            key = next(iter(keys.values()))
         if key is None:
+            if self.refresher is not None and self.refresher.expedite(kid):
+                raise TokenInvalid(f"no key with kid {kid!r} in the JWKS (refreshing it now)")
             raise TokenInvalid(f"no key with kid {kid!r} in the JWKS")
         try:
             claims = jwt.decode(
