@@ -38,6 +38,7 @@ from snakka.groups.coordinator import GroupCoordinator
 from snakka.handlers import load_handlers
 from snakka.handlers.services import Services
 from snakka.limits import MIN_FREE_FDS_AT_START
+from snakka.metadata.client_quotas import QuotaManagers
 from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata, TopicInfo
 from snakka.remote.manager import RemoteLogManager
 from snakka.replica.manager import ReplicaManager
@@ -72,6 +73,11 @@ _T = TypeVar("_T")
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _monotonic_ms() -> int:
+    """The client quotas' clock (rates must not jump with the wall clock)."""
+    return time.monotonic_ns() // 1_000_000
 
 
 class _FetchSessionsForget(MetadataListener):
@@ -253,7 +259,13 @@ class Broker:
             config=config, node_id=self.node_id, time_ms=self.time_ms, controller=controller,
             replicas=replicas, groups=self.groups, shares=self.shares, txns=self.txns,
             remote=self.remote, fetch_sessions=self.fetch_sessions, endpoints=self,
-            sasl=self.sasl, ssl_reconfiguration=self.ssl_reconfiguration)
+            sasl=self.sasl, ssl_reconfiguration=self.ssl_reconfiguration,
+            quotas=QuotaManagers(
+                metadata.client_quotas, num_samples=config.int("quota.window.num"),
+                window_seconds=config.int("quota.window.size.seconds"),
+                controller_num_samples=config.int("controller.quota.window.num"),
+                controller_window_seconds=config.int("controller.quota.window.size.seconds"),
+                clock_ms=_monotonic_ms))
         self._check_fd_headroom()
         # Authorization: the authorizer reads the ACLs the metadata replay has just loaded (a
         # test may have injected its own).

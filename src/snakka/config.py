@@ -440,6 +440,16 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("delete.topic.enable", _B, "true", _parse_bool, "Allow DeleteTopics."),
     _d("socket.request.max.bytes", _I, "104857600", _pos_int,
        "Largest request frame accepted; larger frames close the connection.", read_only=True),
+    _d("quota.window.num", _I, "11", _pos_int,
+       "The number of samples kept for client quotas (producer_byte_rate, consumer_byte_rate, "
+       "request_percentage; docs/quotas.md).", read_only=True),
+    _d("quota.window.size.seconds", _I, "1", _pos_int,
+       "The time span of each client quota sample.", read_only=True),
+    _d("controller.quota.window.num", _I, "11", _pos_int,
+       "The number of samples kept for controller mutation quotas (controller_mutation_rate).",
+       read_only=True),
+    _d("controller.quota.window.size.seconds", _I, "1", _pos_int,
+       "The time span of each controller mutation quota sample.", read_only=True),
     _d("max.connections", _I, "10000", _pos_int,
        "Maximum open client connections; new ones beyond it are closed at once (Kafka's default "
        "is unbounded and Kafka stops accepting at the bound; snakka bounds it and refuses).",

@@ -62,6 +62,12 @@ MAX_PARTITIONS_PER_TOPIC = 10_000
 #: its replay stay bounded.
 ACL_RECORDS_PER_REQUEST = 10_000
 
+#: Client-quota rate entities (and resolution cache entries) one quota manager keeps
+#: (metadata/client_quotas.py). Kafka keeps a client's sensors until an hour of inactivity;
+#: here, at the bound, entities idle for a whole quota span are dropped first, then half of
+#: the rest (a dropped entity starts a fresh rate: it may briefly exceed its quota).
+QUOTA_SENSORS_MAX = 100_000
+
 # ------------------------------------------------------------------------------------ groups
 
 #: How long a member added by a still-unanswered classic JoinGroup may wait before it is

@@ -16,6 +16,9 @@ owns:
 - ACLs (Kafka's AclControlManager): CreateAcls / DeleteAcls become ``acl`` / ``remove_acl``
   records (KRaft's AccessControlEntryRecord / RemoveAccessControlEntryRecord), applied to the
   metadata's AclCache, which the StandardAuthorizer reads, and durable before the answer.
+- client quotas (Kafka's ClientQuotaControlManager): AlterClientQuotas becomes
+  ``client_quota`` records (KRaft's ClientQuotaRecord; metadata/client_quotas.py validates and
+  replays), durable before the answer; the quota managers read the replayed state.
 
 What happens elsewhere when topics come and go (groups re-assign, share state is dropped, fetch
 sessions forget them) is the business of :class:`MetadataListener` s the broker registers: the
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING
 from snakka.config import BrokerConfig
 from snakka.controller.metadata_log import MetadataLog, MetadataRecord
 from snakka.limits import INLINE_CREATE_PARTITIONS, REGISTER_TOPICS_PER_SLICE
+from snakka.metadata.client_quotas import QuotaAlteration, QuotaResult
 from snakka.metadata.configs import ConfigResolver
 from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo
 from snakka.metadata.scram import ScramAlteration, ScramResult
@@ -477,4 +481,15 @@ class Controller:
             for r in results:
                 if r.error_code == ErrorCode.NONE:
                     log.info("altered SCRAM credentials of user %s", r.user)
+        return results
+
+    # -- client quotas -------------------------------------------------------------------
+    async def alter_client_quotas(self, alterations: list[QuotaAlteration], *,
+                                  validate_only: bool = False) -> list[QuotaResult]:
+        """Validate every entry (one result each) and, unless ``validate_only``, apply the valid
+        ones, durable before this returns (one append)."""
+        results, records = self.metadata.client_quotas.alter(alterations)
+        if records and not validate_only:
+            await self.commit_metadata(self.metadata.apply_all(records))
+            log.info("altered %d client quota(s)", len(records))
         return results

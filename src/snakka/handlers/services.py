@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from snakka.controller import Controller
     from snakka.fetch_sessions import FetchSessionCache
     from snakka.groups.coordinator import GroupCoordinator
+    from snakka.metadata.client_quotas import QuotaManagers
     from snakka.metadata.configs import ConfigResolver
     from snakka.metadata.core import ClusterMetadata
     from snakka.remote.manager import RemoteLogManager
@@ -51,6 +52,8 @@ class Services:
     # The SSL listeners' contexts, changed by dynamic per-listener SSL configs (None: the
     # broker has no SSL listener wiring, e.g. a unit test's bundle).
     ssl_reconfiguration: SslReconfiguration | None = None
+    # Client quotas (metadata/client_quotas.py; None: a unit test's bundle without them).
+    quotas: QuotaManagers | None = None
 
     @property
     def metadata(self) -> ClusterMetadata:

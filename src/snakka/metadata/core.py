@@ -19,6 +19,8 @@ Records are small dicts with a ``type`` key:
     {"type": "acl", "id", "resource_type", "resource_name", "pattern_type", "principal",
      "host", "operation", "permission_type"}   # KRaft's AccessControlEntryRecord
     {"type": "remove_acl", "id"}                 # KRaft's RemoveAccessControlEntryRecord
+    {"type": "client_quota", "entity", "key", "value", "remove"}  # KRaft's ClientQuotaRecord
+                                                 # (metadata/client_quotas.py)
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from snakka.config import (
     validate_topic_configs,
 )
 from snakka.limits import ACL_RECORDS_PER_REQUEST, MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LENGTH
+from snakka.metadata import client_quotas as _client_quotas
 from snakka.metadata import scram as _scram
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.primitives import random_uuid
@@ -154,6 +157,9 @@ class ClusterMetadata:
         self.remote_storage_system_enabled = False
         # ACLs (security.acl_authorizer): the StandardAuthorizer reads this very cache.
         self.acls = AclCache()
+        # Client quotas (AlterClientQuotas), metadata/client_quotas.py: the quota managers
+        # read this very state.
+        self.client_quotas = _client_quotas.ClientQuotaConfigs()
 
     # -- replay --------------------------------------------------------------------------
     def apply(self, rec: Mapping[str, Any]) -> None:
@@ -210,6 +216,8 @@ class ClusterMetadata:
             self.acls.add(str(rec["id"]), StandardAcl.from_record(rec))
         elif t == "remove_acl":
             self.acls.remove(str(rec["id"]))
+        elif t == _client_quotas.RECORD:
+            self.client_quotas.apply(rec)
         else:
             raise ValueError(f"unknown metadata record type {t!r}")
         self.version += 1

@@ -184,6 +184,9 @@ class KafkaChannel:
         self.last_active = now
         self._last_buffered = 0  # write-buffer size seen by the last note_write_progress
         self.reading_paused = False
+        # Muted by a client quota (KIP-219: the response is sent, then nothing is read from
+        # the client until its throttle time has passed; the connection shell times it).
+        self.throttled = False
         self.closed = False
 
     # -- input ---------------------------------------------------------------------------
@@ -365,13 +368,14 @@ class KafkaChannel:
     def read_decision(self, write_buffer_size: int) -> tuple[bool, bool]:
         """Whether to read from the client now: returns ``(pause, waiting_for_memory)``.
 
-        Reading pauses at ``queued.max.requests`` unanswered requests, while more than
+        Reading pauses while a client quota throttles the connection (``throttled``), at
+        ``queued.max.requests`` unanswered requests, while more than
         ``queued.max.response.bytes.per.connection`` response bytes wait in the transport
         (``write_buffer_size``), and while the response budget is spent and this connection
         holds unsent bytes (``waiting_for_memory``: resume when bytes are released). The
         decision is remembered: :meth:`next_event` reads nothing while paused."""
         waiting = False
-        pause = len(self._slots) >= self.limits.max_inflight_requests
+        pause = self.throttled or len(self._slots) >= self.limits.max_inflight_requests
         if not pause and write_buffer_size > self.limits.max_buffered_response_bytes:
             pause = True
         if not pause and self.held > 0 and self._budget.exhausted:

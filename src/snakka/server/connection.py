@@ -26,6 +26,13 @@ Response memory (server/memory.py): the transport's write-buffer limits are high
 written": that is when this connection's charge is released (``KafkaChannel.drained``). Reading
 pauses when the channel says so (``KafkaChannel.read_decision``); a connection paused because the
 budget is spent is woken when the pool releases bytes.
+
+Client quotas (metadata/client_quotas.py, docs/quotas.md): when any quota is configured, each
+answered request is recorded against its client's quota entity (Produce: the request's bytes;
+Fetch: the response's record bytes; every request: its handler's time), the throttle time goes
+into the response's ``throttle_time_ms``, the response is sent at once, and then the channel is
+muted (no reading) for that time, as Kafka 2.0+ (KIP-219). With no quota configured the cost is
+one attribute read per request.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from snakka.security.principal import KafkaPrincipal, SecurityProtocol
 from snakka.security.ssl import ListenerTls, principal_from_certificate
 from snakka.server.authentication import AuthState, ChannelAuthentication
 from snakka.server.channel import (
+    CLOSE,
     NEED_DATA,
     NO_RESPONSE,
     PAUSED,
@@ -90,6 +98,9 @@ class ServerConnection(asyncio.Protocol):
         # handler) returns at once and the running loop reads on, so handlers still start in
         # frame order.
         self._processing = False
+        self._quotas = dispatcher.services.quotas
+        self._throttle_timer: asyncio.TimerHandle | None = None
+        self._throttled_until = 0.0
 
     # -- typed connection state (what used to be a dict) ---------------------------------
     @property
@@ -162,6 +173,9 @@ class ServerConnection(asyncio.Protocol):
         self.channel.close()
         self._registry.unregister(self)
         self._memory.notify_on_release(self, None)
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+            self._throttle_timer = None
         tasks, self._tasks = self._tasks, set()
         for task in tasks:
             if not task.done():
@@ -205,24 +219,27 @@ class ServerConnection(asyncio.Protocol):
                     self._close_for(ev)
                     return
                 assert ev.__class__ is RequestReceived
+                quotas = self._quotas
+                started = time.perf_counter() if quotas is not None and quotas.enabled else 0.0
                 call, result = self._dispatcher.dispatch(self, ev)  # type: ignore[arg-type]
+                handler_s = time.perf_counter() - started if started else 0.0
                 if result.__class__ is CloseConnection:
                     self._close_for(result)
                     return
                 assert call is not None
                 if asyncio.iscoroutine(result):
-                    self._run(call, result)
+                    self._run(call, result, handler_s)
                 else:
-                    self._complete(call, NO_RESPONSE if result is None else result)
+                    self._complete(call, NO_RESPONSE if result is None else result, handler_s)
         finally:
             self._processing = False
 
-    def _run(self, call: Call, coroutine: Any) -> None:
+    def _run(self, call: Call, coroutine: Any, handler_s: float = 0.0) -> None:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
-        task.add_done_callback(functools.partial(self._on_task_done, call))
+        task.add_done_callback(functools.partial(self._on_task_done, call, handler_s))
 
-    def _on_task_done(self, call: Call, task: asyncio.Future) -> None:
+    def _on_task_done(self, call: Call, handler_s: float, task: asyncio.Future) -> None:
         self._tasks.discard(task)
         if self.channel.closed:
             return
@@ -237,13 +254,17 @@ class ServerConnection(asyncio.Protocol):
                 if result is None:
                     result = NO_RESPONSE
         call.request = None  # kept only while the handler ran (for its error response)
-        self._complete(call, result)
+        self._complete(call, result, handler_s)
         self._update_reading()
         self._process()
 
-    def _complete(self, call: Call, result: Any) -> None:
+    def _complete(self, call: Call, result: Any, handler_s: float = 0.0) -> None:
         now = time.monotonic()
         ctx = call.ctx
+        quotas = self._quotas
+        throttle_ms = 0
+        if quotas is not None and quotas.enabled and ctx is not None and result is not CLOSE:
+            throttle_ms = self._quota_throttle_ms(call, result, handler_s)
         for item in self.channel.complete(call.event, result,
                                           ctx.response_bytes if ctx is not None else 0,
                                           call.api_version, now):
@@ -251,6 +272,8 @@ class ServerConnection(asyncio.Protocol):
                 self._close_for(item)  # type: ignore[arg-type]
                 return
             self._write(item, now)  # type: ignore[arg-type]
+        if throttle_ms > 0:
+            self._throttle(throttle_ms)
         auth = self.channel.auth
         if auth.state is not AuthState.AUTHENTICATED and auth.must_close:
             self.close()  # authentication failed: its response is written, then the close
@@ -265,6 +288,45 @@ class ServerConnection(asyncio.Protocol):
         if not self._writing_paused:  # the socket took it all at once
             self.channel.drained(now)
         self._update_reading()
+
+    # -- client quotas -------------------------------------------------------------------
+    def _quota_throttle_ms(self, call: Call, result: Any, handler_s: float) -> int:
+        """Record the request against its client's quotas; put the throttle time in the
+        response (the larger of ours and any the handler set, e.g. a controller mutation
+        quota's) and return it."""
+        quotas = self._quotas
+        ctx = call.ctx
+        assert quotas is not None and ctx is not None
+        throttle = quotas.throttle_time_ms(call.api_key, ctx.principal.name, ctx.client_id or "",
+                                           len(call.event.frame), ctx.response_bytes, handler_s)
+        current = getattr(result, "throttle_time_ms", None)
+        if current is not None:
+            if throttle > current:
+                result.throttle_time_ms = throttle
+            else:
+                throttle = current
+        return throttle
+
+    def _throttle(self, throttle_ms: int) -> None:
+        """Mute the channel (read nothing) for ``throttle_ms`` (KIP-219)."""
+        if self.channel.closed:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if until <= self._throttled_until:
+            return
+        self._throttled_until = until
+        self.channel.throttled = True
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._throttle_timer = loop.call_at(until, self._end_throttling)
+        self._update_reading()
+
+    def _end_throttling(self) -> None:
+        self._throttle_timer = None
+        self.channel.throttled = False
+        self._update_reading()
+        self._process()
 
     # -- response memory (what handlers use through their ConnectionHandle) --------------
     def reserve_response_bytes(self, wanted: int) -> int | None:

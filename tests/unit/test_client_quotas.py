@@ -1,0 +1,125 @@
+"""The client-quota core (metadata/client_quotas.py), sans-I/O with a fake clock: Kafka's
+precedence of quota entities, the sampled rate and the throttle time."""
+
+from __future__ import annotations
+
+import pytest
+
+from snakka.metadata.client_quotas import (
+    ClientQuotaConfigs,
+    ClientQuotaManager,
+    ControllerMutationQuotaManager,
+    QuotaAlteration,
+    QuotaManagers,
+)
+from snakka.protocol.api_keys import ApiKey
+
+KEY = "producer_byte_rate"
+
+
+def _configs(*entities: tuple[tuple[tuple[str, str | None], ...], float]) -> ClientQuotaConfigs:
+    c = ClientQuotaConfigs()
+    results, records = c.alter([QuotaAlteration(list(e), [(KEY, v, False)])
+                                for e, v in entities])
+    assert all(r.error_code == 0 for r in results), results
+    for r in records:
+        c.apply(r)
+    return c
+
+
+U, C = "user", "client-id"
+LEVELS = [
+    (((U, "alice"), (C, "app")), 1.0, ("alice", "app")),
+    (((U, "alice"), (C, None)), 2.0, ("alice", "app")),
+    (((U, "alice"),), 3.0, ("alice", "")),
+    (((U, None), (C, "app")), 4.0, ("alice", "app")),
+    (((U, None), (C, None)), 5.0, ("alice", "app")),
+    (((U, None),), 6.0, ("alice", "")),
+    (((C, "app"),), 7.0, ("", "app")),
+    (((C, None),), 8.0, ("", "app")),
+]
+
+
+@pytest.mark.parametrize("level", range(len(LEVELS)))
+def test_precedence_most_specific_first(level):
+    """Every level from ``level`` down is configured: the first one wins, with its entity."""
+    configs = _configs(*[(e, v) for e, v, _ in LEVELS[level:]])
+    _entity, value, tags = LEVELS[level]
+    assert configs.resolve(KEY, "alice", "app") == (value, tags)
+
+
+def test_no_quota_and_other_clients():
+    configs = _configs((((C, "app"),), 7.0))
+    assert configs.resolve(KEY, "bob", "other") == (None, ("", "other"))
+    assert configs.resolve(KEY, "bob", "app") == (7.0, ("", "app"))
+    assert configs.resolve("consumer_byte_rate", "bob", "app")[0] is None
+
+
+def test_default_user_applies_to_anonymous():
+    configs = _configs((((U, None),), 6.0))
+    assert configs.resolve(KEY, "ANONYMOUS", "x") == (6.0, ("ANONYMOUS", ""))
+
+
+def test_remove_forgets_the_entity():
+    configs = _configs((((C, "app"),), 7.0))
+    _r, recs = configs.alter([QuotaAlteration([(C, "app")], [(KEY, 0, True)])])
+    for r in recs:
+        configs.apply(r)
+    assert configs.quotas == {} and not configs.configured(KEY)
+
+
+def test_throttle_time_is_kafkas():
+    """Quota 1000 B/s, 11 samples of 1 s: the rate is measured over at least 10 s, so 20 000
+    bytes at once is 2000 B/s, throttled (2000 - 1000) / 1000 * 10 s = 10 s."""
+    now = [0]
+    configs = _configs((((C, "app"),), 1000.0))
+    m = ClientQuotaManager(KEY, configs, num_samples=11, window_seconds=1,
+                           clock_ms=lambda: now[0])
+    assert m.record("u", "app", 5_000) == 0  # 500 B/s over the 10 s minimum window
+    assert m.record("u", "app", 15_000) == 10_000
+    assert m.record("u", "other", 10**9) == 0  # no quota for that client
+    # time passes: the samples expire after 11 windows, the rate is back to 0
+    now[0] = 12_000
+    assert m.record("u", "app", 100) == 0
+
+
+def test_shared_quota_entity_for_user_level():
+    now = [0]
+    configs = _configs((((U, "alice"),), 1000.0))
+    m = ClientQuotaManager(KEY, configs, num_samples=11, window_seconds=1,
+                           clock_ms=lambda: now[0])
+    assert m.record("alice", "a", 8_000) == 0
+    assert m.record("alice", "b", 8_000) > 0  # both clients share alice's rate
+    assert m.record("bob", "a", 8_000) == 0
+
+
+def test_quota_managers_per_api_and_request_percentage():
+    now = [0]
+    configs = ClientQuotaConfigs()
+    qm = QuotaManagers(configs, clock_ms=lambda: now[0])
+    assert not qm.enabled
+    _r, recs = configs.alter([QuotaAlteration([(C, "app")], [("request_percentage", 1.0,
+                                                              False)])])
+    for r in recs:
+        configs.apply(r)
+    assert qm.enabled and qm.request.active and not qm.produce.active
+    # 0.5 s of handler time within 10 s is 5 % of a thread: throttled, bounded by one window
+    assert qm.throttle_time_ms(int(ApiKey.METADATA), "u", "app", 10, 0, 0.5) == 1000
+    assert qm.throttle_time_ms(int(ApiKey.API_VERSIONS), "u", "app", 10, 0, 5.0) == 0
+
+
+def test_controller_mutation_token_bucket():
+    now = [0]
+    configs = ClientQuotaConfigs()
+    _r, recs = configs.alter([QuotaAlteration([(C, "app")], [("controller_mutation_rate", 2.0,
+                                                              False)])])
+    for r in recs:
+        configs.apply(r)
+    m = ControllerMutationQuotaManager(configs, num_samples=11, window_seconds=1,
+                                       clock_ms=lambda: now[0])
+    assert not m.is_exceeded("u", "app")
+    assert m.record("u", "app", 22) == 0  # the burst: 2/s x 11 s
+    assert m.record("u", "app", 4) == 2000  # 4 tokens of debt at 2/s
+    assert m.is_exceeded("u", "app")
+    now[0] = 2000
+    assert not m.is_exceeded("u", "app")
