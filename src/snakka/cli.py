@@ -115,7 +115,8 @@ def main() -> None:
               show_default=True, envvar="SNAKKA_LOG_FORMAT",
               help="Log lines as text, or one JSON object per line (env SNAKKA_LOG_FORMAT).")
 @click.option("--ready-line", is_flag=True, hidden=True,
-              help="Print 'SNAKKA_READY port=N' on stdout when listening (used by snakka.testing).")
+              help="Print 'SNAKKA_READY port=N' on stdout when listening (used by snakka.testing); "
+                   "'SNAKKA_METRICS port=N' before it when metrics are served.")
 def serve(config_file, override, listeners, data_dir, strict_durability, log_level,
           log_format, ready_line) -> None:
     """Run the broker until SIGINT/SIGTERM. Prometheus metrics are served at
@@ -178,10 +179,9 @@ async def _serve(cfg, ready_line: bool, metrics_default: bool = False) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     if ready_line:
-        ready = f"SNAKKA_READY port={broker.bound_port}"
-        if broker.metrics_server is not None:
-            ready += f" metrics_port={broker.metrics_server.port}"
-        print(ready, flush=True)
+        if broker.metrics_server is not None:  # before the ready line: it is read first
+            print(f"SNAKKA_METRICS port={broker.metrics_server.port}", flush=True)
+        print(f"SNAKKA_READY port={broker.bound_port}", flush=True)
     await stop.wait()
     await broker.stop()
 

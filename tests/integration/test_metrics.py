@@ -271,6 +271,12 @@ def test_off_by_default_and_one_registry_per_broker():
         assert total(sb, "kafka_server_brokertopicmetrics_messagesin_total") == 0
 
 
+def test_embedded_subprocess_mode():
+    with EmbeddedBroker(mode="subprocess", config={"metrics.port": "0"}) as b:
+        assert b.metrics_port is not None
+        assert ("kafka_server_replicamanager_partitioncount", ()) in scrape(b.metrics_url)
+
+
 def test_serve_json_logs_and_metrics(tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
@@ -281,10 +287,10 @@ def test_serve_json_logs_and_metrics(tmp_path):
         start_new_session=True)
     try:
         assert proc.stdout is not None
-        ready = proc.stdout.readline()
-        assert ready.startswith("SNAKKA_READY "), ready
-        fields = dict(kv.split("=", 1) for kv in ready.split()[1:])
-        s = scrape(f"http://localhost:{fields['metrics_port']}/metrics")
+        metrics = proc.stdout.readline()
+        assert metrics.startswith("SNAKKA_METRICS port="), metrics
+        assert proc.stdout.readline().startswith("SNAKKA_READY port=")
+        s = scrape(f"http://localhost:{metrics.split('=', 1)[1].strip()}/metrics")
         assert ("kafka_server_replicamanager_underminisrpartitioncount", ()) in s
     finally:
         proc.terminate()

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 READY_PREFIX = "SNAKKA_READY "
+METRICS_PREFIX = "SNAKKA_METRICS "  # printed before the ready line when metrics are on
 
 
 class EmbeddedBroker:
@@ -184,11 +185,11 @@ class EmbeddedBroker:
             assert proc.stdout is not None
             for line in proc.stdout:
                 self.output.append(line.rstrip("\n"))
+                if line.startswith(METRICS_PREFIX):
+                    self.metrics_port = int(line[len(METRICS_PREFIX):].split("=", 1)[1])
                 if line.startswith(READY_PREFIX) and not ready.is_set():
                     fields = dict(kv.split("=", 1) for kv in line[len(READY_PREFIX):].split())
                     port.append(int(fields["port"]))
-                    if "metrics_port" in fields:
-                        self.metrics_port = int(fields["metrics_port"])
                     ready.set()
             ready.set()  # process ended
 
