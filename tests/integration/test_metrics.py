@@ -304,3 +304,22 @@ def test_serve_json_logs_and_metrics(tmp_path):
     assert any("unknown config no.such.config ignored" in m for m in messages), messages
     assert any(m.startswith("Prometheus metrics at http://localhost:") for m in messages)
     assert any("stopped cleanly" in m for m in messages), messages
+
+
+def test_json_log_lines_carry_the_exception():
+    import logging
+
+    from snakka.util.jsonlog import JsonFormatter
+
+    fmt = JsonFormatter()
+    try:
+        raise ValueError("boom\nsecond line")
+    except ValueError:
+        rec = logging.getLogger("snakka.x").makeRecord(
+            "snakka.x", logging.ERROR, __file__, 1, "failed %s", ("here",), sys.exc_info())
+    line = fmt.format(rec)
+    assert "\n" not in line
+    out = json.loads(line)
+    assert out["level"] == "ERROR" and out["logger"] == "snakka.x"
+    assert out["message"] == "failed here"
+    assert "ValueError: boom" in out["exception"] and out["time"].endswith("Z")
