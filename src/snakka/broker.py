@@ -13,7 +13,9 @@ built, and components below never know the ones above (docs/architecture.md). Th
    (``handlers.services.Services``); connections are admitted by ``server.quotas``
    (max.connections, max.connections.per.ip) and bounded by the broker-wide response budget
    (``server.memory``, queued.max.response.bytes),
-5. background tasks: idle-connection reaping, retention, recovery-point checkpoints.
+5. background tasks: idle-connection reaping, retention, recovery-point checkpoints;
+6. the Prometheus metrics endpoint when ``metrics.port`` is set (``server.metrics``: request
+   counts from the connections, everything else read from the parts above at scrape time).
 
 Everything runs on one asyncio event loop (uvloop when available). fsync and directory removal
 run in worker threads so they never block the loop.
@@ -30,6 +32,8 @@ import resource
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
+
+from prometheus_client import CollectorRegistry
 
 from snakka.config import BROKER_CONFIGS, BrokerConfig
 from snakka.controller import Controller, MetadataListener
@@ -52,6 +56,7 @@ from snakka.server.channel import ChannelLimits
 from snakka.server.dispatch import RequestDispatcher
 from snakka.server.listener import ListenerServer, idle_sweeper
 from snakka.server.memory import ResponseMemoryPool
+from snakka.server.metrics import BrokerCollector, BrokerMetrics, MetricsServer
 from snakka.server.quotas import ConnectionQuotas
 from snakka.server.registry import ConnectionRegistry
 from snakka.share.manager import SharePartitionManager
@@ -93,8 +98,16 @@ class _FetchSessionsForget(MetadataListener):
 
 class Broker:
     def __init__(self, config: BrokerConfig, *, time_ms: Callable[[], int] = _wall_ms,
-                 authorizer: Authorizer | None = None) -> None:
+                 authorizer: Authorizer | None = None,
+                 metrics_port_fallback: bool = False) -> None:
         self.config = config
+        # metrics.port is a default the user did not choose (``snakka serve``): when it is
+        # taken, serve the metrics on an ephemeral port instead of failing the start.
+        self._metrics_port_fallback = metrics_port_fallback
+        self.metrics: BrokerMetrics | None = None
+        self.metrics_server: MetricsServer | None = None
+        # Seconds each coordinator took to replay its internal topic at start (metrics).
+        self.coordinator_load_seconds: dict[str, float] = {}
         # The authorizer every request is checked with (dispatch and the handlers); None: allow
         # everything, as a Kafka broker without ``authorizer.class.name``. Tests inject one here
         # (``EmbeddedBroker(authorizer=...)``); it must be set before start().
@@ -168,6 +181,9 @@ class Broker:
             except Exception:  # noqa: BLE001
                 log.debug("while aborting start-up", exc_info=True)
         self.listener_servers.clear()
+        for task in self._tasks:
+            task.cancel()
+        self._tasks.clear()
         self.controller.close_store()
         if self.logs is not None:
             self.logs.abandon()
@@ -233,11 +249,15 @@ class Broker:
             max_uncompressed_bytes=config.int("snakka.message.max.uncompressed.bytes"))
         controller.attach(replicas)
         self.groups = GroupCoordinator(config, controller, replicas, self.time_ms)
+        t_load = time.monotonic()
         await self.groups.start()
+        self.coordinator_load_seconds["group"] = time.monotonic() - t_load
         # Share-group state is replayed before any client can connect; the coordinator then
         # tells the manager which share-partitions its groups have assigned.
         self.shares = SharePartitionManager(config, controller, replicas, self.time_ms)
+        t_load = time.monotonic()
         await self.shares.start()
+        self.coordinator_load_seconds["share"] = time.monotonic() - t_load
         self.groups.add_share_listener(self.shares)
         # The transaction coordinator last: transactions found half-complete at start-up write
         # their markers, some of them to __consumer_offsets through the group coordinator.
@@ -245,7 +265,9 @@ class Broker:
         # Markers for __consumer_offsets partitions resolve pending transactional offsets (set
         # before start(): the transactions it completes may have offsets in them).
         self.txns.set_offsets_marker_writer(self.groups.complete_transaction)
+        t_load = time.monotonic()
         await self.txns.start()
+        self.coordinator_load_seconds["transaction"] = time.monotonic() - t_load
         # Tiered storage after the coordinators (its metadata topic is replayed like theirs)
         # and before the listeners: fetches below the local log start need it.
         if config.bool("remote.log.storage.system.enable"):
@@ -276,6 +298,9 @@ class Broker:
                 allow_everyone_if_no_acl_found=config.bool("allow.everyone.if.no.acl.found"))
         dispatcher = RequestDispatcher(self.handlers, services=self.services,
                                        authorizer=self.authorizer)
+        if config.int("metrics.port") >= 0:
+            dispatcher.metrics = self.metrics = BrokerMetrics(self._topic_name_by_id)
+            self.flusher.on_flush = self.metrics.flush_time.observe
         limits = ChannelLimits.from_config(config)
         for listener in config.listeners:
             protocol = SecurityProtocol[config.listener_security_protocol(listener.name)]
@@ -292,10 +317,56 @@ class Broker:
             self.config.int("socket.request.arrival.timeout.ms"))))
         self._tasks.append(asyncio.ensure_future(self._retention_loop()))
         self._tasks.append(asyncio.ensure_future(self._checkpoint_loop()))
+        if self.metrics is not None:
+            await self._start_metrics_server(self.metrics)
         self._started = True
         log.info("snakka broker %d started in %.0f ms (cluster %s, %d topics, data in %s)",
                  self.node_id, (time.monotonic() - t0) * 1000, metadata.cluster_id,
                  len(metadata.topics), self.log_dir)
+
+    # -- metrics -------------------------------------------------------------------------
+    async def _start_metrics_server(self, metrics: BrokerMetrics) -> None:
+        """The /metrics endpoint (server/metrics.py): this broker's own registry (several
+        brokers may share a process), the event-loop lag probe."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(BrokerCollector(
+            metrics, self._metrics_state, {k: h.name for k, h in self.handlers.items()}))
+        host, port = str(self.config.get("metrics.host")), self.config.int("metrics.port")
+        server = MetricsServer(registry, host, port)
+        try:
+            await server.start()
+        except OSError as exc:
+            if not self._metrics_port_fallback or port == 0:
+                raise OSError(exc.errno, f"metrics endpoint (metrics.port={port}): cannot bind "
+                              f"{host or '*'}:{port}: {exc.strerror}") from None
+            log.warning("metrics.port %d is in use (%s); serving metrics on an ephemeral port "
+                        "instead (set metrics.port to choose one)", port, exc.strerror)
+            server = MetricsServer(registry, host, 0)
+            await server.start()
+        self.metrics_server = server
+        self._tasks.append(asyncio.ensure_future(metrics.probe_event_loop_lag()))
+        log.info("Prometheus metrics at %s", server.url)
+
+    def _topic_name_by_id(self, topic_id: object) -> str | None:
+        ti = self.metadata.topics_by_id.get(topic_id)  # type: ignore[call-overload]
+        return ti.name if ti is not None else None
+
+    def _metrics_state(self) -> dict[str, object]:
+        """What the metrics collector reads at scrape time (on the event loop)."""
+        assert self.logs is not None and self.groups is not None and self.shares is not None
+        offsets = self.groups.offsets
+        committed = [(g, t, p, co.offset) for g in sorted(offsets.groups())
+                     for t, p, co in offsets.fetch(g, None) if co is not None]
+        return {
+            "listeners": [ln.name for ln in self.config.listeners],
+            "connections": list(self.connections),
+            "logs": self.logs.all_logs(),
+            "get_log": self.logs.get_log,
+            "committed_offsets": committed,
+            "share_partitions": self.shares.loaded_partitions(),
+            "share_topic_name": self.shares.topic_name,
+            "coordinator_load_seconds": dict(self.coordinator_load_seconds),
+        }
 
     def _listener_tls(self) -> dict[str, ListenerTls]:
         """The TLS context of each SSL / SASL_SSL listener (security/ssl.py)."""
@@ -347,6 +418,9 @@ class Broker:
 
     async def stop(self) -> None:
         self._started = False  # closing connections below must not touch stopping parts
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
+            self.metrics_server = None
         for srv in self.listener_servers:
             await srv.stop()
         for conn in list(self.connections):

@@ -76,10 +76,22 @@ def _print_table(headers: list[str], rows: list[list[str]]) -> None:
         click.echo("\t".join(r))
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+def _setup_logging(level: str, log_format: str = "text") -> None:
+    """Logs on stderr: ``text`` (one human line per record) or ``json`` (one JSON object per
+    line: util/jsonlog.py)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        from snakka.util.jsonlog import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
+
+
+# ``snakka serve``'s metrics endpoint unless metrics.port is set (the JMX exporter's usual port
+# for Kafka; docs/metrics.md). A busy default port falls back to an ephemeral one.
+DEFAULT_METRICS_PORT = 9404
 
 
 @click.group(cls=_CleanErrors)
@@ -99,14 +111,19 @@ def main() -> None:
 @click.option("--strict-durability", is_flag=True,
               help="Answer acks=all writes only after fsync (log.flush.strict=true).")
 @click.option("--log-level", default="INFO", show_default=True)
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, envvar="SNAKKA_LOG_FORMAT",
+              help="Log lines as text, or one JSON object per line (env SNAKKA_LOG_FORMAT).")
 @click.option("--ready-line", is_flag=True, hidden=True,
-              help="Print 'SNAKKA_READY port=N' on stdout when listening (used by snakka.testing).")
+              help="Print 'SNAKKA_READY port=N' on stdout when listening (used by snakka.testing); "
+                   "'SNAKKA_METRICS port=N' before it when metrics are served.")
 def serve(config_file, override, listeners, data_dir, strict_durability, log_level,
-          ready_line) -> None:
-    """Run the broker until SIGINT/SIGTERM."""
+          log_format, ready_line) -> None:
+    """Run the broker until SIGINT/SIGTERM. Prometheus metrics are served at
+    http://localhost:9404/metrics unless metrics.port says otherwise (-1: off)."""
     from snakka.config import BrokerConfig, ConfigError
 
-    _setup_logging(log_level)
+    _setup_logging(log_level, log_format)
     extra: dict[str, str] = {}
     for item in override:
         if "=" not in item:
@@ -122,6 +139,10 @@ def serve(config_file, override, listeners, data_dir, strict_durability, log_lev
     text = open(config_file).read() if config_file else ""
     try:
         cfg = BrokerConfig.from_properties(text, extra)
+        metrics_default = "metrics.port" not in cfg.overrides
+        if metrics_default:
+            cfg = BrokerConfig.from_properties(
+                text, {**extra, "metrics.port": str(DEFAULT_METRICS_PORT)})
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
     for k in cfg.unknown_keys():
@@ -135,7 +156,7 @@ def serve(config_file, override, listeners, data_dir, strict_durability, log_lev
     from snakka.storage.manager import LogDirError
 
     try:
-        runner(_serve(cfg, ready_line))
+        runner(_serve(cfg, ready_line, metrics_default))
     except OSError as e:
         # e.g. "listener PLAINTEXT://localhost:9092: cannot bind 127.0.0.1:9092: Address
         # already in use" (the listener names the address), or a log dir that cannot be used.
@@ -147,16 +168,19 @@ def serve(config_file, override, listeners, data_dir, strict_durability, log_lev
         raise click.ClickException(f"cannot start: {e}") from None
 
 
-async def _serve(cfg, ready_line: bool) -> None:
+async def _serve(cfg, ready_line: bool, metrics_default: bool = False) -> None:
     from snakka.broker import Broker
 
-    broker = Broker(cfg)
+    broker = Broker(cfg, metrics_port_fallback=metrics_default)
     await broker.start()
+    # (the broker logs where its metrics are: "Prometheus metrics at http://...")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     if ready_line:
+        if broker.metrics_server is not None:  # before the ready line: it is read first
+            print(f"SNAKKA_METRICS port={broker.metrics_server.port}", flush=True)
         print(f"SNAKKA_READY port={broker.bound_port}", flush=True)
     await stop.wait()
     await broker.stop()

@@ -739,6 +739,16 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("rsm.config.storage.s3.request.timeout.ms", _L, "120000", _pos_long,
        "Longest one S3 request may take (a part of a multipart upload included).",
        read_only=True),
+    # -- Metrics (issue 16: server/metrics.py, docs/metrics.md). Kafka has no such names (it
+    # exposes JMX); these are snakka's. ``snakka serve`` turns the endpoint on at 9404 unless
+    # metrics.port is set; the embedded broker leaves it off.
+    _d("metrics.port", _I, "-1", _parse_int(-1, 65535),
+       "Port of the Prometheus metrics endpoint (HTTP GET /metrics): -1 off (the default of "
+       "the embedded broker; `snakka serve` uses 9404 unless set), 0 an ephemeral port. "
+       "snakka-specific.", read_only=True),
+    _d("metrics.host", _S, "localhost", _parse_str,
+       "Address the metrics endpoint binds ('localhost': loopback only; empty: all "
+       "interfaces). snakka-specific.", read_only=True),
     # -- Authorization (ACLs: security/acl_authorizer.py, docs/security.md) --------------
     _d("authorizer.class.name", _S, "", _one_of(
         "", *STANDARD_AUTHORIZER_CLASSES, message="Unknown authorizer (empty: none, every "

@@ -169,3 +169,19 @@ SNAPSHOTS_KEPT = 2
 #: Bytes read at a time when recovery or an index rebuild scans a segment (bounds memory and
 #: the event-loop time of one step).
 RECOVERY_CHUNK = 1024 * 1024
+
+# ------------------------------------------------------------------------------------- metrics
+
+#: Bytes of an HTTP request's line and headers the metrics endpoint reads (server/metrics.py);
+#: a longer request is answered 431 and closed.
+METRICS_HTTP_MAX_HEADER_BYTES = 8192
+
+#: Seconds a scraper may take to send its request before the metrics endpoint closes it.
+METRICS_HTTP_REQUEST_TIMEOUT_S = 10.0
+
+#: Scrapes formatted at once; more concurrent scrapes are answered 503 (a scraper storm must not
+#: take the broker's CPU).
+METRICS_MAX_CONCURRENT_SCRAPES = 4
+
+#: How often the event-loop lag probe measures the loop's scheduling delay.
+EVENT_LOOP_LAG_PROBE_INTERVAL_S = 0.5

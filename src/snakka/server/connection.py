@@ -67,6 +67,8 @@ log = logging.getLogger("snakka.server")
 
 __all__ = ["ServerConnection"]
 
+_SASL_AUTHENTICATE = 36  # ApiKey.SASL_AUTHENTICATE (a plain int on the request path)
+
 # Running handler coroutines (cancelled when the connection goes).
 _Tasks = set[asyncio.Future]
 
@@ -159,10 +161,14 @@ class ServerConnection(asyncio.Protocol):
         except ValueError as e:  # NoMatchingRule, an unreadable subject
             log.info("Failed authentication with %s on listener %s (no principal for the "
                      "client certificate: %s)", self.peer, self.listener.name, e)
+            if self._dispatcher.metrics is not None:
+                self._dispatcher.metrics.authenticated(self.listener.name, False)
             self.abort()
             return False
         if der:
             self.tls_principal = principal
+            if self._dispatcher.metrics is not None:  # a client certificate accepted
+                self._dispatcher.metrics.authenticated(self.listener.name, True)
         if not self.channel.security_protocol.uses_sasl:
             # SSL: the certificate authenticates (Kafka's DefaultKafkaPrincipalBuilder);
             # SASL_SSL: TLS is the transport and the SASL exchange names the principal.
@@ -227,6 +233,7 @@ class ServerConnection(asyncio.Protocol):
                     self._close_for(result)
                     return
                 assert call is not None
+                call.started = now
                 if asyncio.iscoroutine(result):
                     self._run(call, result, handler_s)
                 else:
@@ -253,8 +260,8 @@ class ServerConnection(asyncio.Protocol):
                 result = task.result()
                 if result is None:
                     result = NO_RESPONSE
-        call.request = None  # kept only while the handler ran (for its error response)
         self._complete(call, result, handler_s)
+        call.request = None  # kept only while the handler ran (its error response, metrics)
         self._update_reading()
         self._process()
 
@@ -265,6 +272,10 @@ class ServerConnection(asyncio.Protocol):
         throttle_ms = 0
         if quotas is not None and quotas.enabled and ctx is not None and result is not CLOSE:
             throttle_ms = self._quota_throttle_ms(call, result, handler_s)
+        metrics = self._dispatcher.metrics
+        if metrics is not None:
+            metrics.request_done(call.api_key, call.api_version, call.request, result,
+                                 now - call.started)
         for item in self.channel.complete(call.event, result,
                                           ctx.response_bytes if ctx is not None else 0,
                                           call.api_version, now):
@@ -275,6 +286,12 @@ class ServerConnection(asyncio.Protocol):
         if throttle_ms > 0:
             self._throttle(throttle_ms)
         auth = self.channel.auth
+        if metrics is not None and call.api_key == _SASL_AUTHENTICATE:
+            # Counted once the exchange ends (a SCRAM exchange takes two requests).
+            if auth.state is AuthState.AUTHENTICATED:
+                metrics.authenticated(self.listener.name, True)
+            elif auth.must_close:
+                metrics.authenticated(self.listener.name, False)
         if auth.state is not AuthState.AUTHENTICATED and auth.must_close:
             self.close()  # authentication failed: its response is written, then the close
 

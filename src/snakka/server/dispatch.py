@@ -59,6 +59,7 @@ from snakka.server.channel import (
 
 if TYPE_CHECKING:
     from snakka.handlers.services import Services
+    from snakka.server.metrics import BrokerMetrics
 
 log = logging.getLogger("snakka.server")
 
@@ -85,7 +86,7 @@ class DispatchedConnection(ConnectionHandle, Protocol):
 class Call:
     """One dispatched request: what answering it (or its failure) needs."""
 
-    __slots__ = ("event", "api_key", "api_version", "ctx", "request", "handler")
+    __slots__ = ("event", "api_key", "api_version", "ctx", "request", "handler", "started")
 
     def __init__(self, event: RequestReceived, api_key: int, api_version: int,
                  ctx: RequestContext | None, request: Any, handler: Handler | None) -> None:
@@ -95,6 +96,7 @@ class Call:
         self.ctx = ctx
         self.request = request
         self.handler = handler
+        self.started = 0.0  # monotonic time its processing began (the connection sets it)
 
     @property
     def reserved(self) -> int:
@@ -112,6 +114,9 @@ class RequestDispatcher:
         self.services = services
         self.authorizer: Authorizer = authorizer if authorizer is not None else \
             AllowAllAuthorizer()
+        # Request metrics (server/metrics.py), counted by the connection as each request is
+        # answered; None: the metrics endpoint is off and nothing is counted.
+        self.metrics: BrokerMetrics | None = None
 
     def dispatch(self, conn: DispatchedConnection,
                  ev: RequestReceived) -> tuple[Call | None, Any]:

@@ -640,6 +640,10 @@ class SharePartitionManager(MetadataListener):
         self._persist(touched)
 
     # -- admin (Describe/Alter/DeleteShareGroupOffsets) ----------------------------------
+    def loaded_partitions(self) -> list[tuple[StateKey, SharePartition]]:
+        """The share-partitions loaded now, with their keys (metrics read them at scrape)."""
+        return list(self._partitions.items())
+
     def group_state_keys(self, group_id: str) -> list[StateKey]:
         return sorted(set(self.persister.keys_of_group(group_id))
                       | {k for k in self._partitions if k[0] == group_id},

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 
@@ -75,6 +76,9 @@ class FlushScheduler:
         self._urgent: set[UnifiedLog] = set()
         self._urgent_task: asyncio.Task[None] | None = None
         self.fsync_rounds = 0  # number of worker flush rounds (for tests/metrics)
+        # Called (on the flush thread) with each log flush's duration in seconds: the metrics'
+        # flush-time histogram (server/metrics.py); None: not timed.
+        self.on_flush: Callable[[float], None] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -161,9 +165,15 @@ class FlushScheduler:
 
     def _flush_logs(self, logs: list[UnifiedLog], checkpoint: bool) -> None:
         self.fsync_rounds += 1
+        on_flush = self.on_flush
         for plog in logs:
             if not plog.closed:
-                plog.flush()
+                if on_flush is None:
+                    plog.flush()
+                else:
+                    t0 = time.perf_counter()
+                    plog.flush()
+                    on_flush(time.perf_counter() - t0)
         if checkpoint:
             self.log_manager.checkpoint()
 

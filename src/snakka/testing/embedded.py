@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 READY_PREFIX = "SNAKKA_READY "
+METRICS_PREFIX = "SNAKKA_METRICS "  # printed before the ready line when metrics are on
 
 
 class EmbeddedBroker:
@@ -33,9 +34,12 @@ class EmbeddedBroker:
         self.mode = mode
         self.host = host
         self.log_level = log_level
+        # metrics.port: off unless the test turns it on (``snakka serve``, which the subprocess
+        # mode runs, would otherwise serve metrics on 9404); "0" picks an ephemeral port.
         self.config = {"listeners": f"PLAINTEXT://{host}:{port}", "log.dirs": self.data_dir,
-                       **(dict(config) if config else {})}
+                       "metrics.port": "-1", **(dict(config) if config else {})}
         self.port: int | None = None
+        self.metrics_port: int | None = None  # the metrics endpoint's port, when it is on
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._broker: Broker | None = None
@@ -57,6 +61,13 @@ class EmbeddedBroker:
         return f"{h}:{self.port}"
 
     @property
+    def metrics_url(self) -> str:
+        """The Prometheus endpoint (``config={"metrics.port": "0"}`` turns it on)."""
+        if self.metrics_port is None:
+            raise RuntimeError("the metrics endpoint is off (set metrics.port)")
+        return f"http://localhost:{self.metrics_port}/metrics"
+
+    @property
     def broker(self):
         """The in-process Broker object (thread mode only), for white-box assertions."""
         return self._broker
@@ -72,6 +83,8 @@ class EmbeddedBroker:
             self._start_subprocess()
         # Later restarts reuse the same port so clients' bootstrap strings stay valid.
         self.config["listeners"] = self.config["listeners"].rsplit(":", 1)[0] + f":{self.port}"
+        if self.metrics_port is not None and self.config.get("metrics.port") == "0":
+            self.config["metrics.port"] = str(self.metrics_port)  # the same scrape URL too
         return self
 
     def stop(self) -> None:
@@ -127,6 +140,8 @@ class EmbeddedBroker:
                                                authorizer=self.authorizer)
                 loop.run_until_complete(broker.start())
                 self.port = broker.bound_port
+                if broker.metrics_server is not None:
+                    self.metrics_port = broker.metrics_server.port
             except BaseException as e:
                 error.append(e)
                 started.set()
@@ -170,6 +185,8 @@ class EmbeddedBroker:
             assert proc.stdout is not None
             for line in proc.stdout:
                 self.output.append(line.rstrip("\n"))
+                if line.startswith(METRICS_PREFIX):
+                    self.metrics_port = int(line[len(METRICS_PREFIX):].split("=", 1)[1])
                 if line.startswith(READY_PREFIX) and not ready.is_set():
                     fields = dict(kv.split("=", 1) for kv in line[len(READY_PREFIX):].split())
                     port.append(int(fields["port"]))
