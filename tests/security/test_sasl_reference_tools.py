@@ -37,8 +37,10 @@ def test_kafka_configs_sh_adds_describes_and_deletes_scram_users(tmp_path):
             "kafka-configs.sh", "--alter", "--add-config",
             "SCRAM-SHA-512=[iterations=8192,password=alice-secret]", *common)
         assert tool.returncode == 0, tool.stderr
-        # (kafka-configs.sh --describe --entity-type users also asks DescribeClientQuotas,
-        # which snakka does not serve yet: quotas are issue 15.)
+        # --describe asks DescribeClientQuotas and DescribeUserScramCredentials.
+        tool = reference_kafka.run_tool("kafka-configs.sh", "--describe", *common)
+        assert tool.returncode == 0, tool.stderr
+        assert "SCRAM-SHA-512=iterations=8192" in tool.stdout, tool.stdout
         cred = b.broker.metadata.scram.users["alice"]
         assert [(m.mechanism_name, c.iterations) for m, c in cred.items()] == [
             ("SCRAM-SHA-512", 8192)]
