@@ -25,6 +25,9 @@ SLOW = 7  # requests with this correlation id wait for the test to release them
 class Dispatcher:
     """Correlation id SLOW answers from a coroutine the test releases; others at once."""
 
+    quotas = None   # no client quotas to throttle by
+    metrics = None  # the metrics endpoint is off
+
     def __init__(self) -> None:
         self.release: asyncio.Future | None = None
         self.started: list[int] = []

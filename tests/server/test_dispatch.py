@@ -233,14 +233,17 @@ def test_undeclared_apis_do_not_call_the_authorizer():
     assert resp.error_code == 0 and auth.calls == []
 
 
-def test_only_the_acl_and_scram_apis_declare_api_level_actions():
-    # Kafka authorizes the ACL APIs (AclApis) and the SCRAM admin APIs on the cluster before
-    # anything else; the other APIs authorize per resource in their handlers.
+def test_only_the_cluster_admin_apis_declare_api_level_actions():
+    # Kafka authorizes the ACL APIs (AclApis), the client-quota APIs and the SCRAM admin APIs
+    # on the cluster before anything else; the other APIs authorize per resource in their
+    # handlers.
     declared = {k: h.actions for k, h in load_handlers().items() if h.actions}
     assert declared == {
         29: (Action(AclOperation.DESCRIBE, CLUSTER),),
         30: (Action(AclOperation.ALTER, CLUSTER),),
         31: (Action(AclOperation.ALTER, CLUSTER),),
+        48: (Action(AclOperation.DESCRIBE_CONFIGS, CLUSTER),),
+        49: (Action(AclOperation.ALTER_CONFIGS, CLUSTER),),
         50: (Action(AclOperation.DESCRIBE, CLUSTER),),
         51: (Action(AclOperation.ALTER, CLUSTER),)}
 

@@ -63,6 +63,9 @@ class FakeTransport:
 class FakeDispatcher:
     """Answers every request with an empty ApiVersions v0 response (no handler reserved)."""
 
+    quotas = None   # no client quotas to throttle by
+    metrics = None  # the metrics endpoint is off
+
     def dispatch(self, conn, ev):
         return Call(ev, 18, 0, None, None, None), ApiVersionsResponse(
             error_code=0, api_keys=[])

@@ -100,7 +100,7 @@ class ServerConnection(asyncio.Protocol):
         # handler) returns at once and the running loop reads on, so handlers still start in
         # frame order.
         self._processing = False
-        self._quotas = dispatcher.services.quotas
+        self._quotas = dispatcher.quotas
         self._throttle_timer: asyncio.TimerHandle | None = None
         self._throttled_until = 0.0
 

@@ -59,6 +59,7 @@ from snakka.server.channel import (
 
 if TYPE_CHECKING:
     from snakka.handlers.services import Services
+    from snakka.metadata.client_quotas import QuotaManagers
     from snakka.server.metrics import BrokerMetrics
 
 log = logging.getLogger("snakka.server")
@@ -117,6 +118,12 @@ class RequestDispatcher:
         # Request metrics (server/metrics.py), counted by the connection as each request is
         # answered; None: the metrics endpoint is off and nothing is counted.
         self.metrics: BrokerMetrics | None = None
+
+    @property
+    def quotas(self) -> QuotaManagers | None:
+        """The client quotas connections throttle by (metadata/client_quotas.py); None when
+        the broker has none."""
+        return self.services.quotas
 
     def dispatch(self, conn: DispatchedConnection,
                  ev: RequestReceived) -> tuple[Call | None, Any]:
