@@ -17,8 +17,8 @@ import uuid
 
 import kafka.errors as ke
 import pytest
-from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka import ElectionType
+from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, TopicPartition
 from security.authz_support import TableAuthorizer  # tests/ is on sys.path
