@@ -435,6 +435,15 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("log.dir", _S, None, _parse_str, "Alias of log.dirs with one directory.", read_only=True),
     _d("num.partitions", _I, "1", _pos_int, "Default partitions for new topics."),
     _d("default.replication.factor", _I, "1", _pos_int, "Default replication factor (must be 1)."),
+    # Kafka's dynamic replication throttles (DynamicConfig.Broker). One broker replicates
+    # nothing, so they limit nothing here; they are accepted and described so that Kafka's
+    # tools that set and clear them (kafka-reassign-partitions.sh --throttle / --verify) work.
+    _d("leader.replication.throttled.rate", _L, str(LONG_MAX), _pos_long,
+       "Replication throttle of leaders, bytes/s (no replication on one broker: no effect)."),
+    _d("follower.replication.throttled.rate", _L, str(LONG_MAX), _pos_long,
+       "Replication throttle of followers, bytes/s (no replication on one broker: no effect)."),
+    _d("replica.alter.log.dirs.io.max.bytes.per.second", _L, str(LONG_MAX), _pos_long,
+       "Throttle of moves between log dirs, bytes/s (one log dir: no effect)."),
     _d("auto.create.topics.enable", _B, "true", _parse_bool,
        "Create a topic on first Metadata request that names it."),
     _d("delete.topic.enable", _B, "true", _parse_bool, "Allow DeleteTopics."),
@@ -870,7 +879,8 @@ def broker_default_int(name: str) -> int:
 DYNAMIC_BROKER_CONFIGS = frozenset(
     {t.broker_synonym for t in TOPIC_CONFIGS.values() if t.broker_synonym}
     | {"log.retention.ms", "log.roll.ms", "num.partitions", "auto.create.topics.enable",
-       "producer.id.expiration.ms", "fetch.max.bytes"}
+       "producer.id.expiration.ms", "fetch.max.bytes", "leader.replication.throttled.rate",
+       "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second"}
 )
 
 
