@@ -147,8 +147,12 @@ def upgrade_downgrade(bootstrap: str, classic_kind: str, strategy: str = "range"
     group = topic
     ck_create_topic(bootstrap, topic, PARTITIONS)
     admin = ck_admin(bootstrap)
-    classic = (lambda: Member(classic_kind, bootstrap, group, topic, strategy))
-    consumer = (lambda: Member("consumer", bootstrap, group, topic))
+    def classic() -> Member:
+        return Member(classic_kind, bootstrap, group, topic, strategy)
+
+    def consumer() -> Member:
+        return Member("consumer", bootstrap, group, topic)
+
     members: list[Member] = []
     try:
         for op, make, expected in [("add", classic, "CLASSIC"),

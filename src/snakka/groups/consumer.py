@@ -113,8 +113,8 @@ from snakka.groups.migration import (
     encode_assignment,
 )
 from snakka.groups.types import Clock, ConsumerState, GroupConfig, GroupRecord
-from snakka.protocol import consumer_protocol
 from snakka.limits import REGEX_CACHE_SIZE
+from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.primitives import random_uuid, uuid_to_base64
 
@@ -815,11 +815,12 @@ class ConsumerGroups:
             if cm.instance_id:
                 group.static_members[cm.instance_id] = cm.member_id
             group.target[cm.member_id] = dict(assigned)
-            for tid, ps in assigned.items():
-                for p in ps:
+            for tid, held in assigned.items():
+                for p in held:
                     group.owners.setdefault((tid, p), cm.member_id)
-            m.assigned = {tid: frozenset(p for p in ps if group.owners[(tid, p)] == cm.member_id)
-                          for tid, ps in assigned.items()}
+            # Two members claiming a partition (a leader's bad assignment): the first keeps it.
+            m.assigned = {tid: frozenset(p for p in held if group.owners[(tid, p)] == cm.member_id)
+                          for tid, held in assigned.items()}
             m.session_deadline = now + cm.session_timeout_ms
             self._arm(gid, m, "session")
         self._refresh_subscriptions(group, topics)

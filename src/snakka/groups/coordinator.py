@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from snakka.controller import MetadataListener
 from snakka.coordinator_log import CoordinatorLog
+from snakka.groups import migration
 from snakka.groups.classic import ClassicGroups
 from snakka.groups.consumer import ConsumerGroups, HeartbeatResult
 from snakka.groups.offsets import OffsetStore
@@ -178,8 +179,7 @@ class GroupCoordinator(MetadataListener):
         :class:`KafkaError` NOT_COORDINATOR is raised to the request being handled: Kafka's
         CoordinatorRuntime reverts the records of a failed write and answers NOT_COORDINATOR
         for a storage error, so clients find the coordinator again and retry."""
-        for snapshot in self.consumer.drain_downgrades():
-            self.classic.adopt(snapshot)  # KIP-848 online downgrade (groups.migration)
+        migration.complete_downgrades(self.consumer, self.classic)  # KIP-848 online downgrade
         records: list[GroupRecord] = []
         for core in self._cores:
             records.extend(core.drain_records())
@@ -430,13 +430,10 @@ class GroupCoordinator(MetadataListener):
         gid = kw["group_id"]
         if self.classic.has_group(gid):
             if not self.classic.is_empty(gid):
-                snapshot = self.classic.snapshot(gid)
-                if kw["member_epoch"] != 0 or snapshot is None \
-                        or not self.consumer.can_upgrade(snapshot):
+                # KIP-848 online upgrade: a joining member converts the classic group.
+                if kw["member_epoch"] != 0 or not migration.try_upgrade(
+                        self.classic, self.consumer, gid):
                     return None  # the handler answers GROUP_ID_NOT_FOUND
-                # KIP-848 online upgrade: the classic group becomes a consumer group.
-                self.classic.convert_out(gid)
-                self.consumer.upgrade(snapshot)
             elif kw["member_epoch"] == 0:
                 self.classic.delete(gid)  # Kafka's maybeDeleteEmptyClassicGroup
         if self.share.has_group(gid):

@@ -29,7 +29,7 @@ When a conversion happens (Kafka 4.0's rules, ``group.consumer.migration.policy`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from snakka.protocol import consumer_protocol
 from snakka.protocol.messages.consumer_protocol_assignment import (
@@ -39,10 +39,14 @@ from snakka.protocol.messages.consumer_protocol_assignment import (
 
 __all__ = [
     "CONSUMER_PROTOCOL_TYPE",
+    "ClassicSide",
+    "ConsumerSide",
     "MIGRATION_POLICIES",
     "MigratingGroup",
     "MigratingMember",
     "assignment_version",
+    "complete_downgrades",
+    "try_upgrade",
     "decode_assignment",
     "encode_assignment",
 ]
@@ -110,3 +114,40 @@ def decode_assignment(data: bytes) -> dict[str, list[int]]:
     for tp in consumer_protocol.decode_assignment(data).assigned_partitions:
         out.setdefault(tp.topic, []).extend(tp.partitions)
     return out
+
+
+class ClassicSide(Protocol):
+    """What the migration needs of :class:`snakka.groups.classic.ClassicGroups` (a protocol,
+    so that the cores never import each other through this module)."""
+
+    def snapshot(self, group_id: str) -> MigratingGroup | None: ...
+    def convert_out(self, group_id: str) -> None: ...
+    def adopt(self, snapshot: MigratingGroup) -> None: ...
+
+
+class ConsumerSide(Protocol):
+    """What the migration needs of :class:`snakka.groups.consumer.ConsumerGroups`."""
+
+    def can_upgrade(self, classic: MigratingGroup) -> bool: ...
+    def upgrade(self, classic: MigratingGroup) -> None: ...
+    def drain_downgrades(self) -> list[MigratingGroup]: ...
+
+
+def try_upgrade(classic: ClassicSide, consumer: ConsumerSide, group_id: str) -> bool:
+    """Convert the non-empty classic group ``group_id`` into a consumer group if Kafka's rules
+    allow it (``ConsumerGroups.can_upgrade``); False (nothing changed) otherwise."""
+    snapshot = classic.snapshot(group_id)
+    if snapshot is None or not consumer.can_upgrade(snapshot):
+        return False
+    classic.convert_out(group_id)
+    consumer.upgrade(snapshot)
+    return True
+
+
+def complete_downgrades(consumer: ConsumerSide, classic: ClassicSide) -> int:
+    """Hand every consumer group the consumer core downgraded to the classic core; returns
+    how many. The shell calls this after every call into the consumer core."""
+    snapshots = consumer.drain_downgrades()
+    for snapshot in snapshots:
+        classic.adopt(snapshot)
+    return len(snapshots)
