@@ -50,7 +50,7 @@ class Member:
     count what it read."""
 
     def __init__(self, kind: str, bootstrap: str, group: str, topic: str,
-                 strategy: str = "range") -> None:
+                 strategy: str = "range", **extra: object) -> None:
         self.kind = kind
         self.read = 0
         if kind == "kafka-python":
@@ -73,6 +73,7 @@ class Member:
                          "partition.assignment.strategy": strategy})
         else:
             conf["group.protocol"] = "consumer"
+        conf.update(extra)
         self.ck = Consumer(conf)
         self.ck.subscribe([topic])
 
@@ -187,3 +188,59 @@ def test_consumer_upgrade_downgrade_confluent(broker, strategy):
 
 def test_consumer_upgrade_downgrade_kafka_python_classic(broker):
     upgrade_downgrade(broker.bootstrap_servers, "kafka-python")
+
+
+def committed(admin, group: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    res = admin.list_consumer_group_offsets([req])[group].result(timeout=30)
+    return {tp.partition: tp.offset for tp in res.topic_partitions}
+
+
+def test_offsets_and_conversions_survive_restarts():
+    """Committed offsets are untouched by both conversions; an upgraded group (with its classic
+    member) and a downgraded group come back as such after a broker restart."""
+    from confluent_kafka import TopicPartition
+
+    topic, group, n = "durable", "durable-group", 4
+    with EmbeddedBroker(config=BROKER_CONFIG) as b:
+        bs = b.bootstrap_servers
+        ck_create_topic(bs, topic, n)
+        produce(bs, topic, 40)
+        # Nothing is committed but the offsets the test commits.
+        classic = Member("classic", bs, group, topic, **{"enable.auto.commit": False})
+        members = [classic]
+        try:
+            poll_until(members, lambda: len(classic.owned()) == n, "the classic member")
+            classic.ck.commit(offsets=[TopicPartition(topic, p, 3) for p in range(n)],
+                              asynchronous=False)
+            expected = dict.fromkeys(range(n), 3)
+            consumer = Member("consumer", bs, group, topic, **{"enable.auto.commit": False})
+            members.append(consumer)
+            poll_until(members, lambda: len(classic.owned()) == len(consumer.owned()) == n // 2,
+                       "an even split after the upgrade")
+            admin = ck_admin(bs)
+            assert group_type(admin, group) == "CONSUMER"
+            assert committed(admin, group, topic, n) == expected
+
+            b.restart()
+            admin = ck_admin(bs)
+            assert group_type(admin, group) == "CONSUMER"
+            desc = admin.describe_consumer_groups([group])[group].result(timeout=30)
+            assert len(desc.members) == 2
+            poll_until(members, lambda: len(classic.owned()) == len(consumer.owned()) == n // 2,
+                       "an even split after the restart")
+
+            members.remove(consumer)
+            consumer.close()
+            poll_until(members, lambda: len(classic.owned()) == n, "all partitions, downgraded")
+            assert group_type(admin, group) == "CLASSIC"
+            assert committed(admin, group, topic, n) == expected
+        finally:
+            for m in members:
+                m.close()
+        b.restart()
+        admin = ck_admin(bs)
+        assert group_type(admin, group) == "CLASSIC"
+        assert committed(admin, group, topic, n) == expected
