@@ -376,3 +376,29 @@ def test_both_conversions_survive_a_restart():
     w.restart()
     assert w.group_type() == "classic" and not w.consumer.has_group("g")
     assert [m.member_id for m in w.classic.describe("g").members] == [mid]
+
+
+def test_classic_static_member_replacing_the_last_consumer_member_downgrades():
+    w = World()
+    mid, _ = upgraded_pair(w)
+
+    def static_hb(epoch):
+        r = w.consumer.heartbeat(
+            group_id="g", member_id="s1", member_epoch=epoch, instance_id="i",
+            rack_id=None, rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+            subscribed_topic_names=["t"] if epoch == 0 else None, subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=[] if epoch == 0 else None, api_version=1)
+        w.after()
+        return r
+
+    # The consumer-protocol member "new" leaves; a static consumer member is left with mid.
+    assert static_hb(0).error_code == E.NONE
+    w.cg_heartbeat("new", -1)
+    assert w.group_type() == "consumer"
+    # Still in the group: its instance id is not released to a classic member.
+    assert w.join(group_instance_id="i").error_code == E.UNRELEASED_INSTANCE_ID
+    assert static_hb(-2).error_code == E.NONE
+    j = w.join(group_instance_id="i")
+    assert j.error_code == E.NONE
+    assert w.group_type() == "classic"
+    assert {m.member_id for m in w.classic.describe("g").members} == {mid, j.member_id}

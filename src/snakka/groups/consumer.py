@@ -527,6 +527,10 @@ class ConsumerGroups:
             if unknown:
                 if holder_id is not None:
                     replaced = group.members[holder_id]
+                    if (replaced.classic is None
+                            and replaced.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                        # A consumer-protocol static member still in the group keeps it.
+                        return error(ErrorCode.UNRELEASED_INSTANCE_ID)
             elif holder_id is None:
                 return error(ErrorCode.UNKNOWN_MEMBER_ID)
             elif holder_id != new_id:
@@ -578,6 +582,11 @@ class ConsumerGroups:
         member.session_deadline = now + session_timeout_ms
         self._arm(group_id, member, "session")
         self._flush(group)
+        if (replaced is not None and replaced.classic is None
+                and self._can_downgrade(group, None)):
+            # The last consumer-protocol member was a static member this classic member
+            # replaced (Kafka's validateOnlineDowngradeWithReplacedMemberId).
+            self._convert_to_classic(group)
         return JoinResult(ErrorCode.NONE, member.member_epoch, CONSUMER_PROTOCOL_TYPE,
                           member.classic.protocols[0][0], "", new_id, [])
 
@@ -716,8 +725,11 @@ class ConsumerGroups:
         if downgrade:
             self._convert_to_classic(group)
 
-    def _can_downgrade(self, group: _Group, leaving: _Member) -> bool:
-        if leaving.classic is not None or len(group.members) <= 1:
+    def _can_downgrade(self, group: _Group, leaving: _Member | None) -> bool:
+        """May the group become a classic group once ``leaving`` (a consumer-protocol member;
+        ``None``: one already replaced) is gone?"""
+        remaining = len(group.members) - (leaving is not None)
+        if (leaving is not None and leaving.classic is not None) or remaining < 1:
             return False
         if any(m.classic is None for m in group.members.values() if m is not leaving):
             return False
@@ -726,9 +738,9 @@ class ConsumerGroups:
                      "group.consumer.migration.policy=%s", group.group_id,
                      self._config.group_consumer_migration_policy)
             return False
-        if len(group.members) - 1 > self._config.group_max_size:
+        if remaining > self._config.group_max_size:
             log.info("[GroupId %s] cannot downgrade to a classic group: %d members exceed "
-                     "group.max.size", group.group_id, len(group.members) - 1)
+                     "group.max.size", group.group_id, remaining)
             return False
         return True
 
