@@ -581,6 +581,11 @@ _BROKER_LIST: list[ConfigDef] = [
        "KIP-848: largest allowed heartbeat interval.", read_only=True),
     _d("group.consumer.max.size", _I, str(INT_MAX), _pos_int,
        "Maximum members of a KIP-848 consumer group."),
+    _d("group.consumer.migration.policy", _S, "bidirectional",
+       _one_of("disabled", "upgrade", "downgrade", "bidirectional", case_insensitive=True),
+       "KIP-848 online migration between classic and consumer groups: a non-empty classic "
+       "group is upgraded when a consumer-protocol member joins it (upgrade), a consumer group "
+       "whose last consumer-protocol member leaves is downgraded (downgrade).", read_only=True),
     _d("group.consumer.assignors", _LIST, "uniform,range", _list_of("uniform", "range"),
        "Server-side assignors; the first is the default.", read_only=True),
     # -- transaction coordinator (issue 11): Kafka's TransactionStateManagerConfig --

@@ -10,6 +10,8 @@ Layout (the cores are sans-I/O: no sockets, no files, no asyncio, no wall clock)
                      server-side assignors, incremental revoke-then-assign.
 * :mod:`.share_group` KIP-932 share groups (ShareGroupHeartbeat): membership and the
                      ``simple`` assignor; which records a member holds is ``snakka.share``'s.
+* :mod:`.migration`  KIP-848 online upgrade/downgrade: the snapshot a group is handed over in
+                     between the classic and consumer cores, and the rules of when it is.
 * :mod:`.membership` what the consumer and share heartbeat protocols share (result shape,
                      assignment encodings, the rejection carrier).
 * :mod:`.assignors`  the ``uniform`` and ``range`` server-side assignors.

@@ -55,6 +55,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
+from snakka.groups.migration import MigratingGroup, MigratingMember
 from snakka.groups.types import (
     PENDING,
     ClassicState,
@@ -689,6 +690,61 @@ class ClassicGroups:
         """True for an unknown group or one in the Empty state (no members, no rebalance)."""
         group = self._groups.get(group_id)
         return group is None or group.state == _EMPTY
+
+    # -- online migration (KIP-848; see snakka.groups.migration) --------------------------------
+
+    def snapshot(self, group_id: str) -> MigratingGroup | None:
+        """The group as the consumer core would take it over (``None``: no such group)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        return MigratingGroup(
+            group_id, group.generation_id, group.protocol_type or "", group.protocol_name,
+            group.leader_id,
+            tuple(MigratingMember(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                  m.rebalance_timeout_ms, m.session_timeout_ms,
+                                  tuple(m.protocols), m.assignment)
+                  for m in group.members.values()))
+
+    def convert_out(self, group_id: str) -> None:
+        """The group became a consumer group (Kafka's ``convertToConsumerGroup``): its waiting
+        JoinGroup/SyncGroup requests are answered REBALANCE_IN_PROGRESS (the members rejoin the
+        consumer group) and the group is forgotten with a tombstone."""
+        group = self._groups.pop(group_id, None)
+        if group is None:
+            return
+        for mid, t in list(group.join_waiters.items()):
+            self._complete(t, _join_error(ErrorCode.REBALANCE_IN_PROGRESS, mid))
+        for t in list(group.sync_waiters.values()):
+            self._complete(t, _sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+        group.join_waiters.clear()
+        group.sync_waiters.clear()
+        self._records.append(GroupRecord(("classic", group_id), None))
+        log.info("group %s: upgraded to a consumer group at generation %d", group_id,
+                 group.generation_id)
+
+    def adopt(self, snapshot: MigratingGroup) -> None:
+        """Take over a consumer group whose members all use the classic protocol (Kafka's
+        ``ClassicGroup.fromConsumerGroup`` + ``convertToClassicGroup``): generation = its group
+        epoch, each member's current assignment kept, then a rebalance so that the members
+        rejoin and the leader assigns."""
+        now = self._clock()
+        group = _Group(snapshot.group_id, now)
+        group.generation_id = snapshot.generation
+        group.protocol_type = snapshot.protocol_type
+        for sm in snapshot.members:
+            member = _Member(sm.member_id, sm.instance_id, sm.client_id, sm.client_host,
+                             sm.rebalance_timeout_ms, sm.session_timeout_ms,
+                             snapshot.protocol_type, list(sm.protocols), sm.assignment)
+            self._add(group, member)
+        group.state = _STABLE
+        group.previous_state = _EMPTY
+        group.protocol_name = self._select_protocol(group)
+        self._groups[group.group_id] = group
+        for member in group.members.values():
+            self._refresh_session(group, member, now)
+        self._emit_group(group)
+        self._prepare_rebalance(group, now, "downgraded from a consumer group")
 
     # -- deferred replies -----------------------------------------------------------------------
 

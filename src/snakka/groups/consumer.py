@@ -62,13 +62,25 @@ Timers: one heap entry per member and timer kind, the earliest deadline queued; 
 moves later (every heartbeat) is requeued lazily when its entry reaches the top, so the heap
 holds about one entry per member however fast clients heartbeat.
 
-Out of scope: classic-protocol members inside consumer groups (online upgrade/downgrade),
-classic/consumer group id conflicts (the coordinator shell resolves those), authorization,
-dynamic per-group configs.
+Classic-protocol members (KIP-848 online migration, :mod:`snakka.groups.migration`): a member
+that joined with JoinGroup (or came with an upgraded classic group) carries its classic
+metadata (session timeout, supported protocols). Its subscription and owned partitions are read
+from the embedded consumer protocol on every JoinGroup, where it is reconciled exactly like a
+heartbeating member; JoinGroup is answered at once with generation = its member epoch and no
+leader (nobody assigns client-side), SyncGroup returns its current assignment encoded in the
+consumer protocol, and Heartbeat answers REBALANCE_IN_PROGRESS when it must rejoin to make
+progress (a newer group epoch, partitions to revoke, or released partitions to pick up), as
+Kafka's ``classicGroup*ToConsumerGroup`` methods do. Its session is its own
+``session_timeout_ms``. When the last consumer-protocol member leaves and classic members
+remain, the group is handed to the classic core (see :meth:`ConsumerGroups.drain_downgrades`).
+
+Out of scope: classic/consumer group id conflicts (the coordinator shell resolves those),
+authorization, dynamic per-group configs.
 """
 
 from __future__ import annotations
 
+import base64
 import heapq
 import itertools
 import logging
@@ -81,6 +93,7 @@ from functools import lru_cache
 from typing import Any
 
 from snakka.groups.assignors import ASSIGNORS
+from snakka.groups.classic import JoinResult, SyncResult
 from snakka.groups.membership import (
     LEAVE_GROUP_MEMBER_EPOCH,
     GroupRejected,
@@ -91,14 +104,24 @@ from snakka.groups.membership import (
     encode_partitions,
     partitions_to_wire,
 )
+from snakka.groups.migration import (
+    CONSUMER_PROTOCOL_TYPE,
+    MigratingGroup,
+    MigratingMember,
+    assignment_version,
+    decode_assignment,
+    encode_assignment,
+)
 from snakka.groups.types import Clock, ConsumerState, GroupConfig, GroupRecord
 from snakka.limits import REGEX_CACHE_SIZE
+from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.primitives import random_uuid, uuid_to_base64
 
 __all__ = [
     "LEAVE_GROUP_MEMBER_EPOCH",
     "LEAVE_GROUP_STATIC_MEMBER_EPOCH",
+    "ClassicMemberMetadata",
     "ConsumerGroupDescription",
     "ConsumerGroups",
     "HeartbeatResult",
@@ -138,6 +161,8 @@ class MemberDescription:
     # partitions the member was asked to revoke and has not yet acknowledged.
     state: str
     pending_revocation: TopicPartitions
+    #: True for a member that uses the classic protocol (JoinGroup/SyncGroup/Heartbeat).
+    classic: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +177,18 @@ class ConsumerGroupDescription:
     assignment_epoch: int
     assignor_name: str
     members: list[MemberDescription]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a classic-protocol member of a consumer group keeps of its JoinGroup (Kafka's
+    ``ConsumerGroupMemberMetadataValue.ClassicMemberMetadata``)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    def names(self) -> list[str]:
+        return list(dict.fromkeys(n for n, _m in self.protocols))
 
 
 @dataclass(slots=True, eq=False)
@@ -170,6 +207,7 @@ class _Member:
     state: str = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None  # set for a classic-protocol member
     # Soft state, rebuilt at load.
     session_deadline: int | None = None
     rebalance_deadline: int | None = None
@@ -221,6 +259,14 @@ def _compile(regex: str) -> re.Pattern[str] | str:
         return str(e)
 
 
+def _classic_from_value(v: dict[str, Any] | None) -> ClassicMemberMetadata | None:
+    if not v:
+        return None
+    return ClassicMemberMetadata(
+        int(v["session_timeout_ms"]),
+        tuple((str(n), base64.b64decode(meta)) for n, meta in v["protocols"]))
+
+
 def _to_partitions(tps: TopicPartitions | None) -> dict[uuid.UUID, set[int]] | None:
     if tps is None:
         return None
@@ -265,6 +311,7 @@ class ConsumerGroups:
         self._records: list[GroupRecord] = []
         self._timers: list[tuple[int, int, str, str, str]] = []  # (deadline, seq, kind, g, m)
         self._seq = itertools.count()
+        self._downgrades: list[MigratingGroup] = []
 
     # -- the API -------------------------------------------------------------------------------
 
@@ -343,6 +390,7 @@ class ConsumerGroups:
                 target_assignment=described(group.target.get(m.member_id, {})),
                 state=m.state,
                 pending_revocation=described(m.pending_revocation),
+                classic=m.classic is not None,
             )
             for m in sorted(group.members.values(), key=lambda m: m.member_id)
         ]
@@ -371,7 +419,9 @@ class ConsumerGroups:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            # Kafka: a classic-protocol member is told in classic terms.
+            return (ErrorCode.ILLEGAL_GENERATION if member.classic is not None
+                    else ErrorCode.STALE_MEMBER_EPOCH)
         return ErrorCode.NONE
 
     def validate_offset_fetch(
@@ -424,6 +474,373 @@ class ConsumerGroups:
                 self._bump(group)
                 self._flush(group)
 
+    # -- classic-protocol members and online migration (KIP-848) ------------------------------
+
+    def classic_join(
+        self,
+        *,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        client_id: str,
+        client_host: str,
+        require_known_member_id: bool,
+    ) -> JoinResult:
+        """A classic JoinGroup to this (non-empty) consumer group (Kafka's
+        ``classicGroupJoinToConsumerGroup``); always answered at once."""
+        def error(code: int, mid: str = member_id) -> JoinResult:
+            return JoinResult(code, -1, None, None, "", mid, [])
+
+        group = self._groups.get(group_id)
+        if group is None:
+            return error(ErrorCode.UNKNOWN_MEMBER_ID)
+        cfg = self._config
+        if not (cfg.group_min_session_timeout_ms <= session_timeout_ms
+                <= cfg.group_max_session_timeout_ms):
+            return error(ErrorCode.INVALID_SESSION_TIMEOUT)
+        unknown = member_id == ""
+        new_id = _new_member_id() if unknown else member_id
+        existing = group.members.get(new_id)
+        max_size = cfg.group_consumer_max_size
+        if existing is None and len(group.members) >= max_size and not (
+                group_instance_id is not None and group_instance_id in group.static_members):
+            return error(ErrorCode.GROUP_MAX_SIZE_REACHED, "")
+        if existing is not None and existing.classic is None:
+            return error(ErrorCode.UNKNOWN_MEMBER_ID)  # it uses the consumer protocol
+        names = list(dict.fromkeys(n for n, _m in protocols))
+        if not self._supports_classic_protocols(group, protocol_type, names, new_id):
+            return error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if unknown and group_instance_id is None and require_known_member_id:
+            # KIP-394: hand out the member id and ask for a second JoinGroup with it.
+            return error(ErrorCode.MEMBER_ID_REQUIRED, new_id)
+        try:
+            subscription = consumer_protocol.decode_subscription(protocols[0][1])
+        except ValueError:
+            return error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        replaced: _Member | None = None
+        if group_instance_id is not None:
+            holder_id = group.static_members.get(group_instance_id)
+            if unknown:
+                if holder_id is not None:
+                    replaced = group.members[holder_id]
+                    if (replaced.classic is None
+                            and replaced.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                        # A consumer-protocol static member still in the group keeps it.
+                        return error(ErrorCode.UNRELEASED_INSTANCE_ID)
+            elif holder_id is None:
+                return error(ErrorCode.UNKNOWN_MEMBER_ID)
+            elif holder_id != new_id:
+                return error(ErrorCode.FENCED_INSTANCE_ID)
+        # A dynamic member with a member id we do not know (the one MEMBER_ID_REQUIRED handed
+        # out, which is not remembered) is created, as Kafka's
+        # getOrMaybeSubscribeDynamicConsumerGroupMember does for JoinGroup.
+
+        # Accepted.
+        now = self._clock()
+        topics = self._topics()
+        if replaced is not None:
+            log.info("[GroupId %s] classic static member %s (instance %s) replaces %s",
+                     group_id, new_id, group_instance_id, replaced.member_id)
+            member = self._replace_static_member(group, replaced, new_id)
+        elif existing is None:
+            log.info("[GroupId %s] classic member %s joins", group_id, new_id)
+            member = _Member(member_id=new_id)
+            group.members[new_id] = member
+            group.target.setdefault(new_id, {})
+        else:
+            member = existing
+        if group_instance_id is not None:
+            member.instance_id = group_instance_id
+            group.static_members[group_instance_id] = new_id
+        if subscription.rack_id:
+            member.rack_id = subscription.rack_id
+        if rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.server_assignor = None
+        member.client_id = client_id
+        member.client_host = client_host
+        member.classic = ClassicMemberMetadata(
+            session_timeout_ms, tuple((n, bytes(m)) for n, m in protocols))
+        group.dirty.add(new_id)
+        subscribed = tuple(sorted(set(subscription.topics)))
+        if (existing is None or subscribed != member.subscribed_topic_names
+                or member.subscribed_topic_regex is not None):
+            member.subscribed_topic_names = subscribed
+            member.subscribed_topic_regex = None
+            self._refresh_subscriptions(group, topics)
+            self._bump(group)
+        owned: dict[uuid.UUID, set[int]] = {}
+        for tp in subscription.owned_partitions:
+            meta = topics.get(tp.topic)
+            if meta is not None:
+                owned.setdefault(meta[0], set()).update(tp.partitions)
+        self._reconcile(group, member, owned, now)
+        member.session_deadline = now + session_timeout_ms
+        self._arm(group_id, member, "session")
+        self._flush(group)
+        if (replaced is not None and replaced.classic is None
+                and self._can_downgrade(group, None)):
+            # The last consumer-protocol member was a static member this classic member
+            # replaced (Kafka's validateOnlineDowngradeWithReplacedMemberId).
+            self._convert_to_classic(group)
+        return JoinResult(ErrorCode.NONE, member.member_epoch, CONSUMER_PROTOCOL_TYPE,
+                          member.classic.protocols[0][0], "", new_id, [])
+
+    def _supports_classic_protocols(self, group: _Group, protocol_type: str,
+                                    names: list[str], member_id: str) -> bool:
+        """Kafka's ``ConsumerGroup.supportsClassicProtocols``: the consumer protocol type, and a
+        protocol every other classic member supports too."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
+            return False
+        others = [m.classic for mid, m in group.members.items()
+                  if m.classic is not None and mid != member_id]
+        return not others or any(all(n in c.names() for c in others) for n in names)
+
+    def _classic_member(self, group_id: str, member_id: str,
+                        instance_id: str | None) -> tuple[_Group, _Member] | int:
+        """Kafka's ``validateConsumerGroupMember`` + ``throwIfMemberDoesNotUseClassicProtocol``."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if instance_id is not None:
+            holder = group.static_members.get(instance_id)
+            if holder is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if holder != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        member = group.members.get(member_id)
+        if member is None or member.classic is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return group, member
+
+    def classic_sync(self, *, group_id: str, generation_id: int, member_id: str,
+                     group_instance_id: str | None, protocol_type: str | None,
+                     protocol_name: str | None) -> SyncResult:
+        """A classic SyncGroup to this consumer group: the member's current assignment
+        (Kafka's ``classicGroupSyncToConsumerGroup``). Assignments a leader sends are ignored:
+        the coordinator assigns."""
+        found = self._classic_member(group_id, member_id, group_instance_id)
+        if isinstance(found, int):
+            return SyncResult(found, None, None, b"")
+        group, member = found
+        assert member.classic is not None
+        if generation_id != member.member_epoch:
+            return SyncResult(ErrorCode.ILLEGAL_GENERATION, None, None, b"")
+        if ((protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE)
+                or (protocol_name is not None and protocol_name not in member.classic.names())):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, None, None, b"")
+        if (group.group_epoch > member.member_epoch
+                and member.state != MemberState.UNREVOKED_PARTITIONS):
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS, None, None, b"")
+        member.session_deadline = self._clock() + member.classic.session_timeout_ms
+        self._arm(group_id, member, "session")
+        return SyncResult(ErrorCode.NONE, CONSUMER_PROTOCOL_TYPE,
+                          protocol_name or member.classic.protocols[0][0],
+                          self._encode_member_assignment(member))
+
+    def classic_heartbeat(self, *, group_id: str, generation_id: int, member_id: str,
+                          group_instance_id: str | None) -> int:
+        """A classic Heartbeat to this consumer group (Kafka's
+        ``classicGroupHeartbeatToConsumerGroup``): REBALANCE_IN_PROGRESS when the member must
+        rejoin to catch up with the group epoch, to revoke, or to collect released partitions."""
+        found = self._classic_member(group_id, member_id, group_instance_id)
+        if isinstance(found, int):
+            return found
+        group, member = found
+        assert member.classic is not None
+        if generation_id != member.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION
+        member.session_deadline = self._clock() + member.classic.session_timeout_ms
+        self._arm(group_id, member, "session")
+        if (member.member_epoch < group.group_epoch
+                or member.state == MemberState.UNREVOKED_PARTITIONS
+                or (member.state == MemberState.UNRELEASED_PARTITIONS
+                    and not self._waiting_on_unreleased(group, member))):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def classic_leave(self, *, group_id: str,
+                      members: list[tuple[str, str | None, str | None]]
+                      ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        """A classic LeaveGroup to this consumer group (Kafka's
+        ``classicGroupLeaveToConsumerGroup``): per-member outcomes; only classic-protocol
+        members may leave this way."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, []
+        out: list[tuple[str, str | None, int]] = []
+        for mid, iid, _reason in members:
+            if iid is not None:
+                holder = group.static_members.get(iid)
+                if holder is None:
+                    out.append((mid, iid, ErrorCode.UNKNOWN_MEMBER_ID))
+                    continue
+                if mid and mid != holder:
+                    out.append((mid, iid, ErrorCode.FENCED_INSTANCE_ID))
+                    continue
+                mid = holder
+            member = group.members.get(mid)
+            if member is None or member.classic is None:
+                out.append((mid, iid, ErrorCode.UNKNOWN_MEMBER_ID))
+                continue
+            log.info("[GroupId %s] classic member %s left the group", group_id, mid)
+            self._remove_member(group, member)
+            out.append((mid, iid, ErrorCode.NONE))
+        self._flush(group)
+        return ErrorCode.NONE, out
+
+    def _waiting_on_unreleased(self, group: _Group, member: _Member) -> bool:
+        """Kafka's ``waitingOnUnreleasedPartition``: a target partition it lacks is still
+        owned by another member."""
+        for tid, ps in group.target.get(member.member_id, {}).items():
+            have = member.assigned.get(tid, frozenset())
+            for p in ps - have:
+                holder = group.owners.get((tid, p))
+                if holder is not None and holder != member.member_id:
+                    return True
+        return False
+
+    def _encode_member_assignment(self, member: _Member) -> bytes:
+        assert member.classic is not None
+        names = {tid: n for n, (tid, _c) in self._topics().items()}
+        parts = {names[tid]: sorted(ps) for tid, ps in member.assigned.items() if tid in names}
+        return encode_assignment(parts, assignment_version(member.classic.protocols))
+
+    def _session_timeout(self, member: _Member) -> int:
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self._config.group_consumer_session_timeout_ms
+
+    def _fence(self, group: _Group, member: _Member) -> None:
+        """Remove a member that left or was fenced, then downgrade the group to a classic
+        group if that was its last consumer-protocol member (Kafka's
+        ``validateOnlineDowngradeWithFencedMember``)."""
+        downgrade = self._can_downgrade(group, member)
+        self._remove_member(group, member)
+        self._flush(group)
+        if downgrade:
+            self._convert_to_classic(group)
+
+    def _can_downgrade(self, group: _Group, leaving: _Member | None) -> bool:
+        """May the group become a classic group once ``leaving`` (a consumer-protocol member;
+        ``None``: one already replaced) is gone?"""
+        remaining = len(group.members) - (leaving is not None)
+        if (leaving is not None and leaving.classic is not None) or remaining < 1:
+            return False
+        if any(m.classic is None for m in group.members.values() if m is not leaving):
+            return False
+        if not self._config.downgrade_enabled:
+            log.info("[GroupId %s] cannot downgrade to a classic group: "
+                     "group.consumer.migration.policy=%s", group.group_id,
+                     self._config.group_consumer_migration_policy)
+            return False
+        if remaining > self._config.group_max_size:
+            log.info("[GroupId %s] cannot downgrade to a classic group: %d members exceed "
+                     "group.max.size", group.group_id, remaining)
+            return False
+        return True
+
+    def _convert_to_classic(self, group: _Group) -> None:
+        """Hand the group to the classic core: tombstones here, a snapshot for the shell."""
+        gid = group.group_id
+        members = []
+        for m in group.members.values():
+            assert m.classic is not None
+            members.append(MigratingMember(
+                m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                m.classic.session_timeout_ms, m.classic.protocols,
+                self._encode_member_assignment(m)))
+            self._records.append(GroupRecord(("consumer_member", gid, m.member_id), None))
+            m.session_deadline = m.rebalance_deadline = None
+        self._records.append(GroupRecord(("consumer", gid), None))
+        del self._groups[gid]
+        log.info("[GroupId %s] downgraded to a classic group at generation %d with %d "
+                 "member(s)", gid, group.group_epoch, len(members))
+        self._downgrades.append(MigratingGroup(
+            gid, group.group_epoch, CONSUMER_PROTOCOL_TYPE, None, None, tuple(members)))
+
+    def drain_downgrades(self) -> list[MigratingGroup]:
+        """Groups converted to classic groups since the last call; the shell hands each to
+        :meth:`snakka.groups.classic.ClassicGroups.adopt`."""
+        out, self._downgrades = self._downgrades, []
+        return out
+
+    def can_upgrade(self, classic: MigratingGroup) -> bool:
+        """Kafka's ``validateOnlineUpgrade`` (policy, embedded protocol, group size) plus a
+        well-formed embedded consumer protocol (Kafka's SchemaException case)."""
+        gid = classic.group_id
+        if not self._config.upgrade_enabled:
+            log.info("[GroupId %s] cannot upgrade to a consumer group: "
+                     "group.consumer.migration.policy=%s", gid,
+                     self._config.group_consumer_migration_policy)
+            return False
+        if classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            log.info("[GroupId %s] cannot upgrade to a consumer group: the group does not use "
+                     "the consumer embedded protocol", gid)
+            return False
+        if len(classic.members) > self._config.group_consumer_max_size:
+            log.info("[GroupId %s] cannot upgrade to a consumer group: %d members exceed "
+                     "group.consumer.max.size", gid, len(classic.members))
+            return False
+        try:
+            for m in classic.members:
+                consumer_protocol.decode_subscription(dict(m.protocols).get(
+                    classic.protocol_name or "", m.protocols[0][1] if m.protocols else b""))
+                decode_assignment(m.assignment)
+        except (ValueError, IndexError):
+            log.warning("[GroupId %s] cannot upgrade to a consumer group: malformed embedded "
+                        "consumer protocol", gid)
+            return False
+        return True
+
+    def upgrade(self, classic: MigratingGroup) -> None:
+        """Build a consumer group from a classic group (Kafka's
+        ``ConsumerGroup.fromClassicGroup``); :meth:`can_upgrade` must have said yes. Members
+        keep their last assignment as current and target, at member epoch = generation."""
+        gid = classic.group_id
+        group = self._groups[gid] = self._new_group(gid)
+        group.group_epoch = group.assignment_epoch = classic.generation
+        topics = self._topics()
+        now = self._clock()
+        for cm in classic.members:
+            meta = dict(cm.protocols).get(classic.protocol_name or "", cm.protocols[0][1])
+            sub = consumer_protocol.decode_subscription(meta)
+            assigned: dict[uuid.UUID, frozenset[int]] = {}
+            for name, ps in decode_assignment(cm.assignment).items():
+                if name in topics:
+                    tid, count = topics[name]
+                    valid = frozenset(p for p in ps if 0 <= p < count)
+                    if valid:
+                        assigned[tid] = assigned.get(tid, frozenset()) | valid
+            m = _Member(
+                member_id=cm.member_id, instance_id=cm.instance_id,
+                rack_id=sub.rack_id or None, client_id=cm.client_id,
+                client_host=cm.client_host, rebalance_timeout_ms=cm.rebalance_timeout_ms,
+                subscribed_topic_names=tuple(sorted(set(sub.topics))),
+                member_epoch=classic.generation, previous_member_epoch=classic.generation,
+                classic=ClassicMemberMetadata(cm.session_timeout_ms, cm.protocols))
+            group.members[cm.member_id] = m
+            if cm.instance_id:
+                group.static_members[cm.instance_id] = cm.member_id
+            group.target[cm.member_id] = dict(assigned)
+            for tid, held in assigned.items():
+                for p in held:
+                    group.owners.setdefault((tid, p), cm.member_id)
+            # Two members claiming a partition (a leader's bad assignment): the first keeps it.
+            m.assigned = {tid: frozenset(p for p in held if group.owners[(tid, p)] == cm.member_id)
+                          for tid, held in assigned.items()}
+            m.session_deadline = now + cm.session_timeout_ms
+            self._arm(gid, m, "session")
+        self._refresh_subscriptions(group, topics)
+        group.dirty.update(group.members)
+        log.info("[GroupId %s] upgraded from a classic group at generation %d with %d "
+                 "member(s)", gid, classic.generation, len(classic.members))
+        self._flush(group)
+
     # -- timers --------------------------------------------------------------------------------
 
     def next_deadline(self) -> int | None:
@@ -459,8 +876,7 @@ class ConsumerGroups:
             member.queued.pop(kind, None)
             if kind == "session":
                 log.info("[GroupId %s] member %s fenced: session expired", gid, mid)
-                self._remove_member(group, member)
-                self._flush(group)
+                self._fence(group, member)
             elif (
                 member.state == MemberState.UNREVOKED_PARTITIONS
                 and member.member_epoch == member.rebalance_epoch
@@ -469,8 +885,7 @@ class ConsumerGroups:
                     "[GroupId %s] member %s fenced: did not revoke within %d ms (epoch %d)",
                     gid, mid, member.rebalance_timeout_ms, member.member_epoch,
                 )  # fmt: skip
-                self._remove_member(group, member)
-                self._flush(group)
+                self._fence(group, member)
             else:
                 member.rebalance_deadline = None
 
@@ -527,6 +942,7 @@ class ConsumerGroups:
                 state=v["state"],
                 assigned=decode_partitions(v["assigned"]),
                 pending_revocation=decode_partitions(v["pending_revocation"]),
+                classic=_classic_from_value(v.get("classic")),
                 persisted=v,
             )
             group.target[mid] = decode_partitions(v["target"])
@@ -551,7 +967,7 @@ class ConsumerGroups:
                                 group.group_id, tid, p, group.owners[(tid, p)], m.member_id,
                             )  # fmt: skip
                 m.queued.clear()
-                m.session_deadline = now + self._config.group_consumer_session_timeout_ms
+                m.session_deadline = now + self._session_timeout(m)
                 self._arm(group.group_id, m, "session")
                 m.rebalance_deadline = None
                 if m.state == MemberState.UNREVOKED_PARTITIONS and m.member_epoch >= 0:
@@ -651,7 +1067,8 @@ class ConsumerGroups:
             group.dirty.add(member.member_id)
         else:
             log.info("[GroupId %s] member %s left the group", group_id, member.member_id)
-            self._remove_member(group, member)
+            self._fence(group, member)
+            return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member_epoch, 0, None)
         self._flush(group)
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member_epoch, 0, None)
 
@@ -815,7 +1232,7 @@ class ConsumerGroups:
             self._bump(group)
 
         self._reconcile(group, member, owned, now)
-        member.session_deadline = now + self._config.group_consumer_session_timeout_ms
+        member.session_deadline = now + self._session_timeout(member)
         self._arm(group_id, member, "session")
         self._flush(group)
 
@@ -1082,6 +1499,11 @@ class ConsumerGroups:
             "assigned": encode_partitions(m.assigned),
             "pending_revocation": encode_partitions(m.pending_revocation),
             "target": encode_partitions(group.target.get(m.member_id, {})),
+            "classic": None if m.classic is None else {
+                "session_timeout_ms": m.classic.session_timeout_ms,
+                "protocols": [[n, base64.b64encode(meta).decode("ascii")]
+                              for n, meta in m.classic.protocols],
+            },
         }
 
     def _flush(self, group: _Group) -> None:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from snakka.controller import MetadataListener
 from snakka.coordinator_log import CoordinatorLog
+from snakka.groups import migration
 from snakka.groups.classic import ClassicGroups
 from snakka.groups.consumer import ConsumerGroups, HeartbeatResult
 from snakka.groups.offsets import OffsetStore
@@ -84,6 +85,8 @@ def group_config(resolver: ConfigResolver) -> GroupConfig:
         if f.name == "group_consumer_assignors":
             raw = resolver.broker_value(name) or "uniform"
             values[f.name] = tuple(x.strip() for x in raw.split(",") if x.strip())
+        elif f.name == "group_consumer_migration_policy":
+            values[f.name] = str(resolver.broker_value(name) or "bidirectional").lower()
         else:
             values[f.name] = resolver.broker_int(name)
     return GroupConfig(**values)
@@ -176,6 +179,7 @@ class GroupCoordinator(MetadataListener):
         :class:`KafkaError` NOT_COORDINATOR is raised to the request being handled: Kafka's
         CoordinatorRuntime reverts the records of a failed write and answers NOT_COORDINATOR
         for a storage error, so clients find the coordinator again and retry."""
+        migration.complete_downgrades(self.consumer, self.classic)  # KIP-848 online downgrade
         records: list[GroupRecord] = []
         for core in self._cores:
             records.extend(core.drain_records())
@@ -380,32 +384,58 @@ class GroupCoordinator(MetadataListener):
 
     # -- classic protocol ----------------------------------------------------------------
     async def join(self, **kw: Any) -> Any:
-        if self.consumer.has_group(kw["group_id"]) and not self.consumer.is_empty(kw["group_id"]):
-            return None  # the handler answers INCONSISTENT_GROUP_PROTOCOL
-        if self.share.has_group(kw["group_id"]):
+        gid = kw["group_id"]
+        if self.share.has_group(gid):
             return None  # share groups are never converted: INCONSISTENT_GROUP_PROTOCOL
+        if self.consumer.has_group(gid):
+            if not self.consumer.is_empty(gid):
+                # A classic member inside a consumer group (KIP-848 online migration).
+                kw.pop("reason", None)
+                kw.pop("supports_skip_assignment", None)
+                result = self.consumer.classic_join(**kw)
+                self._after()
+                return result
+            # Kafka's maybeDeleteEmptyConsumerGroup: the empty group makes way.
+            self.consumer.delete(gid)
         token = object()
         return await self._wait(self.classic, token, self.classic.join(token, **kw))
 
     async def sync(self, **kw: Any) -> Any:
+        if self.consumer.has_group(kw["group_id"]):
+            kw.pop("assignments", None)
+            result = self.consumer.classic_sync(**kw)
+            self._after()
+            return result
         token = object()
         return await self._wait(self.classic, token, self.classic.sync(token, **kw))
 
     def heartbeat(self, **kw: Any) -> int:
-        err = self.classic.heartbeat(**kw)
+        if self.consumer.has_group(kw["group_id"]):
+            err = self.consumer.classic_heartbeat(**kw)
+        else:
+            err = self.classic.heartbeat(**kw)
         self._after()
         return err
 
     def leave(self, **kw: Any) -> tuple[int, list]:
-        out = self.classic.leave(**kw)
+        if self.consumer.has_group(kw["group_id"]):
+            out = self.consumer.classic_leave(**kw)
+        else:
+            out = self.classic.leave(**kw)
         self._after()
         return out
 
     # -- KIP-848 -------------------------------------------------------------------------
     def consumer_heartbeat(self, **kw: Any) -> Any:
         gid = kw["group_id"]
-        if self.classic.has_group(gid) and not self.classic.is_empty(gid):
-            return None  # the handler answers GROUP_ID_NOT_FOUND
+        if self.classic.has_group(gid):
+            if not self.classic.is_empty(gid):
+                # KIP-848 online upgrade: a joining member converts the classic group.
+                if kw["member_epoch"] != 0 or not migration.try_upgrade(
+                        self.classic, self.consumer, gid):
+                    return None  # the handler answers GROUP_ID_NOT_FOUND
+            elif kw["member_epoch"] == 0:
+                self.classic.delete(gid)  # Kafka's maybeDeleteEmptyClassicGroup
         if self.share.has_group(gid):
             return HeartbeatResult(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                                    error_message=f"Group {gid} is not a consumer group.")

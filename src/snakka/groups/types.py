@@ -81,10 +81,21 @@ class GroupConfig:
     group_consumer_max_heartbeat_interval_ms: int = _default("group.consumer.max.heartbeat.interval.ms")
     group_consumer_max_size: int = _default("group.consumer.max.size")
     group_consumer_assignors: tuple[str, ...] = tuple(_default_list("group.consumer.assignors"))
+    group_consumer_migration_policy: str = str(broker_default("group.consumer.migration.policy"))
     group_share_session_timeout_ms: int = _default("group.share.session.timeout.ms")
     group_share_heartbeat_interval_ms: int = _default("group.share.heartbeat.interval.ms")
     group_share_max_size: int = _default("group.share.max.size")
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        """Kafka's ``ConsumerGroupMigrationPolicy.isUpgradeEnabled``."""
+        return self.group_consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        """Kafka's ``ConsumerGroupMigrationPolicy.isDowngradeEnabled``."""
+        return self.group_consumer_migration_policy in ("bidirectional", "downgrade")
 
     @property
     def offsets_retention_ms(self) -> int:
