@@ -69,10 +69,30 @@ def confluent_roundtrip(bs: str, topic: str, sec: dict[str, str]) -> list[bytes]
 
 
 def kafka_python_kwargs(sec: dict[str, str]) -> dict:
-    return {"security_protocol": sec["security.protocol"],
-            "sasl_mechanism": sec["sasl.mechanism"],
-            "sasl_plain_username": sec["sasl.username"],
-            "sasl_plain_password": sec["sasl.password"]}
+    """kafka-python's arguments for librdkafka-style client configs (SASL, and the CA and
+    client certificate files of SASL_SSL; test_sasl_ssl.py uses the same round trips)."""
+    kw = {"security_protocol": sec["security.protocol"],
+          "sasl_mechanism": sec["sasl.mechanism"],
+          "sasl_plain_username": sec["sasl.username"],
+          "sasl_plain_password": sec["sasl.password"]}
+    if "ssl.ca.location" in sec:
+        kw["ssl_cafile"] = sec["ssl.ca.location"]
+    if "ssl.certificate.location" in sec:
+        kw |= {"ssl_certfile": sec["ssl.certificate.location"],
+               "ssl_keyfile": sec["ssl.key.location"]}
+    return kw
+
+
+def aiokafka_kwargs(sec: dict[str, str]) -> dict:
+    """aiokafka takes TLS as an SSLContext rather than file names."""
+    kw = {k: v for k, v in kafka_python_kwargs(sec).items() if not k.startswith("ssl_")}
+    if sec["security.protocol"].endswith("SSL"):
+        from aiokafka.helpers import create_ssl_context
+
+        kw["ssl_context"] = create_ssl_context(cafile=sec.get("ssl.ca.location"),
+                                               certfile=sec.get("ssl.certificate.location"),
+                                               keyfile=sec.get("ssl.key.location"))
+    return kw
 
 
 def kafka_python_roundtrip(bs: str, topic: str, sec: dict[str, str]) -> list[bytes]:
@@ -102,7 +122,7 @@ def kafka_python_roundtrip(bs: str, topic: str, sec: dict[str, str]) -> list[byt
 def aiokafka_roundtrip(bs: str, topic: str, sec: dict[str, str]) -> list[bytes]:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    kw = kafka_python_kwargs(sec)
+    kw = aiokafka_kwargs(sec)
 
     async def go():
         p = AIOKafkaProducer(bootstrap_servers=bs, **kw)

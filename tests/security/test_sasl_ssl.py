@@ -30,7 +30,13 @@ import pytest
 from snakka.client.admin import Admin
 from snakka.testing import EmbeddedBroker
 from tests.integration.helpers import KCAT, SNAKKA, run_async, wait_until
-from tests.security.test_sasl_clients import confluent_add_user, confluent_roundtrip
+from tests.security.test_sasl_clients import (
+    aiokafka_roundtrip,
+    confluent_add_user,
+    confluent_roundtrip,
+    kafka_python_kwargs,
+    kafka_python_roundtrip,
+)
 
 pytestmark = pytest.mark.usefixtures("no_broker_errors")
 
@@ -96,77 +102,6 @@ def scram_user(broker, tls) -> tuple[str, str]:
 
 
 # -- one round trip per client ----------------------------------------------------------------
-def kafka_python_kwargs(cfg: dict[str, str]) -> dict:
-    kw = {"security_protocol": "SASL_SSL", "ssl_cafile": cfg["ssl.ca.location"],
-          "sasl_mechanism": cfg["sasl.mechanism"], "sasl_plain_username": cfg["sasl.username"],
-          "sasl_plain_password": cfg["sasl.password"]}
-    if "ssl.certificate.location" in cfg:
-        kw |= {"ssl_certfile": cfg["ssl.certificate.location"],
-               "ssl_keyfile": cfg["ssl.key.location"]}
-    return kw
-
-
-def kafka_python_roundtrip(bs: str, t: str, cfg: dict[str, str]) -> list[bytes]:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
-    kw = kafka_python_kwargs(cfg)
-    p = KafkaProducer(bootstrap_servers=bs, **kw)
-    for i in range(N):
-        p.send(t, f"v{i}".encode())
-    p.flush(30)
-    p.close()
-    c = KafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False,
-                      auto_offset_reset="earliest", consumer_timeout_ms=10000, **kw)
-    try:
-        c.assign([TopicPartition(t, 0)])
-        c.seek_to_beginning()
-        out = []
-        for m in c:
-            out.append(m.value)
-            if len(out) == N:
-                break
-        return out
-    finally:
-        c.close()
-
-
-def aiokafka_roundtrip(bs: str, t: str, cfg: dict[str, str]) -> list[bytes]:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-    from aiokafka.helpers import create_ssl_context
-
-    ctx = create_ssl_context(cafile=cfg["ssl.ca.location"],
-                             certfile=cfg.get("ssl.certificate.location"),
-                             keyfile=cfg.get("ssl.key.location"))
-    kw = {"security_protocol": "SASL_SSL", "ssl_context": ctx,
-          "sasl_mechanism": cfg["sasl.mechanism"], "sasl_plain_username": cfg["sasl.username"],
-          "sasl_plain_password": cfg["sasl.password"]}
-
-    async def go():
-        p = AIOKafkaProducer(bootstrap_servers=bs, **kw)
-        await p.start()
-        try:
-            for i in range(N):
-                await p.send_and_wait(t, f"v{i}".encode())
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False,
-                             auto_offset_reset="earliest", **kw)
-        await c.start()
-        try:
-            tp = TopicPartition(t, 0)
-            c.assign([tp])
-            await c.seek_to_beginning(tp)
-            out: list[bytes] = []
-            while len(out) < N:
-                batch = await c.getmany(timeout_ms=1000)
-                out += [m.value for msgs in batch.values() for m in msgs]
-            return out
-        finally:
-            await c.stop()
-
-    return run_async(go())
-
-
 def kcat_x(cfg: dict[str, str]) -> list[str]:
     x = []
     for k, v in cfg.items():
