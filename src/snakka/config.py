@@ -889,6 +889,19 @@ DYNAMIC_BROKER_CONFIGS = frozenset(
 )
 
 
+def apply_config_changes(before: Mapping[str, str], changes: Mapping[str, str | None],
+                         replace: bool) -> dict[str, str]:
+    """A resource's overrides after an alteration: ``changes`` maps a config to its new value
+    or None (delete); ``replace`` (legacy AlterConfigs) drops every override not given."""
+    after = {} if replace else dict(before)
+    for k, v in changes.items():
+        if v is None:
+            after.pop(k, None)
+        else:
+            after[k] = v
+    return after
+
+
 # Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: the key and trust store configs of a listener,
 # changed at run time only per broker and per listener (``listener.name.<l>.<config>`` on the
 # BROKER resource named by the node id; KIP-226). security/ssl_reload.py validates and applies.

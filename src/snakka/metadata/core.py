@@ -37,6 +37,7 @@ from snakka.config import (
     LISTENER_RECONFIGURABLE_SSL_CONFIGS,
     TOPIC_CONFIGS,
     ConfigError,
+    apply_config_changes,
     dynamic_listener_ssl_config,
     validate_group_configs,
     validate_topic_configs,
@@ -449,13 +450,7 @@ class ClusterMetadata:
             except ConfigError as e:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
             before = self.current_overrides(resource_type, resource_name)
-            after = {} if replace else dict(before)
-            for k, v in changes.items():
-                if v is None:
-                    after.pop(k, None)
-                else:
-                    after[k] = v
-            self._check_tiered_configs(before, after)
+            self._check_tiered_configs(before, apply_config_changes(before, changes, replace))
         elif resource_type == RESOURCE_BROKER:
             self._check_listener_ssl_change(resource_name, changes)
             for k, v in changes.items():

@@ -44,6 +44,7 @@ from snakka.config import (
     BROKER_CONFIGS,
     LISTENER_PREFIX,
     BrokerConfig,
+    apply_config_changes,
     dynamic_listener_ssl_config,
     split_listener_key,
 )
@@ -280,12 +281,7 @@ class SslReconfiguration:
         contexts (not installed yet); None when no listener's TLS changes. KafkaError
         INVALID_REQUEST (Kafka's answer) when a new store cannot be used."""
         before = dict(self._dynamic()) if resource_name == self._node else {}
-        after = {} if replace else dict(before)
-        for k, v in changes.items():
-            if v is None:
-                after.pop(k, None)
-            else:
-                after[k] = v
+        after = apply_config_changes(before, changes, replace)
         keys = [k for k in set(changes) | (set(before) if replace else set())
                 if dynamic_listener_ssl_config(k) is not None]
         if not keys:
