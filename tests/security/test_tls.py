@@ -389,3 +389,32 @@ def test_snakka_client_connection_checks_the_server(broker, tls):
                          "ssl.truststore.password": tls.password})) == [0]
     with pytest.raises(ssl.SSLCertVerificationError):
         run_async(go({**ok, "ssl.truststore.location": str(tls.clients["rogue"].cert)}))
+
+
+def test_handshakes_in_progress_count_against_max_connections(tls, caplog):
+    """Sockets that never start their TLS handshake count as connections from their accept
+    (Kafka's Acceptor counts them too): with max.connections=3, a fourth is closed at once
+    instead of holding a descriptor until the handshake timeout (60 s here)."""
+    cfg = {"listeners": "SSL://localhost:0", "max.connections": "3",
+           "snakka.ssl.handshake.timeout.ms": "60000", **tls.broker_config()}
+    with EmbeddedBroker(config=cfg, log_level="INFO") as b:
+        p = next(s.port for s in b.broker.listener_servers)
+        silent = [socket.create_connection(("127.0.0.1", p), timeout=10) for _ in range(3)]
+        try:
+            wait_until(lambda: b.broker.listener_servers[0]._handshakes == 3, 10,
+                       "three handshakes in progress")
+            with socket.create_connection(("127.0.0.1", p), timeout=10) as extra:
+                extra.settimeout(10)
+                assert extra.recv(1) == b""  # closed by the broker, long before 60 s
+            wait_until(lambda: any("max.connections=3 reached" in r.getMessage()
+                                   for r in caplog.records), 10, "the refusal's warning")
+        finally:
+            for s in silent:
+                s.close()
+        # Once the silent ones are gone, a real client gets in.
+        wait_until(lambda: b.broker.listener_servers[0]._handshakes == 0, 10,
+                   "the silent handshakes to end")
+        ctx = ssl.create_default_context(cafile=str(tls.ca))
+        with socket.create_connection(("127.0.0.1", p), timeout=10) as raw_sock, \
+                ctx.wrap_socket(raw_sock, server_hostname="localhost") as s:
+            assert s.version() is not None

@@ -42,6 +42,8 @@ log = logging.getLogger("snakka.server")
 _EPHEMERAL_BIND_ATTEMPTS = 20
 # Wait after a failed accept() on an SSL listener (EMFILE...) before the next one.
 _ACCEPT_RETRY_S = 0.1
+# At most one warning this often about connections refused while handshakes fill max.connections.
+_REFUSAL_LOG_INTERVAL_S = 10.0
 
 
 def _addresses(host: str) -> list[tuple[int, str]]:
@@ -140,6 +142,9 @@ class ListenerServer:
         self._security_protocol = security_protocol
         self._tls_sockets: list[socket.socket] = []
         self._tasks: set[asyncio.Future] = set()  # accept loops and running handshakes
+        self._handshakes = 0  # TLS handshakes in progress (they count as connections)
+        self._handshake_refusals = 0
+        self._refusal_log_at = 0.0
 
     def _connection(self, bound: Listener) -> ServerConnection:
         return ServerConnection(bound, registry=self._registry, memory=self._memory,
@@ -201,16 +206,38 @@ class ListenerServer:
                             _ACCEPT_RETRY_S * 1000)
                 await asyncio.sleep(_ACCEPT_RETRY_S)
                 continue
+            # A connection counts against max.connections from its accept, as in Kafka (its
+            # Acceptor counts before the processor runs the handshake): sockets that never
+            # finish a handshake would otherwise hold descriptors beyond the bound until
+            # snakka.ssl.handshake.timeout.ms closes them.
+            quotas = self._registry.quotas
+            if quotas.total + self._handshakes >= quotas.max_connections:
+                client.close()
+                self._handshake_refusals += 1
+                now = time.monotonic()
+                if now >= self._refusal_log_at:
+                    self._refusal_log_at = now + _REFUSAL_LOG_INTERVAL_S
+                    log.warning("listener %s: max.connections=%d reached with TLS handshakes "
+                                "in progress; refused %d connection(s) so far", bound,
+                                quotas.max_connections, self._handshake_refusals)
+                continue
             # ``self.tls`` at each accept: a dynamic reload (security/ssl_reload.py) replaces
             # it, and only handshakes that start afterwards see the new certificate.
             tls = self.tls
             assert tls is not None
+            self._handshakes += 1
             task = asyncio.ensure_future(self._tls_handshake(client, bound, tls))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     async def _tls_handshake(self, client: socket.socket, bound: Listener,
                              tls: ListenerTls) -> None:
+        try:  # counted by the accept loop when it started this task
+            await self._handshake(client, bound, tls)
+        finally:
+            self._handshakes -= 1
+
+    async def _handshake(self, client: socket.socket, bound: Listener, tls: ListenerTls) -> None:
         loop = asyncio.get_running_loop()
         try:
             peer = _peer(client.getpeername())
