@@ -2,5 +2,5 @@
 """Codecs of the records Kafka keeps in its internal topics and files, one package per
 directory of Kafka's ``internal-records`` schemas (see tools/gen_protocol.py).
 
-Packages: storage.
+Packages: storage, group_coordinator, share_coordinator, transaction_coordinator, metadata, raft.
 """
