@@ -33,6 +33,15 @@ caller that must answer only after its records are on disk awaits :meth:`Coordin
 with what :meth:`CoordinatorLog.append` returned. The topic itself is created, and its policy
 set, through the controller.
 
+How a fact becomes record bytes is the owner's :class:`RecordSerde` (``serde=``): Kafka's own
+coordinator records (issue 17: a data directory Apache Kafka can run on), or :data:`JSON_SERDE`,
+the JSON key/value records snakka wrote before. An owner that moved to Kafka's records passes
+``legacy_serde=JSON_SERDE``: replay then still reads a record its ``legacy_serde`` recognises,
+notes its partition in :attr:`CoordinatorLog.legacy_partitions`, and the owner calls
+:meth:`CoordinatorLog.restate` for each of them once replay is done: the live state is appended
+again in the new format and the log start offset moves past everything before it (the segments
+holding the old records are deleted). A crash in between replays both and restates again.
+
 Ordering: every method runs on the event loop; appends to one partition happen in call order.
 """
 
@@ -42,7 +51,7 @@ import errno
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from snakka.groups.partitioning import offsets_partition
 from snakka.limits import COMPACT_MIN_RECORDS, COMPACT_RATIO, SNAPSHOT_BATCH_RECORDS
@@ -64,11 +73,46 @@ KeyValue = tuple[tuple, dict | None]
 AppendMark = tuple["UnifiedLog", int]
 
 
-def encode(key: tuple, value: dict | None, timestamp: int) -> Record:
-    return Record(key=json.dumps(list(key), separators=(",", ":")).encode(),
-                  value=None if value is None else
-                  json.dumps(value, separators=(",", ":")).encode(),
-                  timestamp=timestamp)
+class RecordSerde(Protocol):
+    """How an owner's facts are stored: (key tuple, value dict or None) <-> record bytes."""
+
+    def serialize(self, key: tuple, value: dict | None) -> tuple[bytes, bytes | None]:
+        """The record key and value (None: a tombstone) of one fact."""
+        ...
+
+    def deserialize(self, key: bytes, value: bytes | None) -> tuple[tuple, dict | None] | None:
+        """The fact of one record; None for a record this owner ignores (a record type it does
+        not keep, as Kafka's loaders skip unknown types); ValueError if undecodable."""
+        ...
+
+    def recognizes(self, key: bytes) -> bool:
+        """True if ``key`` is in this serde's format (how replay tells legacy records apart)."""
+        ...
+
+
+class JsonSerde:
+    """snakka's first format: the key a JSON array, the value a JSON object."""
+
+    def serialize(self, key: tuple, value: dict | None) -> tuple[bytes, bytes | None]:
+        return (json.dumps(list(key), separators=(",", ":")).encode(),
+                None if value is None else json.dumps(value, separators=(",", ":")).encode())
+
+    def deserialize(self, key: bytes, value: bytes | None) -> tuple[tuple, dict | None] | None:
+        return tuple(json.loads(key)), None if value is None else json.loads(value)
+
+    def recognizes(self, key: bytes) -> bool:
+        # A JSON array starts with "["; Kafka's coordinator keys start with an int16 record
+        # type (0x00 0x..), so the two never collide.
+        return key[:1] == b"["
+
+
+JSON_SERDE = JsonSerde()
+
+
+def encode(key: tuple, value: dict | None, timestamp: int,
+           serde: RecordSerde = JSON_SERDE) -> Record:
+    k, v = serde.serialize(key, value)
+    return Record(key=k, value=v, timestamp=timestamp)
 
 
 class CoordinatorLog:
@@ -80,7 +124,8 @@ class CoordinatorLog:
                  compact_min_records: int = COMPACT_MIN_RECORDS,
                  compact_ratio: int = COMPACT_RATIO,
                  snapshot_batch_records: int = SNAPSHOT_BATCH_RECORDS,
-                 lazy: bool = False) -> None:
+                 lazy: bool = False, serde: RecordSerde = JSON_SERDE,
+                 legacy_serde: RecordSerde | None = None) -> None:
         self.controller = controller
         self.replicas = replicas
         self.time_ms = time_ms
@@ -92,6 +137,10 @@ class CoordinatorLog:
         self.compact_ratio = compact_ratio
         self.snapshot_batch_records = snapshot_batch_records
         self.lazy = lazy
+        self.serde = serde
+        self.legacy_serde = legacy_serde
+        # Partitions where replay met a record of ``legacy_serde`` (module doc: restate them).
+        self.legacy_partitions: set[int] = set()
         # partition -> records held since its log start offset
         self._held: dict[int, int] = {}
         self._metadata_unsynced = False
@@ -160,7 +209,7 @@ class CoordinatorLog:
                ) -> Iterator[tuple[int, tuple, dict | None]]:
         """Every stored (partition, key, value) in log order, of every partition or of
         ``partitions`` (a coordinator reloading one after a failed write); undecodable records
-        are skipped with a warning."""
+        are skipped with a warning, records the serde ignores silently."""
         for p in range(self.num_partitions) if partitions is None else partitions:
             pl = self.replicas.get_log(self.topic, p)
             self._held[p] = 0
@@ -170,14 +219,18 @@ class CoordinatorLog:
                 self._held[p] = self._held.get(p, 0) + 1
                 if rec.key is None:
                     continue
+                serde = self.serde
+                if self.legacy_serde is not None and self.legacy_serde.recognizes(rec.key):
+                    serde = self.legacy_serde
+                    self.legacy_partitions.add(p)
                 try:
-                    key = tuple(json.loads(rec.key))
-                    value = None if rec.value is None else json.loads(rec.value)
-                except ValueError:
-                    log.warning("%s-%d offset %d: undecodable record skipped", self.topic, p,
-                                rec.offset)
+                    fact = serde.deserialize(rec.key, rec.value)
+                except (ValueError, TypeError, KeyError, IndexError) as e:
+                    log.warning("%s-%d offset %d: undecodable record skipped (%s)", self.topic,
+                                p, rec.offset, e)
                     continue
-                yield p, key, value
+                if fact is not None:
+                    yield p, fact[0], fact[1]
 
     # -- writes --------------------------------------------------------------------------
     def append(self, partition: int, records: Iterable[KeyValue]) -> AppendMark | None:
@@ -188,7 +241,7 @@ class CoordinatorLog:
             return None
         self._ensure_topic()
         now = self.time_ms()
-        buf = bytearray(build_batch([encode(k, v, now) for k, v in records]))
+        buf = bytearray(build_batch([encode(k, v, now, self.serde) for k, v in records]))
         mark = self.replicas.append_internal(self.topic, partition, buf)
         if mark is not None:
             self._held[partition] = self._held.get(partition, 0) + len(records)
@@ -204,18 +257,33 @@ class CoordinatorLog:
         held = self._held.get(partition, 0)
         if held <= self.compact_min_records or held <= self.compact_ratio * live_count:
             return False
+        return self._rewrite(partition, live_records(), checkpoint=False) is not None
+
+    def restate(self, partition: int, live: list[KeyValue]) -> int | None:
+        """Rewrite ``partition`` as ``live`` (its owner's whole live state) in the current
+        serde and move the log start offset past everything before (module doc: legacy
+        records). The old records' segments are closed first, so they are deleted whole and
+        no file of the partition keeps a record of the old format. Checkpointed. Returns the
+        new log start offset (None if the partition has no log)."""
+        start = self._rewrite(partition, live, checkpoint=True, roll=True)
+        self.legacy_partitions.discard(partition)
+        return start
+
+    def _rewrite(self, partition: int, live: list[KeyValue], *, checkpoint: bool,
+                 roll: bool = False) -> int | None:
         pl = self.replicas.get_log(self.topic, partition)
         if pl is None:
-            return False
-        live = live_records()
+            return None
+        if roll:
+            pl.roll()
         start = pl.log_end_offset
         for i in range(0, len(live), self.snapshot_batch_records):
             self.append(partition, live[i:i + self.snapshot_batch_records])
-        self.replicas.delete_records_before(pl, start, checkpoint=False)
+        self.replicas.delete_records_before(pl, start, checkpoint=checkpoint)
         self._held[partition] = len(live)
         log.info("%s-%d: %d live record(s) rewritten, log start offset now %d", self.topic,
                  partition, len(live), start)
-        return True
+        return start
 
     def strict(self) -> bool:
         """True if answers must wait for fsync (``log.flush.strict``)."""
