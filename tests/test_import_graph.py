@@ -66,7 +66,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
                "snakka.remote.reader"), frozenset({CORES, BASE})),
     # Sans-I/O state machines and their configuration.
     CORES: (("snakka.metadata", "snakka.groups", "snakka.share", "snakka.txn", "snakka.config",
-             "snakka.security", "snakka.remote"), frozenset({BASE})),
+             "snakka.security", "snakka.remote", "snakka.telemetry"), frozenset({BASE})),
     # What both sides of the wire share: codecs, record batches, limits, small utilities.
     BASE: (("snakka.records", "snakka.protocol", "snakka.util", "snakka.limits"), frozenset()),
     # Protocol-level clients (share consumer, admin) and the Spark data source.

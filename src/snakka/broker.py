@@ -44,6 +44,7 @@ from snakka.handlers.services import Services
 from snakka.limits import MIN_FREE_FDS_AT_START
 from snakka.metadata.client_quotas import QuotaManagers
 from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata, TopicInfo
+from snakka.protocol.api_keys import ApiKey
 from snakka.remote.manager import RemoteLogManager
 from snakka.replica.manager import ReplicaManager
 from snakka.security.acl_authorizer import create_authorizer
@@ -65,6 +66,8 @@ from snakka.storage.cleaner.cleaner import RunOnOwner
 from snakka.storage.cleaner.manager import CleanerConfig, LogCleaner
 from snakka.storage.files import configure as configure_open_files
 from snakka.storage.flush import FlushScheduler
+from snakka.telemetry.manager import ClientMetricsManager
+from snakka.telemetry.store import ClientMetricsStore
 from snakka.txn.manager import TransactionManager
 
 if TYPE_CHECKING:
@@ -130,6 +133,21 @@ class Broker:
         self.log_cleaner: LogCleaner | None = None  # compaction, unless log.cleaner.enable=false
         self.services: Services | None = None
         self.handlers = load_handlers()
+        # KIP-714: the pushed client metrics' receiver is the Prometheus endpoint. Without it
+        # the telemetry APIs are neither served nor advertised (Kafka advertises them only
+        # with a ClientTelemetry receiver configured).
+        self.client_metrics: ClientMetricsManager | None = None
+        self.client_metrics_store: ClientMetricsStore | None = None
+        if config.int("metrics.port") >= 0:
+            self.client_metrics = ClientMetricsManager(
+                telemetry_max_bytes=config.int("telemetry.max.bytes"), clock_ms=_monotonic_ms)
+            self.client_metrics_store = ClientMetricsStore(
+                retention_ms=config.int("snakka.client.metrics.retention.ms"),
+                max_series=config.int("snakka.client.metrics.max.series"),
+                clock_ms=_monotonic_ms)
+        else:
+            for key in (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY):
+                self.handlers.pop(int(key), None)
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots"), time_ms)
         self.connection_quotas = ConnectionQuotas(config)
@@ -287,7 +305,8 @@ class Broker:
                 window_seconds=config.int("quota.window.size.seconds"),
                 controller_num_samples=config.int("controller.quota.window.num"),
                 controller_window_seconds=config.int("controller.quota.window.size.seconds"),
-                clock_ms=_monotonic_ms))
+                clock_ms=_monotonic_ms),
+            client_metrics=self.client_metrics, client_metrics_store=self.client_metrics_store)
         self._check_fd_headroom()
         # Authorization: the authorizer reads the ACLs the metadata replay has just loaded (a
         # test may have injected its own).
@@ -366,6 +385,8 @@ class Broker:
             "share_partitions": self.shares.loaded_partitions(),
             "share_topic_name": self.shares.topic_name,
             "coordinator_load_seconds": dict(self.coordinator_load_seconds),
+            "client_metrics": self.client_metrics,
+            "client_metrics_store": self.client_metrics_store,
         }
 
     def _listener_tls(self) -> dict[str, ListenerTls]:
@@ -459,6 +480,10 @@ class Broker:
         if self.shares is not None and self._started:
             # Kafka releases a member's records when its share session's connection goes.
             self.shares.on_connection_closed(conn)
+        if self.client_metrics is not None:
+            # Kafka's disconnect listener: the client instance of this connection is forgotten
+            # (its pushed metrics stay until snakka.client.metrics.retention.ms).
+            self.client_metrics.connection_closed(conn)
 
     def advertised_endpoint(self, listener: Listener) -> tuple[str, int]:
         """host:port clients should use, for the listener they connected through."""

@@ -760,6 +760,19 @@ _BROKER_LIST: list[ConfigDef] = [
        "Port of the Prometheus metrics endpoint (HTTP GET /metrics): -1 off (the default of "
        "the embedded broker; `snakka serve` uses 9404 unless set), 0 an ephemeral port. "
        "snakka-specific.", read_only=True),
+    # KIP-714 client metrics (telemetry/, docs/metrics.md): served with the endpoint above.
+    _d("telemetry.max.bytes", _I, "1048576", _pos_int,
+       "The maximum size (after compression, if compression is used) of telemetry metrics "
+       "pushed from a client to the broker (PushTelemetry beyond it: TELEMETRY_TOO_LARGE).",
+       read_only=True),
+    _d("snakka.client.metrics.retention.ms", _L, "600000", _pos_long,
+       "How long the metrics a client pushed (KIP-714) stay on the metrics endpoint after its "
+       "last push; a client that stopped pushing is then dropped with all its series. "
+       "snakka-specific.", read_only=True),
+    _d("snakka.client.metrics.max.series", _I, "20000", _pos_int,
+       "The most client-metric series (KIP-714 pushes, over all clients) the metrics endpoint "
+       "keeps; new series beyond it are dropped and counted "
+       "(snakka_client_metrics_dropped_series_total). snakka-specific.", read_only=True),
     _d("metrics.host", _S, "localhost", _parse_str,
        "Address the metrics endpoint binds ('localhost': loopback only; empty: all "
        "interfaces). snakka-specific.", read_only=True),

@@ -185,3 +185,28 @@ METRICS_MAX_CONCURRENT_SCRAPES = 4
 
 #: How often the event-loop lag probe measures the loop's scheduling delay.
 EVENT_LOOP_LAG_PROBE_INTERVAL_S = 0.5
+
+# ------------------------------------------------------------------ client metrics (KIP-714)
+
+#: Client instances the ClientMetricsManager keeps (snakka.telemetry.manager): Kafka's
+#: ``ClientMetricsManager.CACHE_MAX_SIZE`` (16k active client connections per broker). Past it
+#: the least recently seen instance is forgotten (its next push gets UNKNOWN_SUBSCRIPTION_ID
+#: and the client fetches its subscription again, as after a move to another broker).
+CLIENT_METRICS_INSTANCES_MAX = 16_384
+
+#: Kafka's ``ClientMetricsManager.DEFAULT_CACHE_EXPIRY_MS``: a client instance not heard from
+#: for max(this, 3 x its push interval) is forgotten.
+CLIENT_METRICS_CACHE_EXPIRY_MS = 60_000
+
+#: Bytes a pushed OTLP payload may decompress to (a small compressed "bomb" costs at most this
+#: much); a payload that would decompress beyond it is INVALID_RECORD. 64 x the default
+#: ``telemetry.max.bytes`` and far beyond what a client's metrics take (a few KiB).
+CLIENT_METRICS_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+
+#: Labels one client-metric series takes from its OTLP data point attributes (besides
+#: client_instance_id and client_id); further attributes are ignored, so a client cannot make
+#: one series arbitrarily wide.
+CLIENT_METRICS_MAX_ATTRIBUTES = 16
+
+#: Characters of one label value taken from an OTLP attribute (longer values are cut).
+CLIENT_METRICS_MAX_LABEL_VALUE_CHARS = 256

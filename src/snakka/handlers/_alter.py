@@ -1,6 +1,6 @@
 """Shared core of AlterConfigs and IncrementalAlterConfigs: validate, apply, persist, reconfigure.
 
-Topic, broker and group changes go to the metadata log (durable before the answer); the affected
+Topic, broker, group and client-metrics (KIP-714 subscription) changes go to the metadata log (durable before the answer); the affected
 partition logs are reconfigured at once, and group configs are read where they are used (the
 share-group core and the share-partition side ask ConfigResolver.group_value each time). Broker-logger changes set Python logger levels and are
 not persisted (as in Kafka). Only dynamic broker configs may change at run time; others get
@@ -21,7 +21,12 @@ from __future__ import annotations
 import logging
 
 from snakka.config import dynamic_listener_ssl_config
-from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
+from snakka.metadata.core import (
+    RESOURCE_BROKER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+)
 from snakka.protocol.errors import ErrorCode, KafkaError
 
 RESOURCE_BROKER_LOGGER = 8
@@ -85,6 +90,11 @@ async def alter_resources(services, changes, validate_only: bool,
                 else:
                     records += services.metadata.alter_configs(rtype, rname, cfg, replace=replace,
                                                              broker_value=bv)
+            elif rtype == RESOURCE_CLIENT_METRICS:  # KIP-714 subscriptions (telemetry/)
+                if validate_only:
+                    services.metadata.check_config_change(rtype, rname, cfg, replace=replace)
+                else:
+                    records += services.metadata.alter_configs(rtype, rname, cfg, replace=replace)
             elif rtype in (RESOURCE_TOPIC, RESOURCE_BROKER):
                 if rtype == RESOURCE_BROKER and rname not in ("", str(services.node_id)):
                     raise KafkaError(ErrorCode.INVALID_REQUEST,

@@ -93,6 +93,12 @@ class ConnectionHandle(Protocol):
         ...
 
     @property
+    def client_software(self) -> tuple[str, str] | None:
+        """(name, version) the client's ApiVersions v3+ named (Kafka's ClientInformation);
+        None before one (client-metrics subscriptions match on it)."""
+        ...
+
+    @property
     def authentication(self) -> SaslExchange:
         """The connection's authentication state (SaslHandshake / SaslAuthenticate)."""
         ...

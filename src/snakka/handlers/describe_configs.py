@@ -6,7 +6,8 @@ request) and, with ``include_synonyms``, the chain of places that could supply i
 ``kafka-configs.sh --describe --all`` and admin UIs rely on real, complete answers.
 Resource types: 2 TOPIC, 4 BROKER (this node's id, or "" for the cluster default entity),
 8 BROKER_LOGGER (snakka's Python loggers and their levels), 32 GROUP (Kafka's group configs:
-the group's overrides, else their broker synonyms; a group need not exist to be configured).
+the group's overrides, else their broker synonyms; a group need not exist to be configured),
+16 CLIENT_METRICS (a KIP-714 subscription's configs as set, Kafka's ConfigHelper).
 
 A request naming many resources is answered in time slices that yield to the event loop.
 
@@ -34,6 +35,7 @@ from snakka.handlers._authz import denied_config_resources
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import (
     RESOURCE_BROKER,
+    RESOURCE_CLIENT_METRICS,
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
     validate_topic_name,
@@ -108,6 +110,17 @@ def _describe(services, res, v: int, include_synonyms: bool, include_docs: bool)
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Group id must not be empty")
         rcs = services.resolver.group_configs(res.resource_name)
         defs = GROUP_CONFIGS
+    elif rtype == RESOURCE_CLIENT_METRICS:
+        # Kafka's ConfigHelper: the subscription's configs as set, source CLIENT_METRICS_CONFIG.
+        if not res.resource_name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "Client metrics subscription name must not be empty")
+        return [DescribeConfigsResourceResult(
+            name=k, value=v, read_only=False, is_default=False,
+            config_source=int(ConfigSource.CLIENT_METRICS_CONFIG), is_sensitive=False,
+            synonyms=[], config_type=int(ConfigType.UNKNOWN), documentation=None)
+            for k, v in services.metadata.current_overrides(rtype, res.resource_name).items()
+            if keys is None or k in keys]
     elif rtype == RESOURCE_BROKER_LOGGER:
         if res.resource_name != str(services.node_id):
             raise KafkaError(ErrorCode.INVALID_REQUEST,

@@ -5,20 +5,26 @@ they are INVALID_CONFIG. Shares validation and application with AlterConfigs (ha
 
 Authorization (Kafka's ControllerApis and, for loggers, its broker's RuntimeLoggerManager):
 ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the group
-(GROUP_AUTHORIZATION_FAILED) or the cluster for BROKER and BROKER_LOGGER resources
+(GROUP_AUTHORIZATION_FAILED) or the cluster for BROKER, BROKER_LOGGER and CLIENT_METRICS resources
 (CLUSTER_AUTHORIZATION_FAILED). A denied BROKER resource is validated first, as Kafka's broker
 does before forwarding; the others are refused before their changes are looked at.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from snakka.config import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, ConfigType
 from snakka.handlers._alter import RESOURCE_BROKER_LOGGER, alter_resources
 from snakka.handlers._authz import denied_config_resources
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
-from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
+from snakka.metadata.core import (
+    RESOURCE_BROKER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+)
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse,
@@ -33,6 +39,14 @@ if TYPE_CHECKING:
 
 API = ApiDeclaration(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 
+
+class _ListConfig:
+    type = ConfigType.LIST
+
+
+# CLIENT_METRICS (16, KIP-714): its list configs, which APPEND and SUBTRACT apply to.
+CLIENT_METRICS_LIST_CONFIGS = {"metrics": _ListConfig(), "match": _ListConfig()}
+
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -45,8 +59,10 @@ def _changes(services, res) -> dict[str, str | None]:
                                  f"Operation {c.config_operation} is not valid for loggers")
             out[c.name] = c.value if c.config_operation == SET else None
         return out
-    defs = {RESOURCE_TOPIC: TOPIC_CONFIGS, RESOURCE_GROUP: GROUP_CONFIGS}.get(
-        res.resource_type, BROKER_CONFIGS)
+    by_type: dict[int, Mapping[str, Any]] = {
+        RESOURCE_TOPIC: TOPIC_CONFIGS, RESOURCE_GROUP: GROUP_CONFIGS,
+        RESOURCE_CLIENT_METRICS: CLIENT_METRICS_LIST_CONFIGS}
+    defs = by_type.get(res.resource_type, BROKER_CONFIGS)
     current = services.metadata.current_overrides(res.resource_type, res.resource_name)
     names = [c.name for c in res.configs]
     if len(set(names)) != len(names):
@@ -64,6 +80,8 @@ def _changes(services, res) -> dict[str, str | None]:
                                  f"Config value append/subtract is not allowed for config {c.name}")
             if c.name in current:
                 base = current[c.name]
+            elif res.resource_type == RESOURCE_CLIENT_METRICS:
+                base = ""
             elif res.resource_type == RESOURCE_TOPIC:
                 ti = services.metadata.topics.get(res.resource_name)
                 base = services.resolver.topic_config(ti, c.name).value or ""

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from snakka.security.sasl.config import SaslServerFactory
     from snakka.security.ssl_reload import SslReconfiguration
     from snakka.share.manager import SharePartitionManager
+    from snakka.telemetry.manager import ClientMetricsManager
+    from snakka.telemetry.store import ClientMetricsStore
     from snakka.txn.manager import TransactionManager
 
 
@@ -54,6 +56,11 @@ class Services:
     ssl_reconfiguration: SslReconfiguration | None = None
     # Client quotas (metadata/client_quotas.py; None: a unit test's bundle without them).
     quotas: QuotaManagers | None = None
+    # KIP-714 client metrics (telemetry/): the subscriptions and client instances, and the
+    # received metrics the Prometheus endpoint shows (None: no receiver, the APIs are not
+    # served).
+    client_metrics: ClientMetricsManager | None = None
+    client_metrics_store: ClientMetricsStore | None = None
 
     @property
     def metadata(self) -> ClusterMetadata:

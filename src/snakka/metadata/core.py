@@ -11,8 +11,10 @@ Records are small dicts with a ``type`` key:
     {"type": "topic", "name", "topic_id" (hex), "partitions", "configs": {..}}
     {"type": "partitions", "topic_id", "partitions"}          # CreatePartitions
     {"type": "remove_topic", "topic_id"}
-    {"type": "config", "resource_type": 2|4|32, "resource_name", "configs": {k: v|None}}
+    {"type": "config", "resource_type": 2|4|16|32, "resource_name", "configs": {k: v|None}}
                                                               # 32 = GROUP: group configs
+                                                              # 16 = CLIENT_METRICS: KIP-714
+                                                              # subscriptions (telemetry/)
     {"type": "producer_ids", "next": int}                     # producer-id block allocation
     {"type": "cluster", "cluster_id"}
     {"type": "user_scram_credential" | "remove_user_scram_credential", ...}  # metadata/scram.py
@@ -55,6 +57,7 @@ from snakka.security.acl_authorizer import (
     remove_record,
     validate_new_acl,
 )
+from snakka.telemetry.subscriptions import validate_subscription
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 # Producer ids are handed out in blocks; only the block boundary is logged (Kafka's
@@ -64,6 +67,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
+RESOURCE_CLIENT_METRICS = 16
 
 # Kafka's internal topics (Topic.isInternal): reported with is_internal=true in Metadata.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -451,6 +455,10 @@ class ClusterMetadata:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
             before = self.current_overrides(resource_type, resource_name)
             self._check_tiered_configs(before, apply_config_changes(before, changes, replace))
+        elif resource_type == RESOURCE_CLIENT_METRICS:
+            # Kafka's ControllerConfigurationValidator: the subscription as it will be.
+            current = {} if replace else self.current_overrides(resource_type, resource_name)
+            validate_subscription(resource_name, apply_config_changes(current, changes, replace))
         elif resource_type == RESOURCE_BROKER:
             self._check_listener_ssl_change(resource_name, changes)
             for k, v in changes.items():
@@ -533,7 +541,8 @@ class ClusterMetadata:
 
 __all__ = [
     "ClusterMetadata", "TopicInfo", "random_topic_id",
-    "validate_topic_name", "RESOURCE_TOPIC", "RESOURCE_BROKER", "RESOURCE_GROUP", "INTERNAL_TOPICS",
+    "validate_topic_name", "RESOURCE_TOPIC", "RESOURCE_BROKER", "RESOURCE_GROUP",
+    "RESOURCE_CLIENT_METRICS", "INTERNAL_TOPICS",
     "RESERVED_TOPICS", "CLUSTER_METADATA_TOPIC", "check_client_topic",
     "TOPIC_CONFIGS", "PRODUCER_ID_BLOCK_SIZE",
 ]

@@ -22,7 +22,14 @@ scrape collects on the loop (the state is read consistently, no locks) and forma
 a worker thread, so a large page does not stall request handling; at most
 ``METRICS_MAX_CONCURRENT_SCRAPES`` scrapes run at once.
 
-Out of scope: per-client metrics (KIP-714), JMX, quotas' throttle metrics (server/quotas).
+Client metrics (KIP-714): what clients push with PushTelemetry is kept by
+telemetry/store.py and shown here at scrape time, one family per metric name
+(``snakka_client_<OTLP name, '.' as '_'>``), every series labelled with the pushing client's
+``client_instance_id`` and ``client_id`` plus its data point attributes; the manager's counts
+(Kafka's ``client-metrics`` group: instance count, throttled and unknown-subscription requests,
+exports and export errors) and the store's bounds (series kept, series dropped) beside them.
+
+Out of scope: JMX, quotas' throttle metrics (server/quotas).
 """
 
 from __future__ import annotations
@@ -238,6 +245,7 @@ class BrokerCollector(Collector):
         yield from self._group_metrics(st)
         yield from self._share_metrics(st)
         yield from self._misc_metrics(st)
+        yield from self._client_metrics(st)
 
     def _request_metrics(self) -> Iterator[Metric]:
         m = self.metrics
@@ -400,6 +408,51 @@ class BrokerCollector(Collector):
                                  "The latest event-loop lag sample.")
         last.add_metric([], m.loop_lag_last)
         yield last
+
+
+    def _client_metrics(self, st: Mapping[str, Any]) -> Iterator[Metric]:
+        manager, store = st.get("client_metrics"), st.get("client_metrics_store")
+        if manager is None or store is None:
+            return
+        stats = manager.stats
+        count = GaugeMetricFamily(
+            "kafka_server_client_metrics_instance_count",
+            "Client instances known to the client-metrics manager (KIP-714 client-metrics "
+            "instance-count).")
+        count.add_metric([], len(manager.instances))
+        yield count
+        for name, doc, value in (
+                ("throttle", "GetTelemetrySubscriptions and PushTelemetry requests answered "
+                 "THROTTLING_QUOTA_EXCEEDED (sent before the push interval)", stats.throttled),
+                ("unknown_subscription_request", "PushTelemetry requests answered "
+                 "UNKNOWN_SUBSCRIPTION_ID", stats.unknown_subscription),
+                ("plugin_export", "Pushed payloads decoded and kept", stats.exported),
+                ("plugin_error", "Pushed payloads that did not decode (INVALID_RECORD)",
+                 stats.export_errors)):
+            fam = CounterMetricFamily(f"kafka_server_client_metrics_{name}", doc + ".")
+            fam.add_metric([], value)
+            yield fam
+        families: dict[str, Metric] = {}
+        for name, kind, labels, value in store.samples():
+            fam_name = "snakka_client_" + name
+            pushed = families.get(fam_name)
+            counter = kind.value == "counter"
+            if pushed is None:
+                pushed = families[fam_name] = Metric(
+                    fam_name, "A metric clients pushed (KIP-714 PushTelemetry).",
+                    "counter" if counter else "gauge")
+            pushed.add_sample(fam_name + "_total" if counter else fam_name, dict(labels), value)
+        yield from families.values()
+        series = GaugeMetricFamily(
+            "snakka_client_metrics_series",
+            "Client-metric series kept (bounded by snakka.client.metrics.max.series).")
+        series.add_metric([], store.series)
+        yield series
+        dropped = CounterMetricFamily(
+            "snakka_client_metrics_dropped_series",
+            "New client-metric series dropped at snakka.client.metrics.max.series.")
+        dropped.add_metric([], store.dropped_series)
+        yield dropped
 
 
 class _Collected:
