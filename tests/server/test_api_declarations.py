@@ -94,7 +94,9 @@ def _without_new_apis(frame: bytes, version: int) -> bytes:
 
 
 def test_api_versions_answers_are_byte_identical_to_before():
-    declared = _declared()
+    # GetTelemetrySubscriptions / PushTelemetry (KIP-714) are served only with a receiver for
+    # the pushed metrics (metrics.port), which the embedded broker has off by default.
+    declared = [d for d in _declared() if d[0] not in (71, 72)]
     with EmbeddedBroker() as b, socket.create_connection(("127.0.0.1", b.port),
                                                          timeout=10) as s:
         for v in range(6):

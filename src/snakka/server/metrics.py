@@ -434,9 +434,11 @@ class BrokerCollector(Collector):
             yield fam
         families: dict[str, Metric] = {}
         for name, kind, labels, value in store.samples():
+            counter = kind.value == "counter"
+            if counter and name.endswith("_total"):  # the sample gets "_total" back below
+                name = name[:-6]
             fam_name = "snakka_client_" + name
             pushed = families.get(fam_name)
-            counter = kind.value == "counter"
             if pushed is None:
                 pushed = families[fam_name] = Metric(
                     fam_name, "A metric clients pushed (KIP-714 PushTelemetry).",
