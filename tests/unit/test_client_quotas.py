@@ -123,3 +123,28 @@ def test_controller_mutation_token_bucket():
     assert m.is_exceeded("u", "app")
     now[0] = 2000
     assert not m.is_exceeded("u", "app")
+
+
+def test_strict_and_permissive_request_quotas():
+    """Kafka's Strict/PermissiveControllerMutationQuota: strict refuses once the bucket is in
+    debt (the overdrawing mutation itself passes); permissive records and throttles."""
+    now = [0]
+    configs = ClientQuotaConfigs()
+    _r, recs = configs.alter([QuotaAlteration([(C, "app")], [("controller_mutation_rate", 2.0,
+                                                              False)])])
+    for r in recs:
+        configs.apply(r)
+    m = ControllerMutationQuotaManager(configs, num_samples=11, window_seconds=1,
+                                       clock_ms=lambda: now[0])
+    strict = m.new_quota("u", "app", strict=True)
+    assert strict.record(30)  # 22 tokens: overdrawn by 8, but accepted
+    assert strict.throttle_time_ms() == 0 and not strict.exceeded
+    assert not strict.record(1)  # in debt: refused
+    assert strict.exceeded and strict.throttle_time_ms() == 4000
+    now[0] = 1000
+    assert strict.throttle_time_ms() == 3000  # less the time since the refusal
+    permissive = m.new_quota("u", "app", strict=False)
+    assert permissive.record(2)  # 2 more tokens of debt (6 left after 1 s of refill)
+    assert permissive.throttle_time_ms() == 4000 and not permissive.exceeded
+    unlimited = m.new_quota("u", "other", strict=True)
+    assert unlimited.record(1000) and unlimited.throttle_time_ms() == 0

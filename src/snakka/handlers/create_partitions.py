@@ -3,12 +3,18 @@
 Manual assignments, when given, must place each new partition on this broker only.
 
 Authorization: ALTER on each topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
+
+Controller mutation quota (KIP-599, docs/quotas.md): each topic takes the partitions it adds
+from its client's token bucket; from v3 a topic that finds the bucket in debt is
+THROTTLING_QUOTA_EXCEEDED and not grown, older versions are only throttled (throttle_time_ms,
+then the connection is muted).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from snakka.handlers._mutation_quota import mutation_quota, throttle_ms, throttled
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.create_partitions_response import (
@@ -29,6 +35,7 @@ async def _handle(ctx, req):
     seen = set()
     dup = {t.name for t in req.topics if t.name in seen or seen.add(t.name)}
     denied = ctx.denied(AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in req.topics])
+    quota = mutation_quota(ctx, strict_since_version=3)  # controller_mutation_rate (KIP-599)
     for t in req.topics:
         r = CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
         try:
@@ -50,11 +57,13 @@ async def _handle(ctx, req):
                         raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                          f"Unknown broker(s) in replica assignment: {a.broker_ids}")
             if not req.validate_only:
+                if quota is not None and not quota.record(t.count - ti.partitions):
+                    raise throttled()
                 await services.controller.create_partitions(t.name, t.count)
         except KafkaError as e:
             r.error_code, r.error_message = e.code, e.message
         results.append(r)
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse(throttle_time_ms=throttle_ms(quota), results=results)
 
 
 def handle(ctx: RequestContext, req: CreatePartitionsRequest):

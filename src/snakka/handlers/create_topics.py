@@ -19,6 +19,13 @@ audit logging) or else CREATE on each topic: a topic without it is TOPIC_AUTHORI
 answered INVALID_REQUEST before any check). A created (or validated) topic the principal may
 not DESCRIBE_CONFIGS is answered without its configs, partition count and replication factor,
 with TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED (ReplicationControlManager).
+
+Controller mutation quota (KIP-599, ``controller_mutation_rate``, docs/quotas.md): each topic
+to create takes its partition count from its client's token bucket. From v6 (clients that know
+the error) a topic that finds the bucket in debt is THROTTLING_QUOTA_EXCEEDED and not created
+(the request that overdrew it still succeeds); older versions are only throttled. The response
+carries the throttle time and the connection is muted for it (KIP-219). Validate-only requests
+take nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import uuid
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from snakka.handlers._mutation_quota import mutation_quota, throttle_ms, throttled
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import CLUSTER_METADATA_TOPIC, TopicInfo
 from snakka.protocol.errors import ErrorCode, KafkaError
@@ -122,6 +130,8 @@ class _Request:
         self.results: list[CreatableTopicResult | None] = []
         self.plans: list = []  # (index in results, TopicCreation)
         self.defaults = None  # validate-only: the broker defaults' configs, resolved once
+        # controller_mutation_rate (KIP-599): strict from v6
+        self.quota = mutation_quota(ctx, strict_since_version=6)
 
     def add(self, t) -> None:
         services = self.services
@@ -143,6 +153,8 @@ class _Request:
                 self.results.append(_created(self, t.name, uuid.uuid4(), partitions,
                                              self.defaults if self.v >= 5 else []))
                 return
+            if self.quota is not None and not self.quota.record(partitions):
+                raise throttled()
             self.plans.append((len(self.results), services.controller.plan_topic(t.name, partitions, configs)))
             self.results.append(None)
         except KafkaError as e:
@@ -156,7 +168,7 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest):
     for t in req.topics:
         r.add(t)
     if not r.plans:
-        return CreateTopicsResponse(throttle_time_ms=0, topics=r.results)
+        return CreateTopicsResponse(throttle_time_ms=throttle_ms(r.quota), topics=r.results)
     # Small creations are in metadata when this returns (a pipelined request sees them).
     done = r.services.controller.create_topics([p for _i, p in r.plans])
     return _respond(r, done)
@@ -196,4 +208,4 @@ async def _respond(r: _Request, done):
                 configs = configs_cache[key] = _configs_for(services, ti)
                 await slicer.tick()
         results[i] = _created(r, plan.name, ti.topic_id, plan.partitions, configs)
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    return CreateTopicsResponse(throttle_time_ms=throttle_ms(r.quota), topics=results)

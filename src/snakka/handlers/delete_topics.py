@@ -9,12 +9,17 @@ fsync, one worker-thread job for the directories, clean-up in slices that yield 
 Authorization (Kafka's controller): DELETE on each topic (else TOPIC_AUTHORIZATION_FAILED);
 a topic named by id without DESCRIBE on it is TOPIC_AUTHORIZATION_FAILED with its name withheld;
 an unknown id is UNKNOWN_TOPIC_ID.
+
+Controller mutation quota (KIP-599, docs/quotas.md): each topic to delete takes its partition
+count from its client's token bucket; from v5 a topic that finds the bucket in debt is
+THROTTLING_QUOTA_EXCEEDED and kept, older versions are only throttled.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from snakka.handlers._mutation_quota import mutation_quota, throttle_ms, throttled
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.delete_topics_response import (
@@ -53,6 +58,7 @@ async def _handle(ctx, req):
                                  [ti.name for (n, _t), ti in zip(targets, resolved, strict=True)
                                   if n is None and ti is not None])
         no_delete = ctx.denied(AclOperation.DELETE, ResourceType.TOPIC, names)
+    quota = mutation_quota(ctx, strict_since_version=5)  # controller_mutation_rate (KIP-599)
     for (name, tid), ti in zip(targets, resolved, strict=True):
         res = DeletableTopicResult(name=name, topic_id=tid or ZERO_UUID, error_code=0,
                                    error_message=None)
@@ -77,6 +83,9 @@ async def _handle(ctx, req):
         elif ti.name in doomed:
             res.error_code = ErrorCode.INVALID_REQUEST
             res.error_message = "Duplicate topic in request."
+        elif quota is not None and not quota.record(ti.partitions):
+            err = throttled()
+            res.error_code, res.error_message = err.code, err.message
         else:
             res.name, res.topic_id = ti.name, ti.topic_id
             doomed[ti.name] = res
@@ -87,7 +96,7 @@ async def _handle(ctx, req):
         except KafkaError as e:
             for res in doomed.values():
                 res.error_code, res.error_message = e.code, e.message
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=throttle_ms(quota), responses=results)
 
 
 def handle(ctx: RequestContext, req: DeleteTopicsRequest):

@@ -30,9 +30,10 @@ ClientQuotasImage, ClientQuotaManager's DefaultQuotaCallback, Rate/SampledStat a
   ``(rate - quota) / quota * window``), 0 while within the quota. With no quota of its type
   configured anywhere, :attr:`ClientQuotaManager.active` is False and callers skip it (the hot
   path pays one attribute read per request).
-- :class:`ControllerMutationQuotaManager` (KIP-599): a token bucket per entity; strict callers
-  (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) check :meth:`is_exceeded` before
-  the mutation and answer THROTTLING_QUOTA_EXCEEDED.
+- :class:`ControllerMutationQuotaManager` (KIP-599): a token bucket per entity, and
+  :class:`ControllerMutationQuota`, one request's view of it: strict for CreateTopics v6+,
+  CreatePartitions v3+, DeleteTopics v5+ (a topic whose mutation finds the bucket in debt is
+  THROTTLING_QUOTA_EXCEEDED), permissive for older versions (recorded and throttled only).
 
 Bounds: at most ``QUOTA_SENSORS_MAX`` live rate entities per manager (idle ones are dropped
 first, Kafka expires a client's sensors after an hour of inactivity); a request's alterations
@@ -54,7 +55,7 @@ from snakka.protocol.errors import ErrorCode
 __all__ = [
     "CLIENT_ID", "CONNECTION_CREATION_RATE", "CONSUMER_BYTE_RATE", "CONTROLLER_MUTATION_RATE",
     "IP", "PRODUCER_BYTE_RATE", "RECORD", "REQUEST_PERCENTAGE", "USER", "ClientQuotaConfigs",
-    "ClientQuotaManager", "ControllerMutationQuotaManager", "QuotaAlteration", "QuotaEntity",
+    "ClientQuotaManager", "ControllerMutationQuota", "ControllerMutationQuotaManager", "QuotaAlteration", "QuotaEntity",
     "QuotaManagers", "QuotaResult", "SampledRate",
 ]
 
@@ -502,6 +503,63 @@ class ControllerMutationQuotaManager:
             return 0
         tokens = self._tokens(quota, tags, self.clock_ms())
         return 0 if tokens >= 0 else round(-tokens / quota * 1000)
+
+    def new_quota(self, user: str, client_id: str, *, strict: bool) -> ControllerMutationQuota:
+        """One request's quota (Kafka's ``newQuotaFor``): strict for the versions that know
+        THROTTLING_QUOTA_EXCEEDED (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+),
+        permissive (recorded, throttled, never refused) for older ones."""
+        return ControllerMutationQuota(self, user, client_id, strict)
+
+
+class ControllerMutationQuota:
+    """One request's view of its entity's mutation bucket (Kafka's Strict- and
+    PermissiveControllerMutationQuota).
+
+    Strict: :meth:`record` refuses (returns False) when the bucket is already in debt before
+    this mutation; otherwise it takes the tokens, possibly into debt (one request may overdraw,
+    the next one is refused). Permissive: always records. The throttle time is the debt at the
+    last refusal (strict) or recording (permissive), less the time since
+    (:meth:`throttle_time_ms`); 0 while nothing was refused / nothing overdrawn."""
+
+    __slots__ = ("_manager", "_user", "_client_id", "strict", "_throttle_ms", "_at_ms")
+
+    def __init__(self, manager: ControllerMutationQuotaManager, user: str, client_id: str,
+                 strict: bool) -> None:
+        self._manager = manager
+        self._user = user
+        self._client_id = client_id
+        self.strict = strict
+        self._throttle_ms = 0
+        self._at_ms = 0
+
+    @property
+    def exceeded(self) -> bool:
+        """A strict quota refused a mutation of this request (Kafka's ``isExceeded``)."""
+        return self.strict and self._throttle_ms > 0
+
+    def record(self, permits: int) -> bool:
+        """Take ``permits`` mutations (partitions); False: refused (strict only)."""
+        m = self._manager
+        quota, tags = m._quotas.quota(self._user, self._client_id)
+        if quota is None or permits <= 0:
+            return True
+        now = m.clock_ms()
+        tokens = m._tokens(quota, tags, now)
+        if self.strict and tokens < 0:
+            self._throttle_ms, self._at_ms = round(-tokens / quota * 1000), now
+            return False
+        tokens -= permits
+        if len(m.buckets) >= QUOTA_SENSORS_MAX and tags not in m.buckets:
+            m.buckets.clear()
+        m.buckets[tags] = (tokens, now)
+        if not self.strict and tokens < 0:
+            self._throttle_ms, self._at_ms = round(-tokens / quota * 1000), now
+        return True
+
+    def throttle_time_ms(self) -> int:
+        if self._throttle_ms <= 0:
+            return 0
+        return max(0, self._throttle_ms - (self._manager.clock_ms() - self._at_ms))
 
 
 # Requests the request quota never throttles (Kafka exempts the connection's own set-up).
