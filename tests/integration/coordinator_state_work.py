@@ -22,21 +22,23 @@ SHARE_TOPIC, TXN_TOPIC, GROUP = "sh", "tx-out", "sg"
 RELEASED, ACCEPTED, REJECTED, IN_FLIGHT = range(0, 2), range(2, 5), range(5, 6), range(6, 10)
 
 
-def do_transactions(bs: str) -> object:
-    """One committed and one open transaction; returns the open one's producer (keep it
-    referenced until the broker stops, so that it does not abort on close)."""
+def do_transactions(bs: str, prefix: str = "") -> object:
+    """One committed and one open transaction (ids and topic behind ``prefix``); returns the
+    open one's producer (keep it referenced until the broker stops)."""
     from confluent_kafka import Producer
 
-    ck_create_topic(bs, TXN_TOPIC, 1)
-    p = Producer({"bootstrap.servers": bs, "transactional.id": "tx-commit", "linger.ms": 0})
+    ck_create_topic(bs, prefix + TXN_TOPIC, 1)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": prefix + "tx-commit",
+                  "linger.ms": 0})
     p.init_transactions(30)
     p.begin_transaction()
-    p.produce(TXN_TOPIC, b"committed")
+    p.produce(prefix + TXN_TOPIC, b"committed")
     p.commit_transaction(30)
-    q = Producer({"bootstrap.servers": bs, "transactional.id": "tx-open", "linger.ms": 0})
+    q = Producer({"bootstrap.servers": bs, "transactional.id": prefix + "tx-open",
+                  "linger.ms": 0})
     q.init_transactions(30)
     q.begin_transaction()
-    q.produce(TXN_TOPIC, b"open")
+    q.produce(prefix + TXN_TOPIC, b"open")
     q.flush(30)
     return q
 

@@ -101,9 +101,9 @@ def decode_state(value: dict, base: SharePartitionState | None = None) -> ShareP
                       for f, last, s, c in value.get("batches", ())))
 
 
-def _is_deleted(value: dict) -> bool:
-    return (value.get("type") == SNAPSHOT and int(value["start_offset"]) == _DELETED_START
-            and not value.get("batches"))
+def _is_empty(state: SharePartitionState) -> bool:
+    """True for the "no state" snapshot (module doc)."""
+    return state.start_offset == _DELETED_START and not state.batches
 
 
 def _record_key(key: StateKey) -> tuple:
@@ -149,11 +149,11 @@ class SharePersister:
                 continue
             try:
                 key: StateKey = (str(rkey[1]), uuid.UUID(rkey[2]), int(rkey[3]))
-                if value is not None and value.get("type") == SNAPSHOT:
-                    self._snapshot_epochs[key] = int(value.get("snapshot_epoch", 0))
-                if value is None or _is_deleted(value):
+                if value is None:  # a later Kafka's deletion
                     self._forget(key)
                     continue
+                if value.get("type") == SNAPSHOT:
+                    self._snapshot_epochs[key] = int(value.get("snapshot_epoch", 0))
                 base = self._states.get(key)
                 state = decode_state(value, base)
                 if value.get("type") == UPDATE and base is not None:
@@ -167,6 +167,10 @@ class SharePersister:
             except (KeyError, TypeError, ValueError) as e:
                 log.warning("%s-%d: bad share-state record %r skipped: %s", SHARE_STATE_TOPIC, p,
                             rkey, e)
+        # A "no state" snapshot (snakka's deletion; Kafka's first record of a share-partition)
+        # is a base for the updates after it, as in Kafka, but no state of its own.
+        for key in [k for k, st in self._states.items() if _is_empty(st)]:
+            self._forget(key)
         log.info("share-group state loaded: %d record(s), %d share-partition(s)", n,
                  len(self._states))
         self._migrate()
