@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import struct
 
+from snakka.protocol.errors import DecodeError
 from snakka.protocol.internal.transaction_coordinator import TransactionLogKey, TransactionLogValue
 from snakka.protocol.internal.transaction_coordinator.transaction_log_value import PartitionsSchema
 
@@ -76,12 +77,14 @@ def value_bytes(value: dict, version: int) -> bytes:
 
 
 def decode_value(data: bytes) -> dict:
-    """A TransactionLogValue's bytes as the fact's dict; ValueError if undecodable."""
+    """A TransactionLogValue's bytes as the fact's dict; DecodeError (a ValueError) if
+    undecodable."""
     if len(data) < 2:
-        raise ValueError("TransactionLogValue shorter than its version")
+        raise DecodeError("TransactionLogValue shorter than its version")
     (version,) = _I16.unpack_from(data)
-    if version not in TransactionLogValue.VALID_VERSIONS:
-        raise ValueError(f"unknown TransactionLogValue version {version}")
+    lo, hi = TransactionLogValue.VALID_VERSIONS
+    if not lo <= version <= hi:
+        raise DecodeError(f"unknown TransactionLogValue version {version}")
     v = TransactionLogValue.decode(memoryview(data)[2:], version)
     d: dict[str, object] = {k: getattr(v, a) for k, a in _FIELDS}
     d["TransactionPartitions"] = [{"Topic": e.topic, "PartitionIds": list(e.partition_ids)}
@@ -103,7 +106,7 @@ class TransactionLogSerde:
 
     def deserialize(self, key: bytes, value: bytes | None) -> tuple[tuple, dict | None] | None:
         if len(key) < 2:
-            raise ValueError("record key shorter than its type")
+            raise DecodeError("record key shorter than its type")
         (rtype,) = _I16.unpack_from(key)
         if rtype != TXN_KEY_TYPE:
             return None  # Kafka's UnknownKey: skipped by the loader
