@@ -6,16 +6,30 @@ What it owns
     every share-partition (group, topic id, partition) that has one. The share-partition for a
     key lives in partition ``abs(hash("group:topicId:partition")) % partitions``, as Kafka.
 
-Records (JSON, via :mod:`snakka.coordinator_log`)
-    key ``["ShareState", group, topic id, partition]``; value
-    ``{"type": "ShareSnapshot" | "ShareUpdate", "start_offset", "state_epoch", "batches":
-    [[first, last, delivery state, delivery count], ...]}`` or null (the state was deleted).
-    A ShareSnapshot restates the whole state; a ShareUpdate is a delta applied on top of the
-    state before it (``share.partition.apply_delta``). After
-    ``share.coordinator.snapshot.update.records.per.snapshot`` updates of one key (Kafka's
-    default 500) the next write is a snapshot, so replaying one key never applies more than that
-    many deltas. The topic is kept small by snapshot-and-trim (CoordinatorLog): a trim rewrites
-    one snapshot per live key.
+Records (Kafka 4.0's ShareSnapshot / ShareUpdate, :mod:`snakka.share.records`)
+    A ShareSnapshot restates the whole state of a share-partition (start offset, state epoch,
+    batches); a ShareUpdate is a delta applied on top of the state before it
+    (``share.partition.apply_delta``, as Kafka's ShareCoordinatorShard merges one through
+    PersisterStateBatchCombiner: its batches overlaid, batches before its start offset
+    dropped). A ShareUpdate holds no state epoch, so a delta that changes it (a
+    re-initialisation) or is older than it (stale, ignored) is written as a snapshot of the
+    resulting state instead. After ``share.coordinator.snapshot.update.records.per.snapshot``
+    updates of one key (Kafka's default 500) the next write is a snapshot, so replaying one key
+    never applies more than that many deltas. SnapshotEpoch counts a key's snapshots from 0
+    (Kafka's rule; a ShareUpdate carries the epoch of the snapshot it builds on); LeaderEpoch is
+    the data partition's leader epoch, which the share-partition leader writes in Kafka.
+
+    Deleting a share-partition's state (its group was deleted) cannot be a tombstone: Kafka 4.0's
+    ShareCoordinatorShard replays a null value as a ShareSnapshot and fails the load (4.1 added
+    tombstones). It is a ShareSnapshot with StartOffset -1 and no batches, what Kafka's share
+    coordinator answers for a share-partition it has no state for (its share-partition then
+    starts from ``share.auto.offset.reset``), which replay here reads as "no state". Tombstones
+    of a later Kafka are read as deletions too.
+
+    The topic is kept small by snapshot-and-trim (CoordinatorLog): a trim rewrites one snapshot
+    per live key. A data directory of an older snakka holds JSON records: replay still reads
+    them, and every partition that had one is restated once in Kafka's format at start-up
+    (:meth:`snakka.coordinator_log.CoordinatorLog.restate`, logged, crash-safe).
 
 Replay happens once at start-up (:meth:`SharePersister.load`), before the broker accepts
 connections; share-partitions are then built lazily from :meth:`read` on first use.
@@ -29,10 +43,18 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from snakka.config import broker_default_int
-from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
+from snakka.coordinator_log import JSON_SERDE, AppendMark, CoordinatorLog, KeyValue
 from snakka.limits import SHARE_STATE_SEGMENT_BYTES
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.primitives import uuid_to_base64
+from snakka.share.records import (
+    NO_START_OFFSET,
+    SHARE_STATE_SERDE,
+    SNAPSHOT,
+    SNAPSHOT_EPOCH_MODULUS,
+    STATE_KEY,
+    UPDATE,
+)
 from snakka.share.types import SharePartitionState, StateBatch
 
 if TYPE_CHECKING:
@@ -51,26 +73,42 @@ DEFAULT_UPDATES_PER_SNAPSHOT = broker_default_int(
 # (group id, topic id, partition index)
 StateKey = tuple[str, uuid.UUID, int]
 
-_SNAPSHOT = "ShareSnapshot"
-_UPDATE = "ShareUpdate"
+# The logical record of a deleted state (module doc): Kafka's "no state" snapshot.
+_DELETED_START = NO_START_OFFSET
 
 
-def encode_state(kind: str, state: SharePartitionState) -> dict:
-    return {"type": kind, "start_offset": state.start_offset, "state_epoch": state.state_epoch,
-            "batches": [[b.first_offset, b.last_offset, int(b.delivery_state), b.delivery_count]
-                        for b in state.batches]}
+def encode_state(kind: str, state: SharePartitionState, *, snapshot_epoch: int = 0,
+                 leader_epoch: int = 0) -> dict:
+    d: dict = {"type": kind, "snapshot_epoch": snapshot_epoch, "leader_epoch": leader_epoch,
+               "start_offset": state.start_offset,
+               "batches": [[b.first_offset, b.last_offset, int(b.delivery_state),
+                            b.delivery_count] for b in state.batches]}
+    if kind == SNAPSHOT:
+        d["state_epoch"] = state.state_epoch
+    return d
 
 
-def decode_state(value: dict) -> SharePartitionState:
+def decode_state(value: dict, base: SharePartitionState | None = None) -> SharePartitionState:
+    """The state (a snapshot) or delta (an update) of a record's value; an update's start offset
+    -1 and its missing state epoch are the base's."""
+    start = int(value["start_offset"])
+    if start == NO_START_OFFSET and base is not None and value.get("type") == UPDATE:
+        start = base.start_offset
+    default_epoch = base.state_epoch if base is not None else 0
     return SharePartitionState(
-        start_offset=int(value["start_offset"]), state_epoch=int(value.get("state_epoch", 0)),
+        start_offset=start, state_epoch=int(value.get("state_epoch", default_epoch)),
         batches=tuple(StateBatch(int(f), int(last), int(s), int(c))
                       for f, last, s, c in value.get("batches", ())))
 
 
+def _is_empty(state: SharePartitionState) -> bool:
+    """True for the "no state" snapshot (module doc)."""
+    return state.start_offset == _DELETED_START and not state.batches
+
+
 def _record_key(key: StateKey) -> tuple:
     group, topic_id, partition = key
-    return ("ShareState", group, str(topic_id), partition)
+    return (STATE_KEY, group, str(topic_id), partition)
 
 
 class SharePersister:
@@ -90,9 +128,11 @@ class SharePersister:
         self.log = CoordinatorLog(controller, replicas, time_ms, SHARE_STATE_TOPIC, partitions,
                                   topic_configs={"retention.ms": "-1", "retention.bytes": "-1",
                                                  "segment.bytes": str(SHARE_STATE_SEGMENT_BYTES)},
-                                  lazy=True)
+                                  lazy=True, serde=SHARE_STATE_SERDE, legacy_serde=JSON_SERDE)
         self._states: dict[StateKey, SharePartitionState] = {}
         self._updates: dict[StateKey, int] = {}  # updates since the key's last snapshot
+        # The SnapshotEpoch of the key's last snapshot (kept after a deletion: it only grows).
+        self._snapshot_epochs: dict[StateKey, int] = {}
         self._by_partition: dict[int, set[StateKey]] = {}
         self._partition_of: dict[StateKey, int] = {}  # cache of _partition()
 
@@ -105,16 +145,19 @@ class SharePersister:
         n = 0
         for p, rkey, value in self.log.replay():
             n += 1
-            if len(rkey) != 4 or rkey[0] != "ShareState":
+            if len(rkey) != 4 or rkey[0] != STATE_KEY:
                 continue
             try:
                 key: StateKey = (str(rkey[1]), uuid.UUID(rkey[2]), int(rkey[3]))
-                if value is None:
+                if value is None:  # a later Kafka's deletion
                     self._forget(key)
                     continue
-                state = decode_state(value)
-                if value.get("type") == _UPDATE and key in self._states:
-                    self._states[key] = apply_delta(self._states[key], state)
+                if value.get("type") == SNAPSHOT:
+                    self._snapshot_epochs[key] = int(value.get("snapshot_epoch", 0))
+                base = self._states.get(key)
+                state = decode_state(value, base)
+                if value.get("type") == UPDATE and base is not None:
+                    self._states[key] = apply_delta(base, state)
                     self._updates[key] = self._updates.get(key, 0) + 1
                 else:  # a snapshot (an update without a base restates what it has)
                     self._states[key] = state
@@ -124,9 +167,33 @@ class SharePersister:
             except (KeyError, TypeError, ValueError) as e:
                 log.warning("%s-%d: bad share-state record %r skipped: %s", SHARE_STATE_TOPIC, p,
                             rkey, e)
+        # A "no state" snapshot (snakka's deletion; Kafka's first record of a share-partition)
+        # is a base for the updates after it, as in Kafka, but no state of its own.
+        for key in [k for k, st in self._states.items() if _is_empty(st)]:
+            self._forget(key)
         log.info("share-group state loaded: %d record(s), %d share-partition(s)", n,
                  len(self._states))
+        self._migrate()
         return n
+
+    def _migrate(self) -> None:
+        """Restate every partition that held JSON records in Kafka's format (module doc)."""
+        legacy = sorted(self.log.legacy_partitions)
+        if not legacy:
+            return
+        log.info("%s: %d partition(s) hold snakka's old JSON records; rewriting them in Kafka's "
+                 "record format", SHARE_STATE_TOPIC, len(legacy))
+        for p in legacy:
+            self.log.restate(p, self._live_records(p))
+
+    def _live_records(self, p: int) -> list[KeyValue]:
+        """One snapshot per live key of partition ``p`` (a trim or a migration)."""
+        keys = sorted(self._by_partition.get(p, set()), key=lambda k: (k[0], str(k[1]), k[2]))
+        out: list[KeyValue] = []
+        for k in keys:
+            self._updates[k] = 0
+            out.append((_record_key(k), self._snapshot_value(k, self._states[k])))
+        return out
 
     # -- reads ---------------------------------------------------------------------------
     def read(self, key: StateKey) -> SharePartitionState | None:
@@ -198,30 +265,47 @@ class SharePersister:
             if self.on_rolled_back is not None:
                 self.on_rolled_back(key)
 
+    def _snapshot_value(self, key: StateKey, state: SharePartitionState) -> dict:
+        """A ShareSnapshot of ``state``: the key's next SnapshotEpoch (0 for its first)."""
+        prev = self._snapshot_epochs.get(key)
+        epoch = 0 if prev is None else (prev + 1) % SNAPSHOT_EPOCH_MODULUS
+        self._snapshot_epochs[key] = epoch
+        return encode_state(SNAPSHOT, state, snapshot_epoch=epoch,
+                            leader_epoch=self._leader_epoch(key))
+
     def _stage_snapshot(self, key: StateKey, state: SharePartitionState) -> KeyValue:
         self._updates[key] = 0
         self._set(key, state)
-        return _record_key(key), encode_state(_SNAPSHOT, state)
+        return _record_key(key), self._snapshot_value(key, state)
 
     def _stage_delta(self, key: StateKey, delta: SharePartitionState) -> KeyValue:
         from snakka.share.partition import apply_delta
 
         base = self._states.get(key)
-        if base is None or self._updates.get(key, 0) + 1 >= self.updates_per_snapshot:
-            # No base (first write) or enough deltas: restate the whole state instead.
+        if (base is None or self._updates.get(key, 0) + 1 >= self.updates_per_snapshot
+                or delta.state_epoch != base.state_epoch):
+            # No base (first write), enough deltas, or a state epoch a ShareUpdate cannot
+            # carry (module doc): restate the whole state instead.
             return self._stage_snapshot(key, delta if base is None else apply_delta(base, delta))
         self._updates[key] = self._updates.get(key, 0) + 1
         self._set(key, apply_delta(base, delta))
-        return _record_key(key), encode_state(_UPDATE, delta)
+        return _record_key(key), encode_state(
+            UPDATE, delta, snapshot_epoch=self._snapshot_epochs.get(key, 0),
+            leader_epoch=self._leader_epoch(key))
+
+    def _leader_epoch(self, key: StateKey) -> int:
+        return self.replicas.leader_epoch(key[1], key[2])
 
     def delete(self, key: StateKey) -> AppendMark | None:
         if key not in self._states:
             return None
         p = self._partition(key)
         saved = self._save([key])
+        gone = SharePartitionState(_DELETED_START, self._states[key].state_epoch)
+        record = (_record_key(key), self._snapshot_value(key, gone))
         self._forget(key)
         try:
-            mark = self.log.append(p, [(_record_key(key), None)])
+            mark = self.log.append(p, [record])
         except OSError as exc:
             for k, state, updates in saved:  # still there, as the log says
                 if state is not None:
@@ -271,15 +355,10 @@ class SharePersister:
     def _forget(self, key: StateKey) -> None:
         self._states.pop(key, None)
         self._updates.pop(key, None)
+        self._snapshot_epochs.pop(key, None)
         self._by_partition.get(self._partition(key), set()).discard(key)
         self._partition_of.pop(key, None)
 
     def _maybe_trim(self, p: int) -> bool:
         keys = self._by_partition.get(p, set())
-
-        def live() -> list[KeyValue]:
-            for k in keys:
-                self._updates[k] = 0
-            return [(_record_key(k), encode_state(_SNAPSHOT, self._states[k])) for k in keys]
-
-        return self.log.maybe_trim(p, len(keys), live)
+        return self.log.maybe_trim(p, len(keys), lambda: self._live_records(p))

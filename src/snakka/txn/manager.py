@@ -5,8 +5,8 @@ one broker. The state machine is the sans-I/O core (:mod:`snakka.txn.coordinator
 owns what it must not:
 
 - **Persistence.** Every record the core returns is appended to the ``__transaction_state``
-  partition of its transactional id (JSON key ``["transaction", id]``, the value Kafka's
-  TransactionLogValue under its schema field names, a tombstone for an expired id) through
+  partition of its transactional id, in Kafka 4.0's record format (:mod:`snakka.txn.records`:
+  TransactionLogKey / TransactionLogValue, a tombstone for an expired id) through
   :class:`snakka.coordinator_log.CoordinatorLog`, before the request is answered; under
   ``log.flush.strict=true`` the answer also waits for the fsync. At start-up every partition is
   replayed into the core before the broker accepts connections. The topic is created on the
@@ -15,6 +15,12 @@ owns what it must not:
   log cleaner keeps the latest record of each transactional id, and an expired id's tombstone
   (same key) removes it, so replay (which tolerates gaps in offsets and tombstones without an
   earlier record) gives exactly the live state.
+- **Migration.** A data directory of an older snakka holds JSON records (key
+  ``["transaction", id]``, the value under the schema's field names). Replay still reads them;
+  every partition that had one is restated once at start-up, before the broker serves: its
+  live records are appended in Kafka's format and its log start moves past the old segments
+  (:meth:`snakka.coordinator_log.CoordinatorLog.restate`; a crash in between replays both and
+  restates again).
 - **A failed write** (ENOSPC, EIO, ...) never leaves memory ahead of the log: the partition is
   reloaded from what is durable and the request gets NOT_COORDINATOR (Kafka's mapping of a
   storage error in a coordinator), so the client looks the coordinator up again and retries.
@@ -54,8 +60,9 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
-from snakka.coordinator_log import AppendMark, CoordinatorLog, KeyValue
+from snakka.coordinator_log import JSON_SERDE, AppendMark, CoordinatorLog, KeyValue
 from snakka.limits import TRANSACTION_STATE_SEGMENT_BYTES, TXN_MARKER_RETRY_BACKOFF_MS
+from snakka.metadata.features import FINALIZED_FEATURES
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.txn.coordinator import (
     CONSUMER_OFFSETS_TOPIC,
@@ -71,6 +78,7 @@ from snakka.txn.coordinator import (
     value_from_dict,
     value_to_dict,
 )
+from snakka.txn.records import TXN_KEY, TransactionLogSerde
 
 if TYPE_CHECKING:
     from snakka.config import BrokerConfig
@@ -82,7 +90,7 @@ log = logging.getLogger("snakka.txn")
 # A single broker leads __transaction_state's partitions at leader epoch 0 forever: that is the
 # coordinator epoch markers carry (Kafka's is the partition's leader epoch).
 COORDINATOR_EPOCH = 0
-_KEY = "transaction"
+_KEY = TXN_KEY
 # Kafka's TransactionStateManager topic configs: compacted, uncompressed, no unclean election.
 TRANSACTION_STATE_TOPIC_CONFIGS = {
     "cleanup.policy": "compact", "compression.type": "uncompressed",
@@ -120,7 +128,9 @@ class TransactionManager:
         self.log = CoordinatorLog(
             controller, replicas, time_ms, TRANSACTION_STATE_TOPIC,
             self.config.transaction_state_log_num_partitions,
-            topic_configs=TRANSACTION_STATE_TOPIC_CONFIGS, lazy=True)
+            topic_configs=TRANSACTION_STATE_TOPIC_CONFIGS, lazy=True,
+            serde=TransactionLogSerde(FINALIZED_FEATURES["transaction.version"]),
+            legacy_serde=JSON_SERDE)
         self._offsets_markers: OffsetsMarkerWriter | None = None
         self._spare_pid: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -148,6 +158,7 @@ class TransactionManager:
                 n += 1
         for p, records in by_partition.items():
             self._load(p, records)
+        self._migrate()
         self._retry = asyncio.Event()
         cfg = self.config
         self._tasks = [
@@ -186,6 +197,25 @@ class TransactionManager:
 
     def _load(self, p: int, records: list[TxnLogRecord]) -> None:
         self.coordinator.load(p, COORDINATOR_EPOCH, records)
+
+    def _migrate(self) -> None:
+        """Restate every partition that held JSON records in Kafka's format (module doc)."""
+        legacy = sorted(self.log.legacy_partitions)
+        if not legacy:
+            return
+        log.info("%s: %d partition(s) hold snakka's old JSON records; rewriting them in Kafka's "
+                 "record format", TRANSACTION_STATE_TOPIC, len(legacy))
+        for p in legacy:
+            self.log.restate(p, self._live(p))
+
+    def _live(self, p: int) -> list[KeyValue]:
+        """Partition ``p``'s live state as records: one per transactional id."""
+        out: list[KeyValue] = []
+        for tid in self.coordinator.transactional_ids():
+            m = self.coordinator.get(tid)
+            if m is not None and self.coordinator.partition_for(tid) == p:
+                out.append(((_KEY, tid), value_to_dict(m.to_log_value())))
+        return out
 
     def _reload(self, p: int) -> None:
         """Back to what is durable in partition ``p`` (after a failed write)."""
