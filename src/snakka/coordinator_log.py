@@ -279,6 +279,11 @@ class CoordinatorLog:
         start = pl.log_end_offset
         for i in range(0, len(live), self.snapshot_batch_records):
             self.append(partition, live[i:i + self.snapshot_batch_records])
+        if checkpoint:
+            # The new start is checkpointed, and the old records' segments deleted: the
+            # restatement must be on disk first, or a power loss could keep neither (a one-off
+            # fsync at start-up, on the loop before anything is served).
+            pl.flush()
         self.replicas.delete_records_before(pl, start, checkpoint=checkpoint)
         self._held[partition] = len(live)
         log.info("%s-%d: %d live record(s) rewritten, log start offset now %d", self.topic,
