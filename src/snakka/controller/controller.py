@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING
 from snakka.config import BrokerConfig, ConfigError
 from snakka.controller.metadata_log import MetadataLog, MetadataRecord
 from snakka.limits import INLINE_CREATE_PARTITIONS, REGISTER_TOPICS_PER_SLICE
+from snakka.metadata import kraft
 from snakka.metadata.client_quotas import QuotaAlteration, QuotaResult
 from snakka.metadata.configs import ConfigResolver
-from snakka.metadata import kraft
 from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo, state_records
 from snakka.metadata.features import FINALIZED_FEATURES, SUPPORTED_FEATURES
 from snakka.metadata.scram import ScramAlteration, ScramResult

@@ -117,7 +117,7 @@ def decode_message(value: bytes | memoryview) -> tuple[Any, int]:
     if cls is None:
         raise KraftFormatError(f"unknown metadata record type {api_key}")
     try:
-        msg, _ = cls.read(buf, pos, version)
+        msg, _ = cls.read(buf, pos, version)  # type: ignore[attr-defined]
     except Exception as e:  # noqa: BLE001
         raise KraftFormatError(f"cannot decode {cls.__name__} v{version} ({e})") from None
     return msg, version
