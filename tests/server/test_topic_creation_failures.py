@@ -135,20 +135,20 @@ def test_undecodable_metadata_record_fails_start_up_with_file_and_offset(tmp_pat
     msg = str(e.value)
     assert type(e.value).__name__ == "MetadataLogError"
     assert "__cluster_metadata-0" in msg and "00000000000000000000.log" in msg
-    assert "offset 2" in msg and "not valid JSON" in msg  # 0: cluster id, 1: orders
+    end = MetadataStore(str(tmp_path)).log.log_end_offset  # the bad record is the last one
+    assert f"offset {end - 1}" in msg and "not a KRaft metadata record" in msg
     assert "\n" not in msg
 
 
 def test_topic_record_named_cluster_metadata_is_skipped(tmp_path, caplog):
-    """A log written before names were reserved: the bogus topic is dropped, the broker starts
-    and keeps its real topics."""
+    """A (JSON) log written before names were reserved: the bogus topic is dropped, the broker
+    starts and keeps its real topics."""
+    for rec in ({"type": "topic", "name": "orders", "topic_id": "22" * 16, "partitions": 1,
+                 "configs": {}},
+                {"type": "topic", "name": "__cluster_metadata", "topic_id": "11" * 16,
+                 "partitions": 1, "configs": {}}):
+        _append_raw(str(tmp_path), json.dumps(rec).encode())
     b = EmbeddedBroker(str(tmp_path))
-    b.start()
-    _send(b, _create(("orders", 1)))
-    b.stop()
-    _append_raw(str(tmp_path), json.dumps({
-        "type": "topic", "name": "__cluster_metadata", "topic_id": "11" * 16, "partitions": 1,
-        "configs": {}}).encode())
     b.start()
     try:
         names = _all_topics(b)

@@ -34,18 +34,26 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
-from snakka.config import BrokerConfig
+from snakka.config import BrokerConfig, ConfigError
 from snakka.controller.metadata_log import MetadataLog, MetadataRecord
 from snakka.limits import INLINE_CREATE_PARTITIONS, REGISTER_TOPICS_PER_SLICE
+from snakka.metadata import kraft
 from snakka.metadata.client_quotas import QuotaAlteration, QuotaResult
 from snakka.metadata.configs import ConfigResolver
-from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo
+from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata, TopicInfo, state_records
+from snakka.metadata.features import FINALIZED_FEATURES, SUPPORTED_FEATURES
 from snakka.metadata.scram import ScramAlteration, ScramResult
 from snakka.metadata.store import MetadataStore
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.primitives import uuid_to_base64
 from snakka.security.acl_authorizer import AclBindingFilter, StandardAcl
 from snakka.storage import LogConfig, UnifiedLog
+from snakka.storage.checkpoint import (
+    read_meta_properties,
+    topic_id_from_str,
+    topic_id_to_str,
+    write_meta_properties,
+)
 from snakka.util.slicing import TimeSlice
 
 if TYPE_CHECKING:
@@ -121,8 +129,16 @@ class Controller:
     # -- start-up ------------------------------------------------------------------------
     def load(self) -> None:
         """Open the metadata log and replay it (fails start-up on a record it cannot apply);
-        set or check the cluster id."""
-        store = MetadataStore(self.log_dir)
+        set or check the cluster id (``meta.properties``, as in KRaft); convert a log of
+        snakka's former JSON records to KRaft's format (once); start this node's leader epoch
+        (metadata.store)."""
+        props = read_meta_properties(self.log_dir)
+        node_id = self.config.node_id
+        dir_id = None
+        if props and props.get("directory.id"):
+            dir_id = topic_id_from_str(props["directory.id"])
+        store = MetadataStore(self.log_dir, node_id=node_id,
+                              directory_id=dir_id or uuid.uuid4())
         self.metadata_log = MetadataLog(store)
         for offset, rec in store.replay():
             try:
@@ -135,14 +151,50 @@ class Controller:
                         "(created by an older version; its data shared the metadata log)",
                         skipped["type"], skipped.get("name") or skipped.get("topic_id"),
                         "__cluster_metadata")
+        if store.replayer.ignored:
+            log.debug("metadata log: read %s (Kafka's records of machinery a single snakka "
+                     "node does not have)", ", ".join(
+                         f"{n} {name}" for name, n in sorted(store.replayer.ignored.items())))
         cluster_id = self.config.raw("cluster.id")
-        if self.metadata.cluster_id is None:
-            cid = cluster_id or uuid_to_base64(uuid.uuid4())
-            store.append(self.metadata.set_cluster_id(cid))
-        elif cluster_id and cluster_id != self.metadata.cluster_id:
+        stored = self.metadata.cluster_id or (props or {}).get("cluster.id")
+        if stored is None:
+            stored = cluster_id or uuid_to_base64(uuid.uuid4())
+        elif cluster_id and cluster_id != stored:
             raise RuntimeError(
-                f"cluster.id {cluster_id} does not match {self.metadata.cluster_id} stored in "
-                f"{self.log_dir}")
+                f"cluster.id {cluster_id} does not match {stored} stored in {self.log_dir}")
+        self.metadata.cluster_id = stored
+        if props is None:
+            write_meta_properties(self.log_dir, cluster_id=stored, node_id=node_id,
+                                  directory_id=topic_id_to_str(store.codec.directory_id))
+        bootstrap = kraft.bootstrap_records(FINALIZED_FEATURES)
+        if store.legacy:
+            state = [r for r in state_records(self.metadata) if r["type"] != "feature_level"]
+            log.warning("metadata log: converting %s from snakka's JSON records to KRaft's "
+                        "format (%d records of state); once", store.path, len(state))
+            store.migrate(bootstrap + state)
+            for rec in bootstrap:
+                self.metadata.apply(rec)
+            log.info("metadata log: converted to KRaft's format")
+        store.write_bootstrap_checkpoint(bootstrap)
+        endpoints = self._endpoints()
+        fresh = store.empty
+        epoch = store.begin_epoch(
+            bootstrap if fresh else [],
+            lambda broker_epoch: kraft.registration_records(
+                node_id, store.codec.directory_id, endpoints, SUPPORTED_FEATURES, broker_epoch))
+        if fresh:
+            for rec in bootstrap:
+                self.metadata.apply(rec)
+        log.info("metadata log: leader epoch %d, metadata.version %s", epoch,
+                 self.metadata.features.get(kraft.METADATA_VERSION_FEATURE))
+
+    def _endpoints(self) -> list[tuple[str, str, int, str]]:
+        """(name, host, port, security protocol) of each listener, for the registration."""
+        try:
+            return [(li.name, li.host, li.port, self.config.listener_security_protocol(li.name))
+                    for li in self.config.listeners]
+        except (ConfigError, ValueError, AssertionError):
+            return []
 
     def attach(self, replicas: ReplicaManager) -> None:
         """The replica manager that holds the partition logs this controller creates."""

@@ -9,14 +9,17 @@ sockets or the clock.
 
 Records are small dicts with a ``type`` key:
     {"type": "topic", "name", "topic_id" (hex), "partitions", "configs": {..}}
-    {"type": "partitions", "topic_id", "partitions"}          # CreatePartitions
+    {"type": "partitions", "topic_id", "partitions", "first"}  # CreatePartitions (first: the
+                                                              # old count)
+    {"type": "partition", "topic_id", "partition"}            # KRaft's PartitionRecord
+    {"type": "feature_level", "name", "level"}                # KRaft's FeatureLevelRecord
     {"type": "remove_topic", "topic_id"}
     {"type": "config", "resource_type": 2|4|16|32, "resource_name", "configs": {k: v|None}}
                                                               # 32 = GROUP: group configs
                                                               # 16 = CLIENT_METRICS: KIP-714
                                                               # subscriptions (telemetry/)
     {"type": "producer_ids", "next": int}                     # producer-id block allocation
-    {"type": "cluster", "cluster_id"}
+    {"type": "cluster", "cluster_id"}    # legacy JSON logs only: KRaft keeps it in meta.properties
     {"type": "user_scram_credential" | "remove_user_scram_credential", ...}  # metadata/scram.py
     {"type": "acl", "id", "resource_type", "resource_name", "pattern_type", "principal",
      "host", "operation", "permission_type"}   # KRaft's AccessControlEntryRecord
@@ -165,6 +168,8 @@ class ClusterMetadata:
         # Client quotas (AlterClientQuotas), metadata/client_quotas.py: the quota managers
         # read this very state.
         self.client_quotas = _client_quotas.ClientQuotaConfigs()
+        # Finalized feature levels (KRaft's FeatureLevelRecord), metadata.version included.
+        self.features: dict[str, int] = {}
 
     # -- replay --------------------------------------------------------------------------
     def apply(self, rec: Mapping[str, Any]) -> None:
@@ -186,6 +191,12 @@ class ClusterMetadata:
                 self.skipped.append(rec)
                 return
             ti.partitions = int(rec["partitions"])
+        elif t == "partition":  # KRaft's PartitionRecord: the topic has at least this one
+            ti = self.topics_by_id.get(uuid.UUID(hex=rec["topic_id"]))
+            if ti is None:
+                self.skipped.append(rec)
+                return
+            ti.partitions = max(ti.partitions, int(rec["partition"]) + 1)
         elif t == "remove_topic":
             ti = self.topics_by_id.pop(uuid.UUID(hex=rec["topic_id"]), None)
             if ti is None:
@@ -215,6 +226,11 @@ class ClusterMetadata:
             self.next_producer_id_block = max(self.next_producer_id_block, int(rec["next"]))
         elif t == "cluster":
             self.cluster_id = rec["cluster_id"]
+        elif t == "feature_level":
+            if int(rec["level"]) == 0:
+                self.features.pop(rec["name"], None)
+            else:
+                self.features[rec["name"]] = int(rec["level"])
         elif t in (_scram.RECORD, _scram.REMOVE_RECORD):
             self.scram.apply(rec)
         elif t == "acl":
@@ -421,7 +437,8 @@ class ClusterMetadata:
 
     def create_partitions(self, name: str, count: int) -> list[MetadataRecord]:
         ti = self.check_create_partitions(name, count)
-        return self._emit([{"type": "partitions", "topic_id": ti.topic_id.hex, "partitions": count}])
+        return self._emit([{"type": "partitions", "topic_id": ti.topic_id.hex, "partitions": count,
+                            "first": ti.partitions}])
 
     # -- configs -------------------------------------------------------------------------
     def check_config_change(self, resource_type: int, resource_name: str,
@@ -539,10 +556,39 @@ class ClusterMetadata:
         return self._emit([{"type": "cluster", "cluster_id": cluster_id}])
 
 
+def state_records(md: ClusterMetadata) -> list[MetadataRecord]:
+    """Records that rebuild ``md``'s replayed state from nothing (a snapshot of it, in the
+    order of Kafka's MetadataImage.write: features, topics, configs, quotas, producer ids,
+    ACLs, SCRAM credentials). The cluster id is not state of the log (meta.properties)."""
+    out: list[MetadataRecord] = [{"type": "feature_level", "name": n, "level": lvl}
+                                 for n, lvl in md.features.items()]
+    for ti in md.topics.values():
+        out.append({"type": "topic", "name": ti.name, "topic_id": ti.topic_id.hex,
+                    "partitions": ti.partitions, "configs": dict(ti.configs)})
+    for (rtype, rname), configs in md.dynamic_configs.items():
+        if configs:
+            out.append({"type": "config", "resource_type": rtype, "resource_name": rname,
+                        "configs": dict(configs)})
+    for entity, values in md.client_quotas.quotas.items():
+        for key, value in values.items():
+            out.append({"type": _client_quotas.RECORD, "entity": [list(p) for p in entity],
+                        "key": key, "value": value, "remove": False})
+    if md.next_producer_id_block:
+        out.append({"type": "producer_ids", "next": md.next_producer_id_block})
+    for acl_id, acl in md.acls.acls(AclBindingFilter()):
+        out.append(acl.to_record(acl_id))
+    for user, creds in md.scram.users.items():
+        for mech, cred in creds.items():
+            out.append({"type": _scram.RECORD, "name": user, "mechanism": int(mech),
+                        "salt": cred.salt.hex(), "stored_key": cred.stored_key.hex(),
+                        "server_key": cred.server_key.hex(), "iterations": cred.iterations})
+    return out
+
+
 __all__ = [
     "ClusterMetadata", "TopicInfo", "random_topic_id",
     "validate_topic_name", "RESOURCE_TOPIC", "RESOURCE_BROKER", "RESOURCE_GROUP",
     "RESOURCE_CLIENT_METRICS", "INTERNAL_TOPICS",
     "RESERVED_TOPICS", "CLUSTER_METADATA_TOPIC", "check_client_topic",
-    "TOPIC_CONFIGS", "PRODUCER_ID_BLOCK_SIZE",
+    "TOPIC_CONFIGS", "PRODUCER_ID_BLOCK_SIZE", "state_records",
 ]
