@@ -107,6 +107,32 @@ class ReferenceKafka:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class KafkaOnDir(ReferenceKafka):
+    """A reference Kafka started on a copy of ``source`` (a data directory, e.g. a stopped
+    snakka's) instead of a freshly formatted one (kafka-ref.sh formats only a directory without
+    meta.properties). It runs as a single combined node with a static quorum on port + 1, node.id
+    1 as in snakka's meta.properties (docs/data-directory.md); ``source=None`` starts a fresh one
+    with the same shape, whose directory :meth:`stop_keeping_data` hands over."""
+
+    def __init__(self, source: str | None,
+                 extra_config: Mapping[str, str] | None = None) -> None:
+        self.source = source
+        extra = dict(extra_config or {})
+        super().__init__(lambda port: {**({"controller.quorum.voters": f"1@127.0.0.1:{port + 1}"}
+                                          if source else {}), **extra})
+
+    def _choose_port(self) -> None:
+        super()._choose_port()
+        if self.source is not None:
+            shutil.copytree(self.source, os.path.join(self.dir, "kraft-logs"))
+
+    def stop_keeping_data(self) -> str:
+        """Stop the JVM and return its data directory (left in place until :meth:`stop`)."""
+        subprocess.run(["bash", str(KAFKA_REF_SH), "stop"], env=self._env(),
+                       capture_output=True, text=True, timeout=120)
+        return os.path.join(self.dir, "kraft-logs")
+
+
 class RunningKafka:
     """A reference broker started outside the test run (``SNAKKA_REFERENCE_KAFKA=host:port``)."""
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 
 import pytest
-from reference_kafka import KAFKA_REF_SH, ReferenceKafka, run_tool
+from reference_kafka import KafkaOnDir, run_tool
 
 from snakka.metadata.store import METADATA_DIR
 from snakka.protocol.primitives import uuid_to_base64
@@ -24,27 +23,6 @@ from snakka.testing.embedded import EmbeddedBroker
 
 # One JVM broker at a time on this machine: these tests share the reference tests' worker.
 pytestmark = pytest.mark.xdist_group("reference-kafka")
-
-
-class KafkaOnDir(ReferenceKafka):
-    """A reference Kafka started on a copy of ``source`` (a data directory) instead of a
-    freshly formatted one (kafka-ref.sh formats only a dir without meta.properties)."""
-
-    def __init__(self, source: str | None) -> None:
-        self.source = source
-        super().__init__(lambda port: {"controller.quorum.voters": f"1@127.0.0.1:{port + 1}"}
-                         if source else {})
-
-    def _choose_port(self) -> None:
-        super()._choose_port()
-        if self.source is not None:
-            shutil.copytree(self.source, os.path.join(self.dir, "kraft-logs"))
-
-    def stop_keeping_data(self) -> str:
-        """Stop the JVM and return its data directory (left in place)."""
-        subprocess.run(["bash", str(KAFKA_REF_SH), "stop"], env=self._env(),
-                       capture_output=True, text=True, timeout=120)
-        return os.path.join(self.dir, "kraft-logs")
 
 
 @pytest.fixture
