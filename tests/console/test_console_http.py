@@ -11,10 +11,9 @@ from urllib.parse import quote
 
 import pytest
 from confluent_kafka import Consumer
-
-from console.conftest import Http
-from console.sample import committed, consume, create_topic, produce, watermarks
 from integration.helpers import wait_until
+
+from console.support import Http, committed, consume, create_topic, produce, watermarks
 from snakka.testing import EmbeddedBroker
 
 
