@@ -59,7 +59,7 @@ def _duration_ms(ms: int | None) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if s >= size:
             return f"{s / size:g} {unit}" if s % size == 0 else f"{s / size:.1f} {unit}"
-    return f"{s:g} s"
+    return f"{s:.0f} s" if s >= 1 else f"{ms} ms"
 
 
 def _ts(ms: int | None) -> str:
@@ -214,7 +214,7 @@ def topic(d: dict[str, Any], *, csrf: str, read_only: bool) -> str:
             '<label>Key <input name="key" id="produce-key" autocomplete="off"></label>'
             '<label class="wide">Value <textarea name="value" id="produce-value" rows="3">'
             "</textarea></label>"
-            '<label class="wide">Headers (one <code>name=value</code> a line) '
+            '<label class="wide"><span>Headers (one <code>name=value</code> a line)</span>'
             '<textarea name="headers" id="produce-headers" rows="2"></textarea></label>',
             "Produce", form_id="produce-form")
         delete = _form(
