@@ -17,11 +17,14 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard src/snakka/*/*.c)
 
 setup: $(VENV)/.installed
 
-# kcat for the client-compatibility tests; a Java 17 runtime for PySpark (issue 5).
+# kcat for the client-compatibility tests; a Java 17 runtime for PySpark (issue 5); Chromium
+# and its WebDriver for the web console's browser tests (tests/console).
 system-deps:
-	@command -v kcat >/dev/null 2>&1 && command -v java >/dev/null 2>&1 || { \
+	@command -v kcat >/dev/null 2>&1 && command -v java >/dev/null 2>&1 && \
+	  [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] || { \
 	  $(SUDO) apt-get update -qq && \
-	  $(SUDO) apt-get install -y -qq kcat $$(command -v java >/dev/null 2>&1 || echo openjdk-17-jre-headless); }
+	  $(SUDO) apt-get install -y -qq kcat chromium chromium-driver \
+	    $$(command -v java >/dev/null 2>&1 || echo openjdk-17-jre-headless); }
 
 # A Java 17 runtime for PySpark, from Debian when the machine has none.
 java:

@@ -47,8 +47,9 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     # Wiring and the programs that start a broker: they may import anything.
     ENTRY: (("snakka.cli", "snakka.__main__", "snakka.broker", "snakka.testing", "snakka.demo"),
             frozenset({SERVER, HANDLERS, COORDINATORS, REPLICA, STORAGE, CORES, BASE, CLIENT})),
-    # Listeners, connections (asyncio shell over the sans-I/O core), dispatch.
-    SERVER: (("snakka.server",),
+    # Listeners, connections (asyncio shell over the sans-I/O core), dispatch; the web console
+    # (an HTTP server beside them, calling the handlers in-process).
+    SERVER: (("snakka.server", "snakka.console"),
              frozenset({HANDLERS, COORDINATORS, REPLICA, STORAGE, CORES, BASE})),
     # One module per Kafka API, the typed RequestContext, handlers/services.py.
     HANDLERS: (("snakka.handlers",), frozenset({COORDINATORS, REPLICA, STORAGE, CORES, BASE})),

@@ -15,7 +15,9 @@ built, and components below never know the ones above (docs/architecture.md). Th
    (``server.memory``, queued.max.response.bytes),
 5. background tasks: idle-connection reaping, retention, recovery-point checkpoints;
 6. the Prometheus metrics endpoint when ``metrics.port`` is set (``server.metrics``: request
-   counts from the connections, everything else read from the parts above at scrape time).
+   counts from the connections, everything else read from the parts above at scrape time);
+7. the web console when ``console.port`` is set (``console``: pages read the parts above, its
+   actions are requests answered by the same handlers; its charts sample the request counts).
 
 Everything runs on one asyncio event loop (uvloop when available). fsync and directory removal
 run in worker threads so they never block the loop.
@@ -72,6 +74,7 @@ from snakka.txn.manager import TransactionManager
 
 if TYPE_CHECKING:
     from snakka.config import Listener
+    from snakka.console.server import ConsoleServer
     from snakka.server.connection import ServerConnection
 
 log = logging.getLogger("snakka.broker")
@@ -102,13 +105,17 @@ class _FetchSessionsForget(MetadataListener):
 class Broker:
     def __init__(self, config: BrokerConfig, *, time_ms: Callable[[], int] = _wall_ms,
                  authorizer: Authorizer | None = None,
-                 metrics_port_fallback: bool = False) -> None:
+                 metrics_port_fallback: bool = False,
+                 console_port_fallback: bool = False) -> None:
         self.config = config
         # metrics.port is a default the user did not choose (``snakka serve``): when it is
         # taken, serve the metrics on an ephemeral port instead of failing the start.
         self._metrics_port_fallback = metrics_port_fallback
         self.metrics: BrokerMetrics | None = None
         self.metrics_server: MetricsServer | None = None
+        # The same for console.port (``snakka serve``'s default 9021).
+        self._console_port_fallback = console_port_fallback
+        self.console: ConsoleServer | None = None
         # Seconds each coordinator took to replay its internal topic at start (metrics).
         self.coordinator_load_seconds: dict[str, float] = {}
         # The authorizer every request is checked with (dispatch and the handlers); None: allow
@@ -189,6 +196,12 @@ class Broker:
         """Give back what a failed start took (listening sockets, tasks, the data dir lock);
         best effort: the failure being reported matters more than any error here."""
         steps: list[Awaitable[None]] = [srv.stop() for srv in self.listener_servers]
+        if self.console is not None:
+            steps.append(self.console.stop())
+            self.console = None
+        if self.metrics_server is not None:
+            steps.append(self.metrics_server.stop())
+            self.metrics_server = None
         steps += [part.stop() for part in (self.remote, self.txns, self.shares, self.groups)
                   if part is not None]
         if self.flusher is not None:
@@ -317,7 +330,8 @@ class Broker:
                 allow_everyone_if_no_acl_found=config.bool("allow.everyone.if.no.acl.found"))
         dispatcher = RequestDispatcher(self.handlers, services=self.services,
                                        authorizer=self.authorizer)
-        if config.int("metrics.port") >= 0:
+        if config.int("metrics.port") >= 0 or config.int("console.port") >= 0:
+            # The console's live charts read the same request counters.
             dispatcher.metrics = self.metrics = BrokerMetrics(self._topic_name_by_id)
             self.flusher.on_flush = self.metrics.flush_time.observe
         limits = ChannelLimits.from_config(config)
@@ -336,8 +350,10 @@ class Broker:
             self.config.int("socket.request.arrival.timeout.ms"))))
         self._tasks.append(asyncio.ensure_future(self._retention_loop()))
         self._tasks.append(asyncio.ensure_future(self._checkpoint_loop()))
-        if self.metrics is not None:
+        if self.metrics is not None and config.int("metrics.port") >= 0:
             await self._start_metrics_server(self.metrics)
+        if config.int("console.port") >= 0:
+            await self._start_console()
         self._started = True
         log.info("snakka broker %d started in %.0f ms (cluster %s, %d topics, data in %s)",
                  self.node_id, (time.monotonic() - t0) * 1000, metadata.cluster_id,
@@ -365,6 +381,40 @@ class Broker:
         self.metrics_server = server
         self._tasks.append(asyncio.ensure_future(metrics.probe_event_loop_lag()))
         log.info("Prometheus metrics at %s", server.url)
+
+    async def _start_console(self) -> None:
+        """The web console (console/): pages and actions through the handlers."""
+        from snakka.console import create_console
+
+        assert self.services is not None and self.authorizer is not None
+        config = self.config
+        listeners = []
+        for srv in self.listener_servers:
+            host, port = self.advertised_endpoint(srv.listener)
+            listeners.append({"name": srv.listener.name, "address": f"{host}:{port}",
+                              "protocol": config.listener_security_protocol(srv.listener.name)})
+
+        def build(port: int | None = None) -> ConsoleServer:
+            assert self.services is not None and self.authorizer is not None
+            return create_console(config, self.services, self.handlers, self.authorizer,
+                                  self.metrics, lambda: len(self.connections), listeners,
+                                  port=port)
+
+        console = build()
+        port = config.int("console.port")
+        try:
+            await console.start()
+        except OSError as exc:
+            if not self._console_port_fallback or port == 0:
+                raise OSError(exc.errno, f"web console (console.port={port}): cannot bind "
+                              f"{console.host or '*'}:{port}: {exc.strerror}") from None
+            log.warning("console.port %d is in use (%s); serving the console on an ephemeral "
+                        "port instead (set console.port to choose one)", port, exc.strerror)
+            console = build(0)
+            await console.start()
+        self.console = console
+        log.info("web console at %s%s", console.url,
+                 " (read-only)" if console.read_only else "")
 
     def _topic_name_by_id(self, topic_id: object) -> str | None:
         ti = self.metadata.topics_by_id.get(topic_id)  # type: ignore[call-overload]
@@ -439,6 +489,9 @@ class Broker:
 
     async def stop(self) -> None:
         self._started = False  # closing connections below must not touch stopping parts
+        if self.console is not None:
+            await self.console.stop()
+            self.console = None
         if self.metrics_server is not None:
             await self.metrics_server.stop()
             self.metrics_server = None

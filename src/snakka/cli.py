@@ -92,6 +92,9 @@ def _setup_logging(level: str, log_format: str = "text") -> None:
 # ``snakka serve``'s metrics endpoint unless metrics.port is set (the JMX exporter's usual port
 # for Kafka; docs/metrics.md). A busy default port falls back to an ephemeral one.
 DEFAULT_METRICS_PORT = 9404
+# ``snakka serve``'s web console unless console.port is set (docs/console.md; Confluent Control
+# Center's port). A busy default port falls back to an ephemeral one, as the metrics'.
+DEFAULT_CONSOLE_PORT = 9021
 
 
 @click.group(cls=_CleanErrors)
@@ -110,6 +113,9 @@ def main() -> None:
 @click.option("--data-dir", help="Shortcut for -o log.dirs=... (default ./snakka-data).")
 @click.option("--strict-durability", is_flag=True,
               help="Answer acks=all writes only after fsync (log.flush.strict=true).")
+@click.option("--console-port", type=click.IntRange(-1, 65535), default=None,
+              help="Shortcut for -o console.port=N: the web console's port (default 9021; "
+                   "-1 off, 0 ephemeral).")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, envvar="SNAKKA_LOG_FORMAT",
@@ -117,10 +123,11 @@ def main() -> None:
 @click.option("--ready-line", is_flag=True, hidden=True,
               help="Print 'SNAKKA_READY port=N' on stdout when listening (used by snakka.testing); "
                    "'SNAKKA_METRICS port=N' before it when metrics are served.")
-def serve(config_file, override, listeners, data_dir, strict_durability, log_level,
-          log_format, ready_line) -> None:
+def serve(config_file, override, listeners, data_dir, strict_durability, console_port,
+          log_level, log_format, ready_line) -> None:
     """Run the broker until SIGINT/SIGTERM. Prometheus metrics are served at
-    http://localhost:9404/metrics unless metrics.port says otherwise (-1: off)."""
+    http://localhost:9404/metrics unless metrics.port says otherwise (-1: off), the web
+    console at http://localhost:9021/ unless console.port says otherwise."""
     from snakka.config import BrokerConfig, ConfigError
 
     _setup_logging(log_level, log_format)
@@ -136,13 +143,17 @@ def serve(config_file, override, listeners, data_dir, strict_durability, log_lev
         extra["log.dirs"] = data_dir
     if strict_durability:
         extra["log.flush.strict"] = "true"
+    if console_port is not None:
+        extra["console.port"] = str(console_port)
     text = open(config_file).read() if config_file else ""
     try:
         cfg = BrokerConfig.from_properties(text, extra)
         metrics_default = "metrics.port" not in cfg.overrides
-        if metrics_default:
-            cfg = BrokerConfig.from_properties(
-                text, {**extra, "metrics.port": str(DEFAULT_METRICS_PORT)})
+        console_default = "console.port" not in cfg.overrides
+        defaults = {**({"metrics.port": str(DEFAULT_METRICS_PORT)} if metrics_default else {}),
+                    **({"console.port": str(DEFAULT_CONSOLE_PORT)} if console_default else {})}
+        if defaults:
+            cfg = BrokerConfig.from_properties(text, {**extra, **defaults})
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
     for k in cfg.unknown_keys():
@@ -156,7 +167,7 @@ def serve(config_file, override, listeners, data_dir, strict_durability, log_lev
     from snakka.storage.manager import LogDirError
 
     try:
-        runner(_serve(cfg, ready_line, metrics_default))
+        runner(_serve(cfg, ready_line, metrics_default, console_default))
     except OSError as e:
         # e.g. "listener PLAINTEXT://localhost:9092: cannot bind 127.0.0.1:9092: Address
         # already in use" (the listener names the address), or a log dir that cannot be used.
@@ -168,10 +179,12 @@ def serve(config_file, override, listeners, data_dir, strict_durability, log_lev
         raise click.ClickException(f"cannot start: {e}") from None
 
 
-async def _serve(cfg, ready_line: bool, metrics_default: bool = False) -> None:
+async def _serve(cfg, ready_line: bool, metrics_default: bool = False,
+                 console_default: bool = False) -> None:
     from snakka.broker import Broker
 
-    broker = Broker(cfg, metrics_port_fallback=metrics_default)
+    broker = Broker(cfg, metrics_port_fallback=metrics_default,
+                    console_port_fallback=console_default)
     await broker.start()
     # (the broker logs where its metrics are: "Prometheus metrics at http://...")
     stop = asyncio.Event()
@@ -182,6 +195,10 @@ async def _serve(cfg, ready_line: bool, metrics_default: bool = False) -> None:
         if broker.metrics_server is not None:  # before the ready line: it is read first
             print(f"SNAKKA_METRICS port={broker.metrics_server.port}", flush=True)
         print(f"SNAKKA_READY port={broker.bound_port}", flush=True)
+        if broker.console is not None:  # after the ready line: readers stop at that one
+            print(f"SNAKKA_CONSOLE port={broker.console.port}", flush=True)
+    if broker.console is not None:  # the URL to open, on stdout (log lines may be filtered)
+        print(f"snakka web console: {broker.console.url}", flush=True)
     await stop.wait()
     await broker.stop()
 

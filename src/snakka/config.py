@@ -776,6 +776,20 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("metrics.host", _S, "localhost", _parse_str,
        "Address the metrics endpoint binds ('localhost': loopback only; empty: all "
        "interfaces). snakka-specific.", read_only=True),
+    # -- Web console (issue 16: src/snakka/console, docs/console.md). snakka's names (Kafka
+    # has no console); ``snakka serve`` turns it on at 9021 unless console.port is set, the
+    # embedded broker leaves it off (as metrics.port).
+    _d("console.port", _I, "-1", _parse_int(-1, 65535),
+       "Port of the web console (HTTP): -1 off (the default of the embedded broker; `snakka "
+       "serve` uses 9021 unless set), 0 an ephemeral port. snakka-specific.", read_only=True),
+    _d("console.host", _S, "localhost", _parse_str,
+       "Address the web console binds ('localhost': loopback only; empty: all interfaces). "
+       "With a SASL listener the console asks for a SASL user's name and password (HTTP "
+       "Basic: use TLS in front of it when it is reachable from other hosts). "
+       "snakka-specific.", read_only=True),
+    _d("console.read.only", _B, "false", _parse_bool,
+       "Web console without actions: no producing, offset resets or record deletion (pages "
+       "and the JSON API only). snakka-specific.", read_only=True),
     # -- Authorization (ACLs: security/acl_authorizer.py, docs/security.md) --------------
     _d("authorizer.class.name", _S, "", _one_of(
         "", *STANDARD_AUTHORIZER_CLASSES, message="Unknown authorizer (empty: none, every "

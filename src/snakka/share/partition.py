@@ -288,6 +288,11 @@ class SharePartition:
             counts[RecordState(r.state)] += r.last - r.first + 1
         return counts
 
+    def runs_snapshot(self) -> list[tuple[int, int, int, int, str | None]]:
+        """The window as (first, last, state, delivery count, owner) runs, read-only (the
+        console shows them; :meth:`state` would reset the persister's delta tracking)."""
+        return [(r.first, r.last, r.state, r.count, r.member) for r in self._runs]
+
     def acquired_by(self, member_id: str) -> int:
         """Number of offsets currently ACQUIRED by ``member_id``."""
         return sum(r.last - r.first + 1 for r in self._runs

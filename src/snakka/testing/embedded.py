@@ -34,10 +34,12 @@ class EmbeddedBroker:
         self.mode = mode
         self.host = host
         self.log_level = log_level
-        # metrics.port: off unless the test turns it on (``snakka serve``, which the subprocess
-        # mode runs, would otherwise serve metrics on 9404); "0" picks an ephemeral port.
+        # metrics.port and console.port: off unless the test turns them on (``snakka serve``,
+        # which the subprocess mode runs, would otherwise serve them on 9404 and 9021); "0"
+        # picks an ephemeral port.
         self.config = {"listeners": f"PLAINTEXT://{host}:{port}", "log.dirs": self.data_dir,
-                       "metrics.port": "-1", **(dict(config) if config else {})}
+                       "metrics.port": "-1", "console.port": "-1",
+                       **(dict(config) if config else {})}
         self.port: int | None = None
         self.metrics_port: int | None = None  # the metrics endpoint's port, when it is on
         self._thread: threading.Thread | None = None
@@ -66,6 +68,14 @@ class EmbeddedBroker:
         if self.metrics_port is None:
             raise RuntimeError("the metrics endpoint is off (set metrics.port)")
         return f"http://localhost:{self.metrics_port}/metrics"
+
+    @property
+    def console_url(self) -> str:
+        """The web console (``config={"console.port": "0"}`` turns it on; thread mode)."""
+        console = self._broker.console if self._broker is not None else None
+        if console is None:
+            raise RuntimeError("the web console is off (set console.port; thread mode)")
+        return console.url
 
     @property
     def broker(self):
