@@ -19,6 +19,7 @@ import asyncio
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from snakka import __version__
 from snakka.handlers import HandlerRegistry
 from snakka.handlers.context import RequestContext
 from snakka.protocol.error_response import error_response
@@ -50,6 +51,10 @@ class ConsoleConnection:
     @property
     def peer(self) -> str:
         return f"console:{self._peer}"
+
+    @property
+    def client_software(self) -> tuple[str, str] | None:
+        return ("snakka-console", __version__)
 
     @property
     def authentication(self) -> Any:  # only the SASL handlers use it; never called here
