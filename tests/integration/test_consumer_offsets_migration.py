@@ -122,3 +122,67 @@ def test_json_directory_migrates_once_and_survives_a_crash_mid_migration(caplog,
             assert _committed(b.bootstrap_servers, "cls") == {0: 10, 1: 11, 2: 12}
         finally:
             member.close()
+
+
+# -- transactional offsets in Kafka's format under the log cleaner ---------------------------
+CLEANING = {"offsets.topic.num.partitions": "1", "log.roll.ms": "200",
+            "log.cleaner.backoff.ms": "50", "log.cleaner.min.cleanable.ratio": "0.01",
+            "log.cleaner.delete.retention.ms": "100"}
+
+
+def _offset_records(b: EmbeddedBroker, group: str) -> list[int]:
+    """The offsets of ``group``'s OffsetCommit records still stored (the cleaner's view)."""
+    import asyncio
+
+    async def read() -> list[int]:
+        pl = b.broker.replicas.get_log(OFFSETS_TOPIC, 0)
+        out = []
+        for r in pl.iter_records(1 << 20):
+            fact = KAFKA_SERDE.deserialize(r.key, r.value)
+            if fact and fact[0][0] == 1 and fact[0][1] == group and fact[1] is not None:
+                out.append(fact[1]["message"].offset)
+        return out
+
+    return asyncio.run_coroutine_threadsafe(read(), b._loop).result(30)
+
+
+def test_aborted_transactional_offsets_are_compacted_away_and_committed_ones_kept():
+    """An aborted TxnOffsetCommit is an OffsetCommit record of the same key written after the
+    committed offset: the cleaner drops the aborted data (Kafka's cleaner does), never the
+    committed record before it; a committed transaction's offset replaces the older one."""
+    with EmbeddedBroker(config=CLEANING) as b:
+        if getattr(b.broker, "log_cleaner", None) is None:
+            import pytest
+            pytest.skip("no log cleaner in this build")
+        bs = b.bootstrap_servers
+        ck_create_topic(bs, "t", 3)
+        c = Consumer({"bootstrap.servers": bs, "group.id": "g", "enable.auto.commit": False})
+        c.commit(offsets=[TopicPartition("t", 0, 5)], asynchronous=False)
+        c.close()
+        tp = Producer({"bootstrap.servers": bs, "transactional.id": "cmp-tx"})
+        tp.init_transactions(30)
+        meta = Consumer({"bootstrap.servers": bs, "group.id": "g"})
+        for commit, offset in ((False, 99), (True, 7), (False, 98)):
+            tp.begin_transaction()
+            tp.send_offsets_to_transaction([TopicPartition("t", 1 if commit else 0, offset)],
+                                           meta.consumer_group_metadata(), 30)
+            tp.commit_transaction(30) if commit else tp.abort_transaction(30)
+        meta.close()
+        assert sorted(_offset_records(b, "g")) == [5, 7, 98, 99]  # before the cleaner
+        filler = Consumer({"bootstrap.servers": bs, "group.id": "filler",
+                           "enable.auto.commit": False})
+        n = {"i": 0}
+
+        def compacted() -> bool:
+            n["i"] += 1
+            filler.commit(offsets=[TopicPartition("t", 0, n["i"])], asynchronous=False)
+            return sorted(_offset_records(b, "g")) == [5, 7]
+
+        try:
+            wait_until(compacted, 120, "aborted offsets cleaned", interval=0.05)
+        finally:
+            filler.close()
+        assert n["i"] > 1
+        assert _committed(bs, "g") == {0: 5, 1: 7}
+        b.restart()
+        assert _committed(bs, "g") == {0: 5, 1: 7}
