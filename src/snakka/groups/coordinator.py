@@ -12,9 +12,12 @@ Owns:
   the core reports the completion; a cancelled request (connection closed) cancels its token;
 - one event-loop timer at the earliest deadline any core asked for;
 - persistence: records the cores emit are appended, in the order they were emitted, to the
-  ``__consumer_offsets`` partition of their group (Kafka's ``abs(hash(group)) % partitions``) as
-  JSON key/value records; tombstones have a null value. At start-up every partition is replayed
-  into the cores (latest record per key wins) before the broker accepts connections.
+  ``__consumer_offsets`` partition of their group (Kafka's ``abs(hash(group)) % partitions``) in
+  Kafka 4.0's record formats (:mod:`snakka.groups.records` translates them; tombstones have a
+  null value; TxnOffsetCommit records go in the producer's transactional batch and the
+  markers are control batches). At start-up every partition is replayed into the cores (latest
+  record per key wins) before the broker accepts connections; a partition still holding the
+  JSON records of an older snakka is then rewritten in Kafka's format, once (:meth:`_migrate`).
 
 Transactional offsets (TxnOffsetCommit) are held by the offsets core as pending per producer
 id; :meth:`GroupCoordinator.complete_transaction` is how the transaction coordinator's COMMIT /
