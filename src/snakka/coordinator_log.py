@@ -42,6 +42,12 @@ notes its partition in :attr:`CoordinatorLog.legacy_partitions`, and the owner c
 again in the new format and the log start offset moves past everything before it (the segments
 holding the old records are deleted). A crash in between replays both and restates again.
 
+Transactions (``__consumer_offsets``, as Kafka's coordinator runtime writes it): an owner may
+append records in a transactional batch of a producer (``append(..., producer=(id, epoch))``)
+and later that producer's COMMIT / ABORT control marker (:meth:`CoordinatorLog.append_marker`);
+:meth:`CoordinatorLog.replay_entries` then gives each record with its batch's producer and the
+markers in log order (:meth:`CoordinatorLog.replay` stays the plain view, markers skipped).
+
 Ordering: every method runs on the event loop; appends to one partition happen in call order.
 """
 
@@ -51,12 +57,13 @@ import errno
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from snakka.groups.partitioning import offsets_partition
 from snakka.limits import COMPACT_MIN_RECORDS, COMPACT_RATIO, SNAPSHOT_BATCH_RECORDS
-from snakka.protocol.errors import KafkaError
-from snakka.records import Record, build_batch
+from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.records import Record, batch_records, build_batch, iter_batches
+from snakka.records.control import EndTxnMarker, read_end_txn_marker
 
 if TYPE_CHECKING:
     from snakka.controller import Controller
@@ -71,6 +78,21 @@ _REPLAY_CHUNK = 8 << 20
 KeyValue = tuple[tuple, dict | None]
 # (partition log, offset after the appended records): what durable() waits for.
 AppendMark = tuple["UnifiedLog", int]
+# (producer id, producer epoch) of a transactional batch.
+Producer = tuple[int, int]
+
+
+class ReplayEntry(NamedTuple):
+    """One replayed record with its batch's producer (``producer_id`` -1 unless the batch is
+    transactional), or (``marker`` set, no key) a COMMIT / ABORT control marker."""
+
+    partition: int
+    offset: int
+    key: tuple | None
+    value: dict | None
+    producer_id: int = -1
+    producer_epoch: int = -1
+    marker: EndTxnMarker | None = None
 
 
 class RecordSerde(Protocol):
@@ -232,20 +254,107 @@ class CoordinatorLog:
                 if fact is not None:
                     yield p, fact[0], fact[1]
 
+    def replay_entries(self, partitions: Iterable[int] | None = None) -> Iterator[ReplayEntry]:
+        """:meth:`replay` with each record's batch producer and the control markers (module
+        doc: transactions), for an owner that writes transactional batches."""
+        for p in range(self.num_partitions) if partitions is None else partitions:
+            pl = self.replicas.get_log(self.topic, p)
+            self._held[p] = 0
+            if pl is None:
+                continue
+            offset = pl.log_start_offset
+            while offset < pl.log_end_offset:
+                data = pl.read(offset, _REPLAY_CHUNK)
+                before = offset
+                for h, pos in iter_batches(data):
+                    next_offset = h.base_offset + h.last_offset_delta + 1
+                    if next_offset <= offset:
+                        continue
+                    if h.is_control:
+                        marker = read_end_txn_marker(data, pos, h)
+                        if marker is not None:
+                            self._held[p] = self._held.get(p, 0) + 1
+                            yield ReplayEntry(p, h.base_offset, None, None, h.producer_id,
+                                              h.producer_epoch, marker)
+                    elif h.records_count:
+                        pid = h.producer_id if h.is_transactional else -1
+                        for rec in batch_records(data, pos, h):
+                            if rec.offset < offset:
+                                continue
+                            self._held[p] = self._held.get(p, 0) + 1
+                            fact = self._decode(p, rec)
+                            if fact is not None:
+                                yield ReplayEntry(p, rec.offset, fact[0], fact[1], pid,
+                                                  h.producer_epoch if pid >= 0 else -1)
+                    offset = next_offset
+                if offset == before:
+                    log.error("%s-%d: no decodable batch at offset %d; replay stops there",
+                              self.topic, p, offset)
+                    break
+
+    def _decode(self, p: int, rec: Record) -> tuple[tuple, dict | None] | None:
+        if rec.key is None:
+            return None
+        serde = self.serde
+        if self.legacy_serde is not None and self.legacy_serde.recognizes(rec.key):
+            serde = self.legacy_serde
+            self.legacy_partitions.add(p)
+        try:
+            return serde.deserialize(rec.key, rec.value)
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            log.warning("%s-%d offset %d: undecodable record skipped (%s)", self.topic, p,
+                        rec.offset, e)
+            return None
+
     # -- writes --------------------------------------------------------------------------
-    def append(self, partition: int, records: Iterable[KeyValue]) -> AppendMark | None:
-        """Append records to one partition as one batch. Returns what :meth:`durable` needs,
-        or None if the partition is missing (the topic was deleted under us: logged)."""
+    def append(self, partition: int, records: Iterable[KeyValue], *,
+               producer: Producer | None = None) -> AppendMark | None:
+        """Append records to one partition as one batch (a transactional batch of
+        ``producer`` if given). Returns what :meth:`durable` needs, or None if the partition
+        is missing (the topic was deleted under us: logged)."""
         records = list(records)
         if not records:
             return None
         self._ensure_topic()
         now = self.time_ms()
-        buf = bytearray(build_batch([encode(k, v, now, self.serde) for k, v in records]))
+        batch = [encode(k, v, now, self.serde) for k, v in records]
+        if producer is None:
+            buf = bytearray(build_batch(batch))
+        else:
+            buf = bytearray(build_batch(
+                batch, producer_id=producer[0], producer_epoch=producer[1],
+                base_sequence=self._next_sequence(partition, producer), is_transactional=True))
         mark = self.replicas.append_internal(self.topic, partition, buf)
         if mark is not None:
             self._held[partition] = self._held.get(partition, 0) + len(records)
         return mark
+
+    def _next_sequence(self, partition: int, producer: Producer) -> int:
+        """The base sequence of a coordinator's transactional batch. Kafka's coordinator writes
+        NO_SEQUENCE and its log skips the sequence check for coordinator appends; snakka's log
+        checks every producer batch, so the coordinator continues the producer's sequence in
+        this partition (0 on a new epoch), which Kafka's loader accepts as well."""
+        pl = self.replicas.get_log(self.topic, partition)
+        entry = None if pl is None else pl.producer_state.last_entry(producer[0])
+        if entry is None or entry.producer_epoch != producer[1] or entry.last_seq < 0:
+            return 0
+        return entry.last_seq + 1
+
+    def append_marker(self, partition: int, producer: Producer, commit: bool,
+                      coordinator_epoch: int = 0) -> AppendMark | None:
+        """Append ``producer``'s COMMIT (``commit``) or ABORT control marker to ``partition``
+        (module doc: transactions). Raises OSError if the write failed."""
+        self._ensure_topic()
+        err, mark = self.replicas.write_txn_marker(self.topic, partition, producer[0],
+                                                   producer[1], commit, coordinator_epoch)
+        if err == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return None
+        if err != ErrorCode.NONE:
+            raise OSError(errno.EIO, f"cannot write a transaction marker to {self.topic}-"
+                          f"{partition}: {ErrorCode(err).name}")
+        self._held[partition] = self._held.get(partition, 0) + 1
+        pl = self.replicas.get_log(self.topic, partition)
+        return mark if mark is not None or pl is None else (pl, pl.log_end_offset)
 
     def maybe_trim(self, partition: int, live_count: int,
                    live_records: Callable[[], list[KeyValue]]) -> bool:
@@ -259,26 +368,44 @@ class CoordinatorLog:
             return False
         return self._rewrite(partition, live_records(), checkpoint=False) is not None
 
-    def restate(self, partition: int, live: list[KeyValue]) -> int | None:
+    def restate(self, partition: int, live: list[KeyValue], *,
+                producer_of: Callable[[KeyValue], Producer | None] | None = None
+                ) -> int | None:
         """Rewrite ``partition`` as ``live`` (its owner's whole live state) in the current
         serde and move the log start offset past everything before (module doc: legacy
         records). The old records' segments are closed first, so they are deleted whole and
         no file of the partition keeps a record of the old format. Checkpointed. Returns the
-        new log start offset (None if the partition has no log)."""
-        start = self._rewrite(partition, live, checkpoint=True, roll=True)
+        new log start offset (None if the partition has no log).
+        ``producer_of`` names the producer of a record that belongs to an open transaction
+        (written in a transactional batch of it, consecutive records of one producer
+        sharing a batch).
+        """
+        start = self._rewrite(partition, live, checkpoint=True, roll=True,
+                              producer_of=producer_of)
         self.legacy_partitions.discard(partition)
         return start
 
     def _rewrite(self, partition: int, live: list[KeyValue], *, checkpoint: bool,
-                 roll: bool = False) -> int | None:
+                 roll: bool = False,
+                 producer_of: Callable[[KeyValue], Producer | None] | None = None
+                 ) -> int | None:
         pl = self.replicas.get_log(self.topic, partition)
         if pl is None:
             return None
         if roll:
             pl.roll()
         start = pl.log_end_offset
-        for i in range(0, len(live), self.snapshot_batch_records):
-            self.append(partition, live[i:i + self.snapshot_batch_records])
+        run: list[KeyValue] = []
+        run_producer: Producer | None = None
+        for kv in live:
+            producer = None if producer_of is None else producer_of(kv)
+            if run and (producer != run_producer or len(run) >= self.snapshot_batch_records):
+                self.append(partition, run, producer=run_producer)
+                run = []
+            run_producer = producer
+            run.append(kv)
+        if run:
+            self.append(partition, run, producer=run_producer)
         if checkpoint:
             # The new start is checkpointed, and the old records' segments deleted: the
             # restatement must be on disk first, or a power loss could keep neither (a one-off

@@ -12,9 +12,12 @@ Owns:
   the core reports the completion; a cancelled request (connection closed) cancels its token;
 - one event-loop timer at the earliest deadline any core asked for;
 - persistence: records the cores emit are appended, in the order they were emitted, to the
-  ``__consumer_offsets`` partition of their group (Kafka's ``abs(hash(group)) % partitions``) as
-  JSON key/value records; tombstones have a null value. At start-up every partition is replayed
-  into the cores (latest record per key wins) before the broker accepts connections.
+  ``__consumer_offsets`` partition of their group (Kafka's ``abs(hash(group)) % partitions``) in
+  Kafka 4.0's record formats (:mod:`snakka.groups.records` translates them; tombstones have a
+  null value; TxnOffsetCommit records go in the producer's transactional batch and the
+  markers are control batches). At start-up every partition is replayed into the cores (latest
+  record per key wins) before the broker accepts connections; a partition still holding the
+  JSON records of an older snakka is then rewritten in Kafka's format, once (:meth:`_migrate`).
 
 Transactional offsets (TxnOffsetCommit) are held by the offsets core as pending per producer
 id; :meth:`GroupCoordinator.complete_transaction` is how the transaction coordinator's COMMIT /
@@ -42,16 +45,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from snakka.controller import MetadataListener
-from snakka.coordinator_log import CoordinatorLog
+from snakka.coordinator_log import JSON_SERDE, CoordinatorLog, RecordSerde
 from snakka.groups import migration
 from snakka.groups.classic import ClassicGroups
 from snakka.groups.consumer import ConsumerGroups, HeartbeatResult
-from snakka.groups.offsets import OffsetStore
+from snakka.groups.offsets import KIND as OFFSET_KIND
+from snakka.groups.offsets import TXN_KIND, OffsetStore
+from snakka.groups.records import KAFKA_SERDE, GroupRecordMapper
 from snakka.groups.share_group import GroupDeleted, MemberLeft, PartitionsAssigned, ShareGroups
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
 from snakka.limits import OFFSETS_SEGMENT_BYTES
@@ -100,7 +106,15 @@ def subscription_topics(metadata: bytes) -> list[str]:
         return []
 
 
+def _producer_of(by_id: dict[int, tuple[int, int] | None], kv: tuple) -> tuple[int, int] | None:
+    return by_id[id(kv)]
+
+
 class GroupCoordinator(MetadataListener):
+    # The format of __consumer_offsets: Kafka 4.0's records (snakka.groups.records). Tests
+    # that need a data directory of an older snakka set JSON_SERDE here.
+    SERDE: RecordSerde = KAFKA_SERDE
+
     def __init__(self, config: BrokerConfig, controller: Controller, replicas: ReplicaManager,
                  time_ms: Callable[[], int]) -> None:
         self.metadata = controller.metadata
@@ -125,9 +139,14 @@ class GroupCoordinator(MetadataListener):
         self.num_partitions = config.int("offsets.topic.num.partitions")
         # Created on the first group write, as Kafka creates __consumer_offsets on first use: a
         # broker nobody runs groups on does not pay for its partitions at start-up and shutdown.
+        self.kafka_format = self.SERDE is KAFKA_SERDE
         self.log = CoordinatorLog(
             controller, replicas, time_ms, OFFSETS_TOPIC, self.num_partitions,
-            topic_configs=OFFSETS_TOPIC_CONFIGS, lazy=True)
+            topic_configs=OFFSETS_TOPIC_CONFIGS, lazy=True, serde=self.SERDE,
+            legacy_serde=JSON_SERDE if self.kafka_format else None)
+        # What is written in Kafka's format for every group and member (the cores' records are
+        # translated through it).
+        self.mapper = GroupRecordMapper()
         # partition -> {key: record}: the latest durable non-tombstone record per key (what a
         # failed write rolls the cores back to).
         self._live: dict[int, dict[tuple, GroupRecord]] = {}
@@ -139,6 +158,7 @@ class GroupCoordinator(MetadataListener):
         n = self._replay()
         for core in self._cores:
             core.loaded()
+        self._migrate()
         self._after_quietly()
         self._expiry_task = asyncio.ensure_future(self._expiry_loop())
         log.info("group coordinator loaded %d record(s): %d classic group(s), %d consumer "
@@ -158,13 +178,59 @@ class GroupCoordinator(MetadataListener):
 
     def _replay(self) -> int:
         n = 0
-        for p, key, value in self.log.replay():
-            gr = GroupRecord(key, value)
-            for core in self._cores:
-                core.replay(gr)
-            self._track(p, gr)
+        for e in self.log.replay_entries():
+            if e.marker is not None:
+                self._replay_marker(e.partition, e.producer_id, e.marker.commit)
+                continue
             n += 1
+            assert e.key is not None
+            if isinstance(e.key[0], int):  # Kafka's format
+                records = self.mapper.replay(e.key, e.value, e.producer_id, e.producer_epoch)
+            else:  # a record of an older snakka (JSON): restated at start-up (_migrate)
+                records = [GroupRecord(e.key, e.value)]
+                if e.key[0] in (OFFSET_KIND, TXN_KIND) and e.value is not None:
+                    self.mapper.note_seq(int(e.value.get("seq", 0)))
+            for gr in records:
+                self._replay_record(e.partition, gr)
+        for gr in self.mapper.finish():
+            self._replay_record(self.partition_for(gr.key[1]), gr)
         return n
+
+    def _replay_record(self, p: int, gr: GroupRecord) -> None:
+        for core in self._cores:
+            core.replay(gr)
+        self._track(p, gr)
+
+    def _replay_marker(self, p: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT / ABORT marker in the log: the producer's pending offsets of the groups of
+        this partition are resolved, as when it was written."""
+        groups = [g for g in self.offsets.pending_groups(producer_id)
+                  if self.partition_for(g) == p]
+        self.offsets.complete_transaction(producer_id, commit, groups)
+        for gr in self.offsets.drain_records():
+            self._track(p, gr)
+
+    def _migrate(self) -> None:
+        """Partitions holding records of an older snakka (JSON) are rewritten in Kafka's
+        format, once: their live state is appended again and the log start offset moves past
+        the old records (CoordinatorLog.restate). A crash before the log start moved replays
+        both formats (the same state) and restates again."""
+        for p in sorted(self.log.legacy_partitions):
+            live = list(self._live.get(p, {}).values())
+            # Offsets in write order (a pending and a committed offset of one partition: the
+            # later one wins at COMMIT), after the groups.
+            groups = [gr for gr in live if gr.key[0] not in (OFFSET_KIND, TXN_KIND)]
+            offsets = sorted((gr for gr in live if gr.key[0] in (OFFSET_KIND, TXN_KIND)),
+                             key=lambda gr: int((gr.value or {}).get("seq", 0)))
+            self.mapper.forget(gr.key for gr in live)
+            writes, owned = self.mapper.translate(groups + offsets)
+            kvs = [(k, v) for k, v, _ in writes]
+            by_id = {id(kv): w[2] for kv, w in zip(kvs, writes, strict=True)}
+            start = self.log.restate(p, kvs, producer_of=functools.partial(_producer_of, by_id))
+            self.mapper.commit(owned)
+            log.warning("%s-%d: migrated from snakka's JSON records to Kafka's record format: "
+                        "%d record(s) for %d live fact(s) written, log start offset now %s",
+                        OFFSETS_TOPIC, p, len(kvs), len(live), start)
 
     # -- plumbing ------------------------------------------------------------------------
     def _topic_metadata(self) -> dict:
@@ -235,7 +301,7 @@ class GroupCoordinator(MetadataListener):
         failed = None
         for p, group_records in by_partition.items():
             try:
-                mark = self.log.append(p, [(gr.key, gr.value) for gr in group_records])
+                mark = self._append(p, group_records)
             except OSError as exc:
                 log.error("%s-%d: cannot write %d group record(s), rolling back to the durable "
                           "state: %s", OFFSETS_TOPIC, p, len(group_records), exc)
@@ -247,6 +313,28 @@ class GroupCoordinator(MetadataListener):
             for gr in group_records:
                 self._track(p, gr)
         return failed
+
+    def _append(self, p: int, records: list[GroupRecord]) -> object:
+        """Write the cores' records to partition ``p``: translated to Kafka's records, each
+        run of one producer's transactional offsets in a transactional batch of it."""
+        if not self.kafka_format:
+            return self.log.append(p, [(gr.key, gr.value) for gr in records])
+        writes, owned = self.mapper.translate(records)
+        mark: object = None
+        run: list[tuple[tuple, dict | None]] = []
+        producer: tuple[int, int] | None = None
+        for k, v, prod in writes:
+            if run and prod != producer:
+                mark = self.log.append(p, run, producer=producer)
+                run = []
+            producer = prod
+            run.append((k, v))
+        if run:
+            mark = self.log.append(p, run, producer=producer)
+        elif not writes:
+            mark = True  # nothing changed in Kafka's records (a steady state): nothing to wait for
+        self.mapper.commit(owned)
+        return mark
 
     def _roll_back(self, p: int, failed: list[GroupRecord]) -> None:
         """Put every key of a failed write back to its durable value, in reverse order (an
@@ -553,13 +641,40 @@ class GroupCoordinator(MetadataListener):
         when it verified the TxnOffsetCommit)."""
         groups = sorted(g for g in self.offsets.pending_groups(producer_id)
                         if self.partition_for(g) == offsets_partition)
-        if not groups:
-            return
-        n = self.offsets.complete_transaction(producer_id, commit, groups)
+        if self.kafka_format:
+            # Kafka's format: the marker itself, a control batch in the partition, is what
+            # resolves the transactional OffsetCommit records (module doc of groups.records);
+            # also written when the log holds an open transaction of the producer whose
+            # offsets are gone (group deleted), so that it ends there too.
+            if not groups and not self._open_in_log(offsets_partition, producer_id):
+                return
+            n = self.offsets.complete_transaction(producer_id, commit, groups)
+            resolved = self.offsets.drain_records()
+            try:
+                self.log.append_marker(offsets_partition, (producer_id, producer_epoch), commit)
+            except OSError as exc:
+                log.error("%s-%d: cannot write the %s marker of producer %d, rolling back: %s",
+                          OFFSETS_TOPIC, offsets_partition, "COMMIT" if commit else "ABORT",
+                          producer_id, exc)
+                self._roll_back(offsets_partition, resolved)
+                raise KafkaError(ErrorCode.NOT_COORDINATOR,
+                                 f"The coordinator could not write its state: {exc}") from exc
+            for gr in resolved:
+                self._track(offsets_partition, gr)
+        else:
+            if not groups:
+                return
+            n = self.offsets.complete_transaction(producer_id, commit, groups)
         self._after()
         log.debug("%s-%d: %s %d pending offset(s) of producer %d (epoch %d) in %d group(s)",
                   OFFSETS_TOPIC, offsets_partition, "committed" if commit else "aborted", n,
                   producer_id, producer_epoch, len(groups))
+
+    def _open_in_log(self, p: int, producer_id: int) -> bool:
+        """True if partition ``p`` holds a transaction of ``producer_id`` with no marker yet."""
+        pl = self.log.replicas.get_log(OFFSETS_TOPIC, p)
+        entry = None if pl is None else pl.producer_state.last_entry(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
         self.offsets.delete(group_id, partitions)

@@ -14,15 +14,17 @@ the committed offsets, and an ABORT drops them. Precedence is Kafka's
 (``OffsetMetadataManager.replayEndTransactionMarker``): of a pending offset and the committed
 offset of the same partition, the one written LAST wins, so a plain commit made after the
 TxnOffsetCommit survives the transaction's COMMIT, and one made before is replaced. Kafka compares
-the records' offsets in ``__consumer_offsets``; snakka's offsets topic is rewritten by
-snapshot-and-trim (which does not keep record order), so every offset record carries ``seq``, a
-store-wide counter that replay restores, and the comparison is on it.
+the records' offsets in ``__consumer_offsets``; here every offset record carries ``seq``, a
+store-wide counter, and the comparison is on it. In Kafka's record format (the shell's, see
+``snakka.groups.records``) seq is not stored: replay numbers the offset records in log order,
+which is Kafka's comparison.
 
 Every fact is its own key, so the latest record of a key is all a restart needs (the shell's
 snapshot restates only those): ``("offset", group, topic, partition)`` for a committed offset and
-``("txn_offset", group, producer_id, topic, partition)`` for a pending one. A marker is written as
-tombstones of the pending keys plus the offsets it materialises, in one append; a marker repeated
-after a restart finds nothing pending and writes nothing. Deleting a group, its offsets or a topic
+``("txn_offset", group, producer_id, topic, partition)`` for a pending one. A marker is emitted as
+tombstones of the pending keys plus the offsets it materialises (what the shell tracks; in
+Kafka's format it writes the control marker instead of them); a marker repeated after a restart
+finds nothing pending and writes nothing. Deleting a group, its offsets or a topic
 drops the pending offsets too (Kafka writes an offset tombstone, which its replay applies to the
 open transactions of the group).
 
