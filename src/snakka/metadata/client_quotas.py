@@ -577,7 +577,6 @@ class ControllerMutationQuota:
 _REQUEST_QUOTA_EXEMPT = frozenset({int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE),
                                    int(ApiKey.SASL_AUTHENTICATE)})
 _PRODUCE = int(ApiKey.PRODUCE)
-_FETCH = int(ApiKey.FETCH)
 
 
 class QuotaManagers:
@@ -600,6 +599,27 @@ class QuotaManagers:
             configs, num_samples=controller_num_samples,
             window_seconds=controller_window_seconds, clock_ms=clock_ms)
 
+    def record_fetch(self, user: str, client_id: str, response_bytes: int) -> int:
+        """A consumer's Fetch response of ``response_bytes`` (Kafka's handleFetchRequest):
+        recorded against its ``consumer_byte_rate``; when that throttles, the bytes are taken
+        back (the response goes out without data) and the throttle time returned, else 0."""
+        if not self.fetch.active:
+            return 0
+        now = self.fetch.clock_ms()
+        throttle = self.fetch.record(user, client_id, response_bytes, now)
+        if throttle > 0:
+            self.fetch.unrecord(user, client_id, response_bytes, now)
+        return throttle
+
+    def fetch_max_bytes(self, user: str, client_id: str) -> int | None:
+        """What one Fetch of this consumer may return: a quota span's worth of its
+        ``consumer_byte_rate`` (Kafka caps a consumer's fetch max bytes there, as more would be
+        throttled for sure), None without a quota."""
+        if not self.fetch.active:
+            return None
+        cap = self.fetch.max_value_in_window(user, client_id)
+        return None if cap is None else int(min(cap, INT32_MAX))
+
     @property
     def enabled(self) -> bool:
         """Some user/client-id quota is configured (the one check a request pays when none
@@ -612,14 +632,14 @@ class QuotaManagers:
         counts the request's bytes against ``producer_byte_rate``, Fetch the response's
         against ``consumer_byte_rate``, every request but the exempt ones its handler time
         against ``request_percentage`` (seconds x 100 per second: percent of one thread).
-        The larger throttle wins, as Kafka's KafkaApis."""
+        The larger throttle wins, as Kafka's KafkaApis. (``response_bytes`` is unused: a
+        Fetch's bytes are recorded by :meth:`record_fetch`.)"""
         throttle = 0
         if api_key == _PRODUCE:
             if self.produce.active:
                 throttle = self.produce.record(user, client_id, request_bytes)
-        elif api_key == _FETCH:
-            if self.fetch.active:
-                throttle = self.fetch.record(user, client_id, response_bytes)
+        # Fetch: consumer_byte_rate is recorded by the Fetch handler (record_fetch), before
+        # the response is made, since a throttled fetch is answered without its data.
         if self.request.active and api_key not in _REQUEST_QUOTA_EXEMPT:
             throttle = max(throttle, self.request.record(user, client_id,
                                                          handler_seconds * 100.0))

@@ -29,7 +29,8 @@ budget is spent is woken when the pool releases bytes.
 
 Client quotas (metadata/client_quotas.py, docs/quotas.md): when any quota is configured, each
 answered request is recorded against its client's quota entity (Produce: the request's bytes;
-Fetch: the response's record bytes; every request: its handler's time), the throttle time goes
+every request: its handler's time; a Fetch's bytes are recorded by its handler, which answers a
+throttled fetch empty), the throttle time (the larger of these and the handler's) goes
 into the response's ``throttle_time_ms``, the response is sent at once, and then the channel is
 muted (no reading) for that time, as Kafka 2.0+ (KIP-219). With no quota configured the cost is
 one attribute read per request.
