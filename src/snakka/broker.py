@@ -308,6 +308,8 @@ class Broker:
         controller.add_listener(self.shares)
         controller.add_listener(self.groups)
         replicas.add_listener(self.shares)
+        # The ip entities' connection_creation_rate (server/quotas.py reads it at each accept).
+        self.connection_quotas.client_quotas = metadata.client_quotas
         self.services = Services(
             config=config, node_id=self.node_id, time_ms=self.time_ms, controller=controller,
             replicas=replicas, groups=self.groups, shares=self.shares, txns=self.txns,

@@ -76,6 +76,61 @@ def _print_table(headers: list[str], rows: list[list[str]]) -> None:
         click.echo("\t".join(r))
 
 
+# -- progress displays ---------------------------------------------------------------------
+# Long verbs (produce, consume -n, pipeline generate, groups reset-offsets) show a rich progress
+# bar on stderr, and only when stderr is a terminal and --quiet is not given: pipes, files and
+# CI logs get no bars and no control characters. Records still go to stdout.
+_QUIET = click.option("-q", "--quiet", is_flag=True,
+                      help="No progress display (none is shown unless stderr is a terminal).")
+
+
+def _progress_console() -> Any:
+    """The rich console progress goes to (stderr), or None when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@contextlib.contextmanager
+def _progress(description: str, total: int | None, *, quiet: bool, unit: str = "records"):
+    """Yield ``update(done)`` (the running count) that drives a bar of ``total`` steps, or does
+    nothing (quiet, no terminal, no known total). The bar disappears when the work ends; the
+    verb's summary line follows it."""
+    console = None if quiet or not total else _progress_console()
+    if console is None:
+        yield lambda done: None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn(unit), TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=console, transient=True,
+                  # Records printed to a terminal scroll above the bar; to a pipe, untouched.
+                  redirect_stdout=sys.stdout.isatty(), redirect_stderr=False) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda done: progress.update(task, completed=done)
+
+
+@contextlib.contextmanager
+def _status(message: str, *, quiet: bool):
+    """A spinner on stderr while work of unknown length runs (same rules as _progress)."""
+    console = None if quiet else _progress_console()
+    if console is None:
+        yield
+        return
+    with console.status(message):
+        yield
+
+
 def _setup_logging(level: str, log_format: str = "text") -> None:
     """Logs on stderr: ``text`` (one human line per record) or ``json`` (one JSON object per
     line: util/jsonlog.py)."""
@@ -505,9 +560,10 @@ def groups_delete(group_ids, bootstrap) -> None:
 @click.option("--shift-by", type=int, default=None)
 @click.option("--to-datetime", default=None, help="ISO 8601, e.g. 2026-11-21T10:00:00Z")
 @click.option("--execute", is_flag=True, help="Commit the new offsets (default: dry run).")
+@_QUIET
 @_bootstrap
 def groups_reset_offsets(group_id, topic, mode, to_offset, shift_by, to_datetime, execute,
-                         bootstrap) -> None:
+                         quiet, bootstrap) -> None:
     """Move a group's committed offsets, or a share group's start offsets (the group must
     have no active members, as Kafka requires)."""
     from datetime import datetime
@@ -539,7 +595,10 @@ def groups_reset_offsets(group_id, topic, mode, to_offset, shift_by, to_datetime
         async with GroupsAdmin(bootstrap, config=_client_config()) as admin:
             return await admin.reset_offsets(group_id, name, partitions, mode, value, execute)
 
-    for t, p, cur, new in _run(go()):
+    with _status(f"{'Resetting' if execute else 'Planning'} offsets of {group_id} on {name}",
+                 quiet=quiet):
+        rows = _run(go())
+    for t, p, cur, new in rows:
         click.echo(f"{t}\t{p}\t{cur if cur >= 0 else '-'}\t{new}")
     click.echo("Offsets committed." if execute else "Dry run: add --execute to commit.",
                err=True)
@@ -923,22 +982,25 @@ def transactions_find_hanging(broker_id, max_transaction_timeout, topic, partiti
 @click.option("--acks", type=click.Choice(["0", "1", "-1", "all"]), default="all", show_default=True)
 @click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
               default="none", show_default=True)
+@_QUIET
 @_bootstrap
-def produce(topic, key_separator, headers, partition, acks, compression, bootstrap) -> None:
+def produce(topic, key_separator, headers, partition, acks, compression, quiet,
+            bootstrap) -> None:
     """Produce lines from standard input, one record per line."""
     from snakka.client.admin import Admin
 
     hdrs = [(k, v.encode()) for k, v in _kv(headers, "--header").items()]
     lines = [ln.rstrip("\n") for ln in sys.stdin]
 
-    async def go():
+    async def go(update):
         async with Admin(bootstrap, config=_client_config()) as admin:
             return await admin.produce_lines(topic, lines, key_separator=key_separator,
                                              headers=hdrs, partition=partition,
                                              acks=-1 if acks == "all" else int(acks),
-                                             compression=compression)
+                                             compression=compression, on_progress=update)
 
-    n = _run(go())
+    with _progress(f"Producing to {topic}", len(lines), quiet=quiet) as update:
+        n = _run(go(update))
     click.echo(f"Produced {n} record(s) to {topic}.", err=True)
 
 
@@ -961,9 +1023,10 @@ def produce(topic, key_separator, headers, partition, acks, compression, bootstr
 @click.option("--print-key", is_flag=True)
 @click.option("--print-offset", is_flag=True)
 @click.option("--print-headers", is_flag=True)
+@_QUIET
 @_bootstrap
 def consume(topic, partition, from_beginning, offset, max_messages, timeout_ms, group,
-            print_key, print_offset, print_headers, bootstrap) -> None:
+            print_key, print_offset, print_headers, quiet, bootstrap) -> None:
     """Print records of a topic (reads partitions directly; --group commits offsets)."""
     from snakka.client.groups import GroupsAdmin
 
@@ -978,7 +1041,13 @@ def consume(topic, partition, from_beginning, offset, max_messages, timeout_ms, 
         timeout_ms = DEFAULT_CONSUME_TIMEOUT_MS if reads_history and max_messages is None else -1
     idle_timeout_ms = None if timeout_ms < 0 else timeout_ms
 
+    shown = 0
+    update: Callable[[int], None] = lambda done: None  # noqa: E731 - set by _progress below
+
     def show(rec, p):
+        nonlocal shown
+        shown += 1
+        update(shown)
         parts = []
         if print_offset:
             parts.append(f"{p}:{rec.offset}")
@@ -1014,7 +1083,9 @@ def consume(topic, partition, from_beginning, offset, max_messages, timeout_ms, 
                                        positions=positions, on_progress=on_progress)
 
     try:
-        n = _run(go())
+        # A bar only with -n: otherwise how many records will come is unknown.
+        with _progress(f"Consuming {topic}", max_messages, quiet=quiet) as update:
+            n = _run(go())
     except KeyboardInterrupt:
         return
     click.echo(f"Processed {n} record(s).", err=True)
@@ -1154,16 +1225,20 @@ def pipeline_demo(bootstrap, events, rate, seed, event_rate, partitions, max_off
 @pipeline.command("generate")
 @click.option("--topic", default="clickstream", show_default=True)
 @_generator_options(rate=0)
+@_QUIET
 @_bootstrap
-def pipeline_generate(topic, events, rate, seed, event_rate, partitions, bootstrap) -> None:
+def pipeline_generate(topic, events, rate, seed, event_rate, partitions, quiet,
+                      bootstrap) -> None:
     """Produce the deterministic clickstream (JSON, keyed by user, some late events)."""
     from snakka.spark.pipeline.events import generate_events
     from snakka.spark.pipeline.generator import produce_events
 
-    with _pipeline_errors():
+    with _pipeline_errors(), _progress(f"Generating {topic}", events, quiet=quiet,
+                                       unit="events") as update:
         stats = asyncio.run(produce_events(
             bootstrap, topic, generate_events(events, seed=seed, events_per_second=event_rate),
-            partitions=partitions, rate=rate or None, config=_client_config()))
+            partitions=partitions, rate=rate or None, on_progress=update,
+            config=_client_config()))
     click.echo(f"Produced {stats.events} events to {topic} in {stats.seconds:.1f} s "
                f"({stats.events_per_second:,.0f}/s).", err=True)
 

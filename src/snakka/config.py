@@ -471,6 +471,12 @@ _BROKER_LIST: list[ConfigDef] = [
        "Per-IP or per-hostname exceptions to max.connections.per.ip, e.g. "
        "'hostName:100,127.0.0.1:200' (a hostname applies to every address it resolves to at "
        "start-up).", read_only=True),
+    _d("max.connection.creation.rate", _I, str(INT_MAX), _nonneg_int,
+       "Maximum new connections accepted per second, broker-wide; per listener with "
+       "listener.name.<l>.max.connection.creation.rate (which defaults to this value). Above "
+       "it the acceptor waits before accepting the next connection (Kafka's KIP-612; measured "
+       "as client quotas are, over quota.window.num x quota.window.size.seconds; the wait is "
+       "at most one window). Static in snakka (Kafka: dynamic).", read_only=True),
     _d("connections.max.idle.ms", _L, "600000", _nonneg_long,
        "Close connections idle longer than this (nothing read and no response bytes drained); "
        "a connection whose client stopped reading is aborted, its unsent responses dropped.",

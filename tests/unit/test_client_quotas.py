@@ -108,6 +108,32 @@ def test_quota_managers_per_api_and_request_percentage():
     assert qm.throttle_time_ms(int(ApiKey.API_VERSIONS), "u", "app", 10, 0, 5.0) == 0
 
 
+def test_fetch_quota_unrecords_a_throttled_fetch_and_caps_its_size():
+    now = [0]
+    configs = ClientQuotaConfigs()
+    qm = QuotaManagers(configs, num_samples=3, clock_ms=lambda: now[0])
+    assert qm.record_fetch("u", "app", 10**9) == 0 and qm.fetch_max_bytes("u", "app") is None
+    _r, recs = configs.alter([QuotaAlteration([(C, "app")], [("consumer_byte_rate", 1000.0,
+                                                              False)])])
+    for r in recs:
+        configs.apply(r)
+    # A fetch never asks for more than one quota span's worth: 1000 B/s x 2 windows.
+    assert qm.fetch_max_bytes("u", "app") == 2000
+    assert qm.record_fetch("u", "app", 2000) == 0  # 2000 B over 2 s: at the quota
+    # 1000 B more is 3000 B / 2 s: throttled (1500 - 1000) / 1000 x 2000 ms, and not counted
+    assert qm.record_fetch("u", "app", 1000) == 1000
+    assert qm.fetch.rates[("", "app")].measure(0) == 1000.0
+    # Only Fetch records bytes through record_fetch: the per-response path leaves them alone.
+    assert qm.throttle_time_ms(int(ApiKey.FETCH), "u", "app", 10, 10**9, 0.0) == 0
+    # An ip entity's connection_creation_rate does not make requests pay for quotas.
+    ip_only = ClientQuotaConfigs()
+    _r, recs = ip_only.alter([QuotaAlteration([("ip", None)], [("connection_creation_rate",
+                                                                 5.0, False)])])
+    for r in recs:
+        ip_only.apply(r)
+    assert ip_only.quotas and not QuotaManagers(ip_only, clock_ms=lambda: 0).enabled
+
+
 def test_controller_mutation_token_bucket():
     now = [0]
     configs = ClientQuotaConfigs()

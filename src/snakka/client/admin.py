@@ -419,7 +419,10 @@ class Admin:
     # -- produce / consume ---------------------------------------------------------------
     async def produce_lines(self, topic: str, lines: list[str], *, key_separator: str | None,
                             headers: list[tuple[str, bytes]], partition: int | None, acks: int,
-                            compression: str) -> int:
+                            compression: str,
+                            on_progress: Callable[[int], None] | None = None) -> int:
+        """Produce ``lines`` as records; ``on_progress`` gets the running count after every
+        request."""
         meta = await self._topic_metadata(topic)
         n_parts = len(meta.partitions)
         rr = itertools.count()
@@ -456,6 +459,8 @@ class Admin:
                     r = resp.responses[0].partition_responses[0]
                     _check(r.error_code, f"produce to {topic}-{p}", r.error_message)
                 total += len(chunk)
+                if on_progress is not None:
+                    on_progress(total)
         return total
 
     async def consume(self, topic: str, on_record: Callable, *, partition: int | None,

@@ -31,6 +31,11 @@
   as Kafka does), reads every partition once more and answers: the remote data if it came, the
   other partitions' data either way; a partition still pending is answered without records
   (the consumer fetches it again), a failed remote read with KAFKA_STORAGE_ERROR.
+- Client quotas (docs/quotas.md): a consumer's ``consumer_byte_rate`` is recorded here, with the
+  response's record bytes, before the response is made; a fetch that would exceed it is
+  answered empty with the throttle time (``_answer``, Kafka's throttled fetch response) and its
+  bytes are taken back, so the consumer fetches the same offsets again once the throttle ends.
+  A consumer's fetch never asks for more than a quota span's worth of its rate.
 - Memory: records are read from disk into memory, so every read first reserves its bytes in the
   broker-wide ``queued.max.response.bytes`` budget (server/memory.py) and reads at most what it
   got (still the first whole batch). When the budget is spent and this connection has not yet
@@ -149,6 +154,29 @@ def _build(session_id: int, rows, by_id: bool) -> FetchResponse:
                          responses=resp_topics)
 
 
+def _answer(ctx: RequestContext, fctx, rows, by_id: bool) -> FetchResponse:
+    """The response to a consumer's fetch, or Kafka's throttled one: when its bytes would take
+    the consumer over its ``consumer_byte_rate``, they are not recorded, not sent and not noted
+    in the session, and the response is empty (no partitions, error NONE) with the throttle
+    time; the connection then mutes the channel that long (KIP-219). As Kafka's
+    FetchContext.getThrottledResponse, a full fetch's new session is not kept (session id 0:
+    the client's next fetch is full again), an incremental one keeps its id (its epoch has
+    moved on)."""
+    quotas = ctx.services.quotas
+    if quotas is not None and quotas.fetch.active:
+        size = sum(len(pd.records) for _tkey, _cp, pd in rows)
+        throttle = quotas.record_fetch(ctx.principal.name, ctx.client_id or "", size)
+        if throttle > 0:
+            _give_back(ctx)
+            session_id = fctx.session_id
+            if session_id and not fctx.incremental:
+                ctx.services.fetch_sessions.close(session_id)
+                session_id = 0
+            return FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=session_id,
+                                 responses=[])
+    return _build(fctx.session_id, rows, by_id)
+
+
 def handle(ctx: RequestContext, req: FetchRequest):
     services = ctx.services
     v = ctx.api_version
@@ -181,20 +209,26 @@ def handle(ctx: RequestContext, req: FetchRequest):
         _denied_topics(ctx, fctx.partitions, by_id)
     max_bytes = min(req.max_bytes if v >= 3 else INT32_MAX,
                     services.resolver.broker_int("fetch.max.bytes"))
+    if services.quotas is not None:
+        # A consumer with a consumer_byte_rate never gets more than a quota span's worth at
+        # once (Kafka: more would be throttled for sure, holding the consumer back).
+        cap = services.quotas.fetch_max_bytes(ctx.principal.name, ctx.client_id or "")
+        if cap is not None:
+            max_bytes = min(max_bytes, cap)
     read_committed = v >= 4 and req.isolation_level == 1
     deadline = services.time_ms() + max(req.max_wait_ms, 0)
     got = _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed)
     if got is None:  # the response budget is spent and this connection holds unsent bytes
         if req.max_wait_ms <= 0:
-            return _build(fctx.session_id, _read_nothing(services, fctx, by_id, denied, read_committed),
-                          by_id)
+            return _answer(ctx, fctx, _read_nothing(services, fctx, by_id, denied, read_committed),
+                           by_id)
         return _fetch_later(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline)
     rows, total, any_error, pending = got
     if pending:
         _give_back(ctx)
         return _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending)
     if total >= req.min_bytes or any_error or req.max_wait_ms <= 0 or not fctx.partitions:
-        return _build(fctx.session_id, rows, by_id)
+        return _answer(ctx, fctx, rows, by_id)
     _give_back(ctx)
     return _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline)
 
@@ -282,7 +316,7 @@ async def _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, dea
     await asyncio.wait([asyncio.ensure_future(p) for p in pending], timeout=wait_ms / 1000)
     rows, _total, _any_error, _still = await _read_when_memory(
         ctx, fctx, by_id, denied, max_bytes, read_committed, deadline)
-    return _build(fctx.session_id, rows, by_id)
+    return _answer(ctx, fctx, rows, by_id)
 
 
 async def _fetch_later(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline):
@@ -293,7 +327,7 @@ async def _fetch_later(ctx, req, fctx, by_id, denied, max_bytes, read_committed,
         _give_back(ctx)
         return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending)
     if total >= req.min_bytes or any_error or services.time_ms() >= deadline:
-        return _build(fctx.session_id, rows, by_id)
+        return _answer(ctx, fctx, rows, by_id)
     _give_back(ctx)
     return await _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline)
 
@@ -318,11 +352,11 @@ async def _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, d
             return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline,
                                        pending)
         if total >= req.min_bytes or any_error:
-            return _build(fctx.session_id, rows, by_id)
+            return _answer(ctx, fctx, rows, by_id)
         _give_back(ctx)
     rows, _, _, pending = await _read_when_memory(ctx, fctx, by_id, denied, max_bytes, read_committed,
                                                   deadline)
     if pending:
         _give_back(ctx)
         return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending)
-    return _build(fctx.session_id, rows, by_id)
+    return _answer(ctx, fctx, rows, by_id)

@@ -117,6 +117,9 @@ class ClientQuotaConfigs:
         self.version = 0
         # How many entities set each key (a manager with none of its key configured is idle).
         self.key_counts: dict[str, int] = {}
+        # Some user/client-id quota is set (requests are recorded only then; an ip entity's
+        # connection_creation_rate concerns accepts, not requests).
+        self.any_client_quota = False
 
     # -- replay --------------------------------------------------------------------------
     def apply(self, rec: Mapping[str, Any]) -> None:
@@ -135,6 +138,7 @@ class ClientQuotaConfigs:
                 self.key_counts[key] = self.key_counts.get(key, 0) + 1
             values[key] = float(rec["value"])
         self.version += 1
+        self.any_client_quota = any(self.key_counts.get(k, 0) for k in CLIENT_QUOTA_KEYS)
 
     def configured(self, key: str) -> bool:
         return self.key_counts.get(key, 0) > 0
@@ -323,16 +327,20 @@ def _describe_entity(entity: QuotaEntity) -> str:
 
 # ------------------------------------------------------------------------------ throttling
 class SampledRate:
-    """Kafka's ``Rate`` over a ``SampledStat`` of ``num_samples`` windows of ``window_ms``:
-    a value per sample window, the oldest reused once all are in use, samples older than the
-    whole span forgotten."""
+    """Kafka's ``Rate`` over a ``SampledStat`` of ``num_samples`` windows of ``window_ms``
+    (as of Kafka 3.8, "Fix rate metric spikes"): a value per sample window, one extra slot so
+    that a sample overlapping the start of the monitored span is kept, the oldest slot reused
+    once all are in use, and a sample forgotten once its *last event* is older than the whole
+    span."""
 
-    __slots__ = ("_starts", "_values", "_current", "num_samples", "window_ms", "last_record_ms")
+    __slots__ = ("_starts", "_lasts", "_values", "_current", "num_samples", "window_ms",
+                 "last_record_ms")
 
     def __init__(self, num_samples: int, window_ms: int, now_ms: int) -> None:
         self.num_samples = num_samples
         self.window_ms = window_ms
         self._starts = [now_ms]
+        self._lasts = [now_ms]
         self._values = [0.0]
         self._current = 0
         self.last_record_ms = now_ms
@@ -340,22 +348,25 @@ class SampledRate:
     def record(self, value: float, now_ms: int) -> None:
         i = self._current
         if now_ms - self._starts[i] >= self.window_ms:  # the current sample is complete
-            i = (i + 1) % self.num_samples
+            i = (i + 1) % (self.num_samples + 1)
             if i >= len(self._starts):
                 self._starts.append(now_ms)
+                self._lasts.append(now_ms)
                 self._values.append(0.0)
             else:
                 self._starts[i] = now_ms
                 self._values[i] = 0.0
             self._current = i
         self._values[i] += value
+        self._lasts[i] = now_ms
         self.last_record_ms = now_ms
 
     def _purge(self, now_ms: int) -> None:
         expire = self.num_samples * self.window_ms
-        for i, start in enumerate(self._starts):
-            if now_ms - start >= expire:
+        for i, last in enumerate(self._lasts):
+            if now_ms - last >= expire:
                 self._starts[i] = now_ms
+                self._lasts[i] = now_ms
                 self._values[i] = 0.0
 
     def window_size_ms(self, now_ms: int) -> int:
@@ -566,7 +577,6 @@ class ControllerMutationQuota:
 _REQUEST_QUOTA_EXEMPT = frozenset({int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE),
                                    int(ApiKey.SASL_AUTHENTICATE)})
 _PRODUCE = int(ApiKey.PRODUCE)
-_FETCH = int(ApiKey.FETCH)
 
 
 class QuotaManagers:
@@ -589,10 +599,32 @@ class QuotaManagers:
             configs, num_samples=controller_num_samples,
             window_seconds=controller_window_seconds, clock_ms=clock_ms)
 
+    def record_fetch(self, user: str, client_id: str, response_bytes: int) -> int:
+        """A consumer's Fetch response of ``response_bytes`` (Kafka's handleFetchRequest):
+        recorded against its ``consumer_byte_rate``; when that throttles, the bytes are taken
+        back (the response goes out without data) and the throttle time returned, else 0."""
+        if not self.fetch.active:
+            return 0
+        now = self.fetch.clock_ms()
+        throttle = self.fetch.record(user, client_id, response_bytes, now)
+        if throttle > 0:
+            self.fetch.unrecord(user, client_id, response_bytes, now)
+        return throttle
+
+    def fetch_max_bytes(self, user: str, client_id: str) -> int | None:
+        """What one Fetch of this consumer may return: a quota span's worth of its
+        ``consumer_byte_rate`` (Kafka caps a consumer's fetch max bytes there, as more would be
+        throttled for sure), None without a quota."""
+        if not self.fetch.active:
+            return None
+        cap = self.fetch.max_value_in_window(user, client_id)
+        return None if cap is None else int(min(cap, INT32_MAX))
+
     @property
     def enabled(self) -> bool:
-        """Some quota is configured (the one check a request pays when none is)."""
-        return bool(self.configs.quotas)
+        """Some user/client-id quota is configured (the one check a request pays when none
+        is)."""
+        return self.configs.any_client_quota
 
     def throttle_time_ms(self, api_key: int, user: str, client_id: str, request_bytes: int,
                          response_bytes: int, handler_seconds: float) -> int:
@@ -600,14 +632,14 @@ class QuotaManagers:
         counts the request's bytes against ``producer_byte_rate``, Fetch the response's
         against ``consumer_byte_rate``, every request but the exempt ones its handler time
         against ``request_percentage`` (seconds x 100 per second: percent of one thread).
-        The larger throttle wins, as Kafka's KafkaApis."""
+        The larger throttle wins, as Kafka's KafkaApis. (``response_bytes`` is unused: a
+        Fetch's bytes are recorded by :meth:`record_fetch`.)"""
         throttle = 0
         if api_key == _PRODUCE:
             if self.produce.active:
                 throttle = self.produce.record(user, client_id, request_bytes)
-        elif api_key == _FETCH:
-            if self.fetch.active:
-                throttle = self.fetch.record(user, client_id, response_bytes)
+        # Fetch: consumer_byte_rate is recorded by the Fetch handler (record_fetch), before
+        # the response is made, since a throttled fetch is answered without its data.
         if self.request.active and api_key not in _REQUEST_QUOTA_EXEMPT:
             throttle = max(throttle, self.request.record(user, client_id,
                                                          handler_seconds * 100.0))

@@ -29,7 +29,8 @@ budget is spent is woken when the pool releases bytes.
 
 Client quotas (metadata/client_quotas.py, docs/quotas.md): when any quota is configured, each
 answered request is recorded against its client's quota entity (Produce: the request's bytes;
-Fetch: the response's record bytes; every request: its handler's time), the throttle time goes
+every request: its handler's time; a Fetch's bytes are recorded by its handler, which answers a
+throttled fetch empty), the throttle time (the larger of these and the handler's) goes
 into the response's ``throttle_time_ms``, the response is sent at once, and then the channel is
 muted (no reading) for that time, as Kafka 2.0+ (KIP-219). With no quota configured the cost is
 one attribute read per request.
@@ -41,6 +42,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from snakka.config import Listener
@@ -78,8 +80,13 @@ class ServerConnection(asyncio.Protocol):
                  memory: ResponseMemoryPool, limits: ChannelLimits,
                  dispatcher: RequestDispatcher,
                  security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT,
-                 tls: ListenerTls | None = None) -> None:
+                 tls: ListenerTls | None = None, ip_checked: bool = False,
+                 hold_throttled: Callable[[Any, int], None] | None = None) -> None:
         self.listener = listener
+        # Whether the listener already applied the address's connection_creation_rate (its own
+        # accept loop did); if not, connection_made does (server/quotas.py).
+        self._ip_checked = ip_checked
+        self._hold_throttled = hold_throttled
         self._tls = tls
         # The principal the client certificate names (None: no TLS, or no certificate).
         self.tls_principal: KafkaPrincipal | None = None
@@ -139,6 +146,18 @@ class ServerConnection(asyncio.Protocol):
             self.peer_host = peer[0]
             self.peer_ip = normalize_ip(peer[0])
             self.peer = f"{peer[0]}:{peer[1]}"
+        if not self._ip_checked:
+            throttle_ms = self._registry.quotas.ip_throttle_ms(self.listener.name, self.peer_ip)
+            if throttle_ms > 0:
+                # Over the address's connection_creation_rate: not admitted, held unread for
+                # the throttle time, then closed (Kafka's ConnectionThrottledException).
+                self.channel.closed = True
+                transport.pause_reading()  # type: ignore[attr-defined]
+                if self._hold_throttled is not None:
+                    self._hold_throttled(transport, throttle_ms)
+                else:
+                    self.abort()
+                return
         if not self._registry.register(self):
             # Refused (max.connections, max.connections.per.ip): the quotas log it, rate-limited.
             self.abort()

@@ -7,8 +7,15 @@ and the other addresses bind that same port, so one advertised ``host:port`` ser
 families. An empty host binds all interfaces (0.0.0.0 and ::).
 
 An SSL or SASL_SSL listener runs each connection's TLS handshake before the connection exists
-(``_accept_tls``), bounded by ``snakka.ssl.handshake.timeout.ms``; a failed handshake closes that
+(``_accept_loop``), bounded by ``snakka.ssl.handshake.timeout.ms``; a failed handshake closes that
 socket with one INFO line naming the peer and OpenSSL's reason, and nothing else.
+
+Connection creation rates (server/quotas.py, docs/quotas.md): when ``max.connection.creation.
+rate`` (or ``listener.name.<l>.``) limits a listener, it accepts sockets itself (``_accept_loop``,
+as an SSL listener does) so that it can *wait* before accepting more, as Kafka's acceptor does:
+new clients queue in the listen backlog meanwhile. A connection over its address's
+``connection_creation_rate`` is held unread for the throttle time and then closed
+(``hold_throttled``); held sockets are closed when the listener stops.
 
 Also owns the connection reaper (``idle_sweeper``): idle connections (``connections.max.idle.ms``)
 and requests that do not arrive in time (``socket.request.arrival.timeout.ms``).
@@ -34,6 +41,7 @@ from snakka.server.channel import ChannelLimits
 from snakka.server.connection import ServerConnection
 from snakka.server.dispatch import RequestDispatcher
 from snakka.server.memory import ResponseMemoryPool
+from snakka.server.quotas import normalize_ip
 from snakka.server.registry import ConnectionRegistry
 
 log = logging.getLogger("snakka.server")
@@ -140,25 +148,47 @@ class ListenerServer:
         self._limits = limits
         self._dispatcher = dispatcher
         self._security_protocol = security_protocol
-        self._tls_sockets: list[socket.socket] = []
+        self._own_sockets: list[socket.socket] = []  # sockets _accept_loop accepts on
         self._tasks: set[asyncio.Future] = set()  # accept loops and running handshakes
         self._handshakes = 0  # TLS handshakes in progress (they count as connections)
         self._handshake_refusals = 0
         self._refusal_log_at = 0.0
+        # The accept loops of this listener's sockets (IPv4 and IPv6) wait in turn: one
+        # acceptor per listener, as Kafka's, so one connection-rate wait holds both.
+        self._accept_gate = asyncio.Lock()
+        # Connections over their address's connection_creation_rate, held unread until their
+        # throttle time ends: what is closed then (a socket or a transport) -> its timer.
+        self._held: dict[socket.socket | asyncio.BaseTransport, asyncio.TimerHandle] = {}
 
-    def _connection(self, bound: Listener) -> ServerConnection:
+    def _connection(self, bound: Listener, *, ip_checked: bool = False) -> ServerConnection:
         return ServerConnection(bound, registry=self._registry, memory=self._memory,
                                 limits=self._limits, dispatcher=self._dispatcher,
-                                security_protocol=self._security_protocol, tls=self.tls)
+                                security_protocol=self._security_protocol, tls=self.tls,
+                                ip_checked=ip_checked, hold_throttled=self.hold_throttled)
+
+    def hold_throttled(self, closeable: socket.socket | asyncio.BaseTransport,
+                       throttle_ms: int) -> None:
+        """Close a connection refused by its address's connection_creation_rate once its
+        throttle time is over (Kafka's acceptor closes such sockets then, so a client that
+        reconnects at once is slowed down too); nothing is read from it meanwhile."""
+        loop = asyncio.get_running_loop()
+        self._held[closeable] = loop.call_later(throttle_ms / 1000, self._close_held, closeable)
+
+    def _close_held(self, closeable: socket.socket | asyncio.BaseTransport) -> None:
+        timer = self._held.pop(closeable, None)
+        if timer is not None:
+            timer.cancel()
+        closeable.close()
 
     async def start(self) -> None:
         socks, self.port = bind_listener(self.listener)
         loop = asyncio.get_running_loop()
         bound = self.listener.__class__(self.listener.name, self.listener.host, self.port)
+        paced = self._registry.quotas.rate_limited(bound.name)
         for s in socks:
-            if self.tls is not None:
-                self._tls_sockets.append(s)
-                self._tasks.add(asyncio.ensure_future(self._accept_tls(s, bound)))
+            if self.tls is not None or paced:
+                self._own_sockets.append(s)
+                self._tasks.add(asyncio.ensure_future(self._accept_loop(s, bound)))
                 continue
             srv = await loop.create_server(lambda: self._connection(bound), sock=s)
             self.servers.append(srv)
@@ -182,21 +212,26 @@ class ListenerServer:
                 await t
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
                 pass
-        for s in self._tls_sockets:
+        for s in self._own_sockets:
             s.close()
-        self._tls_sockets.clear()
+        self._own_sockets.clear()
+        for closeable in list(self._held):
+            self._close_held(closeable)
 
-    # -- TLS -----------------------------------------------------------------------------
+    # -- accepting sockets ourselves ------------------------------------------------------
     # An SSL listener accepts sockets itself and hands each to connect_accepted_socket with
     # the listener's context: the handshake completes (or fails, or times out after
     # snakka.ssl.handshake.timeout.ms) before the connection exists, and a failure is logged
     # here with its reason. asyncio's own TLS server logs nothing for a failed handshake, and
     # upgrading a plain connection with start_tls races the client's first bytes on uvloop.
-    async def _accept_tls(self, sock: socket.socket, bound: Listener) -> None:
+    # A plain listener with a connection creation rate accepts itself too, to wait.
+    async def _accept_loop(self, sock: socket.socket, bound: Listener) -> None:
         loop = asyncio.get_running_loop()
+        quotas = self._registry.quotas
+        paced = quotas.rate_limited(bound.name)
         while True:
             try:
-                client, _addr = await loop.sock_accept(sock)
+                client, addr = await loop.sock_accept(sock)
             except asyncio.CancelledError:
                 raise
             except OSError as e:
@@ -205,6 +240,36 @@ class ListenerServer:
                 log.warning("listener %s: accept failed (%s); retrying in %.0f ms", bound, e,
                             _ACCEPT_RETRY_S * 1000)
                 await asyncio.sleep(_ACCEPT_RETRY_S)
+                continue
+            if paced:
+                # Kafka's acceptor waits the broker/listener throttle time before going on
+                # (ConnectionQuotas.waitForConnectionSlot); the gate makes this listener's
+                # other socket wait too.
+                try:
+                    async with self._accept_gate:
+                        delay_ms = quotas.record_accept(bound.name)
+                        if delay_ms > 0:
+                            await asyncio.sleep(delay_ms / 1000)
+                except asyncio.CancelledError:
+                    client.close()
+                    raise
+            # The address's connection_creation_rate, before the TLS handshake (Kafka checks
+            # it in the acceptor too).
+            throttle_ms = quotas.ip_throttle_ms(bound.name, normalize_ip(str(addr[0])))
+            if throttle_ms > 0:
+                self.hold_throttled(client, throttle_ms)
+                continue
+            if self.tls is None:
+                try:
+                    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    await loop.connect_accepted_socket(
+                        lambda: self._connection(bound, ip_checked=True), client)
+                except asyncio.CancelledError:
+                    client.close()
+                    raise
+                except OSError as e:  # the client went away already
+                    log.debug("listener %s: accepted connection lost at once: %s", bound, e)
+                    client.close()
                 continue
             # A connection counts against max.connections from its accept, as in Kafka (its
             # Acceptor counts before the processor runs the handshake): sockets that never
@@ -247,7 +312,7 @@ class ListenerServer:
         try:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             await loop.connect_accepted_socket(
-                lambda: self._connection(bound), client, ssl=tls.context,
+                lambda: self._connection(bound, ip_checked=True), client, ssl=tls.context,
                 ssl_handshake_timeout=tls.handshake_timeout_s)
         except asyncio.CancelledError:
             client.close()

@@ -17,6 +17,22 @@ decision to admit or refuse a new one. Kafka's ConnectionQuotas semantics:
 A refusal must cost nearly nothing, since a client may retry in a tight loop: no per-refusal log
 line (the first refusal of an address is logged, then one summary per address and reason at most
 every ``REJECTION_LOG_INTERVAL_S``), and the caller aborts the socket (RST, no TIME_WAIT here).
+
+Connection creation rates (KIP-612), measured as client quotas are (``SampledRate`` over
+``quota.window.num`` windows of ``quota.window.size.seconds``; Kafka's ConnectionQuotas):
+
+- ``max.connection.creation.rate`` (broker-wide) and ``listener.name.<l>.max.connection.creation.
+  rate`` (per listener, defaulting to the broker-wide value): every accepted connection is
+  recorded; when that takes a rate above its limit the *acceptor waits* the throttle time
+  (``(rate - limit) / limit x window``, at most one window) before it accepts the next
+  connection (:meth:`ConnectionQuotas.record_accept`; the listener does the waiting).
+- ``connection_creation_rate`` of the ``ip`` client-quota entities (``/config/ips/<ip>``, then
+  ``/config/ips/<default>``): a connection that takes its address's rate above the quota is
+  *not* admitted: it is un-recorded (from the address's, the listener's and the broker's
+  rates), held unread for the throttle time, then closed (Kafka's ConnectionThrottledException
+  and the acceptor's delayed close), so a reconnecting client is slowed down as well
+  (:meth:`ConnectionQuotas.ip_throttle_ms`). No quota configured: one dict read per accept.
+
 Single event loop: no locks.
 """
 
@@ -24,15 +40,25 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import socket
 import time
 from collections.abc import Callable
 
-from snakka.config import BrokerConfig, ConfigError, parse_connections_per_ip_overrides
+from snakka.config import (
+    INT_MAX,
+    BrokerConfig,
+    ConfigError,
+    parse_connections_per_ip_overrides,
+)
+from snakka.limits import QUOTA_SENSORS_MAX
+from snakka.metadata.client_quotas import CONNECTION_CREATION_RATE, ClientQuotaConfigs, SampledRate
 
 log = logging.getLogger("snakka.server")
 
 REJECTION_LOG_INTERVAL_S = 10.0
+# The rate limits' "unlimited" value (Kafka: Int.MaxValue; QuotaConfig.IP_CONNECTION_RATE_DEFAULT).
+UNLIMITED_RATE = INT_MAX
 
 
 def normalize_ip(host: str) -> str:
@@ -75,6 +101,29 @@ class ConnectionQuotas:
         self._clock = clock
         # (address, reason) -> [refusals not yet logged, time of the last log line]
         self._refused: dict[tuple[str, str], list] = {}
+        # -- connection creation rates --
+        self.num_samples = config.int("quota.window.num")
+        self.window_ms = config.int("quota.window.size.seconds") * 1000
+        # Kafka bounds an acceptor's wait and an address's throttle by one quota window.
+        self.max_throttle_ms = self.window_ms
+        self.broker_rate_limit = config.int("max.connection.creation.rate")
+        self.listener_rate_limits: dict[str, int] = {}
+        for listener in config.listeners:
+            raw = config.listener_raw(listener.name, "max.connection.creation.rate")
+            self.listener_rate_limits[listener.name] = (
+                UNLIMITED_RATE if raw is None else int(raw))
+        self._broker_rate: SampledRate | None = None
+        self._listener_rates: dict[str, SampledRate] = {}
+        self._ip_rates: dict[str, SampledRate] = {}
+        # The replayed client quotas (the broker sets it once the metadata is loaded): the
+        # ``ip`` entities' connection_creation_rate.
+        self.client_quotas: ClientQuotaConfigs | None = None
+        # Accepts delayed by the broker/listener rates, and connections throttled per address
+        # (what tests and operators can read; the log lines are rate-limited).
+        self.accepts_delayed = 0
+        self.accept_delay_ms_total = 0
+        self.connections_throttled = 0
+        self._delay_log: dict[str, list] = {}  # listener -> [delays not yet logged, last log]
 
     def max_for(self, ip: str) -> int:
         return self.max_per_ip_overrides.get(ip, self.default_max_per_ip)
@@ -101,6 +150,109 @@ class ConnectionQuotas:
         else:
             self.counts[ip] = count - 1
         self.total = max(0, self.total - 1)
+
+    # -- connection creation rates (KIP-612) ----------------------------------------------
+    def rate_limited(self, listener: str) -> bool:
+        """Whether accepts on ``listener`` are paced (a broker-wide or listener limit is set):
+        the listener then runs its own accept loop, which can wait."""
+        return (self.broker_rate_limit < UNLIMITED_RATE
+                or self.listener_rate_limits.get(listener, UNLIMITED_RATE) < UNLIMITED_RATE)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _record(self, rate: SampledRate, limit: float, now_ms: int) -> int:
+        """Record one connection; the throttle time when that takes the rate above ``limit``
+        (Kafka's Sensor.record + QuotaUtils.boundedThrottleTime), else 0."""
+        rate.record(1.0, now_ms)
+        measured = rate.measure(now_ms)
+        if measured <= limit:
+            return 0
+        if limit <= 0:
+            return self.max_throttle_ms
+        throttle = math.floor((measured - limit) / limit * rate.window_size_ms(now_ms) + 0.5)
+        return max(0, min(throttle, self.max_throttle_ms))
+
+    def _rate(self, rates: dict[str, SampledRate], key: str, now_ms: int) -> SampledRate:
+        rate = rates.get(key)
+        if rate is None:
+            if len(rates) >= QUOTA_SENSORS_MAX:  # many addresses: drop the idle ones first
+                span = self.num_samples * self.window_ms
+                idle = [k for k, r in rates.items() if now_ms - r.last_record_ms >= span]
+                for k in idle or list(rates)[: len(rates) // 2]:
+                    del rates[k]
+            rate = rates[key] = SampledRate(self.num_samples, self.window_ms, now_ms)
+        return rate
+
+    def record_accept(self, listener: str, now_ms: int | None = None) -> int:
+        """Record a connection accepted on ``listener`` against the broker-wide and the
+        listener's creation rate; how long the acceptor must wait before handing it on (and
+        before accepting the next one): the longer of the two throttle times, 0 within both
+        limits (Kafka's recordConnectionAndGetThrottleTimeMs)."""
+        now = self._now_ms() if now_ms is None else now_ms
+        delay = 0
+        if self.broker_rate_limit < UNLIMITED_RATE:
+            if self._broker_rate is None:
+                self._broker_rate = SampledRate(self.num_samples, self.window_ms, now)
+            delay = self._record(self._broker_rate, self.broker_rate_limit, now)
+        limit = self.listener_rate_limits.get(listener, UNLIMITED_RATE)
+        if limit < UNLIMITED_RATE:
+            delay = max(delay, self._record(self._rate(self._listener_rates, listener, now),
+                                            limit, now))
+        if delay > 0:
+            self.accepts_delayed += 1
+            self.accept_delay_ms_total += delay
+            self._log_delay(listener, delay, now)
+        return delay
+
+    def ip_rate_quota(self, ip: str) -> float | None:
+        """The ``connection_creation_rate`` quota of an address, None when none applies."""
+        cq = self.client_quotas
+        if cq is None or not cq.configured(CONNECTION_CREATION_RATE):
+            return None
+        return cq.ip_quota(ip, CONNECTION_CREATION_RATE)
+
+    def ip_throttle_ms(self, listener: str, ip: str, now_ms: int | None = None) -> int:
+        """Record a new connection from ``ip`` against its ``connection_creation_rate``; 0 to
+        admit it, or the time to hold it unread before closing it (Kafka's
+        recordIpConnectionMaybeThrottle: the refused connection is un-recorded from the
+        address's, the broker's and the listener's rates, so the rates count admitted
+        connections only)."""
+        quota = self.ip_rate_quota(ip)
+        if quota is None or quota >= UNLIMITED_RATE:
+            return 0
+        now = self._now_ms() if now_ms is None else now_ms
+        rate = self._rate(self._ip_rates, ip, now)
+        throttle = self._record(rate, quota, now)
+        if throttle <= 0:
+            return 0
+        rate.record(-1.0, now)
+        if self._broker_rate is not None:
+            self._broker_rate.record(-1.0, now)
+        listener_rate = self._listener_rates.get(listener)
+        if listener_rate is not None:
+            listener_rate.record(-1.0, now)
+        self.connections_throttled += 1
+        self._refuse(ip, f"connection creation rate above its quota connection_creation_rate="
+                         f"{quota:g}; held unread for the throttle time (at most "
+                         f"{self.max_throttle_ms} ms), then closed")
+        return throttle
+
+    def _log_delay(self, listener: str, delay_ms: int, now_ms: int) -> None:
+        limit = min(self.broker_rate_limit, self.listener_rate_limits.get(listener, UNLIMITED_RATE))
+        entry = self._delay_log.get(listener)
+        if entry is None:
+            self._delay_log[listener] = [0, now_ms]
+            log.info("listener %s: connection creation rate above max.connection.creation.rate="
+                     "%d; the acceptor waits %d ms before accepting more", listener, limit,
+                     delay_ms)
+            return
+        entry[0] += 1
+        if now_ms - entry[1] >= REJECTION_LOG_INTERVAL_S * 1000:
+            log.info("listener %s: %d more accept(s) delayed by max.connection.creation.rate=%d "
+                     "in the last %.0f s", listener, entry[0], limit, (now_ms - entry[1]) / 1000)
+            entry[0] = 0
+            entry[1] = now_ms
 
     def _refuse(self, ip: str, reason: str) -> None:
         now = self._clock()
