@@ -64,7 +64,7 @@ def test_clean_restart_round_trip(tmp_path):
     assert os.path.exists(data / CLEAN_SHUTDOWN_FILE)
     assert read_offset_checkpoint(str(data / RECOVERY_POINT_CHECKPOINT)) == {("t", 0): 30, ("t-with-dash", 3): 1}
     assert read_offset_checkpoint(str(data / LOG_START_OFFSET_CHECKPOINT))[("t", 0)] == 7
-    assert (data / "t-0" / "partition.metadata").read_text() == f"version: 0\ntopic_id: {topic_id_to_str(tid)}\n"
+    assert (data / "t-0" / "partition.metadata").read_text() == f"version: 0\ntopic_id: {topic_id_to_str(tid)}"
 
     lm2 = manager(tmp_path)
     logs = lm2.load_all()
@@ -230,7 +230,7 @@ def test_partition_metadata_lost_in_a_crash_is_rewritten_from_the_topic_id(tmp_p
     for p in (0, 1):
         assert topic_id_from_str(lm2.get_or_create_log("t", p, topic_id=tid).topic_id) == tid
         text = (data / f"t-{p}" / "partition.metadata").read_text()
-        assert text == f"version: 0\ntopic_id: {topic_id_to_str(tid)}\n"
+        assert text == f"version: 0\ntopic_id: {topic_id_to_str(tid)}"
     lm2.close()
 
 

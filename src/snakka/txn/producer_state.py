@@ -61,11 +61,11 @@ from crc32c import crc32c
 
 from snakka.config import broker_default_int
 from snakka.limits import INT32_MAX, NUM_BATCHES_TO_RETAIN
+from snakka.protocol.errors import DecodeError
 from snakka.protocol.internal.storage.producer_snapshot import (
     ProducerEntry,
     ProducerSnapshot,
 )
-from snakka.protocol.errors import DecodeError
 from snakka.records.batch import BatchHeader, increment_sequence
 
 # Kafka error codes (mirror snakka.protocol.errors.ErrorCode; plain ints compare equal).
