@@ -1373,6 +1373,12 @@ def migrate_kafka_config(data_dir, config_file, override, listeners, controller_
     _write_or_echo(result.render(), out)
 
 
+def _check_bootstrap_list(ctx, param, value: str) -> str:
+    for item in value.split(","):
+        _check_bootstrap(ctx, param, item.strip())
+    return value
+
+
 @migrate.command("mirror-config")
 @click.option("--source", required=True, callback=_check_bootstrap_list,
               help="The snakka broker, HOST:PORT.")
@@ -1401,12 +1407,6 @@ def migrate_mirror_config(source, target, topics, groups, replication_factor, so
     _write_or_echo(render_properties(props, "MirrorMaker 2 (bin/connect-mirror-maker.sh) from "
                                             "snakka to Kafka: `snakka migrate mirror-config`"),
                    out)
-
-
-def _check_bootstrap_list(ctx, param, value: str) -> str:
-    for item in value.split(","):
-        _check_bootstrap(ctx, param, item.strip())
-    return value
 
 
 def _write_or_echo(text: str, out: str | None) -> None:
