@@ -150,12 +150,12 @@ def _segment_records(path: str, *, include_control: bool = False) -> Iterator[tu
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            for h, pos in iter_batches(m, verify_crc=False):
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m, memoryview(m) as mv:
+            for h, pos in iter_batches(mv, verify_crc=False):
                 control = bool(h.attributes & CONTROL_MASK)
                 if control and not include_control:
                     continue
-                for rec in batch_records(m, pos, h):
+                for rec in batch_records(mv, pos, h):
                     yield control, rec
 
 
