@@ -1400,5 +1400,119 @@ def users_delete(name, mechanism, bootstrap) -> None:
 # -- end of users --------------------------------------------------------------------------
 
 
+# -- migrate (issue 17: outgrowing one machine) ------------------------------------------
+@main.group()
+def migrate() -> None:
+    """Move to Apache Kafka: check a stopped data dir, write Kafka's server.properties for it,
+    or a MirrorMaker 2 config for the online path (docs/migrating.md)."""
+
+
+@migrate.command("check")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="The snakka data directory (log.dirs).")
+def migrate_check(data_dir) -> None:
+    """Whether Kafka 4.0 can start on the (stopped) data dir as it is; exits 1 if not."""
+    from snakka.migrate import check_data_dir, next_steps
+
+    report = check_data_dir(data_dir)
+    counts = ", ".join(f"{t} {n}" for t, n in sorted(report.internal_partitions.items()))
+    click.echo(f"{report.data_dir}: node {report.node_id}, cluster {report.cluster_id}, "
+               f"{report.partitions} partitions" + (f" ({counts})" if counts else ""))
+    for e in report.errors:
+        click.secho(f"ERROR   {e}", fg="red")
+    for w in report.warnings:
+        click.secho(f"WARNING {w}", fg="yellow")
+    click.echo("Ready for Kafka 4.0." if report.ok else "Not ready for Kafka.")
+    click.echo("Next steps:")
+    for i, step in enumerate(next_steps(report), 1):
+        click.echo(f"  {i}. {step}")
+    if not report.ok:
+        raise SystemExit(1)
+
+
+@migrate.command("kafka-config")
+@click.option("--data-dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="The snakka data directory (log.dirs).")
+@click.option("-c", "--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+              help="The server.properties snakka ran with (its configs carry over).")
+@click.option("-o", "--override", multiple=True, metavar="KEY=VALUE",
+              help="A config snakka ran with, as `snakka serve -o` (repeatable).")
+@click.option("--listeners", help="Kafka's client listeners (default: snakka's).")
+@click.option("--controller-listener", metavar="CONTROLLER://HOST:PORT",
+              help="The KRaft controller's listener (default: the first listener's host, "
+                   "port 9093).")
+@click.option("--log-dirs", help="Where the directory will be on the Kafka host "
+                                 "(default: --data-dir).")
+@click.option("--quorum", type=click.Choice(["auto", "static", "dynamic"]), default="auto",
+              show_default=True,
+              help="controller.quorum.voters (static) or .bootstrap.servers (dynamic); auto: "
+                   "dynamic if the metadata log holds a voter set.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write here (default: stdout).")
+def migrate_kafka_config(data_dir, config_file, override, listeners, controller_listener,
+                         log_dirs, quorum, out) -> None:
+    """Write the Kafka 4.0 server.properties that runs on the data dir."""
+    from snakka.config import BrokerConfig, ConfigError
+    from snakka.migrate import MigrateError, kafka_server_properties
+
+    text = open(config_file).read() if config_file else ""
+    try:
+        cfg = BrokerConfig.from_properties(text, _kv(override, "--override"))
+        result = kafka_server_properties(data_dir, cfg.overrides, listeners=listeners,
+                                         controller_listener=controller_listener,
+                                         log_dirs=log_dirs, quorum=quorum)
+    except (ConfigError, MigrateError) as e:
+        raise click.ClickException(str(e)) from None
+    _write_or_echo(result.render(), out)
+
+
+def _check_bootstrap_list(ctx, param, value: str) -> str:
+    for item in value.split(","):
+        _check_bootstrap(ctx, param, item.strip())
+    return value
+
+
+@migrate.command("mirror-config")
+@click.option("--source", required=True, callback=_check_bootstrap_list,
+              help="The snakka broker, HOST:PORT.")
+@click.option("--target", required=True, callback=_check_bootstrap_list,
+              help="The Kafka cluster's bootstrap servers, HOST:PORT[,HOST:PORT...].")
+@click.option("--topics", default=".*", show_default=True, help="Topics to mirror (regex).")
+@click.option("--groups", default=".*", show_default=True,
+              help="Consumer groups whose offsets are translated (regex).")
+@click.option("--replication-factor", type=click.IntRange(min=1), default=3,
+              show_default=True, help="The target's, for mirrored and MM2's topics.")
+@click.option("--source-alias", default="snakka", show_default=True)
+@click.option("--target-alias", default="kafka", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), help="Write here (default: stdout).")
+def migrate_mirror_config(source, target, topics, groups, replication_factor, source_alias,
+                          target_alias, out) -> None:
+    """Write a MirrorMaker 2 config (connect-mirror-maker.sh) mirroring snakka to Kafka with
+    the same topic names and consumer-group offsets translated."""
+    from snakka.migrate import MigrateError, mirror_maker_properties, render_properties
+
+    try:
+        props = mirror_maker_properties(source, target, source_alias=source_alias,
+                                        target_alias=target_alias, topics=topics,
+                                        groups=groups, replication_factor=replication_factor)
+    except MigrateError as e:
+        raise click.ClickException(str(e)) from None
+    _write_or_echo(render_properties(props, "MirrorMaker 2 (bin/connect-mirror-maker.sh) from "
+                                            "snakka to Kafka: `snakka migrate mirror-config`"),
+                   out)
+
+
+def _write_or_echo(text: str, out: str | None) -> None:
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise click.ClickException(f"cannot write {out}: {e.strerror or e}") from None
+    click.echo(f"Wrote {out}.", err=True)
+# -- end of migrate ------------------------------------------------------------------------
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

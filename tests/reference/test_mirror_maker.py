@@ -15,17 +15,33 @@ MM2 runs with its defaults otherwise, topic ACL sync included: it must run witho
 The same scenario runs from the reference Kafka 4.0 broker to snakka (a user moving to snakka;
 the session's shared reference broker, so names carry a run id).
 
+The other direction is issue 17's online migration (docs/migrating.md): snakka mirrored to the
+reference Kafka with the config ``snakka migrate mirror-config`` writes (IdentityReplicationPolicy:
+the same topic names). Every record arrives with its key, value and headers; the group's offsets
+are translated with MM2's guarantee: never past the group's position (no loss), exact where the
+group committed at the end of what was mirrored (the cut-over: producers stopped, consumers
+caught up), and otherwise behind it only by records the group had already read, which a consumer
+resuming on Kafka reads again (at-least-once).
+
 One MM2 JVM per scenario (10-35 s here); skipped where the reference distribution or ``java``
 is absent.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from snakka.testing.embedded import EmbeddedBroker
@@ -64,38 +80,39 @@ def consume_and_commit(bootstrap: str, upto: int) -> None:
         c.close()
 
 
-def read_all(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+def read_all(bootstrap: str, topic: str, partition: int = 0) -> list[tuple]:
+    """Every record of one partition: (key, value, headers), in order."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
     try:
-        _, end = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        c.assign([TopicPartition(topic, 0, 0)])
-        out: list[tuple[bytes, bytes]] = []
+        _, end = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        c.assign([TopicPartition(topic, partition, 0)])
+        out: list[tuple] = []
         while len(out) < end:
             m = c.poll(1.0)
             if m is not None and m.error() is None:
-                out.append((m.key(), m.value()))
+                out.append((m.key(), m.value(), m.headers()))
         return out
     finally:
         c.close()
 
 
-def committed(admin: AdminClient, group: str, topic: str) -> int | None:
-    """The group's committed offset for ``topic``-0 (None: none yet)."""
+def committed(admin: AdminClient, group: str, topic: str, partition: int = 0) -> int | None:
+    """The group's committed offset for ``topic``-``partition`` (None: none yet)."""
     fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
     try:
         res = fut.result(30)
     except Exception:
         return None
     for tp in res.topic_partitions:
-        if tp.topic == topic and tp.partition == 0 and tp.offset >= 0:
+        if tp.topic == topic and tp.partition == partition and tp.offset >= 0:
             return tp.offset
     return None
 
 
-def end_offset(bootstrap: str, topic: str) -> int:
+def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
     try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
     except Exception:
         return -1
     finally:
@@ -171,3 +188,118 @@ def mirror_and_check(a: str, b: str, tmp_path: Path) -> None:
         assert app.error_lines() == [], "\n".join(app.error_lines()[:5])
     finally:
         app.close()
+
+
+# ------------------------------------------------------------------ snakka -> Kafka (issue 17)
+
+MIGRATE_TOPIC = f"ledger-{RUN}"
+MIGRATE_GROUP = f"auditors-{RUN}"
+PER_PARTITION = 300
+# Where the group stands on snakka: part of partition 0, all of partition 1.
+POSITIONS = {0: 120, 1: PER_PARTITION}
+
+
+def produce_with_headers(bootstrap: str) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for part in (0, 1):
+        for i in range(PER_PARTITION):
+            p.produce(MIGRATE_TOPIC, key=b"acct-%d" % (i % 23), value=b"entry %d/%d" % (part, i),
+                      headers=[("source", b"snakka"), ("seq", b"%d" % i)], partition=part)
+    assert p.flush(30) == 0
+
+
+def consume_to_positions(bootstrap: str) -> None:
+    """The group reads each partition up to its position in POSITIONS and commits that."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": MIGRATE_GROUP,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([MIGRATE_TOPIC])
+        seen = {0: -1, 1: -1}
+        while any(seen[p] < POSITIONS[p] - 1 for p in seen):
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                seen[m.partition()] = max(seen[m.partition()], m.offset())
+        c.commit(offsets=[TopicPartition(MIGRATE_TOPIC, p, o) for p, o in POSITIONS.items()],
+                 asynchronous=False)
+    finally:
+        c.close()
+
+
+def resume_on(bootstrap: str) -> dict[int, list[int]]:
+    """A consumer of the group on ``bootstrap`` reads to the end: the offsets it got."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": MIGRATE_GROUP,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "enable.partition.eof": True})
+    got: dict[int, list[int]] = {0: [], 1: []}
+    at_end: set[int] = set()
+    try:
+        c.subscribe([MIGRATE_TOPIC])
+        while at_end != {0, 1}:
+            m = c.poll(1.0)
+            if m is None:
+                continue
+            if m.error() is None:
+                got[m.partition()].append(m.offset())
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(m.partition())
+        return got
+    finally:
+        c.close()
+
+
+def test_mirror_maker_from_snakka_to_kafka(reference_kafka, tmp_path):
+    """Issue 17's online path, with the MM2 config `snakka migrate mirror-config` writes."""
+    kafka = reference_kafka.bootstrap_servers
+    with EmbeddedBroker(config=SNAKKA_CONFIG, host="127.0.0.1") as snakka:
+        src = snakka.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": src})
+        for fut in admin.create_topics([NewTopic(MIGRATE_TOPIC, 2, 1)]).values():
+            fut.result(30)
+        produce_with_headers(src)
+        consume_to_positions(src)
+
+        props = tmp_path / "mm2.properties"
+        r = subprocess.run(
+            [sys.executable, "-m", "snakka", "migrate", "mirror-config", "--source", src,
+             "--target", kafka, "--topics", MIGRATE_TOPIC, "--groups", MIGRATE_GROUP,
+             "--replication-factor", "1", "--out", str(props)],
+            capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "IdentityReplicationPolicy" in props.read_text()
+        with props.open("a") as f:  # a test sees each step in seconds (the file says 5 s)
+            f.write("emit.checkpoints.interval.seconds=1\nsync.group.offsets.interval.seconds=1\n"
+                    "refresh.topics.interval.seconds=1\nrefresh.groups.interval.seconds=1\n"
+                    "tasks.max=1\nplugin.discovery=service_load\n")
+        app = JvmApp("mm2-migrate", "connect-mirror-maker.sh", [str(props)], tmp_path)
+        k_admin = AdminClient({"bootstrap.servers": kafka})
+        try:
+            app.start()
+            for p in (0, 1):
+                wait_for(f"partition {p} mirrored to Kafka under the same name",
+                         lambda p=p: end_offset(kafka, MIGRATE_TOPIC, p) >= PER_PARTITION, 120, app)
+            # Committed at the end of what was mirrored: translated exactly.
+            wait_for("the group's offset of partition 1 on Kafka",
+                     lambda: committed(k_admin, MIGRATE_GROUP, MIGRATE_TOPIC, 1) == PER_PARTITION,
+                     90, app)
+            translated0 = wait_for(
+                "the group's offset of partition 0 on Kafka",
+                lambda: committed(k_admin, MIGRATE_GROUP, MIGRATE_TOPIC, 0), 90, app)
+        finally:
+            app.close()
+        assert app.error_lines() == [], "\n".join(app.error_lines()[:5])
+
+        for p in (0, 1):
+            mirrored = read_all(kafka, MIGRATE_TOPIC, p)
+            assert mirrored == read_all(src, MIGRATE_TOPIC, p)
+            assert len(mirrored) == PER_PARTITION
+            assert mirrored[7][2] == [("source", b"snakka"), ("seq", b"7")]
+
+        # MM2 never translates past the group's position: nothing is lost.
+        assert 0 <= translated0 <= POSITIONS[0]
+        got = resume_on(kafka)
+        assert got[1] == []  # exact: nothing read twice, nothing left out
+        # Partition 0 resumes at the translated offset: every record the group had not read,
+        # once, after the ones it had read before (the bounded duplicates).
+        assert got[0] == list(range(translated0, PER_PARTITION))
+        print(f"partition 0: position {POSITIONS[0]}, translated {translated0}, "
+              f"{POSITIONS[0] - translated0} records read again")

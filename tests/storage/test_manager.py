@@ -64,7 +64,7 @@ def test_clean_restart_round_trip(tmp_path):
     assert os.path.exists(data / CLEAN_SHUTDOWN_FILE)
     assert read_offset_checkpoint(str(data / RECOVERY_POINT_CHECKPOINT)) == {("t", 0): 30, ("t-with-dash", 3): 1}
     assert read_offset_checkpoint(str(data / LOG_START_OFFSET_CHECKPOINT))[("t", 0)] == 7
-    assert (data / "t-0" / "partition.metadata").read_text() == f"version: 0\ntopic_id: {topic_id_to_str(tid)}\n"
+    assert (data / "t-0" / "partition.metadata").read_text() == f"version: 0\ntopic_id: {topic_id_to_str(tid)}"
 
     lm2 = manager(tmp_path)
     logs = lm2.load_all()
@@ -230,7 +230,7 @@ def test_partition_metadata_lost_in_a_crash_is_rewritten_from_the_topic_id(tmp_p
     for p in (0, 1):
         assert topic_id_from_str(lm2.get_or_create_log("t", p, topic_id=tid).topic_id) == tid
         text = (data / f"t-{p}" / "partition.metadata").read_text()
-        assert text == f"version: 0\ntopic_id: {topic_id_to_str(tid)}\n"
+        assert text == f"version: 0\ntopic_id: {topic_id_to_str(tid)}"
     lm2.close()
 
 
@@ -261,3 +261,32 @@ def test_start_up_sums_what_the_loaders_did(tmp_path, caplog):
         lm3.load_all()  # clean: nothing re-scanned, no summary
     assert not any("recovery of" in r.getMessage() for r in caplog.records)
     lm3.close()
+
+
+def test_clean_shutdown_leaves_kafkas_files(tmp_path):
+    """The files Kafka 4.0 reads when it takes over the dir (issue 17), in its formats: the
+    high watermarks, an empty cleaner checkpoint, one leader epoch per partition from the log
+    start, log start offsets only where they are above the first segment, and no producer
+    snapshot for a partition nothing was appended to."""
+    lm = manager(tmp_path)
+    p0 = lm.get_or_create_log("t", 0)
+    idle = lm.get_or_create_log("t", 1)
+    for _ in range(10):
+        append(p0, batch(3))
+    p0.delete_records_before(7)
+    lm.close()
+    data = tmp_path / "data"
+    assert read_offset_checkpoint(str(data / "replication-offset-checkpoint")) == {
+        ("t", 0): 30, ("t", 1): 0}
+    assert (data / "cleaner-offset-checkpoint").read_bytes() == b""
+    assert (data / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 7\n"
+    assert (data / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 7\n"
+    assert (data / "t-1" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    assert not [n for n in os.listdir(idle.dir_path) if n.endswith(".snapshot")]
+    assert os.path.exists(os.path.join(p0.dir_path, "00000000000000000030.snapshot"))
+    # A restart and a second clean shutdown with nothing appended write no new snapshot.
+    lm2 = manager(tmp_path)
+    lm2.load_all()
+    lm2.close()
+    assert sorted(n for n in os.listdir(data / "t-0") if n.endswith(".snapshot"))[-1] == (
+        "00000000000000000030.snapshot")

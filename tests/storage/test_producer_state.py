@@ -106,14 +106,67 @@ def test_expiry():
 
 def test_snapshot_round_trip_and_corruption():
     entries = [
-        ProducerStateEntry(1, 2, 123, None, -1, [BatchMetadata(0, 4, 10, 14, 99)]),
-        ProducerStateEntry(7, 0, 5, 40, 3, [BatchMetadata(i, i, i, i, i) for i in range(5)]),
+        ProducerStateEntry(1, 2, 99, None, -1, [BatchMetadata(0, 4, 10, 14, 99)]),
+        ProducerStateEntry(7, 0, 4, 40, 3, [BatchMetadata(i, i, i, i, i) for i in range(5)]),
+        ProducerStateEntry(9, 3, 77, None, 5, []),  # epoch bumped by a marker: no batch
+        # A sequence that wrapped past Int32.MAX inside the batch.
+        ProducerStateEntry(11, 0, 8, None, -1, [BatchMetadata(2**31 - 2, 1, 50, 53, 8)]),
     ]
     data = encode_snapshot(entries)
     assert decode_snapshot(data) == entries
-    for bad in (data[:-1], data[:3], b"", data[:10] + bytes([data[10] ^ 1]) + data[11:]):
+    for bad in (data[:-1], data[:3], b"", data[:10] + bytes([data[10] ^ 1]) + data[11:],
+                b"\x00\x02" + data[2:]):
         with pytest.raises(ValueError):
             decode_snapshot(bad)
+
+
+# plain-0/00000000000000000104.snapshot as the reference Kafka 4.0.0 wrote it at a clean
+# shutdown: an idempotent producer's batch of 100 records (pid 0) and a transactional
+# producer (pid 1) after one aborted and one committed transaction.
+KAFKA_SNAPSHOT = bytes.fromhex(
+    "0001de5f81fa000000020000000000000000000000000063000000000000006300000063000001a226583129"
+    "ffffffffffffffffffffffff0000000000000001000000000001000000000000006600000000000001a22658"
+    "39c800000000ffffffffffffffff")
+
+
+def test_kafka_written_snapshot_reads_and_rewrites_byte_for_byte():
+    entries = decode_snapshot(KAFKA_SNAPSHOT)
+    assert [(e.producer_id, e.producer_epoch, e.coordinator_epoch, e.current_txn_first_offset)
+            for e in entries] == [(0, 0, -1, None), (1, 0, 0, None)]
+    assert list(entries[0].batches) == [BatchMetadata(0, 99, 0, 99, 1795939643689)]
+    assert list(entries[1].batches) == [BatchMetadata(1, 1, 102, 102, 1795939645896)]
+    assert encode_snapshot(entries) == KAFKA_SNAPSHOT
+
+
+def test_snapshot_is_kafkas_producer_snapshot_v1():
+    """Kafka's reader (the generated ProducerSnapshot after the int16 version, CRC32C of the
+    bytes after the CRC) and its last-entry-wins load see each producer's newest batch."""
+    from crc32c import crc32c
+
+    from snakka.protocol.internal.storage.producer_snapshot import ProducerSnapshot
+
+    entry = ProducerStateEntry(7, 2, 500, 40, 3, [BatchMetadata(i, i + 1, 10 * i, 10 * i + 1, i)
+                                                   for i in range(3)])
+    data = encode_snapshot([entry])
+    assert data[:2] == b"\x00\x01"
+    snap = ProducerSnapshot.decode(data[2:], 1)
+    assert snap.crc == crc32c(data[6:])
+    newest = {pe.producer_id: pe for pe in snap.producer_entries}[7]
+    assert (newest.epoch, newest.last_sequence, newest.last_offset, newest.offset_delta,
+            newest.timestamp, newest.coordinator_epoch, newest.current_txn_first_offset) == (
+        2, 3, 21, 1, 500, 3, 40)
+
+
+def test_legacy_snakka_snapshot_still_loads():
+    import struct
+
+    from crc32c import crc32c
+
+    body = struct.pack(">i", 1) + struct.pack(">qhqqib", 5, 1, 70, -1, -1, 1) + struct.pack(
+        ">iiqqq", 0, 2, 0, 2, 70)
+    data = struct.pack(">hI", 1001, crc32c(body)) + body
+    assert decode_snapshot(data) == [ProducerStateEntry(5, 1, 70, None, -1,
+                                                        [BatchMetadata(0, 2, 0, 2, 70)])]
 
 
 # ---------------------------------------------------------------- in UnifiedLog

@@ -1,14 +1,22 @@
 """Small files Kafka keeps in a log dir, in Kafka's formats.
 
 * offset checkpoints (``recovery-point-offset-checkpoint``,
-  ``log-start-offset-checkpoint``)::
+  ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``,
+  ``cleaner-offset-checkpoint``)::
 
       0                      <- version
       2                      <- number of entries
       my-topic 0 1234        <- topic partition offset
       other 3 0
 
-* ``partition.metadata`` in each partition dir::
+  Kafka's reader takes an empty file (as its cleaner creates ``cleaner-offset-checkpoint``)
+  for no entries.
+
+* ``leader-epoch-checkpoint`` in each partition dir: the same layout with ``<epoch>
+  <start offset>`` lines (Kafka's LeaderEpochCheckpointFile).
+
+* ``partition.metadata`` in each partition dir (no newline after the last line, as
+  Kafka's PartitionMetadata.encode)::
 
       version: 0
       topic_id: <topic id, base64url without padding, as Kafka's Uuid.toString()>
@@ -57,15 +65,17 @@ def _atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
         os.close(dfd)
 
 
-def write_offset_checkpoint(path: str, offsets: dict[tuple[str, int], int]) -> None:
+def write_offset_checkpoint(path: str, offsets: dict[tuple[str, int], int], *,
+                            sync: bool = True) -> None:
     lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
     for (topic, partition), offset in sorted(offsets.items()):
         lines.append(f"{topic} {partition} {offset}")
-    _atomic_write(path, ("\n".join(lines) + "\n").encode())
+    _atomic_write(path, ("\n".join(lines) + "\n").encode(), sync=sync)
 
 
 def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
-    """Entries of an offset checkpoint; {} if missing or malformed (logged)."""
+    """Entries of an offset checkpoint; {} if missing, empty (as Kafka creates
+    ``cleaner-offset-checkpoint``) or malformed (logged)."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -73,6 +83,8 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
         log.warning("cannot read checkpoint %s: %s", path, exc)
+        return {}
+    if not lines:
         return {}
     try:
         version = int(lines[0])
@@ -89,6 +101,60 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
     except (ValueError, IndexError) as exc:
         log.warning("ignoring malformed checkpoint %s: %s", path, exc)
         return {}
+
+
+LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
+
+
+def leader_epoch_checkpoint_bytes(entries: list[tuple[int, int]]) -> bytes:
+    """``leader-epoch-checkpoint``'s content: (epoch, start offset) entries, oldest first."""
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))]
+    lines += [f"{epoch} {start}" for epoch, start in entries]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_leader_epoch_checkpoint(partition_dir: str, entries: list[tuple[int, int]], *,
+                                  sync: bool = True) -> bool:
+    """Write ``leader-epoch-checkpoint`` unless it already holds ``entries``; returns whether
+    it wrote."""
+    path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT_FILE)
+    data = leader_epoch_checkpoint_bytes(entries)
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return False
+    except OSError:
+        pass
+    _atomic_write(path, data, sync=sync)
+    return True
+
+
+def read_leader_epoch_checkpoint(partition_dir: str) -> list[tuple[int, int]] | None:
+    """The (epoch, start offset) entries of a partition's ``leader-epoch-checkpoint``; None if
+    it is missing or malformed (logged)."""
+    path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("cannot read %s: %s", path, exc)
+        return None
+    try:
+        if int(lines[0]) != CHECKPOINT_VERSION:
+            raise ValueError(f"unsupported version {lines[0]}")
+        count = int(lines[1])
+        out = []
+        for line in lines[2 : 2 + count]:
+            epoch, start = line.split(" ")
+            out.append((int(epoch), int(start)))
+        if len(out) != count:
+            raise ValueError(f"expected {count} entries, found {len(out)}")
+        return out
+    except (ValueError, IndexError) as exc:
+        log.warning("ignoring malformed %s: %s", path, exc)
+        return None
 
 
 # ---------------------------------------------------------------- topic ids
@@ -117,7 +183,7 @@ def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID | bytes | s
     """Write ``partition.metadata``. ``sync=False`` skips the two fsyncs: the broker does so
     because the metadata log, not this file, is the authority on topic ids, and start-up
     rewrites a partition.metadata that a crash left missing or empty."""
-    text = f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n"
+    text = f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}"
     _atomic_write(os.path.join(partition_dir, PARTITION_METADATA_FILE), text.encode(),
                   sync=sync)
 

@@ -4,12 +4,23 @@ What this module owns
     The log directory: discovering ``<topic>-<partition>`` dirs at start-up, deciding
     whether they need recovery (``.kafka_cleanshutdown`` present = clean), the
     checkpoint files (``recovery-point-offset-checkpoint``,
-    ``log-start-offset-checkpoint``), ``partition.metadata`` per partition,
-    ``meta.properties``, the ``.lock`` that keeps two brokers off one directory, and
+    ``log-start-offset-checkpoint``; at a clean shutdown also
+    ``replication-offset-checkpoint`` and an empty ``cleaner-offset-checkpoint`` when the
+    cleaner wrote none), ``partition.metadata`` and ``leader-epoch-checkpoint`` per
+    partition, ``meta.properties``, the ``.lock`` that keeps two brokers off one directory, and
     fan-out of flush/retention over all logs. Each partition is opened as a
     :class:`~snakka.storage.unified_log.UnifiedLog`, whose construction runs
     :class:`~snakka.storage.loader.LogLoader` (recovery) over the directory; the manager
     sums what the loaders did into one start-up log line.
+
+    Every file is the one Kafka 4.0 writes, in its format (issue 17: Kafka can start on a
+    stopped snakka's data directory): Kafka reads the high watermarks from
+    ``replication-offset-checkpoint`` and each partition's leader epochs from
+    ``leader-epoch-checkpoint``. snakka leads every partition at one epoch
+    (:attr:`UnifiedLog.leader_epoch`, stamped in every batch), so that file has one entry:
+    the epoch from the log start offset, as Kafka's cache keeps it after truncating from the
+    start. ``log-start-offset-checkpoint`` lists, as Kafka's, only partitions whose log start
+    is above their first segment (or that are tiered).
 
     ``log_dirs`` is a list like Kafka's ``log.dirs``; only the first is used today (the
     list is kept for JBOD later).
@@ -34,16 +45,19 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .checkpoint import (
+    _atomic_write,
     ensure_meta_properties,
     read_offset_checkpoint,
     read_partition_metadata,
     topic_id_to_str,
+    write_leader_epoch_checkpoint,
     write_offset_checkpoint,
     write_partition_metadata,
 )
+from .cleaner.manager import CLEANER_OFFSET_CHECKPOINT
 from .config import LogConfig
 from .local_log import parse_partition_dir_name
 from .unified_log import UnifiedLog
@@ -52,6 +66,7 @@ log = logging.getLogger("snakka.storage")
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft metadata log: never loaded here
@@ -81,6 +96,20 @@ def raise_open_file_limit() -> int:
 # Directories in the log dir that look like partitions but are not topic data: the broker's
 # metadata log (see snakka.metadata.store) lives in __cluster_metadata-0, as in KRaft.
 RESERVED_DIRS = frozenset({"__cluster_metadata-0"})
+
+def _log_start_offsets(logs: Iterable[tuple[tuple[str, int], UnifiedLog]]
+                       ) -> dict[tuple[str, int], int]:
+    """``log-start-offset-checkpoint``'s entries, as Kafka's checkpointLogStartOffsetsInDir:
+    only logs whose start is above their first segment, or tiered ones (whose start may lie
+    below it); for the others the loader's answer, the first segment's base, is right."""
+    return {k: p.log_start_offset for k, p in logs
+            if p.config.remote_storage_enable or p.log_start_offset > p.segments[0].base_offset}
+
+
+def _epoch_entries(plog: UnifiedLog) -> list[tuple[int, int]]:
+    """``leader-epoch-checkpoint``'s entries: the one epoch snakka leads at, from the log start."""
+    return [(plog.leader_epoch, plog.log_start_offset)]
+
 
 class LogDirError(RuntimeError):
     """The log dir cannot be used (a file, not writable, locked by another broker): a
@@ -253,12 +282,15 @@ class LogManager:
         path = os.path.join(self.log_dir, f"{topic}-{partition}")
         plog = UnifiedLog(path, config or self.default_config, recover=False,
                             time_ms=self.time_ms)
-        if topic_id is not None:
-            try:
+        try:
+            if topic_id is not None:
                 self._write_topic_id(plog, topic_id)
-            except BaseException:
-                plog.delete()
-                raise
+            # As Kafka's leader at creation; no fsync, as partition.metadata (rewritten at
+            # the clean shutdown).
+            write_leader_epoch_checkpoint(plog.dir_path, _epoch_entries(plog), sync=False)
+        except BaseException:
+            plog.delete()
+            raise
         return plog
 
     def add_log(self, plog: UnifiedLog) -> None:
@@ -324,7 +356,7 @@ class LogManager:
                     p.log_start_dirty = False
                 write_offset_checkpoint(
                     os.path.join(self.log_dir, LOG_START_OFFSET_CHECKPOINT),
-                    {k: p.log_start_offset for k, p in logs},
+                    _log_start_offsets(logs),
                 )
 
     def enforce_retention_all(self, now_ms: int | None = None) -> int:
@@ -354,8 +386,18 @@ class LogManager:
             )
             write_offset_checkpoint(
                 os.path.join(self.log_dir, LOG_START_OFFSET_CHECKPOINT),
-                {k: p.log_start_offset for k, p in self._logs.items()},
+                _log_start_offsets(self._logs.items()),
             )
+            # The high watermarks, read by Kafka (a single broker's HW is its log end).
+            write_offset_checkpoint(
+                os.path.join(self.log_dir, REPLICATION_OFFSET_CHECKPOINT),
+                {k: p.high_watermark for k, p in self._logs.items()},
+            )
+            cleaner = os.path.join(self.log_dir, CLEANER_OFFSET_CHECKPOINT)
+            if not os.path.exists(cleaner):
+                _atomic_write(cleaner, b"")  # as Kafka's cleaner creates it: no entries
+            for plog in self._logs.values():
+                write_leader_epoch_checkpoint(plog.dir_path, _epoch_entries(plog))
             with open(os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE), "w") as f:
                 f.write('{"version":0,"brokerEpoch":-1}')
                 f.flush()

@@ -74,7 +74,13 @@ from snakka.txn.producer_state import (
 
 from .config import LogConfig
 from .index import AbortedTxn
-from .loader import LoadedLog, LogLoader, rebuild_producer_state, write_producer_snapshot
+from .loader import (
+    LoadedLog,
+    LogLoader,
+    rebuild_producer_state,
+    snapshot_offsets,
+    write_producer_snapshot,
+)
 from .local_log import LocalLog, largest_timestamp, parse_partition_dir_name
 from .segment import LogSegment
 from .validator import LogValidator
@@ -800,8 +806,13 @@ class UnifiedLog:
         everything, close the files. Blocks on a running flush."""
         if self._local.closed:
             return
-        # Before the LocalLog's close, whose directory fsync makes the snapshot durable.
-        self.take_snapshot(sync=True)
+        # Before the LocalLog's close, whose directory fsync makes the snapshot durable. As
+        # Kafka's takeSnapshot: only when the log moved past the newest snapshot (or, with
+        # none, past the log start), so an idle or empty partition gets no file Kafka would
+        # not have written either; the loader replays from that snapshot to the same state.
+        snaps = snapshot_offsets(self.dir_path)
+        if self._local.log_end_offset > (snaps[-1] if snaps else self._log_start_offset):
+            self.take_snapshot(sync=True)
         self._local.close()
 
     def delete(self) -> None:

@@ -36,11 +36,12 @@ Semantics (Kafka 2.5+ / 4.x ``ProducerAppendInfo`` and ``UnifiedLog``)
       the aborted-transaction index), so the first unstable offset moves on.
 
 Deliberate differences from Kafka
-    * Snapshots keep all retained batches of each producer (Kafka keeps only the last
-      one), so duplicates of in-flight retries are still detected after a restart. The
-      snapshot format is our own (see :func:`encode_snapshot`), version
-      :data:`SNAPSHOT_VERSION`; Kafka would reject it as an unknown version and rebuild
-      from the log, which is safe.
+    * Snapshots are Kafka's ``.snapshot`` files (ProducerSnapshot version 1, see
+      :func:`encode_snapshot`), so Kafka 4.0 loads a snakka data directory's producer state
+      as its own. Kafka keeps only each producer's last batch; snakka writes one entry per
+      retained batch of a producer, oldest first, so its restart still detects duplicates
+      of every in-flight retry. Kafka's loader keeps the last entry it reads for a producer
+      id, which is the newest batch: the state Kafka would have written itself.
     * Expiry uses the broker's time of the last append (passed in as ``now_ms``) rather
       than the batch's producer-supplied maxTimestamp, so a producer replaying old data
       does not lose its deduplication state early.
@@ -60,6 +61,11 @@ from crc32c import crc32c
 
 from snakka.config import broker_default_int
 from snakka.limits import INT32_MAX, NUM_BATCHES_TO_RETAIN
+from snakka.protocol.errors import DecodeError
+from snakka.protocol.internal.storage.producer_snapshot import (
+    ProducerEntry,
+    ProducerSnapshot,
+)
 from snakka.records.batch import BatchHeader, increment_sequence
 
 # Kafka error codes (mirror snakka.protocol.errors.ErrorCode; plain ints compare equal).
@@ -389,54 +395,126 @@ class ProducerStateManager:
         self.map_end_offset = offset
 
 
-# Snapshot format (big-endian), our own (see module docstring):
-#   version int16 (= SNAPSHOT_VERSION) | crc32c uint32 of everything after it |
-#   count int32 | count x (producerId int64 | epoch int16 | lastTimestamp int64 |
-#   currentTxnFirstOffset int64 (-1 = none) | coordinatorEpoch int32 | nbatches int8 |
-#   nbatches x (firstSeq int32 | lastSeq int32 | firstOffset int64 | lastOffset int64 |
-#   timestamp int64))
-SNAPSHOT_VERSION = 1001
-_SNAP_HEAD = struct.Struct(">hI")
-_SNAP_COUNT = struct.Struct(">i")
-_SNAP_ENTRY = struct.Struct(">qhqqib")
-_SNAP_BATCH = struct.Struct(">iiqqq")
+# Snapshot files: Kafka's format (ProducerStateManager.writeSnapshot/readSnapshot), big-endian:
+#   version int16 (1) | crc uint32: CRC32C of everything after it |
+#   count int32 | count x ProducerEntry (producerId int64 | epoch int16 | lastSequence int32 |
+#   lastOffset int64 | offsetDelta int32 | timestamp int64 | coordinatorEpoch int32 |
+#   currentTxnFirstOffset int64)
+# the schema generated as snakka.protocol.internal.storage.ProducerSnapshot. A producer with no
+# batch (its epoch bumped by a marker) has lastSequence -1, lastOffset -1, offsetDelta 0, as
+# Kafka writes it. Older snakka releases wrote a format of their own, version
+# LEGACY_SNAPSHOT_VERSION: still read (an upgrade keeps its deduplication state); the next
+# snapshot is written in Kafka's format.
+SNAPSHOT_VERSION = ProducerSnapshot.VALID_VERSIONS[1]
+LEGACY_SNAPSHOT_VERSION = 1001
+_SNAP_VERSION = struct.Struct(">h")
+_SNAP_CRC = struct.Struct(">I")
+_SNAP_ENTRIES_OFFSET = _SNAP_VERSION.size + _SNAP_CRC.size  # Kafka's PRODUCER_ENTRIES_OFFSET
+NO_SEQUENCE = -1
+NO_OFFSET = -1
+
+_LEGACY_HEAD = struct.Struct(">hI")
+_LEGACY_COUNT = struct.Struct(">i")
+_LEGACY_ENTRY = struct.Struct(">qhqqib")
+_LEGACY_BATCH = struct.Struct(">iiqqq")
+
+
+def _decrement_sequence(sequence: int, decrement: int) -> int:
+    """Kafka's DefaultRecordBatch.decrementSequence (sequences wrap after Int32.MAX)."""
+    if sequence < decrement:
+        return INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+def snapshot_entries(entries: Iterable[ProducerStateEntry]) -> list[ProducerEntry]:
+    """The ProducerSnapshot entries for ``entries``: one per retained batch, oldest first,
+    the newest carrying the producer's last timestamp (see the module docstring)."""
+    out = []
+    for e in entries:
+        txn = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
+        batches = list(e.batches)
+        if not batches:
+            out.append(ProducerEntry(e.producer_id, e.producer_epoch, NO_SEQUENCE, NO_OFFSET, 0,
+                                     e.last_timestamp, e.coordinator_epoch, txn))
+            continue
+        for i, b in enumerate(batches):
+            last = i == len(batches) - 1
+            out.append(ProducerEntry(e.producer_id, e.producer_epoch, b.last_seq, b.last_offset,
+                                     b.last_offset - b.first_offset,
+                                     e.last_timestamp if last else b.timestamp,
+                                     e.coordinator_epoch, txn))
+    return out
 
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
-    entries = list(entries)
-    body = bytearray(_SNAP_COUNT.pack(len(entries)))
-    for e in entries:
-        body += _SNAP_ENTRY.pack(
-            e.producer_id,
-            e.producer_epoch,
-            e.last_timestamp,
-            -1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
-            e.coordinator_epoch,
-            len(e.batches),
-        )
-        for b in e.batches:
-            body += _SNAP_BATCH.pack(*b)
-    return _SNAP_HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
+    """A ``.snapshot`` file's bytes, byte for byte as Kafka 4.0 writes them."""
+    out = bytearray(_SNAP_VERSION.pack(SNAPSHOT_VERSION))
+    ProducerSnapshot(crc=0, producer_entries=snapshot_entries(entries)).write(out,
+                                                                              SNAPSHOT_VERSION)
+    _SNAP_CRC.pack_into(out, _SNAP_VERSION.size, crc32c(memoryview(out)[_SNAP_ENTRIES_OFFSET:]))
+    return bytes(out)
 
 
 def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    """The producer states of a ``.snapshot`` file (Kafka's format, or snakka's legacy one);
+    ``ValueError`` if it is corrupt (Kafka's CorruptSnapshotException: the caller deletes it
+    and rebuilds from the log)."""
     try:
-        version, crc = _SNAP_HEAD.unpack_from(data, 0)
-        if version != SNAPSHOT_VERSION:
-            raise ValueError(f"unknown producer snapshot version {version}")
-        body = memoryview(data)[_SNAP_HEAD.size :]
+        (version,) = _SNAP_VERSION.unpack_from(data, 0)
+    except struct.error as exc:
+        raise ValueError(f"truncated producer snapshot: {exc}") from exc
+    if version == LEGACY_SNAPSHOT_VERSION:
+        return _decode_legacy_snapshot(data)
+    if version != SNAPSHOT_VERSION:
+        raise ValueError(f"snapshot contained an unknown file version {version}")
+    try:
+        snap = ProducerSnapshot.read(data, _SNAP_VERSION.size, version)[0]
+    except DecodeError as exc:
+        raise ValueError(f"snapshot failed schema validation: {exc}") from exc
+    computed = crc32c(memoryview(data)[_SNAP_ENTRIES_OFFSET:])
+    if snap.crc != computed:
+        raise ValueError(f"snapshot is corrupt (stored crc {snap.crc}, computed {computed})")
+    out: list[ProducerStateEntry] = []
+    for pe in snap.producer_entries:
+        # Consecutive entries of one producer id are its retained batches, oldest first.
+        if out and out[-1].producer_id == pe.producer_id:
+            entry = out[-1]
+        else:
+            entry = ProducerStateEntry(pe.producer_id)
+            out.append(entry)
+        entry.producer_epoch = pe.epoch
+        entry.last_timestamp = pe.timestamp
+        entry.coordinator_epoch = pe.coordinator_epoch
+        txn = pe.current_txn_first_offset
+        entry.current_txn_first_offset = txn if txn >= 0 else None
+        if pe.last_offset >= 0:
+            delta = pe.offset_delta
+            entry.batches.append(BatchMetadata(_decrement_sequence(pe.last_sequence, delta),
+                                               pe.last_sequence, pe.last_offset - delta,
+                                               pe.last_offset, pe.timestamp))
+    return out
+
+
+def _decode_legacy_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    """snakka's own format before Kafka's (version 1001): producerId int64 | epoch int16 |
+    lastTimestamp int64 | currentTxnFirstOffset int64 | coordinatorEpoch int32 | nbatches
+    int8 | nbatches x (firstSeq int32 | lastSeq int32 | firstOffset int64 | lastOffset int64
+    | timestamp int64), after version int16 | crc32c uint32 | count int32."""
+    try:
+        _version, crc = _LEGACY_HEAD.unpack_from(data, 0)
+        body = memoryview(data)[_LEGACY_HEAD.size :]
         if crc32c(body) != crc:
             raise ValueError("producer snapshot CRC mismatch")
-        (count,) = _SNAP_COUNT.unpack_from(body, 0)
-        pos = _SNAP_COUNT.size
+        (count,) = _LEGACY_COUNT.unpack_from(body, 0)
+        pos = _LEGACY_COUNT.size
         out = []
         for _ in range(count):
-            pid, epoch, ts, txn_first, coord_epoch, nb = _SNAP_ENTRY.unpack_from(body, pos)
-            pos += _SNAP_ENTRY.size
+            pid, epoch, ts, txn_first, coord_epoch, nb = _LEGACY_ENTRY.unpack_from(body, pos)
+            pos += _LEGACY_ENTRY.size
             batches = []
             for _b in range(nb):
-                batches.append(BatchMetadata(*_SNAP_BATCH.unpack_from(body, pos)))
-                pos += _SNAP_BATCH.size
+                batches.append(BatchMetadata(*_LEGACY_BATCH.unpack_from(body, pos)))
+                pos += _LEGACY_BATCH.size
             out.append(
                 ProducerStateEntry(
                     pid, epoch, ts, None if txn_first < 0 else txn_first, coord_epoch, batches
