@@ -503,7 +503,16 @@ def batch_ranges(data: bytes) -> list[tuple[int, int]]:
 
 def local_log_bytes(data_dir: str, topic: str, partition: int) -> int:
     d = Path(data_dir) / f"{topic}-{partition}"
-    return sum(f.stat().st_size for f in d.glob("*.log"))
+    return sum(_size(f) for f in d.glob("*.log"))
+
+
+def _size(path: Path) -> int:
+    """A file's size, 0 if it went away since it was listed (retention deletes segments while
+    the tests watch the directory)."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def active_segment_base(data_dir: str, topic: str, partition: int) -> int:
