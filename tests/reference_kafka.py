@@ -115,11 +115,16 @@ class KafkaOnDir(ReferenceKafka):
     with the same shape, whose directory :meth:`stop_keeping_data` hands over."""
 
     def __init__(self, source: str | None,
-                 extra_config: Mapping[str, str] | None = None) -> None:
+                 extra_config: Mapping[str, str] | Callable[[int], Mapping[str, str]]
+                 | None = None) -> None:
         self.source = source
-        extra = dict(extra_config or {})
-        super().__init__(lambda port: {**({"controller.quorum.voters": f"1@127.0.0.1:{port + 1}"}
-                                          if source else {}), **extra})
+
+        def config(port: int) -> dict[str, str]:
+            extra = extra_config(port) if callable(extra_config) else extra_config
+            return {**({"controller.quorum.voters": f"1@127.0.0.1:{port + 1}"} if source else {}),
+                    **(extra or {})}
+
+        super().__init__(config)
 
     def _choose_port(self) -> None:
         super()._choose_port()

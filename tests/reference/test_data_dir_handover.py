@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -191,7 +193,27 @@ def test_snakka_data_dir_runs_on_kafka(kafka_distribution, tmp_dir):
     assert dump.returncode == 0 and "Exception" not in dump.stdout + dump.stderr, dump.stderr
     assert '"groupId":"sg"' in dump.stdout.replace(" ", ""), dump.stdout[-2000:]
 
-    kafka = KafkaOnDir(data)
+    # The user's path (docs/migrating.md): `snakka migrate check`, then Kafka runs with the
+    # server.properties `snakka migrate kafka-config` writes (its log.dirs is where the copy goes:
+    # here the reference harness's directory).
+    check = subprocess.run([sys.executable, "-m", "snakka", "migrate", "check", "--data-dir",
+                            data], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0 and "Ready for Kafka 4.0" in check.stdout, (
+        check.stdout + check.stderr)
+
+    def kafka_config(port: int) -> dict[str, str]:
+        r = subprocess.run([sys.executable, "-m", "snakka", "migrate", "kafka-config",
+                            "--data-dir", data, "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
+                            "--controller-listener", f"CONTROLLER://127.0.0.1:{port + 1}"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        props = dict(ln.split("=", 1) for ln in r.stdout.splitlines()
+                     if "=" in ln and not ln.startswith("#"))
+        assert props["node.id"] == "1" and props["process.roles"] == "broker,controller"
+        del props["log.dirs"]
+        return props
+
+    kafka = KafkaOnDir(data, kafka_config)
     try:
         kafka.start()
         _check_same(before, kafka.bootstrap_servers)
