@@ -140,8 +140,9 @@ class Broker:
     def cpu_seconds(self) -> float:
         return proc_cpu_seconds(self.pid)
 
-    def restart_timed(self) -> float:
-        """Stop, start again on the same data; seconds from spawn to a Metadata answer."""
+    def restart_timed(self) -> tuple[float, float]:
+        """Stop, start again on the same data: (seconds to stop, seconds from spawn to a
+        Metadata answer)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -160,13 +161,19 @@ class SnakkaBroker(Broker):
     def pid(self) -> int:
         return self._proc.pid
 
-    def restart_timed(self) -> float:
-        self._proc.close()
+    def restart_timed(self) -> tuple[float, float]:
+        popen = self._proc.proc
+        t0 = time.perf_counter()
+        self._proc.close()   # SIGTERM; SIGKILL after common.STOP_TIMEOUT_S
+        stop_s = time.perf_counter() - t0
+        if popen is not None and popen.returncode == -9:
+            print(f"# snakka did not stop within {stop_s:.0f} s of SIGTERM: killed",
+                  file=sys.stderr, flush=True)
         # BrokerProcess times spawn -> READY line -> a Metadata (v1, all topics) answer on a
         # new connection; the same request as the Kafka side's readiness poll.
         self._proc = BrokerProcess(SNAKKA_CONFIG, data_dir=self._data).start()
         self.bootstrap = self._proc.bootstrap
-        return self._proc.metadata_s
+        return stop_s, self._proc.metadata_s
 
     def close(self) -> None:
         self._proc.close()
@@ -211,10 +218,12 @@ class KafkaBroker(Broker):
     def pid(self) -> int:
         return self._pid
 
-    def restart_timed(self) -> float:
+    def restart_timed(self) -> tuple[float, float]:
         env = self._ref._env()
+        t0 = time.perf_counter()
         subprocess.run(["bash", str(self._sh), "stop"], env=env, capture_output=True,
                        timeout=KAFKA_START_TIMEOUT_S, check=True)
+        stop_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         start = subprocess.Popen(["bash", str(self._sh), "start"], env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -223,7 +232,7 @@ class KafkaBroker(Broker):
         finally:
             start.wait(KAFKA_START_TIMEOUT_S)
         self._pid = self._read_pid()
-        return ready
+        return stop_s, ready
 
     def close(self) -> None:
         self._ref.stop()
@@ -701,7 +710,8 @@ def wl_partitions(b: Broker, s: Settings) -> dict:
     t0 = time.perf_counter()
     create_topics(b.bootstrap, {f"p8k-{i:02d}": 100 for i in range(60)})
     res["create_6k_more_s"] = round(time.perf_counter() - t0, 2)
-    res["startup_8k_s"] = round(b.restart_timed(), 3)
+    stop_s, start_s = b.restart_timed()
+    res["stop_8k_s"], res["startup_8k_s"] = round(stop_s, 2), round(start_s, 3)
     res["metadata_8k_bytes"] = _metadata_bytes(b.bootstrap)
     time.sleep(2.0)
     res["idle_8k_rss_mb"] = round(b.rss_kb() / 1024, 1)
