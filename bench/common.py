@@ -26,12 +26,15 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 READY_PREFIX = "SNAKKA_READY "
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+T = TypeVar("T")
 
 
 def proc_status_kb(pid: int, field: str) -> int:
@@ -104,8 +107,11 @@ class BrokerProcess:
     """``python -m snakka serve`` in its own session, data in a temporary directory."""
 
     def __init__(self, config: dict[str, str] | None = None, *, log_level: str = "WARNING",
-                 data_parent: str | None = None) -> None:
-        self.data_dir = tempfile.mkdtemp(prefix="snakka-bench-", dir=data_parent)
+                 data_parent: str | None = None, data_dir: str | None = None) -> None:
+        # ``data_dir``: an existing directory (a restart on the data of an earlier broker);
+        # it is the caller's and is left in place by close(). Otherwise a fresh one, ours.
+        self._owns_data = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="snakka-bench-", dir=data_parent)
         self.config = {"listeners": "PLAINTEXT://localhost:0", **(config or {})}
         self.log_level = log_level
         self.proc: subprocess.Popen | None = None
@@ -172,7 +178,8 @@ class BrokerProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(STOP_TIMEOUT_S)
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self._owns_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> BrokerProcess:
         return self.start()
@@ -272,6 +279,12 @@ def emit(obj: dict, out=None) -> None:
     if out is not None:
         out.write(line + "\n")
         out.flush()
+
+
+def round_order(sides: Sequence[T], round_no: int) -> list[T]:
+    """The order of the sides in 1-based round ``round_no``: A B, B A, A B, ... so a load that
+    drifts during a run favours neither side (bench/compare.py, bench/compare_kafka.py)."""
+    return list(sides) if round_no % 2 else list(reversed(sides))
 
 
 def percentile(sorted_vals: list[float], q: float) -> float:

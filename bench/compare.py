@@ -54,7 +54,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import emit  # noqa: E402
+from common import emit, round_order  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent / "bench_produce_consume.py"
 RUN_TIMEOUT_S = 3600.0
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         a = prepare(args.repo, args.ref_a, "A", workdir)
         b = prepare(args.repo, args.ref_b, "B", workdir)
         for round_no in range(1, args.rounds + 1):
-            for side in ((a, b) if round_no % 2 else (b, a)):
+            for side in round_order((a, b), round_no):
                 run_bench(side, bench_args, round_no, workdir, out)
         rows = summarize(a, b)
         for row in rows:

@@ -1,0 +1,133 @@
+"""bench/compare_kafka.py's pure parts: parsing the Java perf tools' output, the goals' verdicts,
+medians and ranges, and the markdown table (the runs themselves are exercised by running the
+script; docs/benchmarks.md "Against Apache Kafka 4.0, same run")."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(_BENCH))  # compare_kafka imports its siblings (common, compare)
+_spec = importlib.util.spec_from_file_location("snakka_bench_compare_kafka",
+                                               _BENCH / "compare_kafka.py")
+assert _spec and _spec.loader
+ck = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = ck
+_spec.loader.exec_module(ck)
+
+# Output of the Kafka 4.0 tools, as printed by kafka_2.13-4.0.0/bin/*.sh.
+PRODUCER_OUT = """\
+1498312 records sent, 299602.4 records/sec (28.57 MB/sec), 95.3 ms avg latency, 412.0 ms max latency.
+1000000 records sent, 96015.4 records/sec (9.16 MB/sec), 505.62 ms avg latency, 671.00 ms max \
+latency, 566 ms 50th, 655 ms 95th, 664 ms 99th, 671 ms 99.9th.
+"""
+CONSUMER_OUT = """\
+start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, \
+rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+2026-11-29 08:08:39:988, 2026-11-29 08:08:41:565, 19.0735, 12.0948, 200000, 126823.0818, 1019, \
+558, 34.1819, 358422.9391
+"""
+E2E_OUT = """\
+Topic "e2e" does not exist. Will create topic with 1 partition(s) and replication factor = 1
+0\t55.895778
+1000\t0.873904
+Avg latency: 1.4249 ms
+Percentiles: 50th = 0, 99th = 8, 99.9th = 34
+"""
+
+
+def test_producer_perf_takes_the_final_line_with_percentiles():
+    r = ck.parse_producer_perf(PRODUCER_OUT)
+    assert r == {"records": 1000000, "rec_s": 96015.4, "mb_s": 9.16, "avg_ms": 505.62,
+                 "max_ms": 671.0, "p50_ms": 566.0, "p95_ms": 655.0, "p99_ms": 664.0,
+                 "p999_ms": 671.0}
+
+
+def test_producer_perf_without_a_final_line_is_an_error():
+    with pytest.raises(ValueError):
+        ck.parse_producer_perf(PRODUCER_OUT.splitlines()[0])
+
+
+def test_consumer_perf_maps_header_to_values():
+    r = ck.parse_consumer_perf(CONSUMER_OUT)
+    assert r["data.consumed.in.nMsg"] == 200000
+    assert r["fetch.nMsg.sec"] == pytest.approx(358422.9391)
+    assert r["nMsg.sec"] == pytest.approx(126823.0818)
+    assert r["rebalance.time.ms"] == 1019
+    assert "start.time" not in r
+    with pytest.raises(ValueError):
+        ck.parse_consumer_perf(CONSUMER_OUT.splitlines()[0])
+
+
+def test_e2e_latency_summary():
+    assert ck.parse_e2e_latency(E2E_OUT) == {"avg_ms": 1.4249, "p50_ms": 0.0, "p99_ms": 8.0,
+                                             "p999_ms": 34.0}
+    with pytest.raises(ValueError):
+        ck.parse_e2e_latency("Avg latency: 1.0 ms\n")
+
+
+def _runs(workload: str, metric: str, snakka: list[float], kafka: list[float]) -> list[dict]:
+    return ([{"workload": workload, "broker": "snakka", metric: v} for v in snakka]
+            + [{"workload": workload, "broker": "kafka", metric: v} for v in kafka])
+
+
+def _row(runs: list[dict], goal) -> dict:
+    (row,) = ck.summarize(runs, [goal])
+    return row
+
+
+def test_ratio_of_medians_and_ranges():
+    g = ck.Goal("w", "rec_s", "x", "ratio_min", 1.2)
+    row = _row(_runs("w", "rec_s", [100, 300, 120], [100, 90, 1000]), g)
+    assert row["snakka_median"] == 120 and row["kafka_median"] == 100
+    assert row["snakka_range"] == [100, 300] and row["kafka_range"] == [90, 1000]
+    assert row["ratio"] == 1.2 and row["verdict"] == "pass"
+    assert row["p"] >= 0.5  # overlapping runs: no separation
+    assert _row(_runs("w", "rec_s", [119], [100]), g)["verdict"] == "miss"
+
+
+def test_latency_goals_want_a_lower_ratio():
+    g = ck.Goal("w", "p99_ms", "x", "ratio_max", 1.0)
+    assert _row(_runs("w", "p99_ms", [5, 6, 7], [8, 9, 10]), g)["verdict"] == "pass"
+    assert _row(_runs("w", "p99_ms", [9, 10, 11], [8, 9, 10]), g)["verdict"] == "miss"
+
+
+def test_absolute_and_baseline_goals():
+    rss = ck.Goal("w", "rss", "x", "abs_max", 60, "MB")
+    row = _row(_runs("w", "rss", [59.9], [500]), rss)
+    assert row["verdict"] == "pass" and row["goal"] == "< 60 MB"
+    assert _row(_runs("w", "rss", [60.0], [500]), rss)["verdict"] == "miss"
+    share = ck.Goal("s", "rec_s", "x", "baseline_min", 2.0, baseline=100.0)
+    row = _row(_runs("s", "rec_s", [150, 250, 210], []), share)
+    assert row["ratio"] == 2.1 and row["verdict"] == "pass" and row["kafka_median"] is None
+
+
+def test_missing_kafka_runs_give_no_ratio_and_no_verdict():
+    g = ck.Goal("w", "rec_s", "x", "ratio_min", 1.0)
+    row = _row(_runs("w", "rec_s", [1, 2], []), g)
+    assert row["ratio"] is None and row["verdict"] == "n/a" and row["p"] is None
+    assert ck.summarize(_runs("other", "rec_s", [1], [1]), [g]) == []
+
+
+def test_markdown_table_has_a_row_per_goal():
+    rows = ck.summarize(_runs("w", "rec_s", [1500, 2500, 2000], [1000, 1000, 1000]),
+                        [ck.Goal("w", "rec_s", "produce rec/s", "ratio_min", 1.5)])
+    lines = ck.markdown_table(rows).splitlines()
+    assert len(lines) == 3
+    assert lines[2] == ("| produce rec/s | 2,000 (1,500–2,500) | 1,000 (1,000–1,000) | 2.00x "
+                        "| 0.10 | >= 1.5x | pass |")
+
+
+def test_every_goal_names_a_workload_and_rounds_alternate():
+    assert {g.workload for g in ck.GOALS} <= set(ck.WORKLOADS)
+    assert [ck.round_order(["s", "k"], r) for r in (1, 2, 3)] == [["s", "k"], ["k", "s"],
+                                                                   ["s", "k"]]
+
+
+def test_quick_divides_record_counts():
+    assert ck.Settings(quick=True).n(1_000_000) == 100_000
+    assert ck.Settings().n(1_000_000) == 1_000_000
