@@ -103,7 +103,23 @@ def _recv_exactly(s: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-class BrokerProcess:
+class ProcReadings:
+    """/proc readings of a process whose id is ``self.pid``: resident memory now and at its
+    peak, CPU seconds used."""
+
+    pid: int
+
+    def rss_kb(self) -> int:
+        return proc_status_kb(self.pid, "VmRSS")
+
+    def peak_rss_kb(self) -> int:
+        return proc_status_kb(self.pid, "VmHWM")
+
+    def cpu_seconds(self) -> float:
+        return proc_cpu_seconds(self.pid)
+
+
+class BrokerProcess(ProcReadings):
     """``python -m snakka serve`` in its own session, data in a temporary directory."""
 
     def __init__(self, config: dict[str, str] | None = None, *, log_level: str = "WARNING",
@@ -159,15 +175,6 @@ class BrokerProcess:
         metadata_roundtrip("127.0.0.1", self.port)
         self.metadata_s = time.perf_counter() - t0
         return self
-
-    def rss_kb(self) -> int:
-        return proc_status_kb(self.pid, "VmRSS")
-
-    def peak_rss_kb(self) -> int:
-        return proc_status_kb(self.pid, "VmHWM")
-
-    def cpu_seconds(self) -> float:
-        return proc_cpu_seconds(self.pid)
 
     def close(self) -> None:
         proc, self.proc = self.proc, None

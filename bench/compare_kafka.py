@@ -94,11 +94,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from common import (  # noqa: E402
     BrokerProcess,
+    ProcReadings,
     emit,
     machine_info,
     percentile,
-    proc_cpu_seconds,
-    proc_status_kb,
     round_order,
     self_cpu_seconds,
 )
@@ -121,7 +120,7 @@ SHARE_BASELINE_REC_S = 868_600.0
 
 
 # -- brokers -----------------------------------------------------------------------------------
-class Broker:
+class Broker(ProcReadings):
     """A running broker of either kind: its address, process, and /proc readings."""
 
     name = ""
@@ -130,15 +129,6 @@ class Broker:
     @property
     def pid(self) -> int:
         raise NotImplementedError
-
-    def rss_kb(self) -> int:
-        return proc_status_kb(self.pid, "VmRSS")
-
-    def peak_rss_kb(self) -> int:
-        return proc_status_kb(self.pid, "VmHWM")
-
-    def cpu_seconds(self) -> float:
-        return proc_cpu_seconds(self.pid)
 
     def restart_timed(self) -> tuple[float, float]:
         """Stop, start again on the same data: (seconds to stop, seconds from spawn to a

@@ -419,3 +419,21 @@ def read_batches(path: Path) -> list[DiskBatch]:
 def topic_batches(data_dir: str, topic: str, partitions: Iterable[int]) -> list[DiskBatch]:
     return [b for p in partitions for f in segment_files(data_dir, topic, p, ".log")
             for b in read_batches(f)]
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a Prometheus page, parsed by prometheus-client: (name, sorted labels) ->
+    value (the page must answer 200 with the text format)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = r.read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out

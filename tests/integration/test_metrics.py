@@ -29,26 +29,13 @@ from snakka.client.share_admin import ShareAdmin
 from snakka.client.share_consumer import ShareConsumer
 from snakka.testing import EmbeddedBroker
 
-from .helpers import ck_create_topic, run_async, wait_until
+from .helpers import ck_create_topic, run_async, scrape, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
 N = 500
 VALUE = 200
-
-
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of the page, parsed by prometheus-client: (name, sorted labels) -> value."""
-    with urllib.request.urlopen(url, timeout=10) as r:
-        assert r.status == 200
-        assert r.headers["Content-Type"].startswith("text/plain")
-        text = r.read().decode()
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
 
 
 def sample(samples, name: str, **labels: str) -> float:

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import urllib.request
 import uuid
 
 import pytest
-from integration.helpers import wait_until  # tests/ is on sys.path
+from integration.helpers import scrape, wait_until  # tests/ is on sys.path
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
-from prometheus_client.parser import text_string_to_metric_families
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
 from snakka.protocol.errors import ErrorCode
@@ -45,16 +43,6 @@ pytestmark = pytest.mark.timeout(120)
 CLIENT_METRICS = 16
 SET, DELETE, APPEND = 0, 1, 2
 ZERO = uuid.UUID(int=0)
-
-
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(url, timeout=10) as r:
-        text = r.read().decode()
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
 
 
 def series(samples, name: str, **labels: str) -> list[tuple[dict[str, str], float]]:
