@@ -260,7 +260,7 @@ def test_client_quotas(console_broker, http):
     msg = act(http, "/quotas/alter", {"entity_type": "user", "entity_name": "batch",
                                       "key": "producer_byte_rate", "value": "1048576"},
               "/quotas")
-    assert msg == "set producer_byte_rate=1.04858e+06 for user batch"
+    assert msg == "set producer_byte_rate=1048576 for user batch"
     act(http, "/quotas/alter", {"entity_type": "client-id", "entity_name": "",
                                 "key": "request_percentage", "value": "50"}, "/quotas")
     rows = http.json("/api/quotas")["quotas"]
@@ -269,6 +269,7 @@ def test_client_quotas(console_broker, http):
         ('{"client-id": null}', "request_percentage", 50.0)}
     page = http.page("/quotas")
     assert "client-id=&lt;default&gt;" in page and page.count('<tr class="quota">') == 2
+    assert "1,048,576 (1.0 MiB/s)" in page
     act(http, "/quotas/alter", {"entity_type": "user", "entity_name": "batch",
                                 "key": "producer_byte_rate", "remove": "1"}, "/quotas")
     assert [r["key"] for r in http.json("/api/quotas")["quotas"]] == ["request_percentage"]

@@ -385,7 +385,8 @@ class ConsoleAdmin:
         who = f"{entity_type} {entity_name if entity_name is not None else '<default>'}"
         if value is None:
             return ActionResult(True, f"removed {key} of {who}")
-        return ActionResult(True, f"set {key}={value:g} for {who}")
+        shown = f"{int(value)}" if value.is_integer() else f"{value}"
+        return ActionResult(True, f"set {key}={shown} for {who}")
 
 
 def _refused(code: int, message: str | None) -> ActionResult:

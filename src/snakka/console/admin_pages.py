@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from snakka.console.pages import _form, _table, e, u
+from snakka.console.pages import _bytes, _form, _table, e, u
 from snakka.protocol.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 
 __all__ = ["acls", "quotas", "topic_admin", "topics_admin", "users"]
@@ -203,6 +203,15 @@ def topic_admin(d: dict[str, Any], *, csrf: str, read_only: bool) -> str:
 
 
 # -- client quotas -----------------------------------------------------------------------
+def quota_value(key: str, value: float) -> str:
+    """A quota as a person reads it: whole numbers with separators, byte rates also in
+    KiB/MiB per second."""
+    text = f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+    if key.endswith("_byte_rate") and value >= 1024:
+        text += f" ({_bytes(value)}/s)"
+    return e(text)
+
+
 def quotas(d: dict[str, Any], *, csrf: str, read_only: bool) -> str:
     def entity(ent: dict[str, str | None]) -> str:
         return ", ".join(f'{e(k)}={e(v) if v is not None else "&lt;default&gt;"}'
@@ -222,7 +231,8 @@ def quotas(d: dict[str, Any], *, csrf: str, read_only: bool) -> str:
                 confirm="Remove this quota?").replace('class="action"',
                                                       'class="action inline"')
         rows.append(f'<tr class="quota"><td>{entity(q["entity"])}</td><td>{e(q["key"])}</td>'
-                    f'<td class="n">{q["value"]:g}</td><td>{remove}</td></tr>')
+                    f'<td class="n">{quota_value(q["key"], q["value"])}</td><td>{remove}</td>'
+                    "</tr>")
     err = f'<p class="notice error" id="quotas-error">{e(d["error"])}</p>' if d["error"] else ""
     table = _table(["Entity", "Quota", "Value", ""], rows, cls="quotas",
                    empty="no client quotas" if not d["error"] else "quotas not shown")
