@@ -250,8 +250,8 @@ class ConsoleServer:
                 if t is None:
                     return self._not_found("no such topic (or you may not describe it)")
                 title, section = f"Topic {name}", "topics"
-                body = pages.topic(t, csrf=token, read_only=ro) + admin_pages.topic_admin(
-                    t, csrf=token, read_only=ro)
+                body = pages.topic(t, csrf=token, read_only=ro, admin=admin_pages.topic_admin(
+                    t, csrf=token, read_only=ro))
             case ["topics", name, "messages"]:
                 result = await self._messages(req, viewer, name)
                 if result is None:
