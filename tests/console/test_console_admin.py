@@ -328,3 +328,25 @@ def test_user_controlled_admin_names_are_escaped(secure):
     assert "<script>alert" not in page and html.escape(evil, quote=True) in page
     with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND|does not exist"):
         cadmin.describe_user_scram_credentials([evil])[evil].result(timeout=30)
+
+
+def test_quotas_agree_with_kafka_configs_sh(console_broker, http):
+    """Apache Kafka 4.0's kafka-configs.sh (the Java admin client) lists the quota the console
+    set, and the console lists the one kafka-configs.sh set."""
+    from reference_kafka import run_tool, skip_reason
+
+    reason = skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    bs = console_broker.bootstrap_servers
+    act(http, "/quotas/alter", {"entity_type": "user", "entity_name": "reporting",
+                                "key": "consumer_byte_rate", "value": "2048"}, "/quotas")
+    r = run_tool("kafka-configs.sh", "--bootstrap-server", bs, "--describe",
+                 "--entity-type", "users", "--entity-name", "reporting")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "consumer_byte_rate=2048.0" in r.stdout, r.stdout
+    r = run_tool("kafka-configs.sh", "--bootstrap-server", bs, "--alter", "--entity-type",
+                 "clients", "--entity-name", "etl", "--add-config", "request_percentage=25")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = http.json("/api/quotas")["quotas"]
+    assert {"entity": {"client-id": "etl"}, "key": "request_percentage", "value": 25.0} in rows
