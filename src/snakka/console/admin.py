@@ -204,6 +204,11 @@ class ConsoleAdmin:
     async def delete_acl(self, viewer: Viewer, form: dict[str, str]) -> ActionResult:
         """DeleteAcls with a filter naming one binding exactly (every field given)."""
         a = AclForm(form)
+        if a.problem is None and (
+                "ANY" in (a.resource_type.name, a.operation.name, a.permission_type.name)
+                or a.pattern_type.name in ("ANY", "MATCH")):
+            # ANY / MATCH would make the filter match many bindings: this form deletes one.
+            a.problem = "deleting one ACL names it exactly (no ANY or MATCH)"
         if a.problem is not None:
             return ActionResult(False, a.problem, "INVALID_REQUEST")
         resp = await self._call(viewer, ApiKey.DELETE_ACLS, 3, DeleteAclsRequest(filters=[
