@@ -155,7 +155,26 @@ def test_a_user_without_alter_on_the_cluster_sees_the_refusal(secure):
     assert msg.startswith("CLUSTER_AUTHORIZATION_FAILED"), msg
 
 
-def test_scram_user_created_in_the_console_logs_in_with_confluent_kafka(secure):
+def test_topic_administration_is_authorized_per_topic(secure):
+    bs = secure.bootstrap_servers
+    admin = Http(secure.console_url, "admin", "admin-secret")
+    alice = Http(secure.console_url, "alice", "alice-secret")
+    assert act(admin, "/topics/create", {"name": "ledger", "partitions": "1"}, "/topics") == \
+        "created topic ledger with 1 partition(s)"
+    act(admin, "/acls/create", {"principal": "User:alice", "operation": "DESCRIBE",
+                                "resource_type": "TOPIC", "resource_name": "ledger"}, "/acls")
+    page = "/topics/ledger"
+    for path, form in (("/topics/ledger/config", {"key": "retention.ms", "value": "1"}),
+                       ("/topics/ledger/partitions", {"count": "3"}),
+                       ("/topics/ledger/delete", {"confirm": "ledger"})):
+        msg = act(alice, path, form, page)
+        assert msg.startswith("TOPIC_AUTHORIZATION_FAILED"), (path, msg)
+    cadmin = AdminClient({"bootstrap.servers": bs, **plain("admin")})
+    assert len(cadmin.list_topics(timeout=30).topics["ledger"].partitions) == 1
+    res = ConfigResource(ConfigResource.Type.TOPIC, "ledger")
+    assert cadmin.describe_configs([res])[res].result(timeout=30)["retention.ms"].value == \
+        "604800000"  # unchanged: Kafka's default
+
     bs = secure.bootstrap_servers
     admin = Http(secure.console_url, "admin", "admin-secret")
     password = "dave-s3cret-pw"
