@@ -9,7 +9,7 @@ console user's principal (console/kafka.py), so Kafka's authorization applies un
   cluster); without ``authorizer.class.name`` the broker answers SECURITY_DISABLED, shown as is;
 - SCRAM users: DescribeUserScramCredentials (mechanisms and iterations, never a salt or key;
   DESCRIBE on the cluster) and AlterUserScramCredentials (ALTER on the cluster). An upsertion
-  carries a fresh 32-byte salt and the salted password computed here with util/scram.py, as
+  carries a fresh random salt and the salted password computed here with util/scram.py, as
   Kafka's AdminClient (and snakka's client/admin.py) does: the password itself never reaches
   the metadata log. PBKDF2 runs in a worker thread, off the broker's event loop. PLAIN users
   of the listeners' JAAS lines are listed by name only, to users who may DESCRIBE the cluster;
@@ -74,8 +74,8 @@ __all__ = ["AclForm", "ConsoleAdmin", "QUOTA_ENTITY_TYPES", "SCRAM_MECHANISMS"]
 # What the forms offer (Kafka's names).
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 QUOTA_ENTITY_TYPES = ("user", "client-id", "ip")
-# Bytes of the random salt of a new SCRAM credential (Kafka's ScramFormatter: 32... its
-# AdminClient uses SecureRandom bytes of this length as well).
+# Bytes of the random salt of a new SCRAM credential (as snakka's client/admin.py; Kafka's
+# AdminClient draws its salt from SecureRandom too, and the broker accepts any non-empty salt).
 CONSOLE_SCRAM_SALT_BYTES = 32
 # A topic created without a partition count gets the broker's num.partitions (-1 on the wire).
 _DEFAULT = -1
