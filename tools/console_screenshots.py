@@ -1,9 +1,11 @@
 """Screenshots of every page of the web console, for docs/console.md (docs/console/*.png).
 
-Starts an in-process broker with the console on, writes sample data with confluent-kafka
-(topics, a consumer group with lag, a share group with a member holding records), keeps a
-trickle of traffic going so the live charts have something to draw, and saves one PNG per page
-from headless Chromium (Debian's chromium + chromium-driver, as the browser tests).
+Starts an in-process broker with the console on (and the StandardAuthorizer, the console's
+User:ANONYMOUS a super user), writes sample data with confluent-kafka (topics, a consumer group
+with lag, a share group with a member holding records, ACLs, SCRAM users) and client quotas
+through the console's own form, keeps a trickle of traffic going so the live charts have
+something to draw, and saves one PNG per page from headless Chromium (Debian's chromium +
+chromium-driver, as the browser tests), shrunk with pngquant when it is installed.
 
     .venv/bin/python tools/console_screenshots.py [--out docs/console]
 """
@@ -11,6 +13,8 @@ from headless Chromium (Debian's chromium + chromium-driver, as the browser test
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -21,14 +25,21 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 from console.browser import chromium, console_errors, skip_reason  # noqa: E402
-from console.support import consume, create_topic, produce  # noqa: E402
+from console.support import Http, consume, create_topic, produce  # noqa: E402
 
 from snakka.client import ShareConsumer  # noqa: E402
 from snakka.testing import EmbeddedBroker  # noqa: E402
@@ -42,7 +53,58 @@ PAGES = [
     ("group", "groups/billing"),
     ("share-groups", "share-groups"),
     ("share-group", "share-groups/workers"),
+    ("acls", "acls"),
+    ("users", "users"),
+    ("quotas", "quotas"),
 ]
+
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def _security_samples(bs: str, console_url: str) -> None:
+    """ACLs and SCRAM users (confluent-kafka), client quotas (the console's form)."""
+    admin = AdminClient({"bootstrap.servers": bs})
+    allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
+    lit, pre = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+    acls = [
+        AclBinding(ResourceType.TOPIC, "orders", lit, "User:billing", "*", AclOperation.READ,
+                   allow),
+        AclBinding(ResourceType.GROUP, "billing", lit, "User:billing", "*", AclOperation.READ,
+                   allow),
+        AclBinding(ResourceType.TOPIC, "clicks", pre, "User:analytics", "*",
+                   AclOperation.READ, allow),
+        AclBinding(ResourceType.TOPIC, "payments", lit, "User:analytics", "*",
+                   AclOperation.ALL, deny),
+        AclBinding(ResourceType.TOPIC, "orders", lit, "User:shop", "10.0.0.7",
+                   AclOperation.WRITE, allow),
+        AclBinding(ResourceType.BROKER, "kafka-cluster", lit, "User:ops", "*",
+                   AclOperation.ALTER, allow),
+    ]
+    for f in admin.create_acls(acls).values():
+        f.result(timeout=30)
+    ups = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mech, iters), pw.encode())
+           for user, mech, iters, pw in (
+               ("billing", ScramMechanism.SCRAM_SHA_256, 4096, "billing-pw"),
+               ("analytics", ScramMechanism.SCRAM_SHA_512, 8192, "analytics-pw"),
+               ("ops", ScramMechanism.SCRAM_SHA_256, 4096, "ops-pw"),
+               ("ops", ScramMechanism.SCRAM_SHA_512, 4096, "ops-pw"))]
+    for f in admin.alter_user_scram_credentials(ups).values():
+        f.result(timeout=30)
+    http = Http(console_url)
+    for etype, name, key, value in (("user", "analytics", "consumer_byte_rate", "10485760"),
+                                    ("user", "", "producer_byte_rate", "5242880"),
+                                    ("client-id", "batch-loader", "request_percentage", "50")):
+        status, _h, body = http.post("/quotas/alter", {
+            "entity_type": etype, "entity_name": name, "key": key, "value": value},
+            page="/quotas")
+        assert status == 303, body[:200]
+
+
+def _shrink(path: Path) -> None:
+    """pngquant in place, when it is installed (the PNGs live in the repository)."""
+    if shutil.which("pngquant"):
+        subprocess.run(["pngquant", "--force", "--skip-if-larger", "--strip", "--quality",
+                        "70-95", "--output", str(path), str(path)], check=False)
 
 
 def _traffic(bs: str, stop: threading.Event) -> None:
@@ -70,7 +132,8 @@ def main() -> int:
         return 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with EmbeddedBroker(config={"console.port": "0"}) as b:
+    with EmbeddedBroker(config={"console.port": "0", "authorizer.class.name": STANDARD,
+                                "super.users": "User:ANONYMOUS"}) as b:
         bs = b.bootstrap_servers
         create_topic(bs, "orders", 3, {"retention.ms": "259200000"})
         create_topic(bs, "clicks", 6)
@@ -87,6 +150,7 @@ def main() -> int:
                     "share.auto.offset.reset", "earliest",
                     incremental_operation=AlterConfigOpType.SET)])]).values():
             f.result(timeout=30)
+        _security_samples(bs, b.console_url)
         produce(bs, "jobs", 60, prefix="job-")
         share = ShareConsumer({"bootstrap.servers": bs, "group.id": "workers",
                                "share.acknowledgement.mode": "explicit",
@@ -112,6 +176,7 @@ def main() -> int:
                     height = d.execute_script("return document.documentElement.scrollHeight")
                     d.set_window_size(1280, min(max(800, height + 20), 2400))
                     d.save_screenshot(str(out / f"{name}.png"))
+                    _shrink(out / f"{name}.png")
                     d.set_window_size(1280, 800)
                     errors = console_errors(d)
                     print(f"{name}: {out / f'{name}.png'}"

@@ -1,6 +1,7 @@
 """The console in a real headless Chromium (selenium): every page loads with no console errors,
 shows what the broker holds, the live charts draw, the forms work (a test message produced, a
-group's offsets reset, checked with confluent-kafka), read-only mode shows no actions, and a
+group's offsets reset, a topic created and deleted, an ACL created and deleted, checked with
+confluent-kafka), read-only mode shows no actions, and a
 SASL broker's console asks for credentials."""
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def test_pages_load_and_show_the_broker(driver):
         wait_until(lambda: driver.find_elements(*_by("#chart-bytes svg polyline")), 30,
                    "the throughput chart")
         for nav, heading in (("#nav-topics", "Topics"), ("#nav-groups", "Consumer groups"),
-                             ("#nav-shares", "Share groups"), ("#nav-overview", "Overview")):
+                             ("#nav-shares", "Share groups"), ("#nav-acls", "ACLs"),
+                             ("#nav-users", "Users"), ("#nav-quotas", "Client quotas"),
+                             ("#nav-overview", "Overview")):
             driver.find_element(*_by(nav)).click()
             wait_until(lambda h=heading: driver.find_element(*_by("h1")).text == h, 30, heading)
             assert console_errors(driver) == [], nav
@@ -123,6 +126,77 @@ def test_produce_and_reset_through_the_forms(driver):
         assert "reset 1 partition(s) to-offset" in driver.find_element(*_by("#notice")).text
         assert driver.find_element(*_by('tr[data-tp="tasks/0"] td.committed')).text == "2"
         assert committed(bs, "doers", "tasks", 1) == {0: 2}
+        assert console_errors(driver) == []
+
+
+def test_create_a_topic_and_an_acl_through_the_forms(driver):
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ConfigResource,
+        ResourcePatternType,
+        ResourceType,
+    )
+    from selenium.webdriver.support.ui import Select
+
+    with EmbeddedBroker(config={
+            "console.port": "0", "super.users": "User:ANONYMOUS",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    }) as b:
+        bs, url = b.bootstrap_servers, b.console_url
+        admin = AdminClient({"bootstrap.servers": bs})
+        _open(driver, url + "topics")
+        driver.find_element(*_by("#topic-name")).send_keys("browser-made")
+        driver.find_element(*_by("#topic-partitions")).send_keys("2")
+        driver.find_element(*_by("#topic-configs")).send_keys("retention.ms=7200000")
+        driver.find_element(*_by("#topic-create-form button")).click()
+        wait_until(lambda: driver.find_elements(*_by("#notice")), 30, "the notice")
+        assert driver.find_element(*_by("#notice")).text == \
+            "created topic browser-made with 2 partition(s)"
+        assert driver.find_element(*_by("h1")).text == "Topic browser-made"
+        assert len(admin.list_topics(timeout=30).topics["browser-made"].partitions) == 2
+        res = ConfigResource(ConfigResource.Type.TOPIC, "browser-made")
+        assert admin.describe_configs([res])[res].result(timeout=30)["retention.ms"].value == \
+            "7200000"
+        assert console_errors(driver) == []
+
+        _open(driver, url + "acls")
+        driver.find_element(*_by("#acl-principal")).send_keys("User:carol")
+        Select(driver.find_element(*_by("#acl-operation"))).select_by_value("DESCRIBE")
+        Select(driver.find_element(*_by("#acl-resource-type"))).select_by_value("TOPIC")
+        driver.find_element(*_by("#acl-resource-name")).send_keys("browser-")
+        Select(driver.find_element(*_by("#acl-pattern-type"))).select_by_value("PREFIXED")
+        driver.find_element(*_by("#acl-create-form button")).click()
+        wait_until(lambda: driver.find_elements(*_by("#notice")), 30, "the notice")
+        assert driver.find_element(*_by("#notice")).text.startswith(
+            "created ACL: ALLOW User:carol DESCRIBE")
+        row = driver.find_element(*_by('tr.acl[data-principal="User:carol"]'))
+        assert [td.text for td in row.find_elements(*_by("td"))][:7] == [
+            "User:carol", "ALLOW", "DESCRIBE", "*", "TOPIC", "browser-", "PREFIXED"]
+        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:carol",
+                               None, AclOperation.ANY, AclPermissionType.ANY)
+        found = admin.describe_acls(flt).result(timeout=30)
+        assert [(a.name, a.resource_pattern_type.name, a.operation.name) for a in found] == \
+            [("browser-", "PREFIXED", "DESCRIBE")]
+        # Its row's delete button, confirmed.
+        row.find_element(*_by("button")).click()
+        wait_until(lambda: _alert(driver), 30, "the confirmation").accept()
+        wait_until(lambda: driver.find_elements(*_by("#notice")), 30, "the notice")
+        assert driver.find_element(*_by("#notice")).text.startswith("deleted ACL")
+        assert driver.find_elements(*_by("tr.acl")) == []
+        assert admin.describe_acls(flt).result(timeout=30) == []
+        assert console_errors(driver) == []
+
+        _open(driver, url + "topics/browser-made")
+        driver.find_element(*_by("#delete-topic-confirm")).send_keys("browser-made")
+        driver.find_element(*_by("#delete-topic-form button")).click()
+        wait_until(lambda: _alert(driver), 30, "the confirmation").accept()
+        wait_until(lambda: driver.find_elements(*_by("#notice")), 30, "the notice")
+        assert driver.find_element(*_by("#notice")).text == "deleted topic browser-made"
+        assert driver.find_element(*_by("h1")).text == "Topics"
+        assert "browser-made" not in admin.list_topics(timeout=30).topics
         assert console_errors(driver) == []
 
 

@@ -93,3 +93,57 @@ def test_csrf_tokens():
     assert not t.valid(bob, t.token(alice))
     assert not t.valid(alice, None) and not t.valid(alice, "")
     assert not CsrfTokens(b"j" * 32).valid(alice, t.token(alice))
+
+
+def test_acl_form_parses_kafka_names_and_refuses_what_kafka_cannot_parse():
+    from snakka.console.admin import AclForm
+    from snakka.protocol.acls import AclOperation, PatternType, ResourceType
+
+    a = AclForm({"principal": "User:bob", "operation": "describe-configs",
+                 "resource_type": "topic", "resource_name": "orders"})
+    assert a.problem is None
+    assert (a.operation, a.resource_type, a.pattern_type, a.host) == \
+        (AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, PatternType.LITERAL, "*")
+    cluster = AclForm({"principal": "User:ops", "operation": "ALTER",
+                       "resource_type": "CLUSTER"})
+    assert cluster.problem is None and cluster.resource_name == "kafka-cluster"
+    # UNKNOWN (0) would make the broker's handler close the connection: refused here.
+    assert "UNKNOWN" in (AclForm({"principal": "User:x", "operation": "UNKNOWN",
+                                  "resource_type": "TOPIC", "resource_name": "t"}).problem
+                         or "")
+    assert "Type:name" in (AclForm({"principal": "bob", "operation": "READ",
+                                    "resource_type": "TOPIC", "resource_name": "t"}).problem
+                           or "")
+    assert AclForm({"principal": "User:x", "operation": "READ",
+                    "resource_type": "TOPIC"}).problem is not None  # no name
+    flt = AclForm({}, as_filter=True)
+    assert flt.problem is None and flt.binding() == {
+        "resource_type": "ANY", "resource_name": None, "pattern_type": "ANY",
+        "principal": None, "host": None, "operation": "ANY", "permission_type": "ANY"}
+
+
+def test_admin_pages_escape_and_hide_forms_when_read_only():
+    from snakka.console import admin_pages
+
+    acl = {"resource_type": "GROUP", "resource_name": EVIL, "pattern_type": "LITERAL",
+           "principal": f"User:{EVIL}", "host": "*", "operation": "READ",
+           "permission_type": "ALLOW"}
+    d = {"filter": {**acl, "resource_name": EVIL, "principal": EVIL}, "acls": [acl],
+         "error": None, "can_alter": False}
+    html = admin_pages.acls(d, csrf="t", read_only=False)
+    assert "<script>" not in html and pages.e(EVIL) in html
+    assert "You may not ALTER the cluster" in html and 'id="acl-create-form"' in html
+    assert "<form method=\"post\"" not in admin_pages.acls(d, csrf="t", read_only=True)
+    users = {"scram": [{"user": EVIL, "error": None, "credentials": [
+        {"mechanism": "SCRAM-SHA-256", "iterations": 4096}]}], "error": None,
+        "plain": [EVIL], "can_alter": True, "mechanisms": ["SCRAM-SHA-256"],
+        "min_iterations": 4096, "max_iterations": 16384}
+    html = admin_pages.users(users, csrf="t", read_only=False)
+    assert "<script>" not in html and html.count(pages.e(EVIL)) >= 3
+    quotas = {"quotas": [{"entity": {"user": EVIL}, "key": "producer_byte_rate",
+                          "value": 2097152.0}], "error": None, "can_alter": True,
+              "entity_types": ["user"]}
+    html = admin_pages.quotas(quotas, csrf="t", read_only=False)
+    assert "<script>" not in html and "2,097,152 (2.0 MiB/s)" in html
+    assert admin_pages.quota_value("request_percentage", 12.5) == "12.5"
+    assert admin_pages.topics_admin(csrf="t", read_only=True) == ""

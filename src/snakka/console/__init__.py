@@ -9,7 +9,8 @@ Modules:
 - ``kafka``: Kafka API requests answered in-process by the broker's handlers, as the console
   user's principal (authorization and validation as for any client);
 - ``data``: what each page shows and what each action does, as JSON-ready data;
-- ``pages``: the HTML (every user-controlled value escaped);
+- ``admin``: ACLs, SCRAM users, topic creation/deletion/configs/partitions, client quotas;
+- ``pages``, ``admin_pages``: the HTML (every user-controlled value escaped);
 - ``throughput``: the live charts' samples;
 - ``server``: routing, read-only mode, post/redirect/get.
 
@@ -40,6 +41,7 @@ def create_console(config: BrokerConfig, services: Services, handlers: HandlerRe
     """The console of one broker (not started). ``listeners``: name, address and security
     protocol of each listener, as the overview shows them. ``port`` overrides console.port
     (the fallback to an ephemeral port when ``snakka serve``'s default is taken)."""
+    from snakka.console.admin import ConsoleAdmin
     from snakka.console.auth import ConsoleAuthenticator
     from snakka.console.data import ConsoleData
     from snakka.console.kafka import LocalKafka
@@ -66,4 +68,5 @@ def create_console(config: BrokerConfig, services: Services, handlers: HandlerRe
     return ConsoleServer(
         data, auth, str(config.get("console.host")),
         config.int("console.port") if port is None else port, read_only=read_only,
-        throughput=history, totals=(lambda: totals_of(metrics)) if metrics is not None else None)
+        throughput=history, totals=(lambda: totals_of(metrics)) if metrics is not None else None,
+        admin=ConsoleAdmin(data, list(plain)))

@@ -15,10 +15,10 @@ worker thread; a success is remembered for :data:`CONSOLE_AUTH_CACHE_S` (keyed b
 digest of the password and the credential itself, so a changed or deleted credential stops
 matching at once) so a page's polling does not pay it per request.
 
-Forms (produce, reset offsets, delete records) carry a token derived from a per-process secret
-and the principal: another site cannot make a logged-in browser post them (CSRF). Cross-site
-requests (``Sec-Fetch-Site: cross-site``, or an ``Origin`` that is not the console's) are
-refused for every POST as well.
+Forms (every action: produce, reset offsets, the administration) carry a token derived from a
+per-process secret and the principal: another site cannot make a logged-in browser post them
+(CSRF). Cross-site requests (``Sec-Fetch-Site: cross-site``, or an ``Origin`` that is not the
+console's) are refused for every POST as well.
 """
 
 from __future__ import annotations

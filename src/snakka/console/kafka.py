@@ -4,8 +4,8 @@ What it owns: calling a request handler (handlers/<api>.py) the way dispatch doe
 (server/dispatch.py), as the console user's principal: the API-level actions the handler
 declares are authorized first, then ``handle(ctx, request)`` runs and its coroutine, if it
 returns one, is awaited. So everything the console changes (produce a test message, reset a
-group's offsets, delete records) and most of what it shows about groups and configs goes
-through exactly the code (validation, authorization, the coordinators' rules) a Kafka client's
+group's offsets, delete records, topics, ACLs, SCRAM credentials, client quotas) and most of
+what it shows about groups, configs, ACLs, users and quotas goes through exactly the code (validation, authorization, the coordinators' rules) a Kafka client's
 request does: the console can do nothing a client with the same credentials could not.
 
 Skipped on purpose: encoding and decoding (the request and response objects are passed as

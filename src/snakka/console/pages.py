@@ -79,7 +79,8 @@ def _table(headers: Iterable[str], rows: Iterable[str], *, cls: str = "",
 
 
 NAV = (("/", "Overview", "overview"), ("/topics", "Topics", "topics"),
-       ("/groups", "Consumer groups", "groups"), ("/share-groups", "Share groups", "shares"))
+       ("/groups", "Consumer groups", "groups"), ("/share-groups", "Share groups", "shares"),
+       ("/acls", "ACLs", "acls"), ("/users", "Users", "users"), ("/quotas", "Quotas", "quotas"))
 
 
 def layout(title: str, section: str, body: str, *, principal: str, read_only: bool,
@@ -177,7 +178,9 @@ def topics(d: dict[str, Any]) -> str:
                    "Retention", "Retention bytes"], rows, cls="topics", empty="no topics")
 
 
-def topic(d: dict[str, Any], *, csrf: str, read_only: bool) -> str:
+def topic(d: dict[str, Any], *, csrf: str, read_only: bool, admin: str = "") -> str:
+    """A topic's page; ``admin``: the administration forms (console/admin_pages.py), shown
+    after the record actions and before the (long) configs table."""
     name = d["name"]
     base = f"/topics/{u(name)}"
     rows = []
@@ -232,7 +235,7 @@ def topic(d: dict[str, Any], *, csrf: str, read_only: bool) -> str:
     tiered = "tiered storage on" if any(p.get("remote") for p in d["partitions"]) else ""
     return (f'<p class="sub">id <code>{e(d["topic_id"])}</code> {e(tiered)}'
             f' · <a href="{e(base)}/messages">browse messages</a></p>'
-            f"<section><h2>Partitions</h2>{parts}</section>{actions}"
+            f"<section><h2>Partitions</h2>{parts}</section>{actions}{admin}"
             f"<section><h2>Configs</h2>{cfg}</section>")
 
 

@@ -22,7 +22,8 @@ from importlib import resources
 from typing import Any
 from urllib.parse import unquote
 
-from snakka.console import pages
+from snakka.console import admin_pages, pages
+from snakka.console.admin import ConsoleAdmin
 from snakka.console.auth import ConsoleAuthenticator, CsrfTokens
 from snakka.console.data import ActionResult, ConsoleData, Viewer
 from snakka.console.http import HttpRequest, HttpResponse, HttpServer
@@ -62,13 +63,32 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+def _config_lines(text: str) -> tuple[dict[str, str], str | None]:
+    """``name=value`` lines of a form (blank lines skipped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        k, sep, v = line.partition("=")
+        if not sep or not k.strip():
+            return {}, f"configs: {line.strip()!r} is not name=value"
+        out[k.strip()] = v.strip()
+    return out, None
+
+
+async def _refuse(message: str) -> ActionResult:
+    return ActionResult(False, message, "INVALID_REQUEST")
+
+
 class ConsoleServer:
     """The console on ``host:port``; :meth:`start` binds, :meth:`stop` closes."""
 
     def __init__(self, data: ConsoleData, auth: ConsoleAuthenticator, host: str, port: int, *,
                  read_only: bool, throughput: ThroughputHistory | None = None,
-                 totals: Callable[[], Totals] | None = None) -> None:
+                 totals: Callable[[], Totals] | None = None,
+                 admin: ConsoleAdmin | None = None) -> None:
         self.data = data
+        self.admin = admin if admin is not None else ConsoleAdmin(data, [])
         self.auth = auth
         self.host = host
         self.read_only = read_only
@@ -165,6 +185,12 @@ class ConsoleServer:
                 result = await self.data.group(viewer, gid)
             case ["share-groups", gid]:
                 result = await self.data.share_group(viewer, gid)
+            case ["acls"]:
+                result = await self.admin.acls(viewer, req.query)
+            case ["users"]:
+                result = await self.admin.users(viewer)
+            case ["quotas"]:
+                result = await self.admin.quotas(viewer)
             case ["throughput"]:
                 if self.throughput is None:
                     result = {"series": [], "points": []}
@@ -217,13 +243,15 @@ class ConsoleServer:
                 title, section, body = "Overview", "overview", pages.overview(d)
             case ["topics"]:
                 d = await self.data.topics(viewer)
-                title, section, body = "Topics", "topics", pages.topics(d)
+                title, section = "Topics", "topics"
+                body = pages.topics(d) + admin_pages.topics_admin(csrf=token, read_only=ro)
             case ["topics", name]:
                 t = await self.data.topic(viewer, name)
                 if t is None:
                     return self._not_found("no such topic (or you may not describe it)")
                 title, section = f"Topic {name}", "topics"
-                body = pages.topic(t, csrf=token, read_only=ro)
+                body = pages.topic(t, csrf=token, read_only=ro, admin=admin_pages.topic_admin(
+                    t, csrf=token, read_only=ro))
             case ["topics", name, "messages"]:
                 result = await self._messages(req, viewer, name)
                 if result is None:
@@ -253,6 +281,18 @@ class ConsoleServer:
                 title, section = f"Share group {gid}", "shares"
                 body = pages.share_group(g, csrf=token, read_only=ro,
                                          topics=self._topics(viewer))
+            case ["acls"]:
+                d = await self.admin.acls(viewer, req.query)
+                title, section = "ACLs", "acls"
+                body = admin_pages.acls(d, csrf=token, read_only=ro)
+            case ["users"]:
+                d = await self.admin.users(viewer)
+                title, section = "Users", "users"
+                body = admin_pages.users(d, csrf=token, read_only=ro)
+            case ["quotas"]:
+                d = await self.admin.quotas(viewer)
+                title, section = "Client quotas", "quotas"
+                body = admin_pages.quotas(d, csrf=token, read_only=ro)
             case _:
                 return self._not_found("no such page")
         return HttpResponse(200, pages.layout(
@@ -314,8 +354,15 @@ class ConsoleServer:
                     viewer, gid, form["topic"], strategy, value)
                 back = f"/share-groups/{pages.u(gid)}"
             case _:
-                return self._not_found("no such action")
+                routed = self._admin_action(parts, viewer, form)
+                if isinstance(routed, HttpResponse):
+                    return routed
+                action, back = routed
         result = await action()
+        if back.endswith("/"):  # a created topic's page, when it was created
+            back = back + pages.u(form.get("name", "").strip()) if result.ok else "/topics"
+        elif result.ok and parts[-1] == "delete" and parts[0] == "topics":
+            back = "/topics"
         log.info("console: %s by %s from %s: %s", req.path, viewer.principal, viewer.host,
                  result.message)
         nid = str(next(self._notice_ids))
@@ -323,6 +370,70 @@ class ConsoleServer:
         while len(self._notices) > CONSOLE_NOTICES_MAX:
             self._notices.popitem(last=False)
         return HttpResponse.redirect(f"{back}?notice={nid}")
+
+    def _admin_action(self, parts: list[str], viewer: Viewer, form: dict[str, str]
+                      ) -> tuple[Callable[[], Awaitable[ActionResult]], str] | HttpResponse:
+        """The administration POSTs (console/admin.py): the action and the page to go back
+        to (a trailing '/' there: the created topic's page)."""
+        adm = self.admin
+        match parts:
+            case ["acls", "create"]:
+                return (lambda: adm.create_acl(viewer, form)), "/acls"
+            case ["acls", "delete"]:
+                return (lambda: adm.delete_acl(viewer, form)), "/acls"
+            case ["users", "upsert"]:
+                iterations = form.get("iterations", "").strip()
+                iters = _int(iterations)
+                if iterations and iters is None:
+                    return self._error(400, "iterations: a number is required")
+                return (lambda: adm.upsert_user(
+                    viewer, form.get("user", "").strip(), form.get("mechanism", ""),
+                    form.get("password", ""), iters)), "/users"
+            case ["users", "delete"]:
+                return (lambda: adm.delete_user(viewer, form.get("user", ""),
+                                                form.get("mechanism", ""))), "/users"
+            case ["topics", "create"]:
+                raw = form.get("partitions", "").strip()
+                partitions = _int(raw)
+                if raw and partitions is None:
+                    return self._error(400, "partitions: a number is required")
+                configs, err = _config_lines(form.get("configs", ""))
+                if err:
+                    return self._error(400, err)
+                return (lambda: adm.create_topic(viewer, form.get("name", "").strip(),
+                                                 partitions, configs)), "/topics/"
+            case ["topics", name, "config"]:
+                op = form.get("op", "set")
+                if op not in ("set", "delete"):
+                    return self._error(400, "op: set or delete")
+                value = form.get("value", "") if op == "set" else None
+                return (lambda: adm.alter_topic_config(viewer, name, form.get("key", "").strip(),
+                                                       value)), f"/topics/{pages.u(name)}"
+            case ["topics", name, "partitions"]:
+                count = _int(form.get("count"))
+                if count is None:
+                    return self._error(400, "count: a number is required")
+                return (lambda: adm.add_partitions(viewer, name, count)), \
+                    f"/topics/{pages.u(name)}"
+            case ["topics", name, "delete"]:
+                back = f"/topics/{pages.u(name)}"
+                if form.get("confirm", "").strip() != name:
+                    return (lambda: _refuse("type the topic's name to confirm its "
+                                            "deletion")), back
+                return (lambda: adm.delete_topic(viewer, name)), back
+            case ["quotas", "alter"]:
+                remove = bool(form.get("remove"))
+                amount: float | None = None
+                if not remove:
+                    try:
+                        amount = float(form.get("value", "").strip())
+                    except ValueError:
+                        return self._error(400, "value: a number is required")
+                return (lambda: adm.alter_quota(
+                    viewer, form.get("entity_type", ""),
+                    form.get("entity_name", "").strip() or None, form.get("key", "").strip(),
+                    amount)), "/quotas"
+        return self._not_found("no such action")
 
     @staticmethod
     def _strategy(form: dict[str, str]) -> tuple[str, int | None, str | None]:
