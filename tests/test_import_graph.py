@@ -44,8 +44,10 @@ PACKAGE = "snakka"
 ENTRY, SERVER, HANDLERS, COORDINATORS = "entry points", "server", "handlers", "coordinators"
 REPLICA, STORAGE, CORES, BASE, CLIENT = "replica", "storage", "cores", "base", "client side"
 LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    # Wiring and the programs that start a broker: they may import anything.
-    ENTRY: (("snakka.cli", "snakka.__main__", "snakka.broker", "snakka.testing", "snakka.demo"),
+    # Wiring and the programs that start a broker or work on its stopped data directory
+    # (snakka.migrate): they may import anything.
+    ENTRY: (("snakka.cli", "snakka.__main__", "snakka.broker", "snakka.testing", "snakka.demo",
+             "snakka.migrate"),
             frozenset({SERVER, HANDLERS, COORDINATORS, REPLICA, STORAGE, CORES, BASE, CLIENT})),
     # Listeners, connections (asyncio shell over the sans-I/O core), dispatch; the web console
     # (an HTTP server beside them, calling the handlers in-process).
