@@ -8,7 +8,8 @@ compare_kafka.py's ``partitions`` workload, snakka alone, repeated on ONE data d
 
 Creates the topics (100 partitions each) through the broker once, then stops and starts it
 ``--runs`` times: stop = SIGTERM -> process exit (a clean shutdown), start = spawn -> a
-Metadata (v1, all topics) answer, idle RSS read 2 s after the answer. Prints one JSON line
+Metadata (v1, all topics) answer, idle RSS read 2 s after the answer; also the broker's CPU
+seconds for each (less sensitive to a loaded machine than wall time). Prints one JSON line
 per restart and a median line. ``--py-spy DIR`` records the start (until the READY line is
 printed and the Metadata answer is received) and the stop into DIR as collapsed stacks.
 """
@@ -28,24 +29,26 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BrokerProcess, machine_info  # noqa: E402
+from common import BrokerProcess, machine_info, proc_cpu_seconds  # noqa: E402
 from compare_kafka import SNAKKA_CONFIG, create_topics  # noqa: E402
 
 PER_TOPIC = 100
 
 
-def _stop(bp: BrokerProcess) -> float:
+def _stop(bp: BrokerProcess) -> tuple[float, float]:
+    """SIGTERM -> exit: (wall seconds, CPU seconds the broker used in all, from wait4)."""
     proc = bp.proc
     assert proc is not None
     t0 = time.perf_counter()
     os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(120)
+    _pid, status, usage = os.wait4(proc.pid, 0)
     stop_s = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
     bp.proc = None
     if proc.returncode != 0:
         print(f"# broker exited {proc.returncode}:\n" + "\n".join(bp.output[-20:]),
               file=sys.stderr)
-    return stop_s
+    return stop_s, usage.ru_utime + usage.ru_stime
 
 
 def _spy(pid: int, out: Path) -> subprocess.Popen:
@@ -81,20 +84,25 @@ def main() -> int:
                 os.makedirs(args.py_spy, exist_ok=True)
                 spy = _spy(bp.pid, Path(args.py_spy) / f"stop-{run}.txt")
                 time.sleep(1.0)  # py-spy attaches
-            stop_s = _stop(bp)
+            cpu_before = proc_cpu_seconds(bp.pid)
+            stop_s, cpu_total = _stop(bp)
             if spy is not None:
                 spy.wait(30)
             bp = BrokerProcess(SNAKKA_CONFIG, data_dir=data).start()
+            start_cpu = proc_cpu_seconds(bp.pid)
             time.sleep(2.0)
             row = {"type": "run", "partitions": args.partitions, "stop_s": round(stop_s, 3),
                    "ready_line_s": round(bp.ready_s, 3), "start_s": round(bp.metadata_s, 3),
+                   "start_cpu_s": round(start_cpu, 3),
+                   "stop_cpu_s": round(cpu_total - cpu_before, 3),
                    "idle_rss_mb": round(bp.rss_kb() / 1024, 1),
                    "load1": round(os.getloadavg()[0], 2)}
             rows.append(row)
             print(json.dumps(row), flush=True)
         if rows:
             med = {k: statistics.median(r[k] for r in rows)
-                   for k in ("stop_s", "ready_line_s", "start_s", "idle_rss_mb")}
+                   for k in ("stop_s", "stop_cpu_s", "ready_line_s", "start_s", "start_cpu_s",
+                             "idle_rss_mb")}
             print(json.dumps({"type": "median", "runs": len(rows), **med}), flush=True)
     finally:
         bp.close()

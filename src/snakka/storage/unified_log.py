@@ -79,6 +79,7 @@ from .loader import (
     LoadedLog,
     LogLoader,
     rebuild_producer_state,
+    snapshot_filename,
     snapshot_offsets,
     write_producer_snapshot,
 )
@@ -851,9 +852,18 @@ class UnifiedLog:
         # Kafka's takeSnapshot: only when the log moved past the newest snapshot (or, with
         # none, past the log start), so an idle or empty partition gets no file Kafka would
         # not have written either; the loader replays from that snapshot to the same state.
-        snaps = snapshot_offsets(self.dir_path)
-        if self._local.log_end_offset > (snaps[-1] if snaps else self._log_start_offset):
+        # Snapshots past the log end never survive a load or truncation, so "the newest
+        # snapshot is at the log end" is one stat, not a directory listing per partition;
+        # an empty log at offset 0 can have none below it.
+        leo = self._local.log_end_offset
+        if leo == 0 or os.path.exists(os.path.join(self.dir_path, snapshot_filename(leo))):
+            pass
+        elif leo > self._log_start_offset:
             self.take_snapshot(sync=True)
+        else:
+            snaps = snapshot_offsets(self.dir_path)
+            if snaps and leo > snaps[-1]:
+                self.take_snapshot(sync=True)
         self._local.close()
 
     def delete(self) -> None:
