@@ -33,8 +33,6 @@ import os
 import struct
 from collections.abc import Container, Iterator, Sequence
 
-from crc32c import crc32c
-
 from snakka.limits import RECOVERY_CHUNK
 from snakka.records.batch import (
     ATTRIBUTES_OFFSET,
@@ -48,6 +46,7 @@ from snakka.records.batch import (
     BatchInfo,
     parse_header,
 )
+from snakka.util.crc32c import crc32c
 
 from .files import SegmentFile
 from .index import (
