@@ -118,7 +118,7 @@ def _log_start_offsets(logs: Iterable[tuple[tuple[str, int], UnifiedLog]]
     only logs whose start is above their first segment, or tiered ones (whose start may lie
     below it); for the others the loader's answer, the first segment's base, is right."""
     return {k: p.log_start_offset for k, p in logs
-            if p.config.remote_storage_enable or p.log_start_offset > p.segments[0].base_offset}
+            if p.config.remote_storage_enable or p.log_start_offset > p.local_log.base_offset}
 
 
 def _epoch_entries(plog: UnifiedLog) -> list[tuple[int, int]]:
