@@ -352,10 +352,11 @@ def test_clean_stop_and_start_of_many_partitions_needs_no_recovery_and_loses_not
     lm.close()
     data = tmp_path / "data"
 
+    real = local_log.fsync_dir
+
     def restart():
         _age_clean_shutdown(data)
         fsynced: list[str] = []
-        real = local_log.fsync_dir
         monkeypatch.setattr(local_log, "fsync_dir",
                             lambda path: (fsynced.append(os.path.basename(path)), real(path)))
         lm = manager(tmp_path)
@@ -399,4 +400,13 @@ def test_clean_stop_and_start_of_many_partitions_needs_no_recovery_and_loses_not
     lm5, fsynced = restart()
     lm5._wall_at_load_ns += 10**12
     lm5.close()
+    assert len(fsynced) == n
+
+    # After an unclean stop nothing is known to be durable: every directory is fsynced.
+    lm6, fsynced = restart()
+    crash(lm6)
+    assert fsynced == []
+    lm7 = manager(tmp_path)
+    assert len(lm7.load_all()) == n
+    lm7.close()
     assert len(fsynced) == n
