@@ -183,6 +183,12 @@ def serve(config_file, override, listeners, data_dir, strict_durability, console
     """Run the broker until SIGINT/SIGTERM. Prometheus metrics are served at
     http://localhost:9404/metrics unless metrics.port says otherwise (-1: off), the web
     console at http://localhost:9021/ unless console.port says otherwise."""
+    import gc
+
+    # No garbage collection during start-up (imports, loading thousands of partitions: the
+    # objects made are kept, collections would only re-scan them); _serve freezes what
+    # start-up made and turns collection back on.
+    gc.disable()
     from snakka.config import BrokerConfig, ConfigError
 
     _setup_logging(log_level, log_format)
@@ -240,7 +246,15 @@ async def _serve(cfg, ready_line: bool, metrics_default: bool = False,
 
     broker = Broker(cfg, metrics_port_fallback=metrics_default,
                     console_port_fallback=console_default)
-    await broker.start()
+    try:
+        await broker.start()
+    finally:
+        # What start-up made lives as long as the process: frozen, later collections never
+        # re-scan it (serve() disabled collection until here).
+        import gc
+
+        gc.freeze()
+        gc.enable()
     # (the broker logs where its metrics are: "Prometheus metrics at http://...")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -126,6 +126,37 @@ def test_clean_restart_keeps_topics_ids_configs_and_data(snakka_broker):
     assert errs[0].name() == "MSG_SIZE_TOO_LARGE", errs[0]
 
 
+def test_clean_restarts_of_many_partitions_recover_nothing_and_lose_nothing(
+        snakka_broker_factory, caplog):
+    """Issue 15: 600 partitions, records in some, stopped and started twice (the second stop
+    with nothing appended since the start): each start finds a clean directory, recovers
+    nothing, and every record, end offset and the next produce offset are as before."""
+    broker = snakka_broker_factory()
+    bs = broker.bootstrap_servers
+    topics = {f"many-{i}": 200 for i in range(3)}
+    for name, n in topics.items():
+        ck_create_topic(bs, name, n)
+    items = [(p, b"k%d" % p, b"v-%d-" % p + os.urandom(20)) for p in range(0, 200, 7)
+             for _ in range(3)]
+    acked = _produce(bs, "many-1", items)
+    ends = {t: ck_end_offsets(bs, t, range(n)) for t, n in topics.items()}
+    assert sum(hi for _lo, hi in ends["many-1"].values()) == len(items)
+    caplog.set_level(logging.INFO, logger="snakka.storage")
+    for _ in range(2):
+        caplog.clear()
+        broker.restart()
+        lines = [r.getMessage() for r in caplog.records if r.name.startswith("snakka.storage")]
+        assert any("clean=True" in m for m in lines), lines
+        assert not [m for m in lines if any(w in m.lower() for w in RECOVERY_WORDS)], lines
+        assert {t: ck_end_offsets(bs, t, range(n)) for t, n in topics.items()} == ends
+    got = ck_consume(bs, "many-1", sorted({p for p, _k, _v in items}), len(items), timeout=30)
+    found = {(g.partition, g.offset): (g.key, g.value) for g in got}
+    assert len(found) == len(items)
+    for (part, k, v), loc in zip(items, acked, strict=True):
+        assert loc[0] == part and found[loc] == (k, v)
+    assert _produce(bs, "many-2", [(5, b"k", b"after")]) == [(5, 0)]
+
+
 @pytest.mark.parametrize("how", ["clean", "kill-9"])
 def test_admin_changes_survive_restart(snakka_broker_factory, how):
     """Acknowledged admin operations are durable: altered configs, added partitions, deleted

@@ -40,9 +40,8 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from snakka.limits import DEFAULT_MAX_UNCOMPRESSED_BYTES, INT32_MAX, MAX_RECORD_ERROR_MESSAGES
+from snakka.util.crc32c import crc32c
 
 from .compression import COMPRESSION_NONE, COMPRESSION_ZSTD, CompressionError
 from .walk import decompress_records, timestamp_bounds, walk_records

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 
-from crc32c import crc32c
+from snakka.util.crc32c import crc32c
 
 from .batch import (
     COMPRESSION_MASK,

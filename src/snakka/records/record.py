@@ -28,7 +28,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from crc32c import crc32c
+from snakka.util.crc32c import crc32c
 
 from .batch import (
     ATTRIBUTES_OFFSET,

@@ -32,7 +32,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-from crc32c import crc32c
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -57,6 +56,7 @@ from snakka.records.batch import (
 )
 from snakka.records.compression import CompressionError, decompress
 from snakka.records.record import batch_records
+from snakka.util.crc32c import crc32c
 
 try:  # the C decoder is optional: a machine without a compiler still gets a working source
     if os.environ.get("SNAKKA_SPARK_PURE_PYTHON"):

@@ -65,6 +65,18 @@ def _atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
         os.close(dfd)
 
 
+def fsync_file(path: str) -> None:
+    """fsync a file written earlier without it; a missing file is nothing to do."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_offset_checkpoint(path: str, offsets: dict[tuple[str, int], int], *,
                             sync: bool = True) -> None:
     lines = [str(CHECKPOINT_VERSION), str(len(offsets))]

@@ -139,6 +139,16 @@ class _IndexFile:
             del self._buf[cut:]
             self._dirty_from = min(self._dirty_from, cut)
 
+    def adopt_empty_file(self) -> None:
+        """The file exists and holds no entries (an empty segment's index after a clean
+        close) and this index is empty: nothing to write until an entry is added, so a
+        flush of an idle empty segment opens nothing. A longer file is still cut at the
+        first flush with entries (``flush`` checks the file's size whenever it writes)."""
+        if not self._buf:
+            self._file_bytes = 0
+            self._dirty_from = 0
+            self._on_disk = True
+
     def delete_file(self) -> None:
         try:
             os.unlink(self.path)

@@ -39,7 +39,7 @@ import logging
 import os
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from snakka.limits import SNAPSHOTS_KEPT
@@ -47,7 +47,7 @@ from snakka.records.batch import LOG_OVERHEAD, BatchHeader, RecordValidationErro
 from snakka.records.control import EndTxnMarker, read_end_txn_marker
 from snakka.txn.producer_state import ProducerStateManager
 
-from .cleaner.swap import complete_interrupted_swaps
+from .cleaner.swap import SWAP_SUFFIX, complete_interrupted_swaps
 from .config import LogConfig
 from .index import AbortedTxn
 from .local_log import check_segment_order, create_segment, unlink_if_present
@@ -65,10 +65,12 @@ def snapshot_filename(offset: int) -> str:
     return f"{offset:020d}.snapshot"
 
 
-def snapshot_offsets(dir_path: str) -> list[int]:
-    """Offsets of the producer-state snapshots in a partition directory, ascending."""
+def snapshot_offsets(dir_path: str, names: Iterable[str] | None = None) -> list[int]:
+    """Offsets of the producer-state snapshots in a partition directory, ascending.
+    ``names``: the directory's listing when the caller already has it (start-up lists each
+    partition directory once and hands the names to every check)."""
     out = []
-    for name in os.listdir(dir_path):
+    for name in os.listdir(dir_path) if names is None else names:
         m = _SNAPSHOT_RE.match(name)
         if m:
             out.append(int(m.group(1)))
@@ -111,8 +113,12 @@ class LogLoader:
         log_start_offset: int,
         producer_state: ProducerStateManager,
         time_ms: Callable[[], int],
+        names: list[str] | None = None,
     ) -> None:
         self.dir_path = os.path.abspath(dir_path)
+        # The directory's listing if the caller has just made it (LogManager.load_all): one
+        # listdir per partition feeds every check below instead of one each.
+        self._names = names
         self.name = os.path.basename(self.dir_path)
         self.config = config
         self.recover = recover
@@ -129,9 +135,12 @@ class LogLoader:
         indexes."""
         # A cleaner swap interrupted by a crash is completed first (its .log.swap replaces
         # the segments it covers); what is left of other interrupted operations is swept.
-        complete_interrupted_swaps(self.dir_path, self.name)
-        names = os.listdir(self.dir_path)
+        names = self._names if self._names is not None else os.listdir(self.dir_path)
+        if any(n.endswith(SWAP_SUFFIX) for n in names):
+            complete_interrupted_swaps(self.dir_path, self.name)
+            names = os.listdir(self.dir_path)
         bases = []
+        removed = set()
         for name in names:
             m = _SEGMENT_RE.match(name)
             if m:
@@ -139,6 +148,7 @@ class LogLoader:
             elif name.endswith(_LEFTOVER_SUFFIXES):
                 log.info("partition %s: removing leftover file %s", self.name, name)
                 unlink_if_present(os.path.join(self.dir_path, name))
+                removed.add(name)
         bases.sort()
         have = set(bases)
         for name in names:  # index files whose .log is gone (Kafka deletes them too)
@@ -146,6 +156,8 @@ class LogLoader:
             if ext in ("index", "timeindex", "txnindex") and stem.isdigit() and int(stem) not in have:
                 log.info("partition %s: removing orphan index file %s", self.name, name)
                 unlink_if_present(os.path.join(self.dir_path, name))
+                removed.add(name)
+        self._names = [n for n in names if n not in removed] if removed else list(names)
         return bases
 
     def load(self) -> LoadedLog:
@@ -167,6 +179,7 @@ class LogLoader:
         first_recover = len(segments)
         if self.recover and segments:
             first_recover = max(0, bisect_right(bases, self.recovery_point_checkpoint) - 1)
+        present = frozenset(self._names or ())
         i = 0
         while i < len(segments):
             seg = segments[i]
@@ -177,6 +190,10 @@ class LogLoader:
                 log.debug("partition %s: recovered segment %d", self.name, seg.base_offset)
             elif seg.load(min_next):
                 truncated, reason = 0, None
+                if seg.size == 0:
+                    # Its index files, if listed, are the empty files a clean close left
+                    # (trusted like any index below the recovery point): nothing to rewrite.
+                    seg.adopt_empty_index_files(present)
             else:
                 log.warning(
                     "partition %s: rebuilding indexes of segment %d from the log: %s",
@@ -241,7 +258,8 @@ class LogLoader:
         check_segment_order(segments)
         recovery_point = min(self.recovery_point_checkpoint, leo) if self.recover else leo
         _start, replayed = rebuild_producer_state(
-            self.producer_state, self.dir_path, self.name, segments, leo, self._time_ms()
+            self.producer_state, self.dir_path, self.name, segments, leo, self._time_ms(),
+            names=self._names,
         )
         return LoadedLog(
             segments=segments,
@@ -263,6 +281,8 @@ def rebuild_producer_state(
     segments: Sequence[LogSegment],
     log_end_offset: int,
     now_ms: int,
+    *,
+    names: Iterable[str] | None = None,
 ) -> tuple[int, int]:
     """Reset ``psm`` to the latest good snapshot at or below ``log_end_offset``, then
     replay the batch headers up to the end (snapshots past the end are deleted, unreadable
@@ -276,7 +296,7 @@ def rebuild_producer_state(
     that segment (or at the first segment)."""
     psm.truncate()
     leo = log_end_offset
-    snaps = snapshot_offsets(dir_path)
+    snaps = snapshot_offsets(dir_path, names)
     for off in snaps:
         if off > leo:
             unlink_if_present(os.path.join(dir_path, snapshot_filename(off)))

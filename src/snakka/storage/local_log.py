@@ -146,6 +146,9 @@ class LocalLog:
         self._read_cache: dict[int, tuple[LogSegment, int]] = {}
         self.closed: bool = False
         self._dir_dirty = False
+        # Wall-clock ns at which a clean shutdown had fsynced every entry of the directory
+        # (set by UnifiedLog from LogManager; None: unknown, so close fsyncs the directory).
+        self.dir_durable_before_ns: int | None = None
         self._last_flush_ms = time_ms()
         # Told of every new segment, after it became the active one: UnifiedLog snapshots
         # producer state there (Kafka takes a producer snapshot at each roll).
@@ -521,12 +524,26 @@ class LocalLog:
             for seg in self._segments:
                 seg.on_become_inactive()
                 seg.flush()
-            fsync_dir(self.dir_path)
+            if self._dir_dirty or not self._dir_unchanged_since_durable():
+                fsync_dir(self.dir_path)
             self._recovery_point = self.log_end_offset
             self._process_pending_deletes()
             for seg in self._segments:
                 seg.close()
             self.closed = True
+
+    def _dir_unchanged_since_durable(self) -> bool:
+        """Whether no entry of the directory was created, renamed or removed since a clean
+        shutdown fsynced it: its mtime (which every such change moves to "now") is not past
+        ``dir_durable_before_ns``, the clean shutdown's time (LogManager sets it only when
+        the wall clock is known not to have stepped back since)."""
+        bound = self.dir_durable_before_ns
+        if bound is None:
+            return False
+        try:
+            return os.stat(self.dir_path).st_mtime_ns <= bound
+        except OSError:
+            return False
 
     def delete(self) -> None:
         """Close without flushing and remove the partition directory (DeleteTopics).

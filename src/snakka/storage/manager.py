@@ -46,10 +46,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from .checkpoint import (
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    PARTITION_METADATA_FILE,
     _atomic_write,
     ensure_meta_properties,
+    fsync_file,
     read_offset_checkpoint,
     read_partition_metadata,
     topic_id_to_str,
@@ -70,6 +74,17 @@ REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft metadata log: never loaded here
+
+# How much older than the start the clean-shutdown marker must be for directory mtimes to
+# tell changes apart (file times come from a coarse clock, up to a jiffy behind; 50 ms is
+# several jiffies at any HZ).
+_MTIME_GRANULARITY_NS = 50_000_000
+# A wall clock that ran this much slower than the monotonic clock since the load stepped
+# back: directory mtimes are then no evidence, and the clean close fsyncs every directory.
+_CLOCK_STEP_TOLERANCE_NS = 1_000_000_000
+# Threads for the clean shutdown's per-partition work (flushes and fsyncs, which release
+# the GIL): thousands of partitions must not wait for one fsync after another.
+CLOSE_THREADS = 8
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -103,7 +118,7 @@ def _log_start_offsets(logs: Iterable[tuple[tuple[str, int], UnifiedLog]]
     only logs whose start is above their first segment, or tiered ones (whose start may lie
     below it); for the others the loader's answer, the first segment's base, is right."""
     return {k: p.log_start_offset for k, p in logs
-            if p.config.remote_storage_enable or p.log_start_offset > p.segments[0].base_offset}
+            if p.config.remote_storage_enable or p.log_start_offset > p.local_log.base_offset}
 
 
 def _epoch_entries(plog: UnifiedLog) -> list[tuple[int, int]]:
@@ -134,6 +149,8 @@ class LogManager:
         self._logs: dict[tuple[str, int], UnifiedLog] = {}
         self._checkpoint_lock = threading.Lock()
         self._closed = False
+        self._wall_at_load_ns = time.time_ns()
+        self._mono_at_load_ns = time.monotonic_ns()
         if os.path.exists(self.log_dir) and not os.path.isdir(self.log_dir):
             raise LogDirError(f"log dir {self.log_dir} is a file, not a directory "
                               "(log.dirs / --data-dir must name a directory)")
@@ -172,17 +189,33 @@ class LogManager:
         recovered from its checkpointed recovery point. ``topic_configs`` gives a
         topic's config (default: the manager's default config)."""
         clean_path = os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE)
-        clean = os.path.exists(clean_path)
+        try:
+            clean_ns: int | None = os.stat(clean_path).st_mtime_ns
+        except FileNotFoundError:
+            clean_ns = None
+        clean = clean_ns is not None
+        # The clean shutdown fsynced every partition directory before writing its marker,
+        # so a directory whose mtime is not past the marker's has not changed since: its
+        # clean close may skip the directory fsync (LocalLog.close). Trusted only if the
+        # marker is older than now by more than the file-time granularity (a coarse clock,
+        # one jiffy), so every change made from now on gets a later mtime; close() drops
+        # the trust if the wall clock stepped back meanwhile.
+        self._wall_at_load_ns = time.time_ns()
+        self._mono_at_load_ns = time.monotonic_ns()
+        durable_before = (clean_ns if clean_ns is not None
+                          and clean_ns + _MTIME_GRANULARITY_NS < self._wall_at_load_ns else None)
         recovery_points = read_offset_checkpoint(os.path.join(self.log_dir, RECOVERY_POINT_CHECKPOINT))
         start_offsets = read_offset_checkpoint(os.path.join(self.log_dir, LOG_START_OFFSET_CHECKPOINT))
         if not clean and not self._fresh:
             log.info("log dir %s was not shut down cleanly: recovering logs", self.log_dir)
         loaded = []
         scanned = repaired = truncated = deleted = rebuilt = 0
-        for name in sorted(os.listdir(self.log_dir)):
+        # One scandir of the log dir (entry types without a stat each) and one listdir per
+        # partition directory, handed to the loader for all its checks.
+        with os.scandir(self.log_dir) as it:
+            dirs = sorted(e.name for e in it if e.is_dir())
+        for name in dirs:
             path = os.path.join(self.log_dir, name)
-            if not os.path.isdir(path):
-                continue
             if name in RESERVED_DIRS:
                 continue  # owned by someone else (the metadata log)
             if name.endswith("-delete"):
@@ -203,6 +236,10 @@ class LogManager:
             if key in self._logs:
                 continue
             cfg = self._config_for(topic, topic_configs)
+            try:
+                names = os.listdir(path)
+            except NotADirectoryError:
+                continue
             plog = UnifiedLog(
                 path,
                 cfg,
@@ -210,8 +247,15 @@ class LogManager:
                 time_ms=self.time_ms,
                 recovery_point=recovery_points.get(key, 0),
                 log_start_offset=start_offsets.get(key, 0),
+                names=names,
+                durable_before_ns=durable_before,
             )
-            plog.topic_id = read_partition_metadata(path)
+            if PARTITION_METADATA_FILE not in names:
+                plog.topic_id = None
+            elif clean:
+                plog.topic_id_on_disk()  # durable and whole after a clean shutdown
+            else:
+                plog.topic_id = read_partition_metadata(path)
             self._logs[key] = plog
             loaded.append(plog)
             done = plog.load_result
@@ -260,7 +304,7 @@ class LogManager:
         if plog is None:
             plog = self.open_new_log(topic, partition, config, topic_id)
             self._logs[key] = plog
-        elif topic_id is not None and plog.topic_id is None:
+        elif topic_id is not None and not plog.has_topic_id:
             self._write_topic_id(plog, topic_id)
         return plog
 
@@ -282,6 +326,7 @@ class LogManager:
         path = os.path.join(self.log_dir, f"{topic}-{partition}")
         plog = UnifiedLog(path, config or self.default_config, recover=False,
                             time_ms=self.time_ms)
+        plog.unsynced_files = True
         try:
             if topic_id is not None:
                 self._write_topic_id(plog, topic_id)
@@ -377,8 +422,26 @@ class LogManager:
         ``.kafka_cleanshutdown``, release the dir lock."""
         if self._closed:
             return
-        for plog in list(self._logs.values()):
-            plog.close()
+        logs = list(self._logs.values())
+        wall = time.time_ns() - self._wall_at_load_ns
+        mono = time.monotonic_ns() - self._mono_at_load_ns
+        if wall < mono - _CLOCK_STEP_TOLERANCE_NS:
+            log.info("the wall clock stepped back since start-up: fsyncing every partition "
+                     "directory at shutdown")
+            for plog in logs:
+                plog.local_log.dir_durable_before_ns = None
+        # Each log's close (producer snapshot, index and .log flushes, directory fsync, epoch
+        # checkpoint) is independent of the others and mostly waits in fsync: a pool runs
+        # them side by side. The checkpoints and the clean-shutdown marker follow, written
+        # only once every log is closed (the marker vouches for all of them).
+        if len(logs) > 1:
+            with ThreadPoolExecutor(min(CLOSE_THREADS, len(logs)),
+                                    thread_name_prefix="snakka-close") as pool:
+                for _ in pool.map(self._close_log, logs):
+                    pass
+        else:
+            for plog in logs:
+                self._close_log(plog)
         with self._checkpoint_lock:
             write_offset_checkpoint(
                 os.path.join(self.log_dir, RECOVERY_POINT_CHECKPOINT),
@@ -396,14 +459,25 @@ class LogManager:
             cleaner = os.path.join(self.log_dir, CLEANER_OFFSET_CHECKPOINT)
             if not os.path.exists(cleaner):
                 _atomic_write(cleaner, b"")  # as Kafka's cleaner creates it: no entries
-            for plog in self._logs.values():
-                write_leader_epoch_checkpoint(plog.dir_path, _epoch_entries(plog))
             with open(os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE), "w") as f:
                 f.write('{"version":0,"brokerEpoch":-1}')
                 f.flush()
                 os.fsync(f.fileno())
         self._closed = True
         self._release_lock()
+
+    @staticmethod
+    def _close_log(plog: UnifiedLog) -> None:
+        """One log's share of the clean shutdown (a pool thread; touches only its dir)."""
+        if plog.unsynced_files:
+            # Written without fsync when the log was created (this run): made durable before
+            # the directory fsync of the close, which makes their names durable.
+            for fname in (PARTITION_METADATA_FILE, LEADER_EPOCH_CHECKPOINT_FILE):
+                fsync_file(os.path.join(plog.dir_path, fname))
+            plog.unsynced_files = False
+        plog.close()
+        # Rewritten (and fsynced) only if its entries changed.
+        write_leader_epoch_checkpoint(plog.dir_path, _epoch_entries(plog))
 
     def abandon(self) -> None:
         """Release the dir lock without any shutdown work (tests simulating a crash)."""

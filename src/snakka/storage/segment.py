@@ -31,9 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Iterator, Sequence
-
-from crc32c import crc32c
+from collections.abc import Container, Iterator, Sequence
 
 from snakka.limits import RECOVERY_CHUNK
 from snakka.records.batch import (
@@ -48,6 +46,7 @@ from snakka.records.batch import (
     BatchInfo,
     parse_header,
 )
+from snakka.util.crc32c import crc32c
 
 from .files import SegmentFile
 from .index import (
@@ -209,6 +208,15 @@ class LogSegment:
         seg.size = os.stat(path).st_size
         seg.flushed_size = seg.size
         return seg
+
+    def adopt_empty_index_files(self, present: Container[str]) -> None:
+        """After :meth:`load` of an EMPTY segment: its index files named in ``present`` (the
+        directory listing) are the empty files a clean close left, so the next flush has
+        nothing to write for them (see ``_IndexFile.adopt_empty_file``); missing ones are
+        still written by it."""
+        for idx in (self.offset_index, self.time_index, self.txn_index):
+            if os.path.basename(idx.path) in present:
+                idx.adopt_empty_file()
 
     def load(self, min_next_offset: int) -> bool:
         """Trust-but-verify open after a clean shutdown (or below the recovery point):

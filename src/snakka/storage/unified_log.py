@@ -72,12 +72,14 @@ from snakka.txn.producer_state import (
     ProducerStateManager,
 )
 
+from .checkpoint import read_partition_metadata
 from .config import LogConfig
 from .index import AbortedTxn
 from .loader import (
     LoadedLog,
     LogLoader,
     rebuild_producer_state,
+    snapshot_filename,
     snapshot_offsets,
     write_producer_snapshot,
 )
@@ -204,7 +206,14 @@ class UnifiedLog:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         partition_leader_epoch: int = 0,
+        names: list[str] | None = None,
+        durable_before_ns: int | None = None,
     ) -> None:
+        """``names``: the directory's listing, when the caller (LogManager.load_all) has
+        just made it: the directory exists and the loader checks those names instead of
+        listing it again. ``durable_before_ns``: the directory's entries were all fsynced
+        by a clean shutdown at this wall-clock time, so a clean close may skip the
+        directory fsync while its mtime is not later (see :meth:`LocalLog.close`)."""
         self.dir_path = os.path.abspath(dir_path)
         self.name = os.path.basename(self.dir_path)
         try:
@@ -216,7 +225,13 @@ class UnifiedLog:
         self._time_ms = time_ms
         self.validator = LogValidator(config, time_ms, f"{self.topic}-{self.partition}")
         self.log_start_dirty = False  # LogManager rewrites the start-offset checkpoint
-        self.topic_id: str | None = None  # from partition.metadata (set by LogManager)
+        # From partition.metadata (set by LogManager; read on first use when a clean
+        # shutdown left the file: start-up does not open 8,000 files it only checks exist).
+        self._topic_id: str | None = None
+        self._topic_id_unread = False
+        # Files LogManager created without fsync (partition.metadata, the epoch
+        # checkpoint): the clean close fsyncs them.
+        self.unsynced_files = False
         self.remote_log_reader: RemoteLogReader | None = None  # tiered storage (see class)
         # The last offset copied to remote storage (Kafka's highestOffsetInRemoteStorage),
         # -1 for none; the RemoteLogManager moves it after each confirmed copy. Local
@@ -225,11 +240,14 @@ class UnifiedLog:
         self.producer_state = ProducerStateManager(
             producer_id_expiration_ms=config.producer_id_expiration_ms
         )
-        os.makedirs(self.dir_path, exist_ok=True)
-        self._load(recover, recovery_point, log_start_offset)
+        if names is None:
+            os.makedirs(self.dir_path, exist_ok=True)
+        self._load(recover, recovery_point, log_start_offset, names)
+        self._local.dir_durable_before_ns = durable_before_ns
 
-    def _load(self, recover: bool, recovery_point: int, log_start_offset: int) -> None:
-        loaded = LogLoader(
+    def _load(self, recover: bool, recovery_point: int, log_start_offset: int,
+              names: list[str] | None = None) -> None:
+        loader = LogLoader(
             self.dir_path,
             self.config,
             recover=recover,
@@ -237,7 +255,9 @@ class UnifiedLog:
             log_start_offset=log_start_offset,
             producer_state=self.producer_state,
             time_ms=self._time_ms,
-        ).load()
+            names=names,
+        )
+        loaded = loader.load()
         self.load_result: LoadedLog = loaded
         self._local = LocalLog(
             self.dir_path,
@@ -271,6 +291,28 @@ class UnifiedLog:
         )
 
     # ------------------------------------------------------------ properties
+
+    @property
+    def topic_id(self) -> str | None:
+        """The topic id in ``partition.metadata`` (None: no file, or unreadable)."""
+        if self._topic_id_unread:
+            self._topic_id_unread = False
+            self._topic_id = read_partition_metadata(self.dir_path)
+        return self._topic_id
+
+    @topic_id.setter
+    def topic_id(self, value: str | None) -> None:
+        self._topic_id_unread = False
+        self._topic_id = value
+
+    def topic_id_on_disk(self) -> None:
+        """``partition.metadata`` exists as a clean shutdown left it: read it on first use."""
+        self._topic_id_unread = True
+
+    @property
+    def has_topic_id(self) -> bool:
+        """Whether the log has (or, unread, is known to have) a ``partition.metadata``."""
+        return self._topic_id_unread or self._topic_id is not None
 
     @property
     def local_log(self) -> LocalLog:
@@ -810,9 +852,18 @@ class UnifiedLog:
         # Kafka's takeSnapshot: only when the log moved past the newest snapshot (or, with
         # none, past the log start), so an idle or empty partition gets no file Kafka would
         # not have written either; the loader replays from that snapshot to the same state.
-        snaps = snapshot_offsets(self.dir_path)
-        if self._local.log_end_offset > (snaps[-1] if snaps else self._log_start_offset):
+        # Snapshots past the log end never survive a load or truncation, so "the newest
+        # snapshot is at the log end" is one stat, not a directory listing per partition;
+        # an empty log at offset 0 can have none below it.
+        leo = self._local.log_end_offset
+        if leo == 0 or os.path.exists(os.path.join(self.dir_path, snapshot_filename(leo))):
+            pass
+        elif leo > self._log_start_offset:
             self.take_snapshot(sync=True)
+        else:
+            snaps = snapshot_offsets(self.dir_path)
+            if snaps and leo > snaps[-1]:
+                self.take_snapshot(sync=True)
         self._local.close()
 
     def delete(self) -> None:

@@ -42,8 +42,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
 from snakka.limits import CLIENT_METRICS_CACHE_EXPIRY_MS, CLIENT_METRICS_INSTANCES_MAX
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.primitives import random_uuid, uuid_to_base64
@@ -61,6 +59,7 @@ from snakka.telemetry.subscriptions import (
     Subscription,
     parse_subscription,
 )
+from snakka.util.crc32c import crc32c
 
 __all__ = ["ACCEPTED_COMPRESSION_TYPES", "ClientInstance", "ClientMetricsManager", "GetResult",
            "PushResult", "subscription_id"]

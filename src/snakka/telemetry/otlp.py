@@ -28,10 +28,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.metrics.v1 import metrics_pb2
+from typing import TYPE_CHECKING
 
 from snakka.limits import (
     CLIENT_METRICS_MAX_ATTRIBUTES,
@@ -40,9 +37,13 @@ from snakka.limits import (
 )
 from snakka.records.compression import COMPRESSION_NONE, CompressionError, decompress_bounded
 
+if TYPE_CHECKING:  # the protobuf modules load at the first push (decode_payload): not at start-up
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.metrics.v1 import metrics_pb2
+
 __all__ = ["Kind", "PayloadError", "Point", "decode_payload", "prometheus_name"]
 
-_DELTA = metrics_pb2.AGGREGATION_TEMPORALITY_DELTA
+_DELTA = 1  # metrics_pb2.AGGREGATION_TEMPORALITY_DELTA (OTLP's enum value, fixed by the spec)
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -137,6 +138,9 @@ def decode_payload(compression_type: int, payload: bytes) -> list[Point]:
                                            CLIENT_METRICS_MAX_DECOMPRESSED_BYTES))
         except (CompressionError, ValueError) as e:
             raise PayloadError(f"metrics do not decompress: {e}") from None
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.metrics.v1 import metrics_pb2
+
     data = metrics_pb2.MetricsData()
     try:
         data.ParseFromString(raw)

@@ -57,8 +57,6 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from snakka.config import broker_default_int
 from snakka.limits import INT32_MAX, NUM_BATCHES_TO_RETAIN
 from snakka.protocol.errors import DecodeError
@@ -67,6 +65,7 @@ from snakka.protocol.internal.storage.producer_snapshot import (
     ProducerSnapshot,
 )
 from snakka.records.batch import BatchHeader, increment_sequence
+from snakka.util.crc32c import crc32c
 
 # Kafka error codes (mirror snakka.protocol.errors.ErrorCode; plain ints compare equal).
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45

@@ -35,10 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
-import crc32c as _crc32c
-
 from snakka.remote.storage.errors import RemoteChecksumError, RemoteStorageError
 from snakka.remote.types import IndexType
+from snakka.util.crc32c import crc32c as _crc32c
 
 MAGIC = b"SKRM"
 VERSION = 1
@@ -87,7 +86,7 @@ FILE_KIND_OF_INDEX: dict[IndexType, FileKind] = {
 
 
 def crc32c(data: bytes | bytearray | memoryview) -> int:
-    return int(_crc32c.crc32c(data))
+    return int(_crc32c(data))
 
 
 def chunk_crcs(data: bytes | bytearray | memoryview, chunk_size: int) -> tuple[int, ...]:
