@@ -21,7 +21,8 @@ For every (client, consumer count) case:
 
 Reported per case: records/s acknowledged (all records / elapsed), the steady rate (records
 acknowledged after the first acknowledgement was seen / time since then: joining and the first
-fetch excluded), elapsed seconds, broker CPU seconds (from /proc),
+fetch excluded), elapsed seconds, broker CPU seconds and the consumer processes' CPU seconds
+(from /proc, same interval),
 records the consumers saw more than once (redeliveries after releases) and records delivered
 with a delivery count above 1. Output: one JSON object per line, then a table.
 """
@@ -30,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -38,7 +41,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import BrokerProcess, emit, machine_info  # noqa: E402
+from common import (  # noqa: E402
+    BrokerProcess,
+    PySpy,
+    emit,
+    machine_info,
+    proc_cpu_seconds,
+    summarize_collapsed,
+)
 
 TOPIC, GROUP = "bench-share", "bench-share-group"
 BROKER_CONFIG = {
@@ -135,6 +145,13 @@ async def _wait_acknowledged(bootstrap: str, records: int, partitions: int,
             await asyncio.sleep(0.02)
 
 
+def _cpu(pid: int | None) -> float:
+    try:
+        return proc_cpu_seconds(pid) if pid else 0.0
+    except OSError:  # exited
+        return 0.0
+
+
 def run_case(kind: str, consumers: int, args) -> dict:
     ctx = mp.get_context("spawn")
     with BrokerProcess(BROKER_CONFIG) as broker:
@@ -147,12 +164,18 @@ def run_case(kind: str, consumers: int, args) -> dict:
             p.start()
         time.sleep(2.0 + 0.15 * consumers)  # let every process import and connect
         cpu0 = broker.cpu_seconds()
-        t_go = time.perf_counter()
-        go.set()
-        t_first, acked_first, t_end = asyncio.run(_wait_acknowledged(
-            broker.bootstrap, args.records, args.partitions, args.timeout))
+        ccpu0 = sum(_cpu(p.pid) for p in procs)
+        prof_out = (Path(args.py_spy) / f"broker-{kind}-{consumers}-{time.time_ns()}.txt"
+                    if args.py_spy else None)
+        spy = PySpy(broker.pid, prof_out) if prof_out else contextlib.nullcontext()
+        with spy:
+            t_go = time.perf_counter()
+            go.set()
+            t_first, acked_first, t_end = asyncio.run(_wait_acknowledged(
+                broker.bootstrap, args.records, args.partitions, args.timeout))
         elapsed = t_end - t_go
         cpu = broker.cpu_seconds() - cpu0
+        client_cpu = sum(_cpu(p.pid) for p in procs) - ccpu0
         stop.set()
         reports = [out.get(timeout=60) for _ in procs]
         for p in procs:
@@ -168,6 +191,11 @@ def run_case(kind: str, consumers: int, args) -> dict:
                                           / max(1e-6, t_end - t_first)),
             "first_ack_s": round(t_first - t_go, 3),
             "broker_cpu_s": round(cpu, 2),
+            # all consumer processes together, same interval (the machine has os.cpu_count())
+            "clients_cpu_s": round(client_cpu, 2),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+            **({"py_spy": str(prof_out), "py_spy_top": summarize_collapsed(prof_out, 15)}
+               if prof_out else {}),
             "delivered": sum(len(r["seen"]) for r in reports),
             # records processed more than once across the group (after a release/redelivery)
             "duplicates": sum(len(r["seen"]) for r in reports)
@@ -185,9 +213,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--quick", action="store_true", help="10x fewer records")
+    ap.add_argument("--py-spy", metavar="DIR",
+                    help="record the broker with py-spy while the clock runs (collapsed stacks)")
     args = ap.parse_args()
     if args.quick:
         args.records //= 10
+    if args.py_spy:
+        Path(args.py_spy).mkdir(parents=True, exist_ok=True)
     emit({"type": "machine", **machine_info()})
     rows = []
     for kind in args.clients.split(","):
