@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_share.py                        # snakka + confluent, 1/4/16
     .venv/bin/python bench/bench_share.py --clients snakka --consumers 1,4 --records 50000
     .venv/bin/python bench/bench_share.py --quick                # smoke run, 10x fewer records
+    .venv/bin/python bench/bench_share.py --decode-micro --repeat 5   # consumer decode, µs/record
 
 For every (client, consumer count) case:
 
@@ -203,6 +204,43 @@ def run_case(kind: str, consumers: int, args) -> dict:
             "redelivered": sum(r["redelivered"] for r in reports)}
 
 
+def decode_micro(args) -> dict:
+    """µs per record of the share consumer's client-side work for one ShareFetch response:
+    ``InFlightRecords.add_fetched`` (decode the batches, keep the acquired offsets) plus
+    ``take`` (hand them to ``poll``), no broker. ``--records`` records of ``--value-size``
+    bytes in batches of 500 (what ``max.poll.records`` 500 fetches), acquired as one range."""
+    import uuid
+
+    from snakka.client import share_acks
+    from snakka.client.share_acks import InFlightRecords
+    from snakka.records import Record, build_batch
+
+    per_batch, n_batches = 500, max(1, args.records // 500)
+    value, ts = b"x" * args.value_size, 1_700_000_000_000
+    data = b"".join(build_batch([Record(i, ts + i, None, value)
+                                 for i in range(b * per_batch, (b + 1) * per_batch)],
+                                base_offset=b * per_batch) for b in range(n_batches))
+    total = per_batch * n_batches
+    key = (uuid.uuid4(), 0, 1)
+    timings = []
+    for _ in range(args.repeat + 1):  # the first run warms up
+        f = InFlightRecords()
+        t0 = time.perf_counter()
+        for b in range(0, n_batches, 1):
+            lo = b * per_batch
+            f.add_fetched(key, TOPIC, [(lo, lo + per_batch - 1, 1)],
+                          memoryview(data)[b * len(data) // n_batches:
+                                           (b + 1) * len(data) // n_batches])
+            assert len(f.take(per_batch)) == per_batch
+            f.accept_unacked()
+            f.drain(1)
+        timings.append(time.perf_counter() - t0)
+    best = min(timings[1:])
+    return {"type": "decode-micro", "decoder": share_acks.DECODER, "records": total,
+            "value_size": args.value_size, "us_per_record": round(best / total * 1e6, 3),
+            "us_per_record_runs": [round(t / total * 1e6, 3) for t in timings[1:]]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", default="snakka,confluent")
@@ -213,6 +251,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--quick", action="store_true", help="10x fewer records")
+    ap.add_argument("--decode-micro", action="store_true",
+                    help="no broker: µs/record of snakka's consumer-side decode + take")
     ap.add_argument("--py-spy", metavar="DIR",
                     help="record the broker with py-spy while the clock runs (collapsed stacks)")
     args = ap.parse_args()
@@ -221,6 +261,9 @@ def main() -> None:
     if args.py_spy:
         Path(args.py_spy).mkdir(parents=True, exist_ok=True)
     emit({"type": "machine", **machine_info()})
+    if args.decode_micro:
+        emit(decode_micro(args))
+        return
     rows = []
     for kind in args.clients.split(","):
         for n in (int(x) for x in args.consumers.split(",")):

@@ -29,6 +29,7 @@ Bounds: the buffer holds at most what the broker returned for one ShareFetch per
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 import time
 import uuid
@@ -40,8 +41,55 @@ from typing import NamedTuple
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.share import AckBatch, AcknowledgeType
 from snakka.records import iter_batches
-from snakka.records.batch import CONTROL_MASK
+from snakka.records.batch import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CORRUPT_MESSAGE,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    RecordValidationError,
+)
+from snakka.records.compression import COMPRESSION_NONE, CompressionError, decompress
 from snakka.records.record import batch_records
+
+# Per-record decoding in C: ``record_tuples`` of the Spark source's decoder extension (built
+# by ``pip install`` when a compiler is there). Python decoding costs ~3-6 µs a record, the C
+# one a fraction of that (bench/bench_share.py --decode-micro). SNAKKA_SPARK_PURE_PYTHON=1
+# (the extension's switch) forces the pure-Python path, which gives the same records.
+try:
+    if os.environ.get("SNAKKA_SPARK_PURE_PYTHON"):
+        raise ImportError("pure Python decoding forced")
+    from snakka.spark._fastdecode import record_tuples as _record_tuples
+except ImportError:  # pragma: no cover - depends on the build
+    _record_tuples = None  # type: ignore[assignment]
+DECODER = "c" if _record_tuples is not None else "python"
+_NO_LOWER, _NO_UPPER = -(1 << 63), (1 << 63) - 1
+
+# (offset, timestamp, key, value, headers): a snakka.records.Record has the same shape
+RecordTuple = tuple[int, int, bytes | None, bytes | None, "list[tuple[str, bytes | None]]"]
+
+
+def _batch_tuples(buf: bytes | memoryview, pos: int, h: BatchHeader) -> list[RecordTuple]:
+    """The records of the batch at ``buf[pos:]`` as tuples, decoded in C when the extension
+    is built (same results and errors as ``batch_records``, which is the fallback)."""
+    if _record_tuples is None:
+        return list(batch_records(buf, pos, h))  # type: ignore[arg-type]
+    end = pos + h.batch_length + LOG_OVERHEAD
+    codec = h.attributes & COMPRESSION_MASK
+    with memoryview(buf) as mv, mv[pos + HEADER_SIZE: end] as section:
+        try:
+            data = section if codec == COMPRESSION_NONE else decompress(codec, section)
+            return _record_tuples(data, h.records_count, h.base_offset, h.base_timestamp,
+                                  bool(h.attributes & TIMESTAMP_TYPE_MASK), h.max_timestamp,
+                                  _NO_LOWER, _NO_UPPER)
+        except CompressionError as exc:
+            raise RecordValidationError(CORRUPT_MESSAGE, str(exc)) from exc
+        except ValueError as exc:
+            raise RecordValidationError(
+                CORRUPT_MESSAGE, f"malformed record in batch at offset {h.base_offset}: {exc}"
+            ) from exc
 
 TopicIdPartition = tuple[uuid.UUID, int]
 # (topic id, partition, id of the node that acquired the records)
@@ -170,6 +218,7 @@ class InFlightRecords:
         starts = [r[0] for r in ranges]
         found: list[ShareRecord] = []
         seen: set[int] = set()
+        max_seen = -1
         _tid, part, _node = key
         try:
             if records:
@@ -181,20 +230,22 @@ class InFlightRecords:
                     if i >= 0 and h.last_offset <= ranges[i][1]:
                         # The common case: the whole batch lies in one acquired range.
                         dc = ranges[i][2]
-                        batch = [ShareRecord(topic, part, rec.offset, rec.timestamp, rec.key,
-                                             rec.value, rec.headers, dc, key)
-                                 for rec in batch_records(records, pos, h)]
-                        fresh = [r for r in batch if r.offset not in seen]
-                        seen.update(r.offset for r in fresh)
-                        found += fresh
+                        batch = [ShareRecord(topic, part, o, ts, k, v, hd, dc, key)
+                                 for o, ts, k, v, hd in _batch_tuples(records, pos, h)]
+                        if seen and h.base_offset <= max_seen:  # a batch sent twice?
+                            batch = [r for r in batch if r.offset not in seen]
+                        if batch:
+                            seen.update([r.offset for r in batch])
+                            max_seen = max(max_seen, batch[-1].offset)
+                            found += batch
                         continue
-                    for rec in batch_records(records, pos, h):
-                        dc = _in_ranges(starts, ranges, rec.offset)
-                        if dc < 0 or rec.offset in seen:
+                    for o, ts, k, v, hd in _batch_tuples(records, pos, h):
+                        dc = _in_ranges(starts, ranges, o)
+                        if dc < 0 or o in seen:
                             continue
-                        seen.add(rec.offset)
-                        found.append(ShareRecord(topic, part, rec.offset, rec.timestamp, rec.key,
-                                                 rec.value, rec.headers, dc, key))
+                        seen.add(o)
+                        max_seen = max(max_seen, o)
+                        found.append(ShareRecord(topic, part, o, ts, k, v, hd, dc, key))
         except Exception:
             with self._lock:
                 p = self._part(key, topic)
