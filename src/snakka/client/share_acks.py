@@ -181,6 +181,19 @@ def ack_batches(pending: dict[int, int]) -> list[AckBatch]:
     return out
 
 
+class _Chunk:
+    """Buffered records of one partition of one ShareFetch response: ``records[pos:]`` are
+    not returned yet; their acquisition lock ends at ``deadline`` (monotonic)."""
+
+    __slots__ = ("records", "pos", "deadline", "key")
+
+    def __init__(self, records: list[ShareRecord], deadline: float, key: InFlightKey) -> None:
+        self.records = records
+        self.pos = 0
+        self.deadline = deadline
+        self.key = key
+
+
 def _in_ranges(starts: list[int], ranges: list[tuple[int, int, int]], offset: int) -> int:
     """Delivery count of ``offset`` if it lies in one of the sorted ``ranges``, else -1."""
     i = bisect.bisect_right(starts, offset) - 1
@@ -195,8 +208,10 @@ class InFlightRecords:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._parts: dict[InFlightKey, _Partition] = {}
-        # fetched records not returned yet, each with the monotonic time its lock ends
-        self._buffer: deque[tuple[ShareRecord, float]] = deque()
+        # fetched records not returned yet: one chunk per partition of a ShareFetch response,
+        # with the monotonic time its lock ends (per chunk: take's work is per chunk, plus a
+        # list comprehension over its records)
+        self._buffer: deque[_Chunk] = deque()
 
     # -- fetched data ----------------------------------------------------------------------
     def add_fetched(self, key: InFlightKey, topic: str, acquired: Iterable[tuple[int, int, int]],
@@ -264,11 +279,12 @@ class InFlightRecords:
                     p.pending.update(dict.fromkeys(offsets, AcknowledgeType.RELEASE))
                 elif len(seen) < len(offsets) or not seen.issuperset(offsets):
                     p.pending.update(dict.fromkeys(set(offsets) - seen, AcknowledgeType.GAP))
-            self._buffer.extend((r, lock_deadline) for r in found)
+            if found:
+                self._buffer.append(_Chunk(found, lock_deadline, key))
         return len(found)
 
     def buffered(self) -> int:
-        return len(self._buffer)
+        return sum(len(c.records) - c.pos for c in self._buffer)
 
     def take(self, max_records: int, now: float | None = None) -> list[ShareRecord]:
         """Up to ``max_records`` buffered records, now owned by the application (unacked).
@@ -279,24 +295,31 @@ class InFlightRecords:
         out: list[ShareRecord] = []
         with self._lock:
             buf = self._buffer
-            last_key: InFlightKey | None = None
-            p: _Partition | None = None
             while buf and len(out) < max_records:
-                r, deadline = buf.popleft()
-                if r.in_flight_key is not last_key:  # runs of one partition: one lookup
-                    last_key = r.in_flight_key
-                    p = self._parts.get(last_key)
-                if p is None or r.offset not in p.acquired:
-                    continue  # dropped meanwhile (connection to its node lost)
-                if now >= deadline:
-                    del p.acquired[r.offset]
-                    p.pending.pop(r.offset, None)
-                    if p.idle():
-                        del self._parts[last_key]
-                        last_key = None
+                c = buf[0]
+                p = self._parts.get(c.key)
+                if p is None:  # dropped meanwhile (connection to its node lost)
+                    buf.popleft()
                     continue
-                p.unacked.add(r.offset)
-                out.append(r)
+                acquired = p.acquired
+                if now >= c.deadline:
+                    for r in c.records[c.pos:]:
+                        if r.offset in acquired:
+                            del acquired[r.offset]
+                            p.pending.pop(r.offset, None)
+                    if p.idle():
+                        del self._parts[c.key]
+                    buf.popleft()
+                    continue
+                # Records not acquired any more were dropped meanwhile (connection lost).
+                while c.pos < len(c.records) and len(out) < max_records:
+                    end = c.pos + max_records - len(out)
+                    good = [r for r in c.records[c.pos:end] if r.offset in acquired]
+                    c.pos = min(end, len(c.records))
+                    p.unacked.update([r.offset for r in good])
+                    out += good
+                if c.pos >= len(c.records):
+                    buf.popleft()
         return out
 
     # -- acknowledgements by the application -----------------------------------------------
@@ -366,16 +389,18 @@ class InFlightRecords:
         None) are released back to the broker. Returns how many."""
         n = 0
         with self._lock:
-            kept: deque[tuple[ShareRecord, float]] = deque()
-            for item in self._buffer:
-                r = item[0]
-                if keep is not None and keep(r.in_flight_key):
-                    kept.append(item)
+            kept: deque[_Chunk] = deque()
+            for c in self._buffer:
+                if keep is not None and keep(c.key):
+                    kept.append(c)
                     continue
-                p = self._parts.get(r.in_flight_key)
-                if p is not None and r.offset in p.acquired:
-                    p.pending[r.offset] = AcknowledgeType.RELEASE
-                    n += 1
+                p = self._parts.get(c.key)
+                if p is None:
+                    continue
+                for r in c.records[c.pos:]:
+                    if r.offset in p.acquired:
+                        p.pending[r.offset] = AcknowledgeType.RELEASE
+                        n += 1
             self._buffer = kept
         return n
 
@@ -462,7 +487,7 @@ class InFlightRecords:
                 p.pending.clear()
                 if p.idle():
                     del self._parts[key]
-            self._buffer = deque(x for x in self._buffer if x[0].in_flight_key[2] != node)
+            self._buffer = deque(c for c in self._buffer if c.key[2] != node)
 
     def in_flight_count(self) -> int:
         with self._lock:
