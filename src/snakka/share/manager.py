@@ -562,16 +562,19 @@ class SharePartitionManager(MetadataListener):
             read = self.replicas.read_log(pl, offset, size, read_committed=read_committed,
                                           min_one_message=min_one)
             data = read.records
-            if size >= cap or read.error_code != ErrorCode.NONE or not data:
+            if size >= cap or read.error_code != ErrorCode.NONE or read.pending is not None:
                 return read
-            spans = split_batches(data)
-            if not spans:
-                return read
-            last = spans[-1][1]
-            sp.read_bytes_per_offset = max(1.0, len(data) / max(1, last - spans[0][0] + 1))
             stop_at = read.last_stable_offset if read_committed else read.high_watermark
-            if last >= target or last + 1 >= stop_at:
+            spans = split_batches(data) if data else []
+            if spans:
+                last = spans[-1][1]
+                sp.read_bytes_per_offset = max(1.0, len(data) / max(1, last - spans[0][0] + 1))
+                if last >= target or last + 1 >= stop_at:
+                    return read
+            elif offset >= stop_at:
                 return read
+            # Short of the target, or nothing because the next batch is larger than this read
+            # (without min_one_message a read returns whole batches only): read more.
             want = size * 2
 
     def fetch(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey], *,
