@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_share.py                        # snakka + confluent, 1/4/16
     .venv/bin/python bench/bench_share.py --clients snakka --consumers 1,4 --records 50000
     .venv/bin/python bench/bench_share.py --quick                # smoke run, 10x fewer records
+    .venv/bin/python bench/bench_share.py --decode-micro --repeat 5   # consumer CPU µs/record
 
 For every (client, consumer count) case:
 
@@ -21,7 +22,8 @@ For every (client, consumer count) case:
 
 Reported per case: records/s acknowledged (all records / elapsed), the steady rate (records
 acknowledged after the first acknowledgement was seen / time since then: joining and the first
-fetch excluded), elapsed seconds, broker CPU seconds (from /proc),
+fetch excluded), elapsed seconds, broker CPU seconds and the consumer processes' CPU seconds
+(from /proc, same interval),
 records the consumers saw more than once (redeliveries after releases) and records delivered
 with a delivery count above 1. Output: one JSON object per line, then a table.
 """
@@ -30,7 +32,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -38,7 +42,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import BrokerProcess, emit, machine_info  # noqa: E402
+from common import (  # noqa: E402
+    BrokerProcess,
+    PySpy,
+    emit,
+    machine_info,
+    proc_cpu_seconds,
+    summarize_collapsed,
+)
 
 TOPIC, GROUP = "bench-share", "bench-share-group"
 BROKER_CONFIG = {
@@ -135,6 +146,13 @@ async def _wait_acknowledged(bootstrap: str, records: int, partitions: int,
             await asyncio.sleep(0.02)
 
 
+def _cpu(pid: int | None) -> float:
+    try:
+        return proc_cpu_seconds(pid) if pid else 0.0
+    except OSError:  # exited
+        return 0.0
+
+
 def run_case(kind: str, consumers: int, args) -> dict:
     ctx = mp.get_context("spawn")
     with BrokerProcess(BROKER_CONFIG) as broker:
@@ -147,12 +165,18 @@ def run_case(kind: str, consumers: int, args) -> dict:
             p.start()
         time.sleep(2.0 + 0.15 * consumers)  # let every process import and connect
         cpu0 = broker.cpu_seconds()
-        t_go = time.perf_counter()
-        go.set()
-        t_first, acked_first, t_end = asyncio.run(_wait_acknowledged(
-            broker.bootstrap, args.records, args.partitions, args.timeout))
+        ccpu0 = sum(_cpu(p.pid) for p in procs)
+        prof_out = (Path(args.py_spy) / f"broker-{kind}-{consumers}-{time.time_ns()}.txt"
+                    if args.py_spy else None)
+        spy = PySpy(broker.pid, prof_out) if prof_out else contextlib.nullcontext()
+        with spy:
+            t_go = time.perf_counter()
+            go.set()
+            t_first, acked_first, t_end = asyncio.run(_wait_acknowledged(
+                broker.bootstrap, args.records, args.partitions, args.timeout))
         elapsed = t_end - t_go
         cpu = broker.cpu_seconds() - cpu0
+        client_cpu = sum(_cpu(p.pid) for p in procs) - ccpu0
         stop.set()
         reports = [out.get(timeout=60) for _ in procs]
         for p in procs:
@@ -168,11 +192,62 @@ def run_case(kind: str, consumers: int, args) -> dict:
                                           / max(1e-6, t_end - t_first)),
             "first_ack_s": round(t_first - t_go, 3),
             "broker_cpu_s": round(cpu, 2),
+            # all consumer processes together, same interval (the machine has os.cpu_count())
+            "clients_cpu_s": round(client_cpu, 2),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+            **({"py_spy": str(prof_out), "py_spy_top": summarize_collapsed(prof_out, 15)}
+               if prof_out else {}),
             "delivered": sum(len(r["seen"]) for r in reports),
             # records processed more than once across the group (after a release/redelivery)
             "duplicates": sum(len(r["seen"]) for r in reports)
             - len({x for r in reports for x in r["seen"]}),
             "redelivered": sum(r["redelivered"] for r in reports)}
+
+
+def decode_micro(args) -> dict:
+    """CPU µs per record of the share consumer's client-side work, no broker: per ShareFetch
+    response of one partition (``--records`` records of ``--value-size`` bytes, batches of
+    500 as ``max.poll.records`` 500 fetches, acquired as one range) ``add_fetched`` (decode the
+    batches, keep the acquired offsets), ``take`` (hand them to ``poll``) and ``ack``
+    (implicit acceptance + draining the acknowledgements for the next request). CPU time of
+    this process (``time.process_time``), best of ``--repeat`` runs: on a loaded machine the
+    wall time mostly measures the other load."""
+    import uuid
+
+    from snakka.client import share_acks
+    from snakka.client.share_acks import InFlightRecords
+    from snakka.records import Record, build_batch
+
+    per_batch, n_batches = 500, max(1, args.records // 500)
+    value, ts = b"x" * args.value_size, 1_700_000_000_000
+    batches = [build_batch([Record(i, ts + i, None, value)
+                            for i in range(b * per_batch, (b + 1) * per_batch)],
+                           base_offset=b * per_batch) for b in range(n_batches)]
+    total = per_batch * n_batches
+    key = (uuid.uuid4(), 0, 1)
+    best = {"add_fetched": float("inf"), "take": float("inf"), "ack": float("inf")}
+    for _ in range(max(1, args.repeat)):
+        f = InFlightRecords()
+        t = dict.fromkeys(best, 0.0)
+        for b, data in enumerate(batches):
+            lo = b * per_batch
+            t0 = time.process_time()
+            f.add_fetched(key, TOPIC, [(lo, lo + per_batch - 1, 1)], data)
+            t1 = time.process_time()
+            assert len(f.take(per_batch)) == per_batch
+            t2 = time.process_time()
+            f.accept_unacked()
+            f.drain(1)
+            t3 = time.process_time()
+            t["add_fetched"] += t1 - t0
+            t["take"] += t2 - t1
+            t["ack"] += t3 - t2
+        for k, v in t.items():
+            best[k] = min(best[k], v / total * 1e6)
+    return {"type": "decode-micro", "decoder": getattr(share_acks, "DECODER", "python"), "records": total,
+            "value_size": args.value_size,
+            "cpu_us_per_record": round(sum(best.values()), 3),
+            **{f"{k}_us": round(v, 3) for k, v in best.items()}}
 
 
 def main() -> None:
@@ -185,10 +260,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--quick", action="store_true", help="10x fewer records")
+    ap.add_argument("--decode-micro", action="store_true",
+                    help="no broker: CPU µs/record of snakka's consumer-side decode, take, ack")
+    ap.add_argument("--py-spy", metavar="DIR",
+                    help="record the broker with py-spy while the clock runs (collapsed stacks)")
     args = ap.parse_args()
     if args.quick:
         args.records //= 10
+    if args.py_spy:
+        Path(args.py_spy).mkdir(parents=True, exist_ok=True)
     emit({"type": "machine", **machine_info()})
+    if args.decode_micro:
+        emit(decode_micro(args))
+        return
     rows = []
     for kind in args.clients.split(","):
         for n in (int(x) for x in args.consumers.split(",")):

@@ -6,7 +6,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from snakka.client import share_acks
 from snakka.client.share_acks import (
     IllegalStateError,
     InFlightRecords,
@@ -16,10 +19,13 @@ from snakka.client.share_acks import (
 from snakka.protocol.share import AckBatch, AcknowledgeType
 from snakka.records import (
     COMPRESSION_GZIP,
+    COMPRESSION_LZ4,
     COMPRESSION_ZSTD,
     Record,
     RecordValidationError,
+    batch_records,
     build_batch,
+    parse_header,
 )
 
 TID = uuid.UUID(int=7)
@@ -172,3 +178,55 @@ def test_buffered_records_whose_lock_ended_are_not_returned():
     assert f.take(10, now=100.0) == []  # 2 and 3 waited too long: the broker took them back
     assert f.in_flight_count() == 2 and f.unacked_count() == 2  # only what poll returned
     assert f.drain(1).batches == {}  # nothing is acknowledged for the expired ones
+
+
+# ------------------------------------------------------------ C record decoding
+
+
+_needs_c = pytest.mark.skipif(share_acks.DECODER != "c",
+                              reason="snakka.spark._fastdecode is not built (no C compiler)")
+_bytes_or_none = st.one_of(st.none(), st.binary(max_size=40))
+_record = st.builds(
+    Record, timestamp=st.integers(0, 2**41), key=_bytes_or_none, value=_bytes_or_none,
+    headers=st.lists(st.tuples(st.text(max_size=8), _bytes_or_none), max_size=3))
+
+
+@_needs_c
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(_record, min_size=1, max_size=20), base=st.integers(0, 2**40),
+       codec=st.sampled_from([0, COMPRESSION_GZIP, COMPRESSION_LZ4]),
+       ts_type=st.sampled_from([0, 1]))
+def test_c_record_decoding_matches_batch_records(records, base, codec, ts_type):
+    """The share consumer's C decoder (record_tuples) gives exactly what the pure-Python
+    batch_records gives: offsets, timestamps (LogAppendTime included), null and empty keys,
+    values and header values, header keys."""
+    data = build_batch(records, base_offset=base, compression=codec, timestamp_type=ts_type)
+    h = parse_header(data, 0)
+    assert share_acks._batch_tuples(data, 0, h) == \
+        [tuple(r) for r in batch_records(data, 0, h)]
+
+
+@_needs_c
+def test_c_record_decoding_replaces_invalid_utf8_header_keys_like_batch_records():
+    data = bytearray(build_batch([Record(timestamp=5, key=None, value=b"v",
+                                         headers=[("ab", b"x")])]))
+    i = data.rindex(b"ab")
+    data[i] = 0xFF  # the CRC is not checked here, as batch_records does not
+    h = parse_header(data, 0)
+    got = share_acks._batch_tuples(bytes(data), 0, h)
+    assert got == [tuple(r) for r in batch_records(bytes(data), 0, h)]
+    assert got[0][4] == [("\ufffdb", b"x")]
+
+
+@_needs_c
+@pytest.mark.parametrize("cut", [1, 5, 20])
+def test_c_record_decoding_rejects_corrupt_records(cut):
+    data = bytearray(batch(0, 3))
+    h = parse_header(data, 0)
+    del data[len(data) - cut:]  # the records section ends early; header unchanged
+    data += b"\x00" * cut  # same length: the last record's fields no longer add up
+    data[len(data) - cut - 1] = 0x7F
+    with pytest.raises(RecordValidationError):
+        list(batch_records(bytes(data), 0, h))
+    with pytest.raises(RecordValidationError):
+        share_acks._batch_tuples(bytes(data), 0, h)

@@ -393,6 +393,48 @@ def test_max_bytes_is_split_over_the_partitions_and_soft(tmp_path):
     asyncio.run(go())
 
 
+def test_reads_sized_to_max_records_acquire_what_whole_reads_do(tmp_path):
+    """The log is read only as far as MaxRecords can reach (read_through), so a fetch of 5
+    records of small batches reads a few KiB, not MaxBytes / n; offsets other members hold are
+    skipped; and a partition whose next batch is far larger than the estimate is still read
+    when it is not the first (no min_one_message: the read grows until it holds the batch)."""
+    clock = Clock()
+
+    async def go():
+        async with _running(tmp_path, clock) as b:
+            ti = await b.controller.create_topic("t", 2, {})
+            tps = [(ti.topic_id, p) for p in range(2)]
+            _append(b, "t", 0, 400, per_batch=5)
+            buf = bytearray(build_batch([Record(timestamp=b.time_ms(), value=b"x" * 2000)
+                                         for _ in range(200)]))  # one 400 KB batch
+            b.replicas.get_log("t", 1).append(
+                buf, validate_batches(buf, max_message_bytes=1 << 20, from_client=False))
+            mgr = b.shares
+            mgr.partitions_assigned("g", tps)
+            reads: list[int] = []
+            real = b.replicas.read_log
+
+            def spy(pl, offset, max_bytes, **kw):
+                reads.append(max_bytes)
+                return real(pl, offset, max_bytes, **kw)
+
+            b.replicas.read_log = spy  # type: ignore[method-assign]
+            res = _fetch_all(mgr, "m1", tps[:1], max_records=5, max_bytes=8 << 20)
+            assert len(_offsets(res[0])) == 5
+            assert reads == [reads[0]] and reads[0] < 64 * 1024  # not 8 MiB
+            # m2 skips 0..4 (m1 holds them) and gets the next 100.
+            res = _fetch_all(mgr, "m2", tps[:1], max_records=100, max_bytes=8 << 20)
+            assert _offsets(res[0])[0] == (5, 1) and len(_offsets(res[0])) == 100
+            # p0 first: its last 295; p1 gets the rest of the budget: its whole batch, read
+            # although its estimate (never read: 256 B an offset) is far below 400 KB.
+            res = _fetch_all(mgr, "m3", tps, max_records=500, max_bytes=8 << 20)
+            assert [r.partition for r in res] == [0, 1]
+            assert [len(_offsets(r)) for r in res] == [295, 200]
+            assert _offsets(res[0])[0] == (105, 1)
+
+    asyncio.run(go())
+
+
 @pytest.mark.parametrize("max_bytes", [0, -1])
 def test_max_bytes_zero_or_less_is_an_error_per_partition(tmp_path, max_bytes):
     """Issue 9 item 2b: MaxBytes 0 was 'unlimited' (10 records). Kafka 4.1+ answers each

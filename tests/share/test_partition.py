@@ -5,9 +5,12 @@ Log layout used by most tests: log batches of 16 records (``LOG``), offsets 0..3
 
 from __future__ import annotations
 
+import copy
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
@@ -713,3 +716,77 @@ def test_stale_lock_entries_do_not_pile_up_below_a_long_held_lock():
     assert len(sp._heap) <= 2 * len(sp._locks) + 65
     sp.on_timer(first_deadline)
     assert sp.next_deadline() is None and sp.next_fetch_offset() == 0
+
+
+# ------------------------------------------------------------------ read_through
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["fetch", "accept", "release", "reject",
+                                                "expire", "lower"]),
+                              st.integers(1, 60), st.sampled_from(["m1", "m2"])),
+                    min_size=2, max_size=25),
+       max_records=st.integers(1, 80), mode=st.sampled_from([BATCH, LIMIT]),
+       limit=st.integers(2, 5))
+def test_a_read_up_to_read_through_acquires_what_a_whole_read_does(ops, max_records, mode,
+                                                                   limit):
+    """The shell reads the log only up to read_through(nfo, max_records) (whole batches); the
+    acquisition must equal one over the whole log, whatever the window holds (acquired,
+    acknowledged, released, archived and expired runs, delivery counts at or over a limit
+    lowered at run time)."""
+    sp, clock = make(delivery_count_limit=limit)
+    for op, n, member in ops:
+        if op == "fetch":
+            fetch(sp, member, n, mode=mode, size=7)
+        elif op == "expire":
+            clock.now += LOCK_MS
+            sp.on_timer(clock.now)
+        elif op == "lower":  # the group's delivery limit lowered at run time
+            sp.set_config(SharePartitionConfig(delivery_count_limit=2))
+        else:
+            mine = [r for r in sp._runs if r.state == ACQUIRED and r.member == member]
+            if mine:
+                r = mine[n % len(mine)]
+                t = {"accept": ACCEPT, "release": RELEASE, "reject": REJECT}[op]
+                ack(sp, member, r.first, r.last, t)
+    nfo = sp.next_fetch_offset()
+    if nfo > 319:
+        return
+    through = sp.read_through(nfo, max_records)
+    assert through >= nfo
+    whole = copy.deepcopy(sp)
+    short = copy.deepcopy(sp)
+    full_log = log(nfo, 319, 7)
+    cut_log = [b for b in full_log if b.base_offset <= through]
+    got_whole = whole.acquire("m3", full_log, max_records=max_records, batch_size=500,
+                              mode=mode, fetch_offset=nfo)
+    got_short = short.acquire("m3", cut_log, max_records=max_records, batch_size=500,
+                              mode=mode, fetch_offset=nfo)
+    assert got_short == got_whole
+    assert window(short) == window(whole)
+    assert short.end_offset == whole.end_offset
+
+
+def test_read_through_skips_offsets_other_members_hold():
+    sp, _clock = make()
+    fetch(sp, "m1", 32)  # 0..31 acquired by m1
+    ack(sp, "m1", 0, 31, RELEASE)
+    fetch(sp, "m2", 16)  # 0..15 acquired by m2, 16..31 AVAILABLE
+    assert sp.read_through(16, 10) == 25  # inside the AVAILABLE run
+    assert sp.read_through(16, 20) == 35  # 16 AVAILABLE, then 4 new past the window
+    assert sp.read_through(0, 5) == 20  # 0..15 held by m2 do not count
+
+
+def test_read_through_skips_records_a_lowered_delivery_limit_will_archive():
+    sp, _clock = make(delivery_count_limit=5)
+    for _ in range(2):
+        fetch(sp, "m1", 16)
+        ack(sp, "m1", 0, 15, RELEASE)  # AVAILABLE again, delivered twice
+    assert sp.read_through(0, 5) == 4
+    sp.set_config(SharePartitionConfig(delivery_count_limit=2))
+    # acquire archives 0..15 instead of delivering them a third time: the read must go on
+    assert sp.read_through(0, 5) == 20
+    whole, short = copy.deepcopy(sp), copy.deepcopy(sp)
+    assert short.acquire("m2", log(0, 20, 16), max_records=5, batch_size=500, mode=LIMIT) == \
+        whole.acquire("m2", log(0, 319, 16), max_records=5, batch_size=500, mode=LIMIT) == \
+        [AcquiredRange(16, 20, 1)]

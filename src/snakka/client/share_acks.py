@@ -29,6 +29,7 @@ Bounds: the buffer holds at most what the broker returned for one ShareFetch per
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 import time
 import uuid
@@ -40,8 +41,55 @@ from typing import NamedTuple
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.share import AckBatch, AcknowledgeType
 from snakka.records import iter_batches
-from snakka.records.batch import CONTROL_MASK
+from snakka.records.batch import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CORRUPT_MESSAGE,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    RecordValidationError,
+)
+from snakka.records.compression import COMPRESSION_NONE, CompressionError, decompress
 from snakka.records.record import batch_records
+
+# Per-record decoding in C: ``record_tuples`` of the Spark source's decoder extension (built
+# by ``pip install`` when a compiler is there). Python decoding costs ~3-6 µs a record, the C
+# one a fraction of that (bench/bench_share.py --decode-micro). SNAKKA_SPARK_PURE_PYTHON=1
+# (the extension's switch) forces the pure-Python path, which gives the same records.
+try:
+    if os.environ.get("SNAKKA_SPARK_PURE_PYTHON"):
+        raise ImportError("pure Python decoding forced")
+    from snakka.spark._fastdecode import record_tuples as _record_tuples
+except ImportError:  # pragma: no cover - depends on the build
+    _record_tuples = None  # type: ignore[assignment]
+DECODER = "c" if _record_tuples is not None else "python"
+_NO_LOWER, _NO_UPPER = -(1 << 63), (1 << 63) - 1
+
+# (offset, timestamp, key, value, headers): a snakka.records.Record has the same shape
+RecordTuple = tuple[int, int, bytes | None, bytes | None, "list[tuple[str, bytes | None]]"]
+
+
+def _batch_tuples(buf: bytes | memoryview, pos: int, h: BatchHeader) -> list[RecordTuple]:
+    """The records of the batch at ``buf[pos:]`` as tuples, decoded in C when the extension
+    is built (same results and errors as ``batch_records``, which is the fallback)."""
+    if _record_tuples is None:
+        return list(batch_records(buf, pos, h))  # type: ignore[arg-type]
+    end = pos + h.batch_length + LOG_OVERHEAD
+    codec = h.attributes & COMPRESSION_MASK
+    with memoryview(buf) as mv, mv[pos + HEADER_SIZE: end] as section:
+        try:
+            data = section if codec == COMPRESSION_NONE else decompress(codec, section)
+            return _record_tuples(data, h.records_count, h.base_offset, h.base_timestamp,
+                                  bool(h.attributes & TIMESTAMP_TYPE_MASK), h.max_timestamp,
+                                  _NO_LOWER, _NO_UPPER)
+        except CompressionError as exc:
+            raise RecordValidationError(CORRUPT_MESSAGE, str(exc)) from exc
+        except ValueError as exc:
+            raise RecordValidationError(
+                CORRUPT_MESSAGE, f"malformed record in batch at offset {h.base_offset}: {exc}"
+            ) from exc
 
 TopicIdPartition = tuple[uuid.UUID, int]
 # (topic id, partition, id of the node that acquired the records)
@@ -133,6 +181,19 @@ def ack_batches(pending: dict[int, int]) -> list[AckBatch]:
     return out
 
 
+class _Chunk:
+    """Buffered records of one partition of one ShareFetch response: ``records[pos:]`` are
+    not returned yet; their acquisition lock ends at ``deadline`` (monotonic)."""
+
+    __slots__ = ("records", "pos", "deadline", "key")
+
+    def __init__(self, records: list[ShareRecord], deadline: float, key: InFlightKey) -> None:
+        self.records = records
+        self.pos = 0
+        self.deadline = deadline
+        self.key = key
+
+
 def _in_ranges(starts: list[int], ranges: list[tuple[int, int, int]], offset: int) -> int:
     """Delivery count of ``offset`` if it lies in one of the sorted ``ranges``, else -1."""
     i = bisect.bisect_right(starts, offset) - 1
@@ -147,8 +208,10 @@ class InFlightRecords:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._parts: dict[InFlightKey, _Partition] = {}
-        # fetched records not returned yet, each with the monotonic time its lock ends
-        self._buffer: deque[tuple[ShareRecord, float]] = deque()
+        # fetched records not returned yet: one chunk per partition of a ShareFetch response,
+        # with the monotonic time its lock ends (per chunk: take's work is per chunk, plus a
+        # list comprehension over its records)
+        self._buffer: deque[_Chunk] = deque()
 
     # -- fetched data ----------------------------------------------------------------------
     def add_fetched(self, key: InFlightKey, topic: str, acquired: Iterable[tuple[int, int, int]],
@@ -170,6 +233,7 @@ class InFlightRecords:
         starts = [r[0] for r in ranges]
         found: list[ShareRecord] = []
         seen: set[int] = set()
+        max_seen = -1
         _tid, part, _node = key
         try:
             if records:
@@ -181,20 +245,22 @@ class InFlightRecords:
                     if i >= 0 and h.last_offset <= ranges[i][1]:
                         # The common case: the whole batch lies in one acquired range.
                         dc = ranges[i][2]
-                        batch = [ShareRecord(topic, part, rec.offset, rec.timestamp, rec.key,
-                                             rec.value, rec.headers, dc, key)
-                                 for rec in batch_records(records, pos, h)]
-                        fresh = [r for r in batch if r.offset not in seen]
-                        seen.update(r.offset for r in fresh)
-                        found += fresh
+                        batch = [ShareRecord(topic, part, o, ts, k, v, hd, dc, key)
+                                 for o, ts, k, v, hd in _batch_tuples(records, pos, h)]
+                        if seen and h.base_offset <= max_seen:  # a batch sent twice?
+                            batch = [r for r in batch if r.offset not in seen]
+                        if batch:
+                            seen.update([r.offset for r in batch])
+                            max_seen = max(max_seen, batch[-1].offset)
+                            found += batch
                         continue
-                    for rec in batch_records(records, pos, h):
-                        dc = _in_ranges(starts, ranges, rec.offset)
-                        if dc < 0 or rec.offset in seen:
+                    for o, ts, k, v, hd in _batch_tuples(records, pos, h):
+                        dc = _in_ranges(starts, ranges, o)
+                        if dc < 0 or o in seen:
                             continue
-                        seen.add(rec.offset)
-                        found.append(ShareRecord(topic, part, rec.offset, rec.timestamp, rec.key,
-                                                 rec.value, rec.headers, dc, key))
+                        seen.add(o)
+                        max_seen = max(max_seen, o)
+                        found.append(ShareRecord(topic, part, o, ts, k, v, hd, dc, key))
         except Exception:
             with self._lock:
                 p = self._part(key, topic)
@@ -213,11 +279,12 @@ class InFlightRecords:
                     p.pending.update(dict.fromkeys(offsets, AcknowledgeType.RELEASE))
                 elif len(seen) < len(offsets) or not seen.issuperset(offsets):
                     p.pending.update(dict.fromkeys(set(offsets) - seen, AcknowledgeType.GAP))
-            self._buffer.extend((r, lock_deadline) for r in found)
+            if found:
+                self._buffer.append(_Chunk(found, lock_deadline, key))
         return len(found)
 
     def buffered(self) -> int:
-        return len(self._buffer)
+        return sum(len(c.records) - c.pos for c in self._buffer)
 
     def take(self, max_records: int, now: float | None = None) -> list[ShareRecord]:
         """Up to ``max_records`` buffered records, now owned by the application (unacked).
@@ -228,24 +295,31 @@ class InFlightRecords:
         out: list[ShareRecord] = []
         with self._lock:
             buf = self._buffer
-            last_key: InFlightKey | None = None
-            p: _Partition | None = None
             while buf and len(out) < max_records:
-                r, deadline = buf.popleft()
-                if r.in_flight_key is not last_key:  # runs of one partition: one lookup
-                    last_key = r.in_flight_key
-                    p = self._parts.get(last_key)
-                if p is None or r.offset not in p.acquired:
-                    continue  # dropped meanwhile (connection to its node lost)
-                if now >= deadline:
-                    del p.acquired[r.offset]
-                    p.pending.pop(r.offset, None)
-                    if p.idle():
-                        del self._parts[last_key]
-                        last_key = None
+                c = buf[0]
+                p = self._parts.get(c.key)
+                if p is None:  # dropped meanwhile (connection to its node lost)
+                    buf.popleft()
                     continue
-                p.unacked.add(r.offset)
-                out.append(r)
+                acquired = p.acquired
+                if now >= c.deadline:
+                    for r in c.records[c.pos:]:
+                        if r.offset in acquired:
+                            del acquired[r.offset]
+                            p.pending.pop(r.offset, None)
+                    if p.idle():
+                        del self._parts[c.key]
+                    buf.popleft()
+                    continue
+                # Records not acquired any more were dropped meanwhile (connection lost).
+                while c.pos < len(c.records) and len(out) < max_records:
+                    end = c.pos + max_records - len(out)
+                    good = [r for r in c.records[c.pos:end] if r.offset in acquired]
+                    c.pos = min(end, len(c.records))
+                    p.unacked.update([r.offset for r in good])
+                    out += good
+                if c.pos >= len(c.records):
+                    buf.popleft()
         return out
 
     # -- acknowledgements by the application -----------------------------------------------
@@ -315,16 +389,18 @@ class InFlightRecords:
         None) are released back to the broker. Returns how many."""
         n = 0
         with self._lock:
-            kept: deque[tuple[ShareRecord, float]] = deque()
-            for item in self._buffer:
-                r = item[0]
-                if keep is not None and keep(r.in_flight_key):
-                    kept.append(item)
+            kept: deque[_Chunk] = deque()
+            for c in self._buffer:
+                if keep is not None and keep(c.key):
+                    kept.append(c)
                     continue
-                p = self._parts.get(r.in_flight_key)
-                if p is not None and r.offset in p.acquired:
-                    p.pending[r.offset] = AcknowledgeType.RELEASE
-                    n += 1
+                p = self._parts.get(c.key)
+                if p is None:
+                    continue
+                for r in c.records[c.pos:]:
+                    if r.offset in p.acquired:
+                        p.pending[r.offset] = AcknowledgeType.RELEASE
+                        n += 1
             self._buffer = kept
         return n
 
@@ -411,7 +487,7 @@ class InFlightRecords:
                 p.pending.clear()
                 if p.idle():
                     del self._parts[key]
-            self._buffer = deque(x for x in self._buffer if x[0].in_flight_key[2] != node)
+            self._buffer = deque(c for c in self._buffer if c.key[2] != node)
 
     def in_flight_count(self) -> int:
         with self._lock:

@@ -195,6 +195,9 @@ class SharePartition:
         self._persisted_epoch = state.state_epoch
         self._wakeup = False
         self._nfo_hint = state.start_offset  # no AVAILABLE offset below this
+        # Log bytes per offset seen by the shell's last read of this partition (0: none yet);
+        # sizes the next read (SharePartitionManager._read_for_acquire).
+        self.read_bytes_per_offset = 0.0
         self._load(state)
 
     # ------------------------------------------------------------------ configuration
@@ -247,6 +250,40 @@ class SharePartition:
                     return found
         self._nfo_hint = self.end_offset
         return self.end_offset
+
+    def read_through(self, offset: int, max_records: int) -> int:
+        """How far a log read from ``offset`` must reach for ``acquire(max_records=...)`` to
+        find every record it could take: the ``max_records``-th offset from ``offset`` on that
+        acquire may hand out (AVAILABLE below the delivery limit, or past the window). Acquire
+        goes in offset order, stops after at most ``max_records`` records and rounds up only
+        to the end of the log batch holding the last one, so a read whose whole batches cover
+        this offset gives it the same records as a longer read (the shell reads less: Kafka's
+        log reads are lazy file slices, snakka's are preads). Offsets counted here may still
+        be acquired fewer (throttling, the record-lock cap): a longer read changes nothing
+        then either."""
+        n = max_records if max_records > 0 else 1
+        start = self.start_offset
+        if offset < start:
+            offset = start
+        end = self.end_offset
+        if offset >= end or not self._runs:
+            return offset + n - 1
+        limit = self.config.delivery_count_limit
+        runs = self._runs
+        i = bisect_right(runs, offset, key=_first) - 1
+        if i < 0:
+            i = 0
+        count = 0
+        for k in range(i, len(runs)):
+            r = runs[k]
+            if r.state != _AVAILABLE or r.count >= limit or r.last < offset:
+                continue
+            a = r.first if r.first > offset else offset
+            have = r.last - a + 1
+            if count + have >= n:
+                return a + (n - count) - 1
+            count += have
+        return end + (n - count) - 1
 
     def can_acquire(self) -> bool:
         """False when the window is full (max record locks) and nothing in it is AVAILABLE."""

@@ -1,7 +1,7 @@
 /*
  * snakka.spark._fastdecode: Kafka v2 records -> Arrow column buffers, for the Spark source.
  *
- * One function, decode_records(), the C twin of snakka.spark.arrow_decode.decode_records_py
+ * decode_records(), the C twin of snakka.spark.arrow_decode.decode_records_py
  * (same arguments, same results; the Python version is the specification and the fallback
  * when this module cannot be built). It decodes the (already decompressed) records section
  * of ONE record batch and appends the records whose offsets are in [lo, hi) to fifteen
@@ -10,6 +10,10 @@
  * Two passes over the section: the first validates every length against the record and
  * section bounds and sums the output sizes; the second resizes each bytearray once and
  * copies. Malformed input raises ValueError in the first pass, before any buffer changes.
+ *
+ * record_tuples() decodes the same records section into Python tuples (offset, timestamp,
+ * key, value, headers) for snakka's share consumer: the C twin of the per-record part of
+ * snakka.records.record.batch_records (one pass; see its comment below).
  *
  * Buffers hold native-endian integers; Arrow's layout is little-endian, so this module
  * refuses to build on a big-endian machine (the pure-Python decoder is used there).
@@ -284,10 +288,155 @@ error:
     return NULL;
 }
 
+/* record_tuples(data, count, base_offset, base_ts, log_append, log_append_ts, lo, hi) -> list
+ *
+ * The records of ONE batch's (decompressed) records section whose offsets are in [lo, hi),
+ * as (offset, timestamp, key, value, headers) tuples: key/value bytes or None, headers a list
+ * of (str, bytes | None) with keys decoded as UTF-8 with replacement characters (as Kafka's
+ * Java consumer does and as snakka.records.record._decode_records does; that function is the
+ * specification). With log_append (LogAppendTime batches) log_append_ts is every timestamp. Used by
+ * snakka's share consumer (snakka.client.share_acks) instead of per-record Python varints.
+ * Every record is validated, kept or not; malformed input raises ValueError. */
+static PyObject *record_tuples(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    long long count, base_offset, base_ts, log_append_ts, lo, hi;
+    int log_append;
+    if (!PyArg_ParseTuple(args, "y*LLLpLLL", &view, &count, &base_offset, &base_ts,
+                          &log_append, &log_append_ts, &lo, &hi))
+        return NULL;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    const Py_ssize_t end = view.len;
+    Py_ssize_t pos = 0, rec_end = end;
+    int64_t length, ts_delta, off_delta, klen, vlen, hcount, hklen, hvlen;
+    PyObject *out = PyList_New(0);
+    PyObject *headers = NULL;
+    if (out == NULL)
+        goto error;
+    if (count < 0)
+        FAIL("negative record count");
+    for (long long r = 0; r < count; r++) {
+        rec_end = end;
+        VARINT(length);
+        if (length < 0 || length > end - pos)
+            FAIL("record length overruns the batch");
+        rec_end = pos + length;
+        if (pos + 1 > rec_end)
+            FAIL("record too short");
+        pos += 1; /* attributes: unused in v2 */
+        VARINT(ts_delta);
+        VARINT(off_delta);
+        int64_t offset = base_offset + off_delta;
+        int keep = offset >= lo && offset < hi;
+        VARINT(klen);
+        Py_ssize_t kstart = pos;
+        if (klen >= 0) {
+            if (klen > rec_end - pos)
+                FAIL("key overruns the record");
+            pos += klen;
+        }
+        VARINT(vlen);
+        Py_ssize_t vstart = pos;
+        if (vlen >= 0) {
+            if (vlen > rec_end - pos)
+                FAIL("value overruns the record");
+            pos += vlen;
+        }
+        VARINT(hcount);
+        if (hcount < 0)
+            FAIL("negative header count");
+        if (keep) {
+            headers = PyList_New(0);
+            if (headers == NULL)
+                goto error;
+        }
+        for (int64_t h = 0; h < hcount; h++) {
+            VARINT(hklen);
+            if (hklen < 0)
+                FAIL("null header key");
+            if (hklen > rec_end - pos)
+                FAIL("header key overruns the record");
+            Py_ssize_t hkstart = pos;
+            pos += hklen;
+            VARINT(hvlen);
+            Py_ssize_t hvstart = pos;
+            if (hvlen >= 0) {
+                if (hvlen > rec_end - pos)
+                    FAIL("header value overruns the record");
+                pos += hvlen;
+            }
+            if (keep) {
+                PyObject *hv;
+                if (hvlen >= 0) {
+                    hv = PyBytes_FromStringAndSize((const char *)p + hvstart, hvlen);
+                } else {
+                    hv = Py_None;
+                    Py_INCREF(hv);
+                }
+                PyObject *hk = PyUnicode_DecodeUTF8((const char *)p + hkstart, hklen,
+                                                    "replace");
+                PyObject *pair = (hk && hv) ? PyTuple_Pack(2, hk, hv) : NULL;
+                Py_XDECREF(hk);
+                Py_XDECREF(hv);
+                if (pair == NULL)
+                    goto error;
+                int rc = PyList_Append(headers, pair);
+                Py_DECREF(pair);
+                if (rc < 0)
+                    goto error;
+            }
+        }
+        if (pos != rec_end)
+            FAIL("record length does not match its fields");
+        if (keep) {
+            PyObject *k, *v;
+            if (klen >= 0) {
+                k = PyBytes_FromStringAndSize((const char *)p + kstart, klen);
+            } else {
+                k = Py_None;
+                Py_INCREF(k);
+            }
+            if (vlen >= 0) {
+                v = PyBytes_FromStringAndSize((const char *)p + vstart, vlen);
+            } else {
+                v = Py_None;
+                Py_INCREF(v);
+            }
+            PyObject *rec = NULL;
+            if (k && v)
+                rec = Py_BuildValue("(LLOOO)", (long long)offset,
+                                    log_append ? log_append_ts : base_ts + ts_delta,
+                                    k, v, headers);
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            Py_CLEAR(headers);
+            if (rec == NULL)
+                goto error;
+            int rc = PyList_Append(out, rec);
+            Py_DECREF(rec);
+            if (rc < 0)
+                goto error;
+        }
+    }
+    if (pos != end)
+        FAIL("bytes left after the batch's records");
+    PyBuffer_Release(&view);
+    return out;
+
+error:
+    Py_XDECREF(headers);
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS,
      "decode_records(bufs, data, count, base_offset, base_ts, ts_override, ts_type, lo, hi, "
      "with_headers) -> rows appended (see snakka.spark.arrow_decode.decode_records_py)"},
+    {"record_tuples", record_tuples, METH_VARARGS,
+     "record_tuples(data, count, base_offset, base_ts, log_append, log_append_ts, lo, hi) -> "
+     "[(offset, timestamp, key, value, headers)] (see snakka.records.record._decode_records)"},
     {NULL, NULL, 0, NULL},
 };
 
