@@ -25,11 +25,12 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from reference_kafka import KAFKA_REF_SH, ReferenceKafka, run_tool
 
@@ -85,13 +86,21 @@ def workload(bootstrap: str) -> None:
             m = c.poll(1.0)
             if m is not None and m.error() is None:
                 seen += 1
-        while True:  # a fresh group coordinator may still be loading: retriable, retry
+        # A fresh group coordinator may still be loading or moving: retry what Kafka's Java
+        # client retries (librdkafka flags NOT_COORDINATOR as not retriable on a commit).
+        coordinator_moving = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                              KafkaError.COORDINATOR_NOT_AVAILABLE}
+        deadline = time.monotonic() + 120
+        while True:
             try:
                 c.commit(asynchronous=False)
                 break
             except KafkaException as exc:
-                if not exc.args[0].retriable():
+                err = exc.args[0]
+                if not (err.retriable() or err.code() in coordinator_moving) \
+                        or time.monotonic() > deadline:
                     raise
+                time.sleep(0.2)
     finally:
         c.close()
 
