@@ -79,7 +79,8 @@ def _resolve_topic(services, key, by_id: bool):
 
 
 def _read_partitions(services, entries, by_id: bool, denied: frozenset, max_bytes: int,
-                     read_committed: bool, incremental: bool, min_one_batch: bool = True):
+                     read_committed: bool, incremental: bool, min_one_batch: bool = True,
+                     zero_copy: bool = False):
     """Read every partition once, without touching session state.
 
     Returns (rows, total bytes, any error, pending) where rows are (topic key, PartitionData,
@@ -104,7 +105,7 @@ def _read_partitions(services, entries, by_id: bool, denied: frozenset, max_byte
                                  cp.fetch_offset, limit,
                                  current_leader_epoch=cp.current_leader_epoch,
                                  read_committed=read_committed, min_one_message=first_data,
-                                 unknown=unknown)
+                                 unknown=unknown, zero_copy=zero_copy)
         err = read.error_code
         records = read.records
         if read.pending is not None:
@@ -277,7 +278,7 @@ def _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed):
     # limitBytes: the first partition's negative size is an error, the rest get 0).
     rows, total, any_error, pending = _read_partitions(
         ctx.services, fctx.partitions, by_id, denied, max_bytes if max_bytes < 0 else grant,
-        read_committed, fctx.incremental)
+        read_committed, fctx.incremental, zero_copy=getattr(conn, "zero_copy", False))
     conn.settle_response_bytes(grant, total)
     ctx.response_bytes = total
     return rows, total, any_error, pending
