@@ -39,8 +39,9 @@ the kernel's buffer is full, then the rest. Every later response queues behind i
 per-connection bound and are released from the response budget once all are sent. A region
 holds its own descriptor of the segment file, so retention deleting the segment meanwhile
 changes nothing; a file found shorter than its region (truncated under the send) cannot
-complete the frame and closes the connection, as Kafka does. TLS listeners send bytes
-(sendfile cannot encrypt).
+complete the frame and closes the connection, as Kafka does. TLS listeners (sendfile cannot
+encrypt) get record sets read into memory, and the Fetch handler caps such a response's
+record bytes at ``snakka.fetch.memory.max.bytes``.
 
 Client quotas (metadata/client_quotas.py, docs/quotas.md): when any quota is configured, each
 answered request is recorded against its client's quota entity (Produce: the request's bytes;
@@ -136,6 +137,9 @@ class ServerConnection(asyncio.Protocol):
         self._out_bytes = 0
         self._sock_fd: int | None = -1
         self._waiting_writable = False
+        self._pumping = False
+        self._pump_again = False
+        self._pump_scheduled = False
 
     # -- typed connection state (what used to be a dict) ---------------------------------
     @property
@@ -166,8 +170,8 @@ class ServerConnection(asyncio.Protocol):
 
     @property
     def zero_copy(self) -> bool:
-        """Whether Fetch may answer with file regions sent by ``sendfile`` (no TLS: the
-        bytes go to the socket as they lie on disk)."""
+        """Whether Fetch may answer with file regions sent by ``sendfile`` (module docstring):
+        not on TLS, which must encrypt the bytes."""
         return _HAVE_SENDFILE and self._tls is None and self._socket_fd() is not None
 
     # -- asyncio.Protocol ----------------------------------------------------------------
@@ -246,10 +250,13 @@ class ServerConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._writing_paused = False  # everything written (low-water mark 0)
         if self._out is not None:
-            self._pump()  # a file region waited for the transport's buffer to empty
-            if self._out is not None or self._writing_paused:
-                self._update_reading()  # still sending (the rest went to the transport)
-                return
+            # A file region waited for the transport's buffer to empty. Sent from the next
+            # loop iteration, not from inside this callback: a TLS transport calls it from
+            # inside its own write path, which must not be re-entered with more data.
+            if not self._pump_scheduled:
+                self._pump_scheduled = True
+                asyncio.get_running_loop().call_soon(self._on_writable)
+            return
         self.channel.drained(time.monotonic())
         self._update_reading()
         self._process()
@@ -388,10 +395,28 @@ class ServerConnection(asyncio.Protocol):
         """Send what waits in ``_out`` in order, as far as the socket takes it now: bytes
         through the transport, a file region with sendfile once the transport's buffer is
         empty. Returns when done (``_out`` None) or waiting (for ``resume_writing`` or for the
-        socket to be writable)."""
+        socket to be writable).
+
+        Not re-entrant: a transport may call ``pause_writing`` / ``resume_writing`` from inside
+        ``write`` (the TLS transport does), and a nested pass would send the region at the
+        head twice; the nested call only asks the running pass to look again."""
+        if self._pumping:
+            self._pump_again = True
+            return
+        self._pumping = True
+        try:
+            while True:
+                self._pump_again = False
+                self._pump_pass()
+                if not self._pump_again or self._out is None:
+                    return
+        finally:
+            self._pumping = False
+
+    def _pump_pass(self) -> None:
         out = self._out
         transport = self.transport
-        if out is None or transport is None or self.channel.closed:
+        if out is None or transport is None or self.channel.closed or transport.is_closing():
             return
         while out:
             piece = out[0]
@@ -405,8 +430,13 @@ class ServerConnection(asyncio.Protocol):
                 self._out_bytes -= n
                 transport.writelines(batch)
                 continue
-            if self._writing_paused or transport.get_write_buffer_size():
+            if self._writing_paused:
                 return  # resume_writing calls again once the transport has written it all
+            if transport.get_write_buffer_size():
+                # The transport holds bytes without having paused us (cannot happen with the
+                # write-buffer limits at 0): sendfile must not overtake them; wait for them.
+                self._writing_paused = True
+                return
             if not self._sendfile(piece):
                 return  # waiting for the socket (or closed)
             out.popleft()
@@ -461,6 +491,8 @@ class ServerConnection(asyncio.Protocol):
             asyncio.get_running_loop().add_writer(fd, self._on_writable)
 
     def _on_writable(self) -> None:
+        """The socket can take more (or the transport wrote everything): go on sending."""
+        self._pump_scheduled = False
         fd = self._sock_fd
         if self._waiting_writable and fd is not None and fd >= 0:
             self._waiting_writable = False
