@@ -152,7 +152,10 @@ def render() -> str:
               "when the budget is spent and its connection still holds unsent bytes; such "
               "connections are not read from until they take their bytes. Response memory is "
               "therefore at most `queued.max.response.bytes` plus one response (a batch, or a "
-              "small non-Fetch response) per connection.",
+              "small non-Fetch response) per connection. On plaintext listeners record sets of "
+              "64 KiB or more are sent from the segment files with sendfile and hold no memory "
+              "(they still count in the budget, conservatively); on TLS listeners a Fetch "
+              "response holds at most `snakka.fetch.memory.max.bytes` of records.",
               "- Fixed bounds that are not configs (protocol ranges such as INT32_MAX, "
               "10,000 partitions per topic, 10,000 pending classic members per group, 10 "
               "record-error messages per batch, ...) have one definition each in "

@@ -498,6 +498,13 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("queued.max.response.bytes.per.connection", _L, "4194304", _pos_long,
        "Reading from a connection pauses while more than this many response bytes wait in its "
        "write buffer. snakka-specific.", read_only=True),
+    _d("snakka.fetch.memory.max.bytes", _I, "8388608", _pos_int,
+       "Record bytes one Fetch response may hold in memory where they cannot go from the "
+       "segment files to the socket with sendfile (TLS listeners, which must encrypt them): "
+       "such a response returns at most this much (still the first whole batch, as a smaller "
+       "fetch.max.bytes would), so one response pins at most this much memory whatever the "
+       "client's fetch.max.bytes. Plaintext listeners send record sets of 64 KiB or more with "
+       "sendfile and are not capped. snakka-specific.", read_only=True),
     _d("log.max.open.files", _I, "-1", _open_files_limit,
        "Segment files the broker keeps open at once: files are opened on first use and the "
        "least recently used are closed beyond this bound, so idle partitions hold no file "

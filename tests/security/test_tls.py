@@ -418,3 +418,48 @@ def test_handshakes_in_progress_count_against_max_connections(tls, caplog):
         with socket.create_connection(("127.0.0.1", p), timeout=10) as raw_sock, \
                 ctx.wrap_socket(raw_sock, server_hostname="localhost") as s:
             assert s.version() is not None
+
+
+def test_large_fetches_over_tls_hold_at_most_the_memory_cap(tls, monkeypatch):
+    """sendfile cannot encrypt: on an SSL listener record sets are read into memory, and a
+    Fetch response holds at most ``snakka.fetch.memory.max.bytes`` of them whatever the
+    client's fetch.max.bytes (50 MB here); confluent-kafka still reads every record intact."""
+    import os
+
+    import confluent_kafka as ck
+
+    cap = 256 * 1024
+    cfg = {"listeners": "SSL://localhost:0", "listener.security.protocol.map": "SSL:SSL",
+           "snakka.fetch.memory.max.bytes": str(cap),
+           **tls.broker_config(prefix="listener.name.ssl.")}
+    reads: list[int] = []
+    sends: list[int] = []
+    real_pread, real_sendfile = os.pread, os.sendfile
+    monkeypatch.setattr(os, "pread", lambda fd, n, off: (reads.append(n), real_pread(fd, n, off))[1])
+    monkeypatch.setattr(os, "sendfile", lambda *a: (sends.append(a[3]), real_sendfile(*a))[1])
+    values = [bytes([i]) * (40 * 1024) for i in range(60)]
+    with EmbeddedBroker(config=cfg) as eb:
+        bs = bootstrap(eb, "SSL")
+        t = topic()
+        p = ck.Producer({"bootstrap.servers": bs, "linger.ms": 20, "batch.size": 100_000,
+                         **ck_ssl(tls)})
+        for v in values:
+            p.produce(t, value=v, partition=0)
+        assert p.flush(20) == 0
+        reads.clear()
+        c = ck.Consumer({"bootstrap.servers": bs, "group.id": "tls-big", "enable.auto.commit": False,
+                         "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 50 << 20,
+                         **ck_ssl(tls)})
+        got: list[bytes] = []
+        try:
+            c.assign([ck.TopicPartition(t, 0, ck.OFFSET_BEGINNING)])
+            deadline = time.monotonic() + 30
+            while len(got) < len(values) and time.monotonic() < deadline:
+                for m in c.consume(100, 0.5):
+                    assert not m.error(), m.error()
+                    got.append(m.value())
+        finally:
+            c.close()
+    assert got == values
+    assert not sends  # nothing went by sendfile on TLS
+    assert reads and max(reads) <= cap, max(reads)  # no response read more than the cap

@@ -253,7 +253,7 @@ def test_non_reader_is_aborted_when_idle_and_its_memory_released():
         s.connect(("127.0.0.1", b.port))
         # Enough pipelined fetches to fill the kernel's socket buffers too.
         s.sendall(b"".join(encode_request(c, "h", 11, _fetch("t", 64 << 20)) for c in range(20)))
-        wait_for(lambda: any(c.transport.get_write_buffer_size() > 0
+        wait_for(lambda: any(c.write_buffer_size() > 0
                              for c in list(b.broker.connections)), "a held response")
         # Never read: closed as idle (aborted, not a graceful close that waits for the reader).
         wait_for(lambda: registered(b, "127.0.0.2") == 0, "the non-reader to be closed")

@@ -177,3 +177,52 @@ def test_close_flushes_and_delete_removes_the_directory(tmp_path):
     assert local.closed and local.recovery_point == 3
     local.delete()
     assert not os.path.exists(tmp_path / "t-0")
+
+
+def _region_bytes(r) -> bytes:
+    from snakka.protocol import FileRegion
+
+    if isinstance(r, FileRegion):
+        try:
+            return r.read_all()
+        finally:
+            r.close()
+    return bytes(r)
+
+
+def test_zero_copy_reads_are_the_same_bytes_as_memory_reads(tmp_path):
+    """The zero-copy read (a FileRegion found by walking batch headers in the file) returns
+    exactly the batches the in-memory read returns, for every fetch offset, size limit and
+    upper bound, and its next_offset is the offset after its last batch."""
+    import random
+
+    from snakka.protocol import FileRegion
+    from snakka.protocol.primitives import ZERO_COPY_MIN_BYTES
+
+    cfg = LogConfig(segment_bytes=3 << 20, index_interval_bytes=4096)
+    local = new_local(tmp_path / "t-0", cfg)
+    rnd = random.Random(7)
+    for _ in range(400):  # batches of 1-40 records of 1-4 KiB: 64 KiB reads span many
+        n = rnd.randint(1, 40)
+        buf = batch(n, value_size=rnd.randint(1, 4) * 1024)
+        infos = validate_batches(buf, max_message_bytes=1 << 20)
+        base = local.log_end_offset
+        assign_offsets(buf, infos, base, None, 0)
+        local.append(buf, infos, base, base + n - 1, None)
+    assert len(local.segments) >= 2
+    leo = local.log_end_offset
+    regions = 0
+    for _ in range(300):
+        offset = rnd.randrange(leo)
+        max_bytes = rnd.choice([0, 1, 1000, ZERO_COPY_MIN_BYTES - 1, ZERO_COPY_MIN_BYTES,
+                                rnd.randint(ZERO_COPY_MIN_BYTES, 4 << 20)])
+        max_offset = rnd.choice([None, rnd.randint(offset + 1, leo)])
+        min_one = rnd.random() < 0.8
+        want = bytes(local.read(offset, max_bytes, max_offset, min_one))
+        got = local.read(offset, max_bytes, max_offset, min_one, zero_copy=True)
+        if isinstance(got, FileRegion):
+            regions += 1
+            # Offsets here are contiguous: the next batch starts right after the last one.
+            assert got.next_offset == offsets(want)[-1] + 1
+        assert _region_bytes(got) == want, (offset, max_bytes, max_offset, min_one)
+    assert regions > 50

@@ -36,9 +36,15 @@
   answered empty with the throttle time (``_answer``, Kafka's throttled fetch response) and its
   bytes are taken back, so the consumer fetches the same offsets again once the throttle ends.
   A consumer's fetch never asks for more than a quota span's worth of its rate.
-- Memory: records are read from disk into memory, so every read first reserves its bytes in the
+- Zero copy: on a plaintext listener (``ctx.connection.zero_copy``) a partition's record set of
+  64 KiB or more is a ``FileRegion`` of the segment file, not bytes: the connection sends it
+  with sendfile (server/connection.py), so a 50 MB response costs no memory. Elsewhere (TLS)
+  records are read into memory and a response holds at most ``snakka.fetch.memory.max.bytes``
+  of them (Kafka may always return less than MaxBytes; the first whole batch still comes).
+- Memory: every read first reserves its bytes in the
   broker-wide ``queued.max.response.bytes`` budget (server/memory.py) and reads at most what it
-  got (still the first whole batch). When the budget is spent and this connection has not yet
+  got (still the first whole batch); record sets sent from files count too (a conservative
+  bound: they hold a descriptor, not memory). When the budget is spent and this connection has not yet
   taken its earlier bytes, the fetch waits for room up to ``max_wait_ms`` and then answers
   without records, as when nothing is available.
 """
@@ -79,7 +85,8 @@ def _resolve_topic(services, key, by_id: bool):
 
 
 def _read_partitions(services, entries, by_id: bool, denied: frozenset, max_bytes: int,
-                     read_committed: bool, incremental: bool, min_one_batch: bool = True):
+                     read_committed: bool, incremental: bool, min_one_batch: bool = True,
+                     zero_copy: bool = False):
     """Read every partition once, without touching session state.
 
     Returns (rows, total bytes, any error, pending) where rows are (topic key, PartitionData,
@@ -104,7 +111,7 @@ def _read_partitions(services, entries, by_id: bool, denied: frozenset, max_byte
                                  cp.fetch_offset, limit,
                                  current_leader_epoch=cp.current_leader_epoch,
                                  read_committed=read_committed, min_one_message=first_data,
-                                 unknown=unknown)
+                                 unknown=unknown, zero_copy=zero_copy)
         err = read.error_code
         records = read.records
         if read.pending is not None:
@@ -209,6 +216,9 @@ def handle(ctx: RequestContext, req: FetchRequest):
         _denied_topics(ctx, fctx.partitions, by_id)
     max_bytes = min(req.max_bytes if v >= 3 else INT32_MAX,
                     services.resolver.broker_int("fetch.max.bytes"))
+    if not getattr(ctx.connection, "zero_copy", False):
+        # The records will be read into memory (TLS): at most this much per response.
+        max_bytes = min(max_bytes, services.resolver.broker_int("snakka.fetch.memory.max.bytes"))
     if services.quotas is not None:
         # A consumer with a consumer_byte_rate never gets more than a quota span's worth at
         # once (Kafka: more would be throttled for sure, holding the consumer back).
@@ -277,7 +287,7 @@ def _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed):
     # limitBytes: the first partition's negative size is an error, the rest get 0).
     rows, total, any_error, pending = _read_partitions(
         ctx.services, fctx.partitions, by_id, denied, max_bytes if max_bytes < 0 else grant,
-        read_committed, fctx.incremental)
+        read_committed, fctx.incremental, zero_copy=getattr(conn, "zero_copy", False))
     conn.settle_response_bytes(grant, total)
     ctx.response_bytes = total
     return rows, total, any_error, pending

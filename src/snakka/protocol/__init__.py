@@ -24,7 +24,7 @@ from .apis import API_SPECS, ApiSpec, api_spec
 from .errors import DecodeError, ErrorCode, KafkaError
 from .messages.request_header import RequestHeader
 from .messages.response_header import ResponseHeader
-from .primitives import ZERO_UUID, ProtocolStruct, ScatterBuffer
+from .primitives import ZERO_UUID, FileRegion, ProtocolStruct, ScatterBuffer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # keep `typing` out of the import path (startup time)
@@ -35,6 +35,7 @@ __all__ = [
     "ApiSpec",
     "DecodeError",
     "ErrorCode",
+    "FileRegion",
     "KafkaError",
     "ProtocolStruct",
     "RequestHeader",

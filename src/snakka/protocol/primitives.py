@@ -27,6 +27,7 @@ The varint/varlong (zigzag) helpers are also meant for the record-batch layer.
 from __future__ import annotations
 
 import base64 as _base64
+import os
 import struct as _struct
 import uuid as _uuid
 
@@ -537,7 +538,63 @@ def write_compact_nullable_bytes(out: bytearray, b: BytesLike | None) -> None:
     out += b
 
 
-def _nbytes(b: BytesLike) -> int:
+class FileRegion:
+    """``length`` bytes of an open file from ``position``: a record set served from a log
+    segment without reading it into memory (Kafka's ``FileRecords`` slice).
+
+    It owns ``fd``, a duplicate of the segment's descriptor: the region stays readable when
+    retention deletes or the file pool closes the segment file while the response waits to be
+    sent (Kafka keeps the channel of a deleted segment open the same way). Whoever sends it
+    calls :meth:`close` (the connection, once sent or dropped); ``__del__`` is the backstop.
+    ``next_offset`` is the offset after its last batch (read_committed's upper bound for
+    aborted transactions, known to the log read that made the region).
+
+    Only a :class:`ScatterBuffer` carries a region as a chunk (the connection sends it with
+    ``sendfile``); any other output reads it into memory (:meth:`read_all`)."""
+
+    __slots__ = ("fd", "position", "length", "next_offset")
+
+    def __init__(self, fd: int, position: int, length: int, next_offset: int = -1) -> None:
+        self.fd = fd
+        self.position = position
+        self.length = length
+        self.next_offset = next_offset
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __bool__(self) -> bool:
+        return self.length > 0
+
+    def read_all(self) -> bytes:
+        """The region's bytes, read into memory (the path for outputs that cannot send it)."""
+        data = os.pread(self.fd, self.length, self.position)
+        while len(data) < self.length:
+            more = os.pread(self.fd, self.length - len(data), self.position + len(data))
+            if not more:
+                raise EOFError(f"file region truncated: {len(data)} of {self.length} bytes")
+            data += more
+        return data
+
+    def __getitem__(self, item: slice) -> bytes:
+        """Small reads of the region (batch headers: metrics, tests), from the file."""
+        start, stop, step = item.indices(self.length)
+        assert step == 1, item
+        return os.pread(self.fd, max(0, stop - start), self.position + start)
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FileRegion(fd={self.fd}, position={self.position}, length={self.length})"
+
+
+def _nbytes(b: BytesLike | FileRegion) -> int:
     return b.nbytes if type(b) is memoryview else len(b)
 
 
@@ -557,19 +614,19 @@ class ScatterBuffer(bytearray):
 
     def __init__(self) -> None:
         super().__init__()
-        self.chunks: list[tuple[int, BytesLike]] = []  # (position in self, bytes-like)
+        self.chunks: list[tuple[int, BytesLike | FileRegion]] = []  # (position in self, bytes-like)
 
-    def add_chunk(self, data: BytesLike) -> None:
+    def add_chunk(self, data: BytesLike | FileRegion) -> None:
         self.chunks.append((len(self), data))
 
     def total_length(self) -> int:
         return len(self) + sum(_nbytes(d) for _, d in self.chunks)
 
-    def pieces(self) -> list[BytesLike]:
+    def pieces(self) -> list[BytesLike | FileRegion]:
         if not self.chunks:
             return [self]
         view = memoryview(self)
-        out: list[BytesLike] = []
+        out: list[BytesLike | FileRegion] = []
         prev = 0
         for pos, data in self.chunks:
             if pos > prev:
@@ -581,8 +638,14 @@ class ScatterBuffer(bytearray):
         return out
 
 
-def _put_records(out: bytearray, b: BytesLike, n: int) -> None:
-    if n >= ZERO_COPY_MIN_BYTES and type(out) is ScatterBuffer:
+def _put_records(out: bytearray, b: BytesLike | FileRegion, n: int) -> None:
+    if isinstance(b, FileRegion):
+        if type(out) is ScatterBuffer:
+            out.add_chunk(b)  # sent with sendfile (server/connection.py)
+        else:
+            out += b.read_all()
+            b.close()
+    elif n >= ZERO_COPY_MIN_BYTES and type(out) is ScatterBuffer:
         out.add_chunk(b)
     else:
         out += b

@@ -48,6 +48,7 @@ from typing import Protocol
 
 from snakka.metadata.core import RESERVED_TOPICS, ClusterMetadata
 from snakka.protocol.errors import ErrorCode, KafkaError
+from snakka.protocol.primitives import FileRegion
 from snakka.records import RecordValidationError, validate_batches
 from snakka.remote.reader import RemoteReadError
 from snakka.storage import (
@@ -106,7 +107,7 @@ class ReadResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes | memoryview = _EMPTY
+    records: bytes | memoryview | FileRegion = _EMPTY
     # The partition exists here (an error came from reading it, not from looking it up).
     found: bool = False
     # read_committed only: (producer id, first offset) of the aborted transactions that
@@ -117,11 +118,13 @@ class ReadResult:
     pending: Awaitable[object] | None = None
 
 
-def _next_offset_after(records: bytes | memoryview) -> int:
+def _next_offset_after(records: bytes | memoryview | FileRegion) -> int:
     """The offset after the last batch of whole batches read from a log (the upper bound
     of the aborted transactions a read_committed reader needs, as Kafka's
     fetchUpperBoundOffset). Walks the batch headers: baseOffset at 0, batchLength at 8,
-    lastOffsetDelta at 23."""
+    lastOffsetDelta at 23. A FileRegion knows it (the log read found it)."""
+    if type(records) is FileRegion:
+        return records.next_offset
     pos = 0
     end = len(records)
     nxt = -1
@@ -370,8 +373,8 @@ class ReplicaManager:
     # -- read ----------------------------------------------------------------------------
     def read(self, topic: str | None, partition: int, fetch_offset: int, max_bytes: int, *,
              current_leader_epoch: int = -1, read_committed: bool = False,
-             min_one_message: bool = True, unknown: ErrorCode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-             ) -> ReadResult:
+             min_one_message: bool = True, unknown: ErrorCode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+             zero_copy: bool = False) -> ReadResult:
         """Read whole stored batches from ``fetch_offset``, at most ``max_bytes`` (the first
         batch whole if ``min_one_message``). ``topic`` None is a topic the caller could not
         resolve (answered ``unknown``). A negative ``max_bytes`` reads one batch only to learn
@@ -390,20 +393,23 @@ class ReplicaManager:
             return ReadResult(ErrorCode.NONE, pl.high_watermark, pl.last_stable_offset,
                               pl.log_start_offset, found=True)
         return self.read_log(pl, fetch_offset, max_bytes, read_committed=read_committed,
-                             min_one_message=min_one_message)
+                             min_one_message=min_one_message, zero_copy=zero_copy)
 
     def read_log(self, pl: UnifiedLog, fetch_offset: int, max_bytes: int, *,
-                 read_committed: bool, min_one_message: bool) -> ReadResult:
+                 read_committed: bool, min_one_message: bool,
+                 zero_copy: bool = False) -> ReadResult:
         """:meth:`read` of a partition already looked up (share fetches hold their logs):
         read_committed stops at the last stable offset, read_uncommitted at the high
-        watermark."""
+        watermark. ``zero_copy``: large local record sets come as a ``FileRegion`` (see
+        ``UnifiedLog.read``; Fetch on a plaintext listener)."""
         out = ReadResult(ErrorCode.NONE, pl.high_watermark, pl.last_stable_offset,
                          pl.log_start_offset, found=True)
         try:
             records = pl.read(fetch_offset, max(max_bytes, 0),
                               max_offset=(out.last_stable_offset if read_committed
                                           else out.high_watermark),
-                              min_one_message=min_one_message or max_bytes < 0)
+                              min_one_message=min_one_message or max_bytes < 0,
+                              zero_copy=zero_copy and max_bytes >= 0)
             if records and max_bytes < 0:
                 out.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
                 return out

@@ -27,6 +27,22 @@ written": that is when this connection's charge is released (``KafkaChannel.drai
 pauses when the channel says so (``KafkaChannel.read_decision``); a connection paused because the
 budget is spent is woken when the pool releases bytes.
 
+Zero-copy Fetch (Kafka's ``FileRecords.writeTo``): on a listener without TLS a Fetch handler
+asks for large record sets as ``FileRegion`` s of the segment files (``zero_copy``), and this
+connection sends them with ``os.sendfile`` from the file to the socket, never reading them
+into memory. A response holding regions goes out in order: the bytes before a region through
+the transport, then -- once the transport's buffer is empty (``resume_writing``) -- the region
+with ``sendfile`` on a duplicate of the socket's descriptor, waiting for the socket to be
+writable (``loop.add_writer`` on the duplicate: the transport keeps its own descriptor) when
+the kernel's buffer is full, then the rest. Every later response queues behind it
+(``_out``), so responses stay in request order; its bytes count as buffered for the
+per-connection bound and are released from the response budget once all are sent. A region
+holds its own descriptor of the segment file, so retention deleting the segment meanwhile
+changes nothing; a file found shorter than its region (truncated under the send) cannot
+complete the frame and closes the connection, as Kafka does. TLS listeners (sendfile cannot
+encrypt) get record sets read into memory, and the Fetch handler caps such a response's
+record bytes at ``snakka.fetch.memory.max.bytes``.
+
 Client quotas (metadata/client_quotas.py, docs/quotas.md): when any quota is configured, each
 answered request is recorded against its client's quota entity (Produce: the request's bytes;
 every request: its handler's time; a Fetch's bytes are recorded by its handler, which answers a
@@ -41,11 +57,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from snakka.config import Listener
+from snakka.protocol import FileRegion
 from snakka.security.principal import KafkaPrincipal, SecurityProtocol
 from snakka.security.ssl import ListenerTls, principal_from_certificate
 from snakka.server.authentication import AuthState, ChannelAuthentication
@@ -70,6 +89,7 @@ log = logging.getLogger("snakka.server")
 __all__ = ["ServerConnection"]
 
 _SASL_AUTHENTICATE = 36  # ApiKey.SASL_AUTHENTICATE (a plain int on the request path)
+_HAVE_SENDFILE = hasattr(os, "sendfile")
 
 # Running handler coroutines (cancelled when the connection goes).
 _Tasks = set[asyncio.Future]
@@ -110,6 +130,16 @@ class ServerConnection(asyncio.Protocol):
         self._quotas = dispatcher.quotas
         self._throttle_timer: asyncio.TimerHandle | None = None
         self._throttled_until = 0.0
+        # Zero-copy Fetch (module docstring): what waits behind a file region being sent, the
+        # bytes in it not yet handed to the socket, and a duplicate of the socket's descriptor
+        # for sendfile and its writability callback (-1: none yet; None: no sendfile here).
+        self._out: deque[Any] | None = None
+        self._out_bytes = 0
+        self._sock_fd: int | None = -1
+        self._waiting_writable = False
+        self._pumping = False
+        self._pump_again = False
+        self._pump_scheduled = False
 
     # -- typed connection state (what used to be a dict) ---------------------------------
     @property
@@ -137,6 +167,12 @@ class ServerConnection(asyncio.Protocol):
     def authentication(self) -> ChannelAuthentication:
         """The channel's authentication state (the SASL handlers drive it)."""
         return self.channel.auth
+
+    @property
+    def zero_copy(self) -> bool:
+        """Whether Fetch may answer with file regions sent by ``sendfile`` (module docstring):
+        not on TLS, which must encrypt the bytes."""
+        return _HAVE_SENDFILE and self._tls is None and self._socket_fd() is not None
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -195,6 +231,7 @@ class ServerConnection(asyncio.Protocol):
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._drop_out()
         self.channel.close()
         self._registry.unregister(self)
         self._memory.notify_on_release(self, None)
@@ -212,6 +249,14 @@ class ServerConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False  # everything written (low-water mark 0)
+        if self._out is not None:
+            # A file region waited for the transport's buffer to empty. Sent from the next
+            # loop iteration, not from inside this callback: a TLS transport calls it from
+            # inside its own write path, which must not be re-entered with more data.
+            if not self._pump_scheduled:
+                self._pump_scheduled = True
+                asyncio.get_running_loop().call_soon(self._on_writable)
+            return
         self.channel.drained(time.monotonic())
         self._update_reading()
         self._process()
@@ -318,12 +363,167 @@ class ServerConnection(asyncio.Protocol):
         transport = self.transport
         assert transport is not None
         if data.chunks:
-            transport.writelines(data.pieces())
+            pieces = data.pieces()
+            out = self._out
+            if out is not None:  # a file region is being sent: wait behind it
+                out.extend(pieces)
+                self._out_bytes += data.total_length()
+                self._update_reading()
+                return
+            if any(isinstance(p, FileRegion) for p in pieces):
+                self._out = deque(pieces)
+                self._out_bytes = data.total_length()
+                self._pump()
+                if self._out is None and not self._writing_paused:
+                    self.channel.drained(now)
+                self._update_reading()
+                return
+            transport.writelines(pieces)  # type: ignore[arg-type]  # no regions
+        elif self._out is not None:
+            self._out.append(data)
+            self._out_bytes += len(data)
+            self._update_reading()
+            return
         else:
             transport.write(data)
         if not self._writing_paused:  # the socket took it all at once
             self.channel.drained(now)
         self._update_reading()
+
+    # -- zero-copy sends (module docstring) ----------------------------------------------
+    def _pump(self) -> None:
+        """Send what waits in ``_out`` in order, as far as the socket takes it now: bytes
+        through the transport, a file region with sendfile once the transport's buffer is
+        empty. Returns when done (``_out`` None) or waiting (for ``resume_writing`` or for the
+        socket to be writable).
+
+        Not re-entrant: a transport may call ``pause_writing`` / ``resume_writing`` from inside
+        ``write`` (the TLS transport does), and a nested pass would send the region at the
+        head twice; the nested call only asks the running pass to look again."""
+        if self._pumping:
+            self._pump_again = True
+            return
+        self._pumping = True
+        try:
+            while True:
+                self._pump_again = False
+                self._pump_pass()
+                if not self._pump_again or self._out is None:
+                    return
+        finally:
+            self._pumping = False
+
+    def _pump_pass(self) -> None:
+        out = self._out
+        transport = self.transport
+        if out is None or transport is None or self.channel.closed or transport.is_closing():
+            return
+        while out:
+            piece = out[0]
+            if not isinstance(piece, FileRegion):
+                batch = []
+                n = 0
+                while out and not isinstance(out[0], FileRegion):
+                    p = out.popleft()
+                    batch.append(p)
+                    n += p.nbytes if isinstance(p, memoryview) else len(p)
+                self._out_bytes -= n
+                transport.writelines(batch)
+                continue
+            if self._writing_paused:
+                return  # resume_writing calls again once the transport has written it all
+            if transport.get_write_buffer_size():
+                # The transport holds bytes without having paused us (cannot happen with the
+                # write-buffer limits at 0): sendfile must not overtake them; wait for them.
+                self._writing_paused = True
+                return
+            if not self._sendfile(piece):
+                return  # waiting for the socket (or closed)
+            out.popleft()
+            piece.close()
+        self._out = None
+        self._out_bytes = 0
+
+    def _sendfile(self, region: FileRegion) -> bool:
+        """Send as much of ``region`` as the socket takes now; True once all of it is sent.
+        Otherwise waits for the socket to be writable (or the connection was closed)."""
+        fd = self._socket_fd()
+        if fd is None:  # no descriptor to send on: cannot happen when zero_copy was True
+            self._close_for(CloseConnection("no socket descriptor for sendfile"))
+            return False
+        while region.length > 0:
+            try:
+                sent = os.sendfile(fd, region.fd, region.position, region.length)
+            except (BlockingIOError, InterruptedError):
+                self._wait_writable(fd)
+                return False
+            except OSError as exc:  # the peer went away (EPIPE, ECONNRESET, ...)
+                log.debug("sendfile to %s failed: %s", self.peer, exc)
+                self.abort()
+                return False
+            if sent == 0:
+                # The file ends before the region does (truncated meanwhile): the frame's
+                # size is already on the wire, so the response cannot be completed.
+                self._close_for(CloseConnection(
+                    f"segment file shorter than the record set being sent "
+                    f"({region.length} bytes missing at position {region.position})"))
+                return False
+            region.position += sent
+            region.length -= sent
+            self._out_bytes -= sent
+            self.channel.last_active = time.monotonic()  # progress to a slow reader
+        return True
+
+    def _socket_fd(self) -> int | None:
+        fd = self._sock_fd
+        if fd is not None and fd < 0:
+            sock = self.transport.get_extra_info("socket") if self.transport else None
+            try:
+                fd = os.dup(sock.fileno()) if sock is not None else None
+            except (OSError, AttributeError, ValueError):
+                fd = None
+            self._sock_fd = fd
+        return fd
+
+    def _wait_writable(self, fd: int) -> None:
+        if not self._waiting_writable:
+            self._waiting_writable = True
+            asyncio.get_running_loop().add_writer(fd, self._on_writable)
+
+    def _on_writable(self) -> None:
+        """The socket can take more (or the transport wrote everything): go on sending."""
+        self._pump_scheduled = False
+        fd = self._sock_fd
+        if self._waiting_writable and fd is not None and fd >= 0:
+            self._waiting_writable = False
+            asyncio.get_running_loop().remove_writer(fd)
+        self._pump()
+        if self._out is None and not self.channel.closed:
+            if not self._writing_paused:
+                self.channel.drained(time.monotonic())
+            self._update_reading()
+            self._process()
+
+    def _drop_out(self) -> None:
+        """The connection is going: stop waiting for the socket, close the regions and the
+        socket's duplicate descriptor (removed from the loop first: epoll would keep
+        watching the socket through a closed duplicate)."""
+        out, self._out = self._out, None
+        self._out_bytes = 0
+        if out:
+            for piece in out:
+                if isinstance(piece, FileRegion):
+                    piece.close()
+        fd = self._sock_fd
+        if fd is not None and fd >= 0:
+            if self._waiting_writable:
+                self._waiting_writable = False
+                try:
+                    asyncio.get_running_loop().remove_writer(fd)
+                except RuntimeError:  # no running loop (shutdown)
+                    pass
+            self._sock_fd = -1
+            os.close(fd)
 
     # -- client quotas -------------------------------------------------------------------
     def _quota_throttle_ms(self, call: Call, result: Any, handler_s: float) -> int:
@@ -383,6 +583,8 @@ class ServerConnection(asyncio.Protocol):
             return
         was_paused = self.channel.reading_paused
         buffered = transport.get_write_buffer_size() if self._writing_paused else 0
+        if self._out is not None:
+            buffered += self._out_bytes  # waiting behind a file region being sent
         pause, waiting_for_memory = self.channel.read_decision(buffered)
         if waiting_for_memory:
             self._memory.notify_on_release(self, self._on_memory_released)
@@ -426,11 +628,15 @@ class ServerConnection(asyncio.Protocol):
         """Close now (RST), dropping unsent responses."""
         self.channel.closed = True
         self._transport_closed = True
+        self._drop_out()
         if self.transport is not None:
             self.transport.abort()
 
     def write_buffer_size(self) -> int:
-        return self.transport.get_write_buffer_size() if self.transport is not None else 0
+        """Response bytes not yet handed to the socket (the transport's buffer and what
+        waits behind a file region)."""
+        n = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return n + self._out_bytes if self._out is not None else n
 
     def note_write_progress(self) -> None:
         """Count bytes drained to a slow reader since the last call as activity (the reaper

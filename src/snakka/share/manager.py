@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from snakka.config import broker_default_int, parse_iso_duration_ms
 from snakka.controller import MetadataListener
 from snakka.protocol.errors import ErrorCode
+from snakka.protocol.primitives import FileRegion
 from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
 from snakka.records.batch import (
     ATTRIBUTES_OFFSET,
@@ -508,6 +509,7 @@ class SharePartitionManager(MetadataListener):
             data = read.records
             if read.error_code != ErrorCode.NONE or not data:
                 continue
+            assert not isinstance(data, FileRegion)  # read_log without zero_copy
             min_one = False
             limit = max(0, limit - len(data))
             available += len(data)

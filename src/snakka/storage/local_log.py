@@ -67,6 +67,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 
 from snakka.limits import READ_CACHE_ENTRIES
+from snakka.protocol.primitives import ZERO_COPY_MIN_BYTES, FileRegion
 from snakka.records.batch import (
     INT32_MAX,
     LOG_OVERHEAD,
@@ -274,11 +275,16 @@ class LocalLog:
         max_bytes: int,
         max_offset: int | None,
         min_one_message: bool,
-    ) -> bytes | memoryview:
+        zero_copy: bool = False,
+    ) -> bytes | memoryview | FileRegion:
         """Whole batches as they lie on disk, starting with the batch containing
         ``fetch_offset``, at most ``max_bytes`` (but the first batch whole if
         ``min_one_message``), only batches below ``max_offset`` (exclusive, a batch
         boundary such as the LSO), never past the end of one segment.
+
+        ``zero_copy``: a result of at least ``ZERO_COPY_MIN_BYTES`` is a :class:`FileRegion`
+        of the segment file (sent with sendfile by the connection; only batch headers are
+        read here), not the bytes.
 
         The caller (:class:`UnifiedLog`) has checked ``base_offset <= fetch_offset <
         log_end_offset`` and ``fetch_offset < max_offset``."""
@@ -303,6 +309,8 @@ class LocalLog:
                 return b""
         avail = end_limit - pos
         budget = max(0, min(avail, max_bytes))
+        if zero_copy and budget >= ZERO_COPY_MIN_BYTES:
+            return self._read_region(seg, pos, end_limit, budget, min_one_message)
         data = seg.read(pos, max(budget, min(avail, 64)))
         if len(data) < LOG_OVERHEAD:
             return b""  # cannot happen for a consistent segment; never hand out a fragment
@@ -322,6 +330,37 @@ class LocalLog:
         if n == len(data):
             return data
         return memoryview(data)[:n]
+
+    def _read_region(self, seg: LogSegment, pos: int, end_limit: int, budget: int,
+                     min_one_message: bool) -> bytes | FileRegion:
+        """:meth:`read`'s zero-copy path (``budget`` >= ZERO_COPY_MIN_BYTES): the same batch
+        bounds, found by reading batch headers only, as a region of the segment file."""
+        head = seg.read(pos, LOG_OVERHEAD)
+        if len(head) < LOG_OVERHEAD:
+            return b""  # cannot happen for a consistent segment; never hand out a fragment
+        first_size = int.from_bytes(head[8:12], "big") + LOG_OVERHEAD
+        if first_size > budget:
+            if not min_one_message:
+                return b""
+            end = pos + first_size
+        elif pos + budget == end_limit:
+            end = end_limit
+        else:
+            end = seg.boundary_in_file(pos, pos + budget)[0]
+        # The offset after the returned batches: the base offset of the batch at ``end`` (the
+        # upper bound of the aborted transactions a read_committed reader needs, and the key
+        # of the consumer's next read), or the segment's next offset at its end.
+        if end >= seg.size:
+            next_offset = seg.next_offset
+        else:
+            nxt = seg.read(end, 8)
+            next_offset = int.from_bytes(nxt, "big", signed=True) if len(nxt) == 8 else -1
+        if next_offset >= 0 and (end < seg.size or seg is self._active):
+            cache = self._read_cache
+            cache[next_offset] = (seg, end)
+            if len(cache) > READ_CACHE_ENTRIES:
+                del cache[next(iter(cache))]
+        return seg.region(pos, end - pos, next_offset)
 
     def _remember(self, seg: LogSegment, end: int, data: bytes, data_start: int) -> None:
         """Cache "next batch base offset -> position" for the consumer's next fetch."""

@@ -34,6 +34,7 @@ import struct
 from collections.abc import Container, Iterator, Sequence
 
 from snakka.limits import RECOVERY_CHUNK
+from snakka.protocol.primitives import FileRegion
 from snakka.records.batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_MASK,
@@ -474,6 +475,43 @@ class LogSegment:
             return pread_exact(fd, n, position)
         finally:
             f.pool.release(f)
+
+    def region(self, position: int, n: int, next_offset: int) -> FileRegion:
+        """``n`` bytes from ``position`` as a :class:`FileRegion` (sent with sendfile, never
+        read into memory). The region holds its own duplicate of the descriptor, so it stays
+        valid if retention deletes this segment or the file pool closes it before the bytes
+        are sent (these descriptors are outside ``log.max.open.files``: one per record set
+        waiting to be sent)."""
+        f = self.file
+        fd = f.pool.acquire(f)
+        try:
+            dup = os.dup(fd)  # non-inheritable, like every descriptor Python opens
+        finally:
+            f.pool.release(f)
+        return FileRegion(dup, position, n, next_offset)
+
+    def boundary_in_file(self, start: int, limit: int) -> tuple[int, int]:
+        """Largest batch boundary ``b`` with ``start <= b <= limit`` (``start`` itself a
+        boundary) and the base offset of the batch at ``b`` (-1 at the end of the segment),
+        reading only batch headers from the file: the offset index gives a boundary at most
+        ``index.interval.bytes`` before ``limit`` and the walk goes on from there (the
+        zero-copy read's counterpart of :meth:`batch_boundary_at_or_before`)."""
+        b = max(self.offset_index.floor_position(limit), start)
+        end = self.size
+        unpack = _STEP.unpack_from
+        while b + _STEP_SIZE <= end:
+            chunk = self.read(b, min(end - b, limit + _STEP_SIZE - b, _STEP_CHUNK))
+            clen = len(chunk)
+            if clen < _STEP_SIZE:
+                break  # the file ends mid-header (cannot happen below self.size)
+            rel = 0
+            while rel + _STEP_SIZE <= clen:
+                base, length, _lod, _bts, _mts = unpack(chunk, rel)
+                if b + rel + length + LOG_OVERHEAD > limit:
+                    return b + rel, base
+                rel += length + LOG_OVERHEAD
+            b += rel
+        return min(b, end), -1
 
     def scan(
         self,

@@ -54,8 +54,9 @@ import os
 import time
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol, overload
 
+from snakka.protocol.primitives import FileRegion
 from snakka.records.batch import (
     CONTROL_MASK,
     DEFAULT_MAX_UNCOMPRESSED_BYTES,
@@ -566,6 +567,16 @@ class UnifiedLog:
 
     # ------------------------------------------------------------ reads
 
+    @overload
+    def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True, zero_copy: Literal[False] = False
+             ) -> bytes | memoryview: ...
+
+    @overload
+    def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True, zero_copy: bool
+             ) -> bytes | memoryview | FileRegion: ...
+
     def read(
         self,
         fetch_offset: int,
@@ -573,11 +584,16 @@ class UnifiedLog:
         *,
         max_offset: int | None = None,
         min_one_message: bool = True,
-    ) -> bytes | memoryview:
+        zero_copy: bool = False,
+    ) -> bytes | memoryview | FileRegion:
         """Whole batches as they lie on disk, starting with the batch containing
         ``fetch_offset``, at most ``max_bytes`` (but the first batch whole if
         ``min_one_message``), only batches below ``max_offset`` (exclusive, a batch
         boundary such as the LSO), never past the end of one segment.
+
+        ``zero_copy``: local data of at least ``ZERO_COPY_MIN_BYTES`` comes as a
+        :class:`FileRegion` of the segment file (the caller sends it with sendfile and closes
+        it); remote (tiered) data is always bytes in memory.
 
         ``fetch_offset == log_end_offset`` gives ``b""``; outside
         [log_start_offset, log_end_offset] raises :class:`OffsetOutOfRangeError`."""
@@ -603,7 +619,7 @@ class UnifiedLog:
             return remote.read(
                 fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
             )
-        return local.read(fetch_offset, max_bytes, max_offset, min_one_message)
+        return local.read(fetch_offset, max_bytes, max_offset, min_one_message, zero_copy)
 
     def collect_aborted_transactions(
         self, start_offset: int, upper_bound_offset: int
