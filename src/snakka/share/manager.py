@@ -564,6 +564,7 @@ class SharePartitionManager(MetadataListener):
             read = self.replicas.read_log(pl, offset, size, read_committed=read_committed,
                                           min_one_message=min_one)
             data = read.records
+            assert not isinstance(data, FileRegion)  # read_log without zero_copy
             if size >= cap or read.error_code != ErrorCode.NONE or read.pending is not None:
                 return read
             stop_at = read.last_stable_offset if read_committed else read.high_watermark
