@@ -3,13 +3,15 @@
     .venv/bin/python bench/bench_rebalance.py                        # 3 rounds, both brokers
     .venv/bin/python bench/bench_rebalance.py --rounds 1 --members 4 --protocols cooperative
     .venv/bin/python bench/bench_rebalance.py --snakka-only --json-out runs.jsonl
+    .venv/bin/python bench/bench_rebalance.py --burst --session-timeout 45000   # see below
 
 The sequence (same on both brokers, one fresh group per protocol, topic of ``--partitions``
 (12) partitions): members join one by one up to ``--members`` (6) ("add k": member k
 subscribes to a stable group of k-1), then the middle member is SIGKILLed without leaving
 ("kill": the session-timeout path), then members close() one by one down to one ("close k":
-a LeaveGroup / leave heartbeat). A step's time runs from the action (subscribe() called, the
-kill, close() called) to the moment the live members' assignments -- as their assign/revoke
+a LeaveGroup / leave heartbeat). ``--burst``: all members subscribe at once, the middle one
+is killed, all but one close at once. A step's time runs from the action (subscribe() called,
+the kill, close() called) to the moment the live members' assignments -- as their assign/revoke
 callbacks saw them -- are complete (every partition), disjoint, and balanced (each member owns
 floor or ceil of partitions/members); the state must then hold for ``SETTLE_S`` without another
 callback, otherwise the step goes on to the later moment.
@@ -26,11 +28,11 @@ Protocols (``--protocols``):
 * ``consumer``: KIP-848, ``group.protocol=consumer`` (server-side ``uniform`` assignor).
 
 Client settings are librdkafka's defaults (heartbeat.interval.ms 3000, max.poll.interval.ms
-300000 = the classic rebalance timeout) except ``session.timeout.ms=10000`` so the kill step
-takes ~10 s instead of 45. Broker settings, the same on both (kafka-ref.sh's
-``group.initial.rebalance.delay.ms=0``; ``--initial-delay 3000`` for Kafka's own default):
-``group.consumer.session.timeout.ms=10000`` and its minimum lowered to match (KIP-848's kill
-step); everything else is each broker's default (``group.consumer.heartbeat.interval.ms``
+300000 = the classic rebalance timeout) except ``session.timeout.ms=10000``
+(``--session-timeout``; librdkafka's default is 45000) so the kill step takes ~10 s instead of
+45. Broker settings, the same on both (kafka-ref.sh's ``group.initial.rebalance.delay.ms=0``;
+``--initial-delay 3000`` for Kafka's own default): ``group.consumer.session.timeout.ms`` =
+``--session-timeout`` and its minimum lowered to match (KIP-848's kill step); everything else is each broker's default (``group.consumer.heartbeat.interval.ms``
 5000).
 
 Brokers alternate per round (snakka Kafka, Kafka snakka, ...: ``common.round_order``): snakka is
@@ -73,24 +75,24 @@ PROTOCOLS = {
 INCREMENTAL = {"cooperative", "consumer"}   # callbacks carry the change, not the whole set
 
 
-def broker_config(initial_delay_ms: int) -> dict[str, str]:
+def broker_config(initial_delay_ms: int, session_timeout_ms: int) -> dict[str, str]:
     return {
         "group.initial.rebalance.delay.ms": str(initial_delay_ms),
-        "group.consumer.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-        "group.consumer.min.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+        "group.consumer.session.timeout.ms": str(session_timeout_ms),
+        "group.consumer.min.session.timeout.ms": str(session_timeout_ms),
     }
 
 
 # -- one member, in its own process ----------------------------------------------------------
-def member_main(idx: int, bootstrap: str, group: str, protocol: str, cmd_q: Any,
-                ev_q: Any) -> None:
+def member_main(idx: int, bootstrap: str, group: str, protocol: str, session_timeout_ms: int,
+                cmd_q: Any, ev_q: Any) -> None:
     from confluent_kafka import Consumer
 
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group,
                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
                             **PROTOCOLS[protocol]}
     if protocol != "consumer":   # KIP-848 takes the session timeout from the broker
-        conf["session.timeout.ms"] = SESSION_TIMEOUT_MS
+        conf["session.timeout.ms"] = session_timeout_ms
     c = Consumer(conf)
     c.list_topics(TOPIC, timeout=30)   # connected before the step starts
     owned: set[int] = set()
@@ -142,12 +144,13 @@ def target_ok(live: dict[int, set[int]], partitions: int) -> bool:
 
 class Group:
     def __init__(self, ctx: Any, bootstrap: str, group: str, protocol: str, members: int,
-                 partitions: int) -> None:
+                 partitions: int, session_timeout_ms: int) -> None:
         self.partitions = partitions
         self.ev_q = ctx.Queue()
         self.cmd_qs = [ctx.Queue() for _ in range(members)]
         self.procs = [ctx.Process(target=member_main, daemon=True,
-                                  args=(i, bootstrap, group, protocol, self.cmd_qs[i], self.ev_q))
+                                  args=(i, bootstrap, group, protocol, session_timeout_ms,
+                                        self.cmd_qs[i], self.ev_q))
                       for i in range(members)]
         for p in self.procs:
             p.start()
@@ -165,25 +168,26 @@ class Group:
         if what != "ready":
             self.owned[idx] = set(what)
 
-    def step(self, action: str, idx: int) -> float:
-        """Do ``action`` to member ``idx``; seconds until the live members' assignment is the
-        final one (see the module docstring)."""
+    def step(self, action: str, idxs: list[int]) -> float:
+        """Do ``action`` to members ``idxs`` (at once); seconds until the live members'
+        assignment is the final one (see the module docstring)."""
         while True:   # anything left over from the step before
             try:
                 self._apply(self.ev_q.get_nowait())
             except queue_mod.Empty:
                 break
         t0 = time.monotonic()
-        if action == "add":
-            self.live.add(idx)
-            self.owned[idx] = set()
-            self.cmd_qs[idx].put("go")
-        elif action == "close":
-            self.live.discard(idx)
-            self.cmd_qs[idx].put("close")
-        elif action == "kill":
-            self.live.discard(idx)
-            os.kill(self.procs[idx].pid, signal.SIGKILL)
+        for idx in idxs:
+            if action == "add":
+                self.live.add(idx)
+                self.owned[idx] = set()
+                self.cmd_qs[idx].put("go")
+            elif action == "close":
+                self.live.discard(idx)
+                self.cmd_qs[idx].put("close")
+            elif action == "kill":
+                self.live.discard(idx)
+                os.kill(self.procs[idx].pid, signal.SIGKILL)
         done_at: float | None = None
         deadline = t0 + STEP_TIMEOUT_S
         while True:
@@ -191,7 +195,7 @@ class Group:
             if done_at is not None and now - done_at >= SETTLE_S:
                 return done_at - t0
             if now > deadline:
-                raise TimeoutError(f"{action} {idx}: no final assignment after "
+                raise TimeoutError(f"{action} {idxs}: no final assignment after "
                                    f"{STEP_TIMEOUT_S} s: {self.view()}")
             wait = SETTLE_S - (now - done_at) if done_at is not None else 0.5
             try:
@@ -218,28 +222,34 @@ class Group:
                 p.join(5)
 
 
-def sequence(members: int) -> list[tuple[str, int]]:
-    steps = [("add", i) for i in range(members)]
+def sequence(members: int, burst: bool) -> list[tuple[str, list[int]]]:
+    """One by one: add each, kill the middle one, close the others one by one down to one.
+    ``burst``: all join at once, then the middle one is killed, then all but one close at once
+    (members that start and stop together, as an application's instances do)."""
     kill = members // 2
-    steps.append(("kill", kill))
-    steps += [("close", i) for i in reversed(range(1, members)) if i != kill]
-    return steps
+    rest = [i for i in reversed(range(1, members)) if i != kill]
+    if burst:
+        return [("add", list(range(members))), ("kill", [kill])] + (
+            [("close", rest)] if rest else [])
+    return ([("add", [i]) for i in range(members)] + [("kill", [kill])]
+            + [("close", [i]) for i in rest])
 
 
-def step_label(action: str, idx: int, members_after: int) -> str:
-    return f"{action} -> {members_after}"
+def step_label(action: str, idxs: list[int], members_after: int) -> str:
+    return f"{action}{' ' + str(len(idxs)) + ' at once' if len(idxs) > 1 else ''} -> {members_after}"
 
 
 def run_protocol(ctx: Any, bootstrap: str, protocol: str, args: argparse.Namespace,
                  round_no: int, broker: str, out: Any) -> None:
     group = f"rb-{protocol}-{round_no}"
-    g = Group(ctx, bootstrap, group, protocol, args.members, args.partitions)
+    g = Group(ctx, bootstrap, group, protocol, args.members, args.partitions,
+              args.session_timeout)
     try:
-        for n, (action, idx) in enumerate(sequence(args.members)):
-            secs = g.step(action, idx)
+        for n, (action, idxs) in enumerate(sequence(args.members, args.burst)):
+            secs = g.step(action, idxs)
             emit({"type": "rebalance-step", "broker": broker, "protocol": protocol,
                   "round": round_no, "step_no": n,
-                  "step": step_label(action, idx, len(g.live)),
+                  "step": step_label(action, idxs, len(g.live)),
                   "seconds": round(secs, 3), "assignment": g.view(),
                   "load1": os.getloadavg()[0]}, out)
     finally:
@@ -249,58 +259,56 @@ def run_protocol(ctx: Any, bootstrap: str, protocol: str, args: argparse.Namespa
 def create_topic(bootstrap: str, partitions: int) -> None:
     """The topic, and a first FindCoordinator answered: Kafka creates __consumer_offsets on the
     first one (COORDINATOR_NOT_AVAILABLE meanwhile, ~3 s), which is not a rebalance cost."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka.admin import AdminClient
-
     from compare_kafka import create_topics
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     create_topics(bootstrap, {TOPIC: partitions})
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "rb-warm-up"})
     deadline = time.monotonic() + 120
-    while True:
-        try:
-            fut = admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions("rb-warm-up")])["rb-warm-up"]
-            fut.result(timeout=30)
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    try:
+        while True:
+            try:
+                c.committed([TopicPartition(TOPIC, 0)], timeout=30)
+                return
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        c.close()
 
 
-def broker_worker(kind: str, args: argparse.Namespace, round_no: int, json_path: str | None,
-                  conn: Any) -> None:
-    """One broker's run of every protocol, in a child process (librdkafka's threads in the
-    parent would not survive the member processes' start otherwise; and it keeps the parent
-    free of state between brokers)."""
-    from compare_kafka import KafkaBroker, SnakkaBroker
+def start_broker(kind: str, args: argparse.Namespace) -> Any:
+    """A fresh broker of ``kind`` with :func:`broker_config`; started and stopped by the parent
+    process, which never loads librdkafka (a client process that dies cannot leak a JVM)."""
     import compare_kafka
 
-    compare_kafka.SNAKKA_CONFIG = broker_config(args.initial_delay)
-    out = open(json_path, "a") if json_path else None
-    ctx = mp.get_context("spawn")
+    compare_kafka.SNAKKA_CONFIG = broker_config(args.initial_delay, args.session_timeout)
     if kind == "snakka":
-        b: Any = SnakkaBroker()
-    else:
-        from reference_kafka import ReferenceKafka
+        return compare_kafka.SnakkaBroker()
+    from reference_kafka import ReferenceKafka
 
-        orig = ReferenceKafka.__init__
+    orig = ReferenceKafka.__init__
 
-        def init(self: Any, extra_config: Any = None) -> None:
-            orig(self, broker_config(args.initial_delay))
+    def init(self: Any, extra_config: Any = None) -> None:
+        orig(self, broker_config(args.initial_delay, args.session_timeout))
 
-        ReferenceKafka.__init__ = init  # type: ignore[method-assign]
-        b = KafkaBroker("-Xmx1G -Xms1G")
+    ReferenceKafka.__init__ = init  # type: ignore[method-assign]
     try:
-        create_topic(b.bootstrap, args.partitions)
-        for protocol in args.protocols:
-            run_protocol(ctx, b.bootstrap, protocol, args, round_no, kind, out)
+        return compare_kafka.KafkaBroker("-Xmx1G -Xms1G")
     finally:
-        b.close()
-        if out:
-            out.close()
-    conn.send("ok")
+        ReferenceKafka.__init__ = orig  # type: ignore[method-assign]
+
+
+def client_worker(kind: str, bootstrap: str, args: argparse.Namespace, round_no: int,
+                  json_path: str) -> None:
+    """Every protocol's sequence against one broker, in a child process: librdkafka (the admin
+    client creating the topic) stays out of the parent."""
+    ctx = mp.get_context("spawn")
+    with open(json_path, "a") as out:
+        create_topic(bootstrap, args.partitions)
+        for protocol in args.protocols:
+            run_protocol(ctx, bootstrap, protocol, args, round_no, kind, out)
 
 
 def main() -> None:
@@ -311,6 +319,10 @@ def main() -> None:
     ap.add_argument("--protocols", default="cooperative,range,consumer")
     ap.add_argument("--initial-delay", type=int, default=0,
                     help="group.initial.rebalance.delay.ms on both brokers (Kafka's default 3000)")
+    ap.add_argument("--burst", action="store_true",
+                    help="members join together and leave together (see sequence())")
+    ap.add_argument("--session-timeout", type=int, default=SESSION_TIMEOUT_MS,
+                    help="session.timeout.ms of the classic members (librdkafka's default 45000)")
     ap.add_argument("--snakka-only", action="store_true")
     ap.add_argument("--kafka-only", action="store_true")
     ap.add_argument("--json-out")
@@ -339,12 +351,16 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     for r in range(1, args.rounds + 1):
         for kind in round_order(sides, r):
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=broker_worker, args=(kind, args, r, json_path, child))
-            p.start()
-            p.join()
-            if p.exitcode != 0:
-                print(f"# round {r} {kind}: worker failed ({p.exitcode})", file=sys.stderr)
+            b = start_broker(kind, args)
+            try:
+                p = ctx.Process(target=client_worker, args=(kind, b.bootstrap, args, r, json_path))
+                p.start()
+                p.join()
+                if p.exitcode != 0:
+                    print(f"# round {r} {kind}: client worker failed ({p.exitcode})",
+                          file=sys.stderr)
+            finally:
+                b.close()
     import json
 
     with open(json_path) as f:
