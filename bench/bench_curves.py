@@ -55,6 +55,7 @@ from common import (  # noqa: E402
     machine_info,
     metadata_roundtrip,
     percentile,
+    recv_exactly,
 )
 
 MiB = 1024 * 1024
@@ -144,16 +145,7 @@ def _api_versions() -> bytes:
 
 
 def _recv_frame(s: socket.socket) -> None:
-    def exactly(n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = s.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return bytes(buf)
-
-    exactly(struct.unpack(">i", exactly(4))[0])
+    recv_exactly(s, struct.unpack(">i", recv_exactly(s, 4))[0])
 
 
 def curve_connections(counts: list[int], out: Any) -> None:

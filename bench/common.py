@@ -88,12 +88,12 @@ def metadata_roundtrip(host: str, port: int, timeout: float = 5.0) -> float:
     body = struct.pack(">hhih", 3, 1, 1, len(client_id)) + client_id + struct.pack(">i", -1)
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(struct.pack(">i", len(body)) + body)
-        head = _recv_exactly(s, 4)
-        _recv_exactly(s, struct.unpack(">i", head)[0])
+        head = recv_exactly(s, 4)
+        recv_exactly(s, struct.unpack(">i", head)[0])
     return time.perf_counter() - t0
 
 
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
+def recv_exactly(s: socket.socket, n: int) -> bytes:
     buf = bytearray()
     while len(buf) < n:
         chunk = s.recv(n - len(buf))

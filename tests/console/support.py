@@ -15,6 +15,12 @@ from urllib.parse import urlencode
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+# A SASL/PLAIN broker's users and the authorizer the console security tests run with.
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
+JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+        + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
+
 
 class Http:
     """GET/POST against one console, optionally with Basic credentials. No redirects followed

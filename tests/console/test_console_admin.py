@@ -25,13 +25,8 @@ from confluent_kafka.admin import (
 )
 from integration.helpers import wait_until
 
-from console.support import Http, create_topic
+from console.support import JAAS, PASSWORDS, STANDARD, Http, create_topic
 from snakka.testing import EmbeddedBroker
-
-STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
-JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-        + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
 
 
 def plain(user: str) -> dict[str, str]:

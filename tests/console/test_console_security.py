@@ -20,13 +20,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from console.support import Http
+from console.support import JAAS, STANDARD, Http
 from snakka.testing import EmbeddedBroker
-
-STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
-JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-        + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
 
 
 def sec(user: str, password: str) -> dict[str, str]:
