@@ -117,6 +117,14 @@ class ReadResult:
     # no records now, and this completes when a second read would find them in memory.
     pending: Awaitable[object] | None = None
 
+    def in_memory(self) -> bytes | memoryview:
+        """The records of a read made without ``zero_copy`` (share fetch, coordinators): always
+        bytes in memory, never a file region."""
+        records = self.records
+        if isinstance(records, FileRegion):
+            raise TypeError("a zero-copy read's records are a file region, not bytes")
+        return records
+
 
 def _next_offset_after(records: bytes | memoryview | FileRegion) -> int:
     """The offset after the last batch of whole batches read from a log (the upper bound

@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 from snakka.config import broker_default_int, parse_iso_duration_ms
 from snakka.controller import MetadataListener
 from snakka.protocol.errors import ErrorCode
-from snakka.protocol.primitives import FileRegion
 from snakka.protocol.share import AckBatch, AcknowledgeType, AcquireMode
 from snakka.records.batch import (
     ATTRIBUTES_OFFSET,
@@ -506,10 +505,9 @@ class SharePartitionManager(MetadataListener):
                                    ErrorCode.REPLICA_NOT_AVAILABLE):  # remote not attached
                 res.error = ErrorCode(read.error_code)
                 continue
-            data = read.records
+            data = read.in_memory()
             if read.error_code != ErrorCode.NONE or not data:
                 continue
-            assert not isinstance(data, FileRegion)  # read_log without zero_copy
             min_one = False
             limit = max(0, limit - len(data))
             available += len(data)
@@ -563,8 +561,7 @@ class SharePartitionManager(MetadataListener):
             size = min(cap, want)
             read = self.replicas.read_log(pl, offset, size, read_committed=read_committed,
                                           min_one_message=min_one)
-            data = read.records
-            assert not isinstance(data, FileRegion)  # read_log without zero_copy
+            data = read.in_memory()
             if size >= cap or read.error_code != ErrorCode.NONE or read.pending is not None:
                 return read
             stop_at = read.last_stable_offset if read_committed else read.high_watermark
