@@ -27,7 +27,14 @@ from typing import Any, NoReturn, TypeVar
 
 from snakka.client.connection import KafkaConnection, parse_bootstrap
 from snakka.client.sasl import SaslClientConfig
-from snakka.protocol.acls import AclOperation, AclPermissionType, PatternType, ResourceType
+from snakka.protocol.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from snakka.protocol.errors import ErrorCode
 from snakka.protocol.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest,
@@ -160,40 +167,8 @@ class HangingTransaction:
     producer: ProducerInfo
 
 
-@dataclass(frozen=True)
-class AclBinding:
-    """One ACL as the admin APIs carry it (Kafka's AclBinding)."""
-
-    resource_type: ResourceType
-    resource_name: str
-    pattern_type: PatternType
-    principal: str
-    host: str
-    operation: AclOperation
-    permission_type: AclPermissionType
-
-    def resource(self) -> str:
-        """kafka-acls.sh's words for the resource pattern."""
-        return (f"ResourcePattern(resourceType={self.resource_type.name}, "
-                f"name={self.resource_name}, patternType={self.pattern_type.name})")
-
-    def entry(self) -> str:
-        """kafka-acls.sh's words for the access-control entry."""
-        return (f"(principal={self.principal}, host={self.host}, "
-                f"operation={self.operation.name}, permissionType={self.permission_type.name})")
-
-
-@dataclass(frozen=True)
-class AclFilter:
-    """A DescribeAcls / DeleteAcls filter (Kafka's AclBindingFilter): ANY / None match all."""
-
-    resource_type: ResourceType = ResourceType.ANY
-    resource_name: str | None = None
-    pattern_type: PatternType = PatternType.ANY
-    principal: str | None = None
-    host: str | None = None
-    operation: AclOperation = AclOperation.ANY
-    permission_type: AclPermissionType = AclPermissionType.ANY
+# Kafka's AclBindingFilter under the name this client has always used.
+AclFilter = AclBindingFilter
 
 
 def _binding(r: Any) -> AclBinding:

@@ -48,7 +48,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from snakka.protocol.acls import AclOperation, AclPermissionType, PatternType, ResourceType
+from snakka.protocol.acls import (
+    WILDCARD,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.security.authorizer import (
     CLUSTER_NAME,
@@ -68,8 +76,6 @@ __all__ = [
 
 audit_log = logging.getLogger("snakka.authorizer")
 
-# The resource name and host that match any (Kafka's ResourcePattern.WILDCARD_RESOURCE).
-WILDCARD = "*"
 # The principal of ACLs for every principal.
 WILDCARD_PRINCIPAL = "User:*"
 
@@ -100,16 +106,9 @@ _RESOURCE_TYPE_NAMES = {
 
 
 @dataclass(frozen=True, slots=True)
-class StandardAcl:
-    """One ACL binding (Kafka's StandardAcl): resource pattern plus access-control entry."""
-
-    resource_type: ResourceType
-    resource_name: str
-    pattern_type: PatternType
-    principal: str
-    host: str
-    operation: AclOperation
-    permission_type: AclPermissionType
+class StandardAcl(AclBinding):
+    """One ACL as the authorizer keeps it (Kafka's StandardAcl): an AclBinding that knows its
+    metadata record."""
 
     def to_record(self, acl_id: str) -> dict[str, Any]:
         """The metadata record that adds it (KRaft's AccessControlEntryRecord)."""
@@ -140,52 +139,6 @@ def remove_record(acl_id: str) -> dict[str, Any]:
 def new_acl_id() -> str:
     """A fresh ACL id (Kafka uses a random Uuid too)."""
     return uuid.uuid4().hex
-
-
-@dataclass(frozen=True, slots=True)
-class AclBindingFilter:
-    """A DescribeAcls / DeleteAcls filter (Kafka's AclBindingFilter). ``None`` name, principal
-    or host: any."""
-
-    resource_type: ResourceType = ResourceType.ANY
-    resource_name: str | None = None
-    pattern_type: PatternType = PatternType.ANY
-    principal: str | None = None
-    host: str | None = None
-    operation: AclOperation = AclOperation.ANY
-    permission_type: AclPermissionType = AclPermissionType.ANY
-
-    def matches(self, acl: StandardAcl) -> bool:
-        return self.matches_pattern(acl) and self.matches_entry(acl)
-
-    def matches_pattern(self, acl: StandardAcl) -> bool:
-        """Kafka's ResourcePatternFilter.matches."""
-        rtype, ptype = self.resource_type, self.pattern_type
-        if rtype is not ResourceType.ANY and rtype != acl.resource_type:
-            return False
-        if ptype is not PatternType.ANY and ptype is not PatternType.MATCH \
-                and ptype != acl.pattern_type:
-            return False
-        name = self.resource_name
-        if name is None:
-            return True
-        if ptype is PatternType.ANY or ptype == acl.pattern_type:
-            return name == acl.resource_name
-        # MATCH: every ACL that applies to the resource ``name``.
-        if acl.pattern_type is PatternType.LITERAL:
-            return name == acl.resource_name or acl.resource_name == WILDCARD
-        return name.startswith(acl.resource_name)
-
-    def matches_entry(self, acl: StandardAcl) -> bool:
-        """Kafka's AccessControlEntryFilter.matches."""
-        if self.principal is not None and self.principal != acl.principal:
-            return False
-        if self.host is not None and self.host != acl.host:
-            return False
-        if self.operation is not AclOperation.ANY and self.operation != acl.operation:
-            return False
-        return self.permission_type is AclPermissionType.ANY or \
-            self.permission_type == acl.permission_type
 
 
 # -- validation (CreateAcls, DescribeAcls, DeleteAcls) -----------------------------------------
