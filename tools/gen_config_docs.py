@@ -41,10 +41,9 @@ answers:
 
 **How internal topics stay small.** `__consumer_offsets` and `__transaction_state` are
 compacted topics, created with Kafka's configs (`cleanup.policy=compact`; `compression.type`
-`producer` and `uncompressed` respectively; 100 MiB segments, Kafka's
-`offsets.topic.segment.bytes` / `transaction.state.log.segment.bytes` defaults, not configurable
-yet): the log cleaner keeps the latest record of every key. Every record their coordinators write
-is keyed by what it describes (group, member, offset partition, transactional id) and every
+`producer` and `uncompressed` respectively; 100 MiB segments by default, set at creation by
+`offsets.topic.segment.bytes` / `transaction.state.log.segment.bytes`): the log cleaner keeps
+the latest record of every key. Every record their coordinators write is keyed by what it describes (group, member, offset partition, transactional id) and every
 deletion is a tombstone with that key, so what the cleaner keeps replays to the live state. A
 data directory from an older snakka (these topics created without a policy and kept small by
 snapshot-and-trim) is read as it is; at start-up each such topic gets `cleanup.policy=compact`

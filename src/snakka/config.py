@@ -580,6 +580,9 @@ _BROKER_LIST: list[ConfigDef] = [
        "Largest metadata string stored with a committed offset."),
     _d("offsets.topic.num.partitions", _I, "50", _parse_int(1, 1000),
        "Partitions of __consumer_offsets (fixed once the topic exists).", read_only=True),
+    _d("offsets.topic.segment.bytes", _I, "104857600", _pos_int,
+       "segment.bytes of __consumer_offsets when it is created (kept smaller than other topics' "
+       "so that the compacted log loads fast).", read_only=True),
     _d("group.consumer.session.timeout.ms", _I, "45000", _pos_int,
        "KIP-848 consumer group session timeout."),
     _d("group.consumer.min.session.timeout.ms", _I, "45000", _pos_int,
@@ -610,6 +613,9 @@ _BROKER_LIST: list[ConfigDef] = [
        "expired (a tombstone is written to __transaction_state).", read_only=True),
     _d("transaction.state.log.num.partitions", _I, "50", _parse_int(1, 1000),
        "Partitions of __transaction_state (fixed once the topic exists).", read_only=True),
+    _d("transaction.state.log.segment.bytes", _I, "104857600", _pos_int,
+       "segment.bytes of __transaction_state when it is created (kept small so that the "
+       "compacted log loads fast).", read_only=True),
     _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, "10000", _pos_int,
        "How often the coordinator aborts transactions open longer than their timeout.",
        read_only=True),
@@ -662,6 +668,10 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("share.coordinator.state.topic.num.partitions", _I, "50", _parse_int(1, 1000),
        "Partitions of __share_group_state, where share-partition state is persisted (fixed once "
        "the topic exists; it is created on the first share-group write).", read_only=True),
+    _d("share.coordinator.state.topic.segment.bytes", _I, "104857600", _pos_int,
+       "segment.bytes of __share_group_state when it is created: records trimmed after a "
+       "snapshot leave the disk when their segment is deleted, so a smaller segment frees "
+       "space sooner at a low write rate.", read_only=True),
     _d("share.coordinator.snapshot.update.records.per.snapshot", _I, "500", _parse_int(0, 500),
        "Share-partition state updates (deltas) written between two snapshots of one "
        "share-partition.", read_only=True),

@@ -125,12 +125,8 @@ TRANSPORT_WRITE_BUFFER_HIGH = 0
 TRANSPORT_WRITE_BUFFER_LOW = 0
 
 # ---------------------------------------------------------------- coordinators' internal topics
-
-#: Segment size of ``__consumer_offsets``: Kafka's ``offsets.topic.segment.bytes`` default
-#: (100 MiB; snakka has no such broker config yet). The topic is compacted: the log cleaner
-#: works on closed segments, and a low-traffic partition's segment closes after ``segment.ms``
-#: (broker ``log.roll.ms`` / ``log.roll.hours``), as in Kafka.
-OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024
+#: (Their segment sizes are broker configs under Kafka's names: offsets.topic.segment.bytes,
+#: transaction.state.log.segment.bytes, share.coordinator.state.topic.segment.bytes.)
 
 #: Snapshot-and-trim of the internal topics that are not compacted (``__share_group_state``,
 #: ``__remote_log_metadata``): once a partition holds more than COMPACT_MIN_RECORDS records and
@@ -142,14 +138,6 @@ COMPACT_RATIO = 4
 #: Records per batch when a coordinator writes a snapshot (bounds one batch's size and the
 #: event-loop time of building it).
 SNAPSHOT_BATCH_RECORDS = 5_000
-
-#: Segment size of ``__share_group_state``: small, so that records trimmed after a snapshot are
-#: actually deleted from disk (a 1 GiB segment would keep them for ever at a low write rate).
-SHARE_STATE_SEGMENT_BYTES = 16 * 1024 * 1024
-
-#: Segment size of ``__transaction_state``: Kafka's ``transaction.state.log.segment.bytes``
-#: default (100 MiB; no such broker config in snakka yet), compacted like the offsets topic.
-TRANSACTION_STATE_SEGMENT_BYTES = 100 * 1024 * 1024
 
 #: How long the transaction coordinator waits before it writes again a COMMIT/ABORT marker that
 #: failed (a disk error); meanwhile the transactional id answers CONCURRENT_TRANSACTIONS. Kafka

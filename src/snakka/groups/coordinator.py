@@ -60,7 +60,6 @@ from snakka.groups.offsets import TXN_KIND, OffsetStore
 from snakka.groups.records import KAFKA_SERDE, GroupRecordMapper
 from snakka.groups.share_group import GroupDeleted, MemberLeft, PartitionsAssigned, ShareGroups
 from snakka.groups.types import PENDING, GroupConfig, GroupRecord
-from snakka.limits import OFFSETS_SEGMENT_BYTES
 from snakka.protocol import consumer_protocol
 from snakka.protocol.errors import ErrorCode, KafkaError
 
@@ -77,8 +76,8 @@ log = logging.getLogger("snakka.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's GroupCoordinatorService.groupMetadataTopicConfigs: compacted, the producer's codec.
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer",
-                         "segment.bytes": str(OFFSETS_SEGMENT_BYTES)}
+# segment.bytes comes from offsets.topic.segment.bytes.
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
 
 def group_config(resolver: ConfigResolver) -> GroupConfig:
     """The group cores' settings: each GroupConfig field is the broker config of the same name
@@ -142,7 +141,9 @@ class GroupCoordinator(MetadataListener):
         self.kafka_format = self.SERDE is KAFKA_SERDE
         self.log = CoordinatorLog(
             controller, replicas, time_ms, OFFSETS_TOPIC, self.num_partitions,
-            topic_configs=OFFSETS_TOPIC_CONFIGS, lazy=True, serde=self.SERDE,
+            topic_configs={**OFFSETS_TOPIC_CONFIGS,
+                           "segment.bytes": str(config.int("offsets.topic.segment.bytes"))},
+            lazy=True, serde=self.SERDE,
             legacy_serde=JSON_SERDE if self.kafka_format else None)
         # What is written in Kafka's format for every group and member (the cores' records are
         # translated through it).

@@ -199,6 +199,7 @@ class SharePartitionManager(MetadataListener):
             partitions=config.int("share.coordinator.state.topic.num.partitions"),
             updates_per_snapshot=config.int(
                 "share.coordinator.snapshot.update.records.per.snapshot"),
+            segment_bytes=config.int("share.coordinator.state.topic.segment.bytes"),
             on_rolled_back=self._unload)
         self._partitions: dict[StateKey, SharePartition] = {}
         self._timer: asyncio.TimerHandle | None = None

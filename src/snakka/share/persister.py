@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING
 
 from snakka.config import broker_default_int
 from snakka.coordinator_log import JSON_SERDE, AppendMark, CoordinatorLog, KeyValue
-from snakka.limits import SHARE_STATE_SEGMENT_BYTES
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.primitives import uuid_to_base64
 from snakka.share.records import (
@@ -69,6 +68,7 @@ SHARE_STATE_TOPIC = "__share_group_state"
 DEFAULT_PARTITIONS = broker_default_int("share.coordinator.state.topic.num.partitions")
 DEFAULT_UPDATES_PER_SNAPSHOT = broker_default_int(
     "share.coordinator.snapshot.update.records.per.snapshot")
+DEFAULT_SEGMENT_BYTES = broker_default_int("share.coordinator.state.topic.segment.bytes")
 
 # (group id, topic id, partition index)
 StateKey = tuple[str, uuid.UUID, int]
@@ -115,6 +115,7 @@ class SharePersister:
     def __init__(self, controller: Controller, replicas: ReplicaManager,
                  time_ms: Callable[[], int], *, partitions: int = DEFAULT_PARTITIONS,
                  updates_per_snapshot: int = DEFAULT_UPDATES_PER_SNAPSHOT,
+                 segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  on_rolled_back: Callable[[StateKey], None] | None = None) -> None:
         self.replicas = replicas
         # Told of every key rolled back to its durable state (the manager drops what it loaded).
@@ -122,12 +123,16 @@ class SharePersister:
         self.updates_per_snapshot = max(1, updates_per_snapshot)
         # Created on the first share-group write: brokers without share groups do not pay for
         # its partitions.
-        # Not compacted (Kafka's is cleanup.policy=delete too): a key's ShareUpdate deltas all
-        # matter, so the latest record per key is not its state; snapshot-and-trim keeps it
-        # small (module doc), which retention must never undercut.
+        # Not compacted (Kafka's is cleanup.policy=delete too, compression.type=producer): a
+        # key's ShareUpdate deltas all matter, so the latest record per key is not its state;
+        # snapshot-and-trim keeps it small (module doc), which retention must never undercut.
+        # Kafka 4.0 leaves retention at the broker default (7 days) and loses a share-partition
+        # untouched that long (4.1 re-snapshots cold partitions); snakka keeps it for ever.
         self.log = CoordinatorLog(controller, replicas, time_ms, SHARE_STATE_TOPIC, partitions,
                                   topic_configs={"retention.ms": "-1", "retention.bytes": "-1",
-                                                 "segment.bytes": str(SHARE_STATE_SEGMENT_BYTES)},
+                                                 "cleanup.policy": "delete",
+                                                 "compression.type": "producer",
+                                                 "segment.bytes": str(segment_bytes)},
                                   lazy=True, serde=SHARE_STATE_SERDE, legacy_serde=JSON_SERDE)
         self._states: dict[StateKey, SharePartitionState] = {}
         self._updates: dict[StateKey, int] = {}  # updates since the key's last snapshot

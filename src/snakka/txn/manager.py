@@ -61,7 +61,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from snakka.coordinator_log import JSON_SERDE, AppendMark, CoordinatorLog, KeyValue
-from snakka.limits import TRANSACTION_STATE_SEGMENT_BYTES, TXN_MARKER_RETRY_BACKOFF_MS
+from snakka.limits import TXN_MARKER_RETRY_BACKOFF_MS
 from snakka.metadata.features import FINALIZED_FEATURES
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.txn.coordinator import (
@@ -91,11 +91,11 @@ log = logging.getLogger("snakka.txn")
 # coordinator epoch markers carry (Kafka's is the partition's leader epoch).
 COORDINATOR_EPOCH = 0
 _KEY = TXN_KEY
-# Kafka's TransactionStateManager topic configs: compacted, uncompressed, no unclean election.
+# Kafka's TransactionStateManager topic configs: compacted, uncompressed, no unclean election;
+# segment.bytes comes from transaction.state.log.segment.bytes.
 TRANSACTION_STATE_TOPIC_CONFIGS = {
     "cleanup.policy": "compact", "compression.type": "uncompressed",
-    "unclean.leader.election.enable": "false",
-    "segment.bytes": str(TRANSACTION_STATE_SEGMENT_BYTES)}
+    "unclean.leader.election.enable": "false"}
 
 # fn(offsets partition, producer id, producer epoch, commit): a marker for __consumer_offsets.
 OffsetsMarkerWriter = Callable[[int, int, int, bool], None]
@@ -128,7 +128,9 @@ class TransactionManager:
         self.log = CoordinatorLog(
             controller, replicas, time_ms, TRANSACTION_STATE_TOPIC,
             self.config.transaction_state_log_num_partitions,
-            topic_configs=TRANSACTION_STATE_TOPIC_CONFIGS, lazy=True,
+            topic_configs={**TRANSACTION_STATE_TOPIC_CONFIGS, "segment.bytes": str(
+                config.int("transaction.state.log.segment.bytes"))},
+            lazy=True,
             serde=TransactionLogSerde(FINALIZED_FEATURES["transaction.version"]),
             legacy_serde=JSON_SERDE)
         self._offsets_markers: OffsetsMarkerWriter | None = None
