@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from collections.abc import Iterator
 
 import pytest
@@ -25,27 +24,13 @@ from confluent_kafka.admin import (
 )
 from integration.helpers import wait_until
 
-from console.support import JAAS, PASSWORDS, STANDARD, Http, create_topic
+from console.support import JAAS, PASSWORDS, STANDARD, Http, act, create_topic, notice
 from snakka.testing import EmbeddedBroker
 
 
 def plain(user: str) -> dict[str, str]:
     return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
             "sasl.username": user, "sasl.password": PASSWORDS[user]}
-
-
-def notice(http: Http, location: str) -> str:
-    m = re.search(r'<div class="notice (ok|error)" id="notice" role="status">([^<]*)</div>',
-                  http.page(location))
-    assert m, f"no notice on {location}"
-    return html.unescape(m.group(2))
-
-
-def act(http: Http, path: str, form: dict[str, str], page: str) -> str:
-    """POST a console form (with ``page``'s token); the notice shown after the redirect."""
-    status, headers, body = http.post(path, form, page=page)
-    assert status == 303, (status, body[:300])
-    return notice(http, headers["Location"])
 
 
 @pytest.fixture(scope="module")
