@@ -288,7 +288,7 @@ def test_read_only_refuses_administration():
         bs = b.bootstrap_servers
         create_topic(bs, "kept", 1)
         http = Http(b.console_url)
-        for path in ("/topics", "/topics/kept", "/acls", "/users", "/quotas"):
+        for path in ("/topics", "/topics/kept", "/acls", "/users", "/quotas", "/broker"):
             page = http.page(path)
             assert '<form method="post"' not in page, path
         for path, form in (("/topics/create", {"name": "new"}),
@@ -301,12 +301,17 @@ def test_read_only_refuses_administration():
                            ("/users/upsert", {"user": "x", "mechanism": "SCRAM-SHA-256",
                                               "password": "p"}),
                            ("/users/delete", {"user": "x", "mechanism": "SCRAM-SHA-256"}),
-                           ("/quotas/alter", {"entity_type": "user", "key": "a", "value": "1"})):
+                           ("/quotas/alter", {"entity_type": "user", "key": "a", "value": "1"}),
+                           ("/broker/config", {"scope": "default", "key": "log.retention.ms",
+                                               "value": "1"})):
             status, _h, body = http.request("POST", path, form)
             assert status == 403 and b"read-only" in body, path
         md = AdminClient({"bootstrap.servers": bs}).list_topics(timeout=30)
         assert "new" not in md.topics and len(md.topics["kept"].partitions) == 1
         assert http.json("/api/users")["scram"] == []
+        # The broker configs are still shown; no dynamic default was set.
+        assert 'data-config="log.retention.ms"' in http.page("/broker")
+        assert http.json("/api/broker")["defaults"] == []
 
 
 def test_user_controlled_admin_names_are_escaped(secure):
