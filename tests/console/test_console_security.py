@@ -4,6 +4,7 @@ each user sees and may do (the same handlers as a Kafka client's requests)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -148,6 +149,16 @@ def test_broker_configs_need_describe_configs_and_alter_configs_on_the_cluster(s
     assert act(carol, "/broker/config", {**form, "op": "delete"}, "/broker") == \
         "removed log.retention.ms of the cluster-wide default"
     assert retention() is None
+    # A sensitive config (the JAAS line holds the PLAIN passwords) is listed, never its value.
+    jaas = next(c for c in carol.json("/api/broker")["configs"]
+                if c["name"] == "sasl.jaas.config")
+    assert jaas["sensitive"] is True and jaas["value"] is None and jaas["source"] == \
+        "STATIC_BROKER_CONFIG" and all(s["value"] is None for s in jaas["synonyms"])
+    page = carol.page("/broker")
+    assert re.search(r'data-config="sasl.jaas.config"><td>sasl.jaas.config</td>'
+                     r'<td class="v">\(sensitive\)</td>', page)
+    for raw in (page.encode(), carol.get("/api/broker")[2]):
+        assert b"admin-secret" not in raw and b"alice-secret" not in raw
     # alice (PLAIN, topic ACLs only) is refused as carol was.
     assert Http(url, "alice", "alice-secret").json("/api/broker")["error"].startswith(
         "CLUSTER_AUTHORIZATION_FAILED")
