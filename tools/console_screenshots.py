@@ -2,10 +2,11 @@
 
 Starts an in-process broker with the console on (and the StandardAuthorizer, the console's
 User:ANONYMOUS a super user), writes sample data with confluent-kafka (topics, a consumer group
-with lag, a share group with a member holding records, ACLs, SCRAM users, a per-broker config)
-and client quotas and a cluster-wide broker config default through the console's own forms, keeps a trickle of traffic going so the live charts have
-something to draw, and saves one PNG per page from headless Chromium (Debian's chromium +
-chromium-driver, as the browser tests), shrunk with pngquant when it is installed.
+with lag, a share group with a member holding records, ACLs, SCRAM users, a per-broker
+config), client quotas and a cluster-wide broker config default through the console's forms,
+keeps a trickle of traffic going so the live charts have something to draw, and saves one PNG
+per page from headless Chromium (Debian's chromium + chromium-driver, as the browser tests),
+shrunk with pngquant when it is installed.
 
     .venv/bin/python tools/console_screenshots.py [--out docs/console]
 """

@@ -93,6 +93,7 @@ _DEFAULT = -1
 _TIMEOUT_MS = 30000
 _SET, _DELETE = 0, 1  # IncrementalAlterConfigs operations
 _RESOURCE_TOPIC, _RESOURCE_BROKER = 2, 4  # ConfigResource types
+_DEFAULT_CONFIG = 5  # DescribeConfigs' ConfigSource of a built-in default
 # Where a broker config change applies: this broker (the BROKER resource named by its node id,
 # source DYNAMIC_BROKER_CONFIG) or every broker (the empty name, DYNAMIC_DEFAULT_BROKER_CONFIG).
 BROKER_CONFIG_SCOPES = ("broker", "default")
@@ -467,7 +468,7 @@ def _config_row(c: Any) -> dict[str, Any]:
     the synonyms' are dropped here too)."""
     return {"name": c.name, "value": None if c.is_sensitive else c.value,
             "source": _CONFIG_SOURCES.get(c.config_source, "UNKNOWN"),
-            "default": c.config_source == 5, "sensitive": c.is_sensitive,
+            "default": c.config_source == _DEFAULT_CONFIG, "sensitive": c.is_sensitive,
             "read_only": c.read_only, "dynamic": not c.read_only,
             "synonyms": [{"source": _CONFIG_SOURCES.get(s.source, "UNKNOWN"), "name": s.name,
                           "value": None if c.is_sensitive else s.value}

@@ -1,12 +1,13 @@
 """The HTML of the console's administration (console/admin.py's data): the ACLs, users, client
-quotas and broker configs pages, and the topic forms (create on the topics page; config, partitions and
-delete on a topic's page).
+quotas and broker configs pages, and the topic forms (create on the topics page; config,
+partitions and delete on a topic's page).
 
 Same escaping rule as console/pages.py: every value not from this file's literals goes through
 :func:`e` (and :func:`u` inside a URL). ACL principals and resource names, user names, quota
-entity names are all user-controlled (and so are dynamic config values). Forms are left out in read-only mode; the ones a user may
-not use (no ALTER on the cluster) are shown with a note saying the broker will refuse them, so
-what the user is missing is visible rather than silently hidden.
+entity names, dynamic config values are all user-controlled. Forms are left out in read-only
+mode; the ones a user may not use (no ALTER or ALTER_CONFIGS on the cluster) are shown with a
+note saying the broker will refuse them, so what the user is missing is visible rather than
+silently hidden.
 """
 
 from __future__ import annotations
