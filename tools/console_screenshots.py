@@ -2,10 +2,11 @@
 
 Starts an in-process broker with the console on (and the StandardAuthorizer, the console's
 User:ANONYMOUS a super user), writes sample data with confluent-kafka (topics, a consumer group
-with lag, a share group with a member holding records, ACLs, SCRAM users) and client quotas
-through the console's own form, keeps a trickle of traffic going so the live charts have
-something to draw, and saves one PNG per page from headless Chromium (Debian's chromium +
-chromium-driver, as the browser tests), shrunk with pngquant when it is installed.
+with lag, a share group with a member holding records, ACLs, SCRAM users, a per-broker
+config), client quotas and a cluster-wide broker config default through the console's forms,
+keeps a trickle of traffic going so the live charts have something to draw, and saves one PNG
+per page from headless Chromium (Debian's chromium + chromium-driver, as the browser tests),
+shrunk with pngquant when it is installed.
 
     .venv/bin/python tools/console_screenshots.py [--out docs/console]
 """
@@ -56,6 +57,7 @@ PAGES = [
     ("acls", "acls"),
     ("users", "users"),
     ("quotas", "quotas"),
+    ("broker", "broker?dynamic=1"),
 ]
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -98,6 +100,17 @@ def _security_samples(bs: str, console_url: str) -> None:
             "entity_type": etype, "entity_name": name, "key": key, "value": value},
             page="/quotas")
         assert status == 303, body[:200]
+    # Broker configs: a cluster-wide default (the console's form), one broker's own value
+    # (confluent-kafka names the broker by its node id).
+    status, _h, body = http.post("/broker/config", {
+        "scope": "default", "key": "log.retention.ms", "value": "259200000"}, page="/broker")
+    assert status == 303, body[:200]
+    node = str(http.json("/api/broker")["node_id"])
+    for f in admin.incremental_alter_configs([ConfigResource(
+            ResourceType.BROKER, node, incremental_configs=[ConfigEntry(
+                "log.roll.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])]
+            ).values():
+        f.result(timeout=30)
 
 
 def _shrink(path: Path) -> None:

@@ -4,6 +4,7 @@ sample data written and read with confluent-kafka (a real client)."""
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import time
@@ -79,6 +80,21 @@ class Http:
         """POST ``form`` with the token of ``page`` (the page the form is on)."""
         token = self.csrf(page or path.rsplit("/", 1)[0])
         return self.request("POST", path, {"csrf": token, **form})
+
+
+def notice(http: Http, location: str) -> str:
+    """The notice (an action's result) on the page at ``location``."""
+    m = re.search(r'<div class="notice (ok|error)" id="notice" role="status">([^<]*)</div>',
+                  http.page(location))
+    assert m, f"no notice on {location}"
+    return html.unescape(m.group(2))
+
+
+def act(http: Http, path: str, form: dict[str, str], page: str) -> str:
+    """POST a console form (with ``page``'s token); the notice shown after the redirect."""
+    status, headers, body = http.post(path, form, page=page)
+    assert status == 303, (status, body[:300])
+    return notice(http, headers["Location"])
 
 
 def create_topic(bs: str, name: str, partitions: int = 3, config: dict[str, str] | None = None

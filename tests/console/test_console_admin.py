@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from collections.abc import Iterator
 
 import pytest
@@ -25,27 +24,13 @@ from confluent_kafka.admin import (
 )
 from integration.helpers import wait_until
 
-from console.support import JAAS, PASSWORDS, STANDARD, Http, create_topic
+from console.support import JAAS, PASSWORDS, STANDARD, Http, act, create_topic, notice
 from snakka.testing import EmbeddedBroker
 
 
 def plain(user: str) -> dict[str, str]:
     return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
             "sasl.username": user, "sasl.password": PASSWORDS[user]}
-
-
-def notice(http: Http, location: str) -> str:
-    m = re.search(r'<div class="notice (ok|error)" id="notice" role="status">([^<]*)</div>',
-                  http.page(location))
-    assert m, f"no notice on {location}"
-    return html.unescape(m.group(2))
-
-
-def act(http: Http, path: str, form: dict[str, str], page: str) -> str:
-    """POST a console form (with ``page``'s token); the notice shown after the redirect."""
-    status, headers, body = http.post(path, form, page=page)
-    assert status == 303, (status, body[:300])
-    return notice(http, headers["Location"])
 
 
 @pytest.fixture(scope="module")
@@ -303,7 +288,7 @@ def test_read_only_refuses_administration():
         bs = b.bootstrap_servers
         create_topic(bs, "kept", 1)
         http = Http(b.console_url)
-        for path in ("/topics", "/topics/kept", "/acls", "/users", "/quotas"):
+        for path in ("/topics", "/topics/kept", "/acls", "/users", "/quotas", "/broker"):
             page = http.page(path)
             assert '<form method="post"' not in page, path
         for path, form in (("/topics/create", {"name": "new"}),
@@ -316,12 +301,17 @@ def test_read_only_refuses_administration():
                            ("/users/upsert", {"user": "x", "mechanism": "SCRAM-SHA-256",
                                               "password": "p"}),
                            ("/users/delete", {"user": "x", "mechanism": "SCRAM-SHA-256"}),
-                           ("/quotas/alter", {"entity_type": "user", "key": "a", "value": "1"})):
+                           ("/quotas/alter", {"entity_type": "user", "key": "a", "value": "1"}),
+                           ("/broker/config", {"scope": "default", "key": "log.retention.ms",
+                                               "value": "1"})):
             status, _h, body = http.request("POST", path, form)
             assert status == 403 and b"read-only" in body, path
         md = AdminClient({"bootstrap.servers": bs}).list_topics(timeout=30)
         assert "new" not in md.topics and len(md.topics["kept"].partitions) == 1
         assert http.json("/api/users")["scram"] == []
+        # The broker configs are still shown; no dynamic default was set.
+        assert 'data-config="log.retention.ms"' in http.page("/broker")
+        assert http.json("/api/broker")["defaults"] == []
 
 
 def test_user_controlled_admin_names_are_escaped(secure):

@@ -54,7 +54,7 @@ def test_pages_load_and_show_the_broker(driver):
         for nav, heading in (("#nav-topics", "Topics"), ("#nav-groups", "Consumer groups"),
                              ("#nav-shares", "Share groups"), ("#nav-acls", "ACLs"),
                              ("#nav-users", "Users"), ("#nav-quotas", "Client quotas"),
-                             ("#nav-overview", "Overview")):
+                             ("#nav-broker", "Broker configs"), ("#nav-overview", "Overview")):
             driver.find_element(*_by(nav)).click()
             wait_until(lambda h=heading: driver.find_element(*_by("h1")).text == h, 30, heading)
             assert console_errors(driver) == [], nav

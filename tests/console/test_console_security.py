@@ -4,6 +4,7 @@ each user sees and may do (the same handlers as a Kafka client's requests)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,7 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    ConfigResource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -20,7 +22,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from console.support import JAAS, STANDARD, Http
+from console.support import JAAS, STANDARD, Http, act
 from snakka.testing import EmbeddedBroker
 
 
@@ -98,3 +100,65 @@ def test_actions_are_authorized_as_the_user(secure):
     token = admin.csrf("/topics/public")
     assert alice.request("POST", "/topics/public/produce", {"csrf": token, "value": "x"})[0] \
         == 403
+
+
+def test_broker_configs_need_describe_configs_and_alter_configs_on_the_cluster(secure):
+    """The broker configs page as the topic pages treat their ACLs: without DESCRIBE_CONFIGS
+    on the cluster the broker's refusal replaces the tables; without ALTER_CONFIGS the form
+    says the broker will refuse, and it does; each ACL granted (with confluent-kafka) opens
+    one more thing."""
+    url, bs = secure.console_url, secure.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bs, **sec("admin", "admin-secret")})
+    node = str(Http(url, "admin", "admin-secret").json("/api/broker")["node_id"])
+    res = ConfigResource(ConfigResource.Type.BROKER, node)
+
+    def retention() -> str | None:
+        return admin.describe_configs([res])[res].result(timeout=30)["log.retention.ms"].value
+
+    carol = Http(url, "carol", "carol-secret")  # SCRAM-SHA-512, no ACLs yet
+    page = carol.page("/broker")
+    assert 'id="broker-error"' in page and "CLUSTER_AUTHORIZATION_FAILED" in page
+    assert 'data-config="' not in page
+    assert "You may not ALTER_CONFIGS on the cluster" in page
+    d = carol.json("/api/broker")
+    assert d["error"].startswith("CLUSTER_AUTHORIZATION_FAILED")
+    assert d["configs"] == [] and d["defaults"] == [] and d["can_alter"] is False
+    form = {"scope": "default", "key": "log.retention.ms", "value": "1000"}
+    msg = act(carol, "/broker/config", form, "/broker")
+    assert msg.startswith("CLUSTER_AUTHORIZATION_FAILED"), msg
+    assert retention() is None
+
+    def grant(op: AclOperation) -> None:
+        for f in admin.create_acls([AclBinding(
+                ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL,
+                "User:carol", "*", op, AclPermissionType.ALLOW)]).values():
+            f.result(timeout=30)
+
+    grant(AclOperation.DESCRIBE_CONFIGS)
+    page = carol.page("/broker")
+    assert 'id="broker-error"' not in page and 'data-config="log.retention.ms"' in page
+    assert "You may not ALTER_CONFIGS on the cluster" in page
+    msg = act(carol, "/broker/config", form, "/broker")
+    assert msg.startswith("CLUSTER_AUTHORIZATION_FAILED"), msg
+    assert retention() is None
+    grant(AclOperation.ALTER_CONFIGS)
+    assert "You may not ALTER_CONFIGS" not in carol.page("/broker")
+    assert act(carol, "/broker/config", form, "/broker") == \
+        "set log.retention.ms=1000 for the cluster-wide default"
+    assert retention() == "1000"
+    assert act(carol, "/broker/config", {**form, "op": "delete"}, "/broker") == \
+        "removed log.retention.ms of the cluster-wide default"
+    assert retention() is None
+    # A sensitive config (the JAAS line holds the PLAIN passwords) is listed, never its value.
+    jaas = next(c for c in carol.json("/api/broker")["configs"]
+                if c["name"] == "sasl.jaas.config")
+    assert jaas["sensitive"] is True and jaas["value"] is None and jaas["source"] == \
+        "STATIC_BROKER_CONFIG" and all(s["value"] is None for s in jaas["synonyms"])
+    page = carol.page("/broker")
+    assert re.search(r'data-config="sasl.jaas.config"><td>sasl.jaas.config</td>'
+                     r'<td class="v">\(sensitive\)</td>', page)
+    for raw in (page.encode(), carol.get("/api/broker")[2]):
+        assert b"admin-secret" not in raw and b"alice-secret" not in raw
+    # alice (PLAIN, topic ACLs only) is refused as carol was.
+    assert Http(url, "alice", "alice-secret").json("/api/broker")["error"].startswith(
+        "CLUSTER_AUTHORIZATION_FAILED")

@@ -9,7 +9,8 @@ Modules:
 - ``kafka``: Kafka API requests answered in-process by the broker's handlers, as the console
   user's principal (authorization and validation as for any client);
 - ``data``: what each page shows and what each action does, as JSON-ready data;
-- ``admin``: ACLs, SCRAM users, topic creation/deletion/configs/partitions, client quotas;
+- ``admin``: ACLs, SCRAM users, topic creation/deletion/configs/partitions, client quotas,
+  broker configs (this broker's and the cluster-wide dynamic defaults);
 - ``pages``, ``admin_pages``: the HTML (every user-controlled value escaped);
 - ``throughput``: the live charts' samples;
 - ``server``: routing, read-only mode, post/redirect/get.

@@ -17,7 +17,13 @@ console user's principal (console/kafka.py), so Kafka's authorization applies un
   topic), IncrementalAlterConfigs SET/DELETE (ALTER_CONFIGS on the topic), CreatePartitions
   (ALTER on the topic);
 - client quotas: DescribeClientQuotas (DESCRIBE_CONFIGS on the cluster), AlterClientQuotas
-  (ALTER_CONFIGS on the cluster).
+  (ALTER_CONFIGS on the cluster);
+- broker configs: DescribeConfigs of the BROKER resource named by this node's id (every config
+  with its source) and of the cluster-wide default entity (the empty name: only the dynamic
+  defaults set), DESCRIBE_CONFIGS on the cluster; IncrementalAlterConfigs SET/DELETE on either
+  (ALTER_CONFIGS on the cluster), as ``kafka-configs.sh --entity-type brokers --entity-name N``
+  or ``--entity-default``. Which configs may change at run time, and the error when one may
+  not, are the broker's (the console offers the dynamic ones, marked ``read_only`` false).
 
 Form values are validated here before a request is built: an ACL code Kafka cannot parse
 (UNKNOWN) would make the handler close a client's connection, so the console refuses it with
@@ -30,7 +36,7 @@ import asyncio
 import secrets
 from typing import Any
 
-from snakka.console.data import ActionResult, ConsoleData, Viewer, _err_name
+from snakka.console.data import _CONFIG_SOURCES, ActionResult, ConsoleData, Viewer, _err_name
 from snakka.protocol.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from snakka.protocol.api_keys import ApiKey
 from snakka.protocol.messages.alter_client_quotas_request import (
@@ -58,6 +64,10 @@ from snakka.protocol.messages.delete_acls_request import DeleteAclsFilter, Delet
 from snakka.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
 from snakka.protocol.messages.describe_acls_request import DescribeAclsRequest
 from snakka.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
+from snakka.protocol.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
 from snakka.protocol.messages.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest,
 )
@@ -69,7 +79,8 @@ from snakka.protocol.messages.incremental_alter_configs_request import (
 from snakka.security.authorizer import CLUSTER_NAME
 from snakka.util.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramMechanism, salted_password
 
-__all__ = ["AclForm", "ConsoleAdmin", "QUOTA_ENTITY_TYPES", "SCRAM_MECHANISMS"]
+__all__ = ["AclForm", "BROKER_CONFIG_SCOPES", "ConsoleAdmin", "QUOTA_ENTITY_TYPES",
+           "SCRAM_MECHANISMS"]
 
 # What the forms offer (Kafka's names).
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -81,6 +92,11 @@ CONSOLE_SCRAM_SALT_BYTES = 32
 _DEFAULT = -1
 _TIMEOUT_MS = 30000
 _SET, _DELETE = 0, 1  # IncrementalAlterConfigs operations
+_RESOURCE_TOPIC, _RESOURCE_BROKER = 2, 4  # ConfigResource types
+_DEFAULT_CONFIG = 5  # DescribeConfigs' ConfigSource of a built-in default
+# Where a broker config change applies: this broker (the BROKER resource named by its node id,
+# source DYNAMIC_BROKER_CONFIG) or every broker (the empty name, DYNAMIC_DEFAULT_BROKER_CONFIG).
+BROKER_CONFIG_SCOPES = ("broker", "default")
 
 
 class AclForm:
@@ -326,7 +342,7 @@ class ConsoleAdmin:
         op = _SET if value is not None else _DELETE
         resp = await self._call(viewer, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
                                 IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
-                                    resource_type=2, resource_name=name, configs=[
+                                    resource_type=_RESOURCE_TOPIC, resource_name=name, configs=[
                                         AlterableConfig(name=key, config_operation=op,
                                                         value=value)])],
                                     validate_only=False))
@@ -392,6 +408,71 @@ class ConsoleAdmin:
             return ActionResult(True, f"removed {key} of {who}")
         shown = f"{int(value)}" if value.is_integer() else f"{value}"
         return ActionResult(True, f"set {key}={shown} for {who}")
+
+    # -- broker configs ------------------------------------------------------------------
+    async def broker(self, viewer: Viewer) -> dict[str, Any]:
+        """This broker's configs (value, source, whether dynamic, synonyms; sensitive values
+        never) and the cluster-wide dynamic defaults: one DescribeConfigs of both BROKER
+        resources, as ``kafka-configs.sh --describe --entity-type brokers --entity-name N
+        --all`` and ``--entity-default``. A refusal (CLUSTER_AUTHORIZATION_FAILED without
+        DESCRIBE_CONFIGS on the cluster) takes the tables' place."""
+        node = str(self.data.services.node_id)
+        out: dict[str, Any] = {"node_id": self.data.services.node_id, "configs": [],
+                               "defaults": [], "error": None,
+                               "can_alter": self._can(viewer, AclOperation.ALTER_CONFIGS),
+                               "scopes": list(BROKER_CONFIG_SCOPES)}
+        resp = await self._call(viewer, ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(
+            resources=[DescribeConfigsResource(resource_type=_RESOURCE_BROKER,
+                                               resource_name=name, configuration_keys=None)
+                       for name in (node, "")],
+            include_synonyms=True, include_documentation=False))
+        for r in resp.results:
+            if r.error_code:
+                out["error"] = _refused(r.error_code, r.error_message).message
+                out["configs"], out["defaults"] = [], []
+                return out
+            rows = [_config_row(c) for c in sorted(r.configs, key=lambda c: c.name)]
+            out["configs" if r.resource_name else "defaults"] = rows
+        return out
+
+    async def alter_broker_config(self, viewer: Viewer, scope: str, key: str,
+                                  value: str | None) -> ActionResult:
+        """IncrementalAlterConfigs on this broker (``scope`` "broker") or on the cluster-wide
+        default entity ("default"): SET ``key`` to ``value``, or DELETE it (None). The broker
+        judges the rest: a config it cannot change at run time, a bad value, authorization."""
+        if scope not in BROKER_CONFIG_SCOPES:
+            return ActionResult(False, f"scope is one of {', '.join(BROKER_CONFIG_SCOPES)}",
+                                "INVALID_REQUEST")
+        if not key:
+            return ActionResult(False, "a config name is required", "INVALID_REQUEST")
+        node = self.data.services.node_id
+        name = str(node) if scope == "broker" else ""
+        op = _SET if value is not None else _DELETE
+        resp = await self._call(viewer, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
+                                IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+                                    resource_type=_RESOURCE_BROKER, resource_name=name,
+                                    configs=[AlterableConfig(name=key, config_operation=op,
+                                                             value=value)])],
+                                    validate_only=False))
+        r = resp.responses[0]
+        if r.error_code:
+            return _refused(r.error_code, r.error_message)
+        where = f"broker {node}" if scope == "broker" else "the cluster-wide default"
+        if value is None:
+            return ActionResult(True, f"removed {key} of {where}")
+        return ActionResult(True, f"set {key}={value} for {where}")
+
+
+def _config_row(c: Any) -> dict[str, Any]:
+    """One DescribeConfigs entry for the page: never a sensitive value (the broker sends none;
+    the synonyms' are dropped here too)."""
+    return {"name": c.name, "value": None if c.is_sensitive else c.value,
+            "source": _CONFIG_SOURCES.get(c.config_source, "UNKNOWN"),
+            "default": c.config_source == _DEFAULT_CONFIG, "sensitive": c.is_sensitive,
+            "read_only": c.read_only, "dynamic": not c.read_only,
+            "synonyms": [{"source": _CONFIG_SOURCES.get(s.source, "UNKNOWN"), "name": s.name,
+                          "value": None if c.is_sensitive else s.value}
+                         for s in c.synonyms]}
 
 
 def _refused(code: int, message: str | None) -> ActionResult:

@@ -1,12 +1,13 @@
-"""The HTML of the console's administration (console/admin.py's data): the ACLs, users and
-client quotas pages, and the topic forms (create on the topics page; config, partitions and
-delete on a topic's page).
+"""The HTML of the console's administration (console/admin.py's data): the ACLs, users, client
+quotas and broker configs pages, and the topic forms (create on the topics page; config,
+partitions and delete on a topic's page).
 
 Same escaping rule as console/pages.py: every value not from this file's literals goes through
 :func:`e` (and :func:`u` inside a URL). ACL principals and resource names, user names, quota
-entity names are all user-controlled. Forms are left out in read-only mode; the ones a user may
-not use (no ALTER on the cluster) are shown with a note saying the broker will refuse them, so
-what the user is missing is visible rather than silently hidden.
+entity names, dynamic config values are all user-controlled. Forms are left out in read-only
+mode; the ones a user may not use (no ALTER or ALTER_CONFIGS on the cluster) are shown with a
+note saying the broker will refuse them, so what the user is missing is visible rather than
+silently hidden.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from snakka.console.pages import _bytes, _form, _table, e, u
 from snakka.protocol.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 
-__all__ = ["acls", "quotas", "topic_admin", "topics_admin", "users"]
+__all__ = ["acls", "broker", "quotas", "topic_admin", "topics_admin", "users"]
 
 _ACL_FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "host",
                "operation", "permission_type")
@@ -258,3 +259,82 @@ def quotas(d: dict[str, Any], *, csrf: str, read_only: bool) -> str:
     return (f'<p class="sub">Client quotas (DescribeClientQuotas), as '
             f"<code>kafka-configs.sh --describe --entity-type users|clients|ips</code>.</p>"
             f"{err}<section>{table}</section>{form}")
+
+
+# -- broker configs ----------------------------------------------------------------------
+def _config_value(c: dict[str, Any]) -> str:
+    if c["sensitive"]:
+        return "(sensitive)"
+    return '<span class="null">null</span>' if c["value"] is None else e(c["value"])
+
+
+def _synonyms(c: dict[str, Any]) -> str:
+    """The other places that hold a value of the config (those the winner shadows), for a
+    config that is not at its default: e.g. a per-broker value over a cluster default."""
+    rest = [s for s in c["synonyms"][1:] if s["source"] != "DEFAULT_CONFIG"]
+    if c["default"] or not rest:
+        return ""
+    return '<div class="sub">over ' + "; ".join(
+        f'{e(s["source"])} {e(s["name"])}='
+        f'{"(sensitive)" if c["sensitive"] else e(s["value"])}' for s in rest) + "</div>"
+
+
+def broker(d: dict[str, Any], *, csrf: str, read_only: bool, name_filter: str = "",
+           dynamic_only: bool = False) -> str:
+    """The broker configs page: the cluster-wide dynamic defaults, the change form, and every
+    config of this broker (filtered by a name substring and/or to the dynamic ones)."""
+    node = d["node_id"]
+    filt = (
+        '<form method="get" action="/broker" class="browse" id="broker-filter">'
+        f'<label>Name contains <input name="name" value="{e(name_filter)}" '
+        'placeholder="e.g. retention"></label>'
+        '<label><input type="checkbox" name="dynamic" value="1"'
+        f'{" checked" if dynamic_only else ""}> dynamic only</label>'
+        '<button type="submit">Filter</button></form>')
+    err = f'<p class="notice error" id="broker-error">{e(d["error"])}</p>' if d["error"] else ""
+    defaults = _table(["Config", "Value", "Source"], (
+        f'<tr class="default-config" data-config="{e(c["name"])}"><td>{e(c["name"])}</td>'
+        f'<td class="v">{_config_value(c)}</td><td>{e(c["source"])}</td></tr>'
+        for c in d["defaults"]), cls="broker-defaults",
+        empty="no cluster-wide dynamic defaults set" if not d["error"] else
+        "defaults not shown")
+    needle = name_filter.strip().lower()
+    rows = (f'<tr class="{"default" if c["default"] else "set"}" data-config="{e(c["name"])}">'
+            f'<td>{e(c["name"])}</td><td class="v">{_config_value(c)}{_synonyms(c)}</td>'
+            f'<td>{e(c["source"])}</td><td>{"yes" if c["dynamic"] else "no"}</td></tr>'
+            for c in d["configs"]
+            if needle in c["name"].lower() and (c["dynamic"] or not dynamic_only))
+    configs = _table(["Config", "Value", "Source", "Dynamic"], rows, cls="configs broker-configs",
+                     empty="no config matches" if not d["error"] else "configs not shown")
+    form = ""
+    if not read_only:
+        note = "" if d["can_alter"] else (
+            '<p class="warn">You may not ALTER_CONFIGS on the cluster: the broker will refuse '
+            "changes (CLUSTER_AUTHORIZATION_FAILED).</p>")
+        names = [c["name"] for c in d["configs"] if c["dynamic"]]
+        opts = "".join(f'<option value="{e(n)}">' for n in names)
+        form = _form(
+            "/broker/config", csrf,
+            '<label>For <select name="scope" id="broker-scope">'
+            f'<option value="default">every broker (cluster-wide default)</option>'
+            f'<option value="broker">this broker (node {e(node)})</option></select></label>'
+            '<label>Config <input name="key" id="broker-config-key" list="broker-config-names"'
+            f' required autocomplete="off"><datalist id="broker-config-names">{opts}'
+            "</datalist></label>"
+            '<label>Value <input name="value" id="broker-config-value"></label>'
+            '<label>Operation <select name="op" id="broker-config-op">'
+            '<option value="set">SET</option>'
+            '<option value="delete">DELETE (back to the next source)</option></select></label>',
+            "Apply", form_id="broker-config-form")
+        form = (f'<section class="actions"><h2>Change a dynamic config</h2>{note}'
+                '<p class="sub">IncrementalAlterConfigs on the BROKER resource, as '
+                "<code>kafka-configs.sh --alter --entity-type brokers --entity-default</code> "
+                f"or <code>--entity-name {e(node)}</code>. A per-broker value wins over the "
+                "cluster-wide default, which wins over server.properties. Only the dynamic "
+                "configs can change at run time; the broker refuses the others.</p>"
+                f"{form}</section>")
+    return (f'<p class="sub">Node {e(node)}: DescribeConfigs of the BROKER resource, as '
+            f"<code>kafka-configs.sh --describe --entity-type brokers --entity-name {e(node)} "
+            "--all</code>.</p>"
+            f"{err}<section><h2>Cluster-wide defaults</h2>{defaults}</section>{form}"
+            f"<section><h2>Configs of broker {e(node)}</h2>{filt}{configs}</section>")

@@ -80,7 +80,8 @@ def _table(headers: Iterable[str], rows: Iterable[str], *, cls: str = "",
 
 NAV = (("/", "Overview", "overview"), ("/topics", "Topics", "topics"),
        ("/groups", "Consumer groups", "groups"), ("/share-groups", "Share groups", "shares"),
-       ("/acls", "ACLs", "acls"), ("/users", "Users", "users"), ("/quotas", "Quotas", "quotas"))
+       ("/acls", "ACLs", "acls"), ("/users", "Users", "users"), ("/quotas", "Quotas", "quotas"),
+       ("/broker", "Broker", "broker"))
 
 
 def layout(title: str, section: str, body: str, *, principal: str, read_only: bool,

@@ -191,6 +191,8 @@ class ConsoleServer:
                 result = await self.admin.users(viewer)
             case ["quotas"]:
                 result = await self.admin.quotas(viewer)
+            case ["broker"]:
+                result = await self.admin.broker(viewer)
             case ["throughput"]:
                 if self.throughput is None:
                     result = {"series": [], "points": []}
@@ -293,6 +295,12 @@ class ConsoleServer:
                 d = await self.admin.quotas(viewer)
                 title, section = "Client quotas", "quotas"
                 body = admin_pages.quotas(d, csrf=token, read_only=ro)
+            case ["broker"]:
+                d = await self.admin.broker(viewer)
+                title, section = "Broker configs", "broker"
+                body = admin_pages.broker(d, csrf=token, read_only=ro,
+                                          name_filter=req.query.get("name", ""),
+                                          dynamic_only=bool(req.query.get("dynamic")))
             case _:
                 return self._not_found("no such page")
         return HttpResponse(200, pages.layout(
@@ -433,6 +441,14 @@ class ConsoleServer:
                     viewer, form.get("entity_type", ""),
                     form.get("entity_name", "").strip() or None, form.get("key", "").strip(),
                     amount)), "/quotas"
+            case ["broker", "config"]:
+                op = form.get("op", "set")
+                if op not in ("set", "delete"):
+                    return self._error(400, "op: set or delete")
+                value = form.get("value", "") if op == "set" else None
+                return (lambda: adm.alter_broker_config(
+                    viewer, form.get("scope", ""), form.get("key", "").strip(), value)), \
+                    "/broker"
         return self._not_found("no such action")
 
     @staticmethod
