@@ -28,14 +28,22 @@ import asyncio
 import struct
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
+from snakka.client.connection import KafkaConnection, parse_bootstrap
 from snakka.protocol.messages.create_partitions_request import (
     CreatePartitionsRequest,
     CreatePartitionsTopic,
 )
 from snakka.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from snakka.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+from snakka.protocol.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
 from snakka.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from snakka.protocol.messages.produce_request import (
@@ -44,7 +52,9 @@ from snakka.protocol.messages.produce_request import (
     TopicProduceData,
 )
 from snakka.records.record import Record, build_batch
+from snakka.testing.embedded import EmbeddedBroker
 
+from .conftest import SNAKKA_CONFIG
 from .differential import Peer, assert_same_shape, run_both
 from .test_java_tools import tool
 
@@ -211,7 +221,7 @@ API_VERSIONS_V0 = struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0
 async def connection_outcome(bootstrap: str, source_ip: str) -> str:
     """Connect from ``source_ip``, send ApiVersions: "served" (a response), or "closed" (end of
     stream or reset before any response: the broker did not serve the connection)."""
-    host, port = bootstrap.rsplit(":", 1)
+    host, port = parse_bootstrap(bootstrap)
     reader, writer = await asyncio.wait_for(asyncio.open_connection(
         host, int(port), local_addr=(source_ip, 0)), 30)
     try:
@@ -245,3 +255,76 @@ def test_connection_creation_rate_per_ip(brokers):
     assert kafka == ["served"] * 10 + ["closed"] * (attempts - 10), kafka
     assert snakka == kafka
     assert kafka_other == snakka_other == "served"
+
+
+# -- max.connection.creation.rate (broker-wide) ------------------------------------------------
+
+BROKER_RATE = "max.connection.creation.rate"
+BROKER_RESOURCE = 4
+
+
+async def broker_config(bootstrap: str, name: str) -> str | None:
+    """The broker's current value of ``name`` as DescribeConfigs reports it (Kafka: once its
+    dynamic config is applied), or None when it is the default."""
+    host, port = parse_bootstrap(bootstrap)
+    async with KafkaConnection(host, port) as conn:
+        md = await conn.send(MetadataRequest(topics=[]), version=12)
+        resp = await conn.send(DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=BROKER_RESOURCE, resource_name=str(md.brokers[0].node_id),
+            configuration_keys=[name])], include_synonyms=False,
+            include_documentation=False), version=4)
+    entries = resp.results[0].configs
+    return entries[0].value if entries and entries[0].config_source != 5 else None  # DEFAULT
+
+
+def wait_broker_config(bootstrap: str, name: str, value: str | None) -> None:
+    deadline = time.monotonic() + 60
+    while asyncio.run(broker_config(bootstrap, name)) != value:
+        assert time.monotonic() < deadline, f"{name} never became {value} on {bootstrap}"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def rate_limited(brokers) -> Iterator[tuple[str, str]]:
+    """(the reference broker with the cluster-wide dynamic default max.connection.creation.rate
+    = 2, a snakka broker with it set statically: snakka's is static, docs/quotas.md). The
+    reference broker is shared: the default is removed again, and that awaited."""
+    kafka = brokers[0]
+
+    def configs(*args: str) -> str:
+        return tool("kafka-configs.sh", "--bootstrap-server", kafka, "--alter",
+                    "--entity-type", "brokers", "--entity-default", *args)
+
+    configs("--add-config", f"{BROKER_RATE}=2")
+    try:
+        wait_broker_config(kafka, BROKER_RATE, "2")
+        with EmbeddedBroker(config={**SNAKKA_CONFIG, BROKER_RATE: "2"},
+                            host="127.0.0.1") as snakka:
+            yield kafka, snakka.bootstrap_servers
+    finally:
+        configs("--delete-config", BROKER_RATE)
+        wait_broker_config(kafka, BROKER_RATE, None)
+
+
+def test_max_connection_creation_rate_delays_accepts(rate_limited):
+    # 2 connections/s: 20 at once (10 windows of 1 s), then each accept above the rate makes
+    # the acceptor wait (rate - 2) / 2 x 10 s (>= 0.5 s) before the next one.
+    attempts = 26
+
+    async def one(bootstrap: str) -> tuple[list[str], list[float]]:
+        seen, at = [], []
+        for _ in range(attempts):
+            seen.append(await connection_outcome(bootstrap, "127.0.0.1"))
+            at.append(time.monotonic())
+        return seen, at
+
+    async def both():
+        return await asyncio.gather(one(rate_limited[0]), one(rate_limited[1]))
+
+    (kafka, kafka_at), (snakka, snakka_at) = asyncio.run(both())
+    # Never refused: every connection is served, late.
+    assert kafka == snakka == ["served"] * attempts
+    # Throttling happened (a lower bound only: a slow machine makes it longer, never shorter).
+    for name, at in (("kafka", kafka_at), ("snakka", snakka_at)):
+        gaps = [round(b - a, 2) for a, b in zip(at, at[1:], strict=False)]
+        assert at[-1] - at[-6] >= 1.0, (name, gaps)
