@@ -82,13 +82,19 @@ def throttled(kafka: Peer, snakka: Peer) -> dict[str, tuple[bool, bool]]:
 
 # -- consumer_byte_rate ------------------------------------------------------------------------
 
-def test_fetch_throttled_by_consumer_byte_rate(brokers, versions):
-    client = f"fetch-quota-{RUN}"
-    t = f"quota-fetch-{RUN}"
+@pytest.mark.parametrize("version,entity", [
+    (None, "clients"),
+    (11, "users+clients"),  # librdkafka's Fetch version; the (user, client-id) entity
+])
+def test_fetch_throttled_by_consumer_byte_rate(brokers, versions, version, entity):
+    client = f"fetch-quota-{entity.replace('+', '-')}-{RUN}"
+    t = f"quota-fetch-{entity.replace('+', '-')}-{RUN}"
+    user = ("--entity-type", "users", "--entity-name", "ANONYMOUS") if "users" in entity else ()
     # 2000 B/s: a quota span (10 windows of 1 s) holds 20,000 bytes.
-    set_quota(brokers, "consumer_byte_rate=2000", "--entity-type", "clients", "--entity-name",
-              client)
+    set_quota(brokers, "consumer_byte_rate=2000", *user, "--entity-type", "clients",
+              "--entity-name", client)
     value = b"x" * 7900  # one ~7,970-byte batch per produce
+    muted: dict[str, tuple[int, float]] = {}  # broker -> (throttle ms, next answer after, s)
 
     async def scenario(p: Peer):
         # Created after the quota: once Kafka's broker serves the topic, its metadata publishers
@@ -113,31 +119,43 @@ def test_fetch_throttled_by_consumer_byte_rate(brokers, versions):
                 forgotten_topics_data=[], rack_id="")
 
         # ~9,000 bytes: under the quota (a new full session).
-        first = await p.ask("under_quota", fetch(0, 9000, 0, 0))
+        first = await p.ask("under_quota", fetch(0, 9000, 0, 0), version)
         # Three more batches (Kafka: 20,000 bytes, the last one cut; snakka: whole batches):
         # over the quota either way. Incremental: the session is kept.
-        await p.ask("throttled_incremental", fetch(1, 20000, first.session_id, 1))
-        # A new full session, throttled too (its bytes were taken back, the rate is unchanged).
-        await p.ask("throttled_full", fetch(1, 20000, 0, 0))
+        throttled_at = await p.ask("throttled_incremental",
+                                   fetch(1, 20000, first.session_id, 1), version)
+        since = time.monotonic()
+        # A new full session, throttled too (its bytes were taken back, the rate is unchanged);
+        # read only once the connection's mute (KIP-219) ends.
+        await p.ask("throttled_full", fetch(1, 20000, 0, 0), version)
+        muted[p.name] = (throttled_at.throttle_time_ms, time.monotonic() - since)
+        await p.ask("throttled_sessionless", fetch(1, 20000, 0, -1), version)
         p.responses["session"] = first.session_id
 
     kafka, snakka = run_both(brokers, versions, scenario, client_id=client)
     sessions = {peer.name: (peer.responses.pop("session"),
                             peer.responses["throttled_incremental"].session_id,
-                            peer.responses["throttled_full"].session_id)
+                            peer.responses["throttled_full"].session_id,
+                            peer.responses["throttled_sessionless"].session_id)
                 for peer in (kafka, snakka)}
-    for name, (created, incremental, full) in sessions.items():
+    for name, (created, incremental, full, sessionless) in sessions.items():
         assert created != 0, (name, "the first full fetch opens a session")
         assert incremental == created, (name, "a throttled incremental fetch keeps its session")
         assert full == 0, (name, "a throttled full fetch's new session is not kept")
+        assert sessionless == 0, name
     assert_same_shape(kafka, snakka)
     assert throttled(kafka, snakka) == {"under_quota": (False, False),
                                         "throttled_incremental": (True, True),
-                                        "throttled_full": (True, True)}
+                                        "throttled_full": (True, True),
+                                        "throttled_sessionless": (True, True)}
     for peer in (kafka, snakka):
-        for label in ("throttled_incremental", "throttled_full"):
+        for label in ("throttled_incremental", "throttled_full", "throttled_sessionless"):
             resp = peer.responses[label]
             assert resp.error_code == 0 and resp.responses == [], (peer.name, label, resp)
+        # Muted: the next request waited for (most of) the throttle time. A lower bound only
+        # (the broker's clock started before ours; a slow machine only makes it longer).
+        throttle_ms, waited = muted[peer.name]
+        assert waited >= throttle_ms / 2000, (peer.name, throttle_ms, waited)
 
 
 # -- controller_mutation_rate ------------------------------------------------------------------
