@@ -254,3 +254,78 @@ def test_push_telemetry(telemetry_brokers, telemetry_versions):
         "push_empty": 0, "push_zero_instance": 42, "push_never_handed_out": 117,
         "push_wrong_subscription": 117, "push_unknown_compression": 76, "push_too_large": 118,
     }, codes
+
+
+def test_subscription_change_reevaluates_client_instances(telemetry_brokers, telemetry_versions):
+    """A changed subscription applies to a known instance at once: its next get is answered
+    (not throttled, though within the interval) with the new metrics and subscription id; a
+    push with the old id is UNKNOWN_SUBSCRIPTION_ID. A deleted subscription leaves the client
+    with no metrics and Kafka's default interval (5 minutes)."""
+    client = f"telemetry-change-{RUN}"
+    name = f"change-{RUN}"
+    chosen = uuid.uuid4()
+
+    def client_metrics(*args: str) -> None:
+        for bs in telemetry_brokers:
+            tool("kafka-client-metrics.sh", "--bootstrap-server", bs, *args)
+
+    async def until(p: Peer, ready) -> None:
+        deadline = time.monotonic() + 60
+        while True:  # a new instance (zero id) each time: never throttled
+            r = await p.send(GetTelemetrySubscriptionsRequest(client_instance_id=ZERO), 0)
+            if r.error_code == 0 and ready(r):
+                return
+            assert time.monotonic() < deadline, f"{p.name}: subscription not applied: {r!r}"
+            await asyncio.sleep(0.2)
+
+    def alter(metrics: str) -> None:
+        client_metrics("--alter", "--name", name, "--metrics", metrics,
+                       "--interval", str(INTERVAL_MS), "--match", f"client_id={client}")
+
+    alter(METRICS)
+    first: dict[str, int] = {}
+
+    async def before(p: Peer):
+        await until(p, lambda r: r.requested_metrics == [METRICS])
+        r = await p.ask("get", GetTelemetrySubscriptionsRequest(client_instance_id=chosen), 0)
+        first[p.name] = r.subscription_id
+        await p.ask("push", push(chosen, r.subscription_id), 0)
+
+    kafka1, snakka1 = run_both(telemetry_brokers, telemetry_versions, before, client_id=client)
+    assert first["kafka"] == first["snakka"]  # the same formula over the same inputs
+    assert_same_shape(kafka1, snakka1)
+
+    consumer = "org.apache.kafka.consumer."
+    alter(consumer)
+
+    async def changed(p: Peer):
+        await until(p, lambda r: r.requested_metrics == [consumer])
+        r = await p.ask("get_after_change", GetTelemetrySubscriptionsRequest(
+            client_instance_id=chosen), 0)
+        await p.ask("push_old_subscription", push(chosen, first[p.name]), 0)
+        # The refused push above counted as this interval's push (Kafka updates the push time
+        # before it checks the subscription id).
+        await p.ask("push_new_subscription", push(chosen, r.subscription_id), 0)
+
+    kafka2, snakka2 = run_both(telemetry_brokers, telemetry_versions, changed, client_id=client)
+    assert_same_shape(kafka2, snakka2)
+    k, s = kafka2.responses["get_after_change"], snakka2.responses["get_after_change"]
+    assert (k.error_code, k.requested_metrics, k.client_instance_id) == (0, [consumer], chosen)
+    assert k.subscription_id == s.subscription_id != first["kafka"]
+    codes = {label: r.error_code for label, r in kafka2.responses.items()}
+    assert codes == {"get_after_change": 0, "push_old_subscription": 117,
+                     "push_new_subscription": 89}, codes
+
+    client_metrics("--delete", "--name", name)
+
+    async def deleted(p: Peer):
+        await until(p, lambda r: r.requested_metrics == [])
+        await p.ask("get_after_delete", GetTelemetrySubscriptionsRequest(
+            client_instance_id=chosen), 0)
+
+    kafka3, snakka3 = run_both(telemetry_brokers, telemetry_versions, deleted, client_id=client)
+    assert_same_shape(kafka3, snakka3)
+    k, s = kafka3.responses["get_after_delete"], snakka3.responses["get_after_delete"]
+    assert (k.error_code, k.requested_metrics, k.push_interval_ms) == (0, [], 300000)
+    assert (s.error_code, s.requested_metrics, s.push_interval_ms, s.subscription_id) == \
+        (0, [], 300000, k.subscription_id)
