@@ -227,6 +227,83 @@ def test_controller_mutation_rate_strict_and_permissive(brokers, versions):
         "delete_permissive": (True, True)}
 
 
+def test_controller_mutation_rate_other_errors_come_first(brokers, versions):
+    """Under debt, a topic with another error gets that error (it never reaches the quota);
+    validate-only CreatePartitions is charged as well; DeleteTopics by id names the refused
+    topic."""
+    client = f"mutations-errors-{RUN}"
+    set_quota(brokers, "controller_mutation_rate=1", "--entity-type", "clients", "--entity-name",
+              client)
+    sentinel, big, fresh = (f"quota-err-{w}-{RUN}" for w in ("s", "a", "b"))
+
+    def topic(name: str, partitions: int, replication: int = 1) -> CreatableTopic:
+        return CreatableTopic(name=name, num_partitions=partitions,
+                              replication_factor=replication, assignments=[], configs=[])
+
+    async def scenario(p: Peer):
+        await p.create_topic(sentinel)  # 1 token; the quota is applied once it is served
+        async def ask(label: str, request, version: int):
+            conn = await p.connect()
+            try:
+                return await p.ask(label, request, version=version, conn=conn)
+            finally:
+                await conn.close()
+
+        created = await ask("overdraw", CreateTopicsRequest(
+            topics=[topic(big, 40)], timeout_ms=30000, validate_only=False), p.version(19))
+        big_id = created.topics[0].topic_id
+        await p.wait_topic(big, 40)
+        await ask("create_errors_first", CreateTopicsRequest(
+            topics=[topic(big, 1), topic(f"quota-err-rf-{RUN}", 1, replication=5),
+                    topic(fresh, 1)], timeout_ms=30000, validate_only=False), p.version(19))
+        await ask("create_partitions_errors_first", CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic(name=big, count=5, assignments=None),
+                    CreatePartitionsTopic(name=f"quota-err-none-{RUN}", count=2,
+                                          assignments=None)],
+            timeout_ms=30000, validate_only=False), p.version(37))
+        await ask("create_partitions_validate_only", CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic(name=big, count=41, assignments=None)],
+            timeout_ms=30000, validate_only=True), p.version(37))
+        await ask("delete_by_id", DeleteTopicsRequest(
+            topics=[DeleteTopicState(name=None, topic_id=big_id),
+                    DeleteTopicState(name=None, topic_id=uuid.uuid4())], timeout_ms=30000),
+            p.version(20))
+        await ask("delete_unknown", DeleteTopicsRequest(
+            topics=[DeleteTopicState(name=f"quota-err-none-{RUN}")],
+            topic_names=[f"quota-err-none-{RUN}"], timeout_ms=30000), p.version(20))
+        p.responses["big_id"] = big_id
+        # clean up (permissive: done whatever the debt)
+        conn = await p.connect()
+        try:
+            r = await p.send(DeleteTopicsRequest(topic_names=[big, sentinel], timeout_ms=30000),
+                             4, conn)
+            assert all(t.error_code == 0 for t in r.responses), r
+        finally:
+            await conn.close()
+
+    kafka, snakka = run_both(brokers, versions, scenario, client_id=client)
+    ids = {peer.name: peer.responses.pop("big_id") for peer in (kafka, snakka)}
+    assert_same_shape(kafka, snakka, {
+        "create_partitions_errors_first.results['quota-err-none-*'].error_message":
+            "snakka names the missing topic; Kafka sends null (test_differential's too)"})
+    def by_name(peer: Peer, label: str, results: str) -> dict:
+        return {r.name: r.error_code for r in getattr(peer.responses[label], results)}
+
+    for peer in (kafka, snakka):
+        def codes(label: str, results: str, peer: Peer = peer) -> dict:
+            return by_name(peer, label, results)
+        assert codes("create_errors_first", "topics") == {
+            big: 36, f"quota-err-rf-{RUN}": 38, fresh: THROTTLING_QUOTA_EXCEEDED}, peer.name
+        assert codes("create_partitions_errors_first", "results") == {
+            big: 37, f"quota-err-none-{RUN}": 3}, peer.name
+        assert codes("create_partitions_validate_only", "results") == {
+            big: THROTTLING_QUOTA_EXCEEDED}, peer.name
+        by_id = {r.topic_id: (r.name, r.error_code)
+                 for r in peer.responses["delete_by_id"].responses}
+        assert by_id[ids[peer.name]] == (big, THROTTLING_QUOTA_EXCEEDED), (peer.name, by_id)
+        assert codes("delete_unknown", "responses") == {f"quota-err-none-{RUN}": 3}, peer.name
+
+
 # -- connection_creation_rate (ips) ------------------------------------------------------------
 
 THROTTLED_IP = "127.0.0.2"
