@@ -290,18 +290,16 @@ def test_controller_mutation_rate_other_errors_come_first(brokers, versions):
         return {r.name: r.error_code for r in getattr(peer.responses[label], results)}
 
     for peer in (kafka, snakka):
-        def codes(label: str, results: str, peer: Peer = peer) -> dict:
-            return by_name(peer, label, results)
-        assert codes("create_errors_first", "topics") == {
+        assert by_name(peer, "create_errors_first", "topics") == {
             big: 36, f"quota-err-rf-{RUN}": 38, fresh: THROTTLING_QUOTA_EXCEEDED}, peer.name
-        assert codes("create_partitions_errors_first", "results") == {
+        assert by_name(peer, "create_partitions_errors_first", "results") == {
             big: 37, f"quota-err-none-{RUN}": 3}, peer.name
-        assert codes("create_partitions_validate_only", "results") == {
+        assert by_name(peer, "create_partitions_validate_only", "results") == {
             big: THROTTLING_QUOTA_EXCEEDED}, peer.name
         by_id = {r.topic_id: (r.name, r.error_code)
                  for r in peer.responses["delete_by_id"].responses}
         assert by_id[ids[peer.name]] == (big, THROTTLING_QUOTA_EXCEEDED), (peer.name, by_id)
-        assert codes("delete_unknown", "responses") == {f"quota-err-none-{RUN}": 3}, peer.name
+        assert by_name(peer, "delete_unknown", "responses") == {f"quota-err-none-{RUN}": 3}, peer.name
 
 
 # -- connection_creation_rate (ips) ------------------------------------------------------------
