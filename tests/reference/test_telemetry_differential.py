@@ -329,3 +329,33 @@ def test_subscription_change_reevaluates_client_instances(telemetry_brokers, tel
     assert (k.error_code, k.requested_metrics, k.push_interval_ms) == (0, [], 300000)
     assert (s.error_code, s.requested_metrics, s.push_interval_ms, s.subscription_id) == \
         (0, [], 300000, k.subscription_id)
+
+
+def test_several_metrics_order_and_subscription_id(telemetry_brokers, telemetry_versions):
+    """Several metric prefixes: Kafka renders them in java.util.HashSet order, both in
+    RequestedMetrics and in the text its subscription id hashes; snakka's must be the same
+    for a client-chosen instance id."""
+    client = f"telemetry-many-{RUN}"
+    metrics = ["org.apache.kafka.consumer.", "org.apache.kafka.consumer.coordinator.",
+               "org.apache.kafka.producer.", "org.apache.kafka.producer.node."]
+    for bs in telemetry_brokers:
+        tool("kafka-client-metrics.sh", "--bootstrap-server", bs, "--alter",
+             "--name", f"many-{RUN}", "--metrics", ",".join(metrics),
+             "--interval", str(INTERVAL_MS), "--match", f"client_id={client}")
+    chosen = uuid.uuid4()
+
+    async def scenario(p: Peer):
+        deadline = time.monotonic() + 60
+        while True:  # until the broker applied it (a new instance each time)
+            r = await p.send(GetTelemetrySubscriptionsRequest(client_instance_id=ZERO), 0)
+            if sorted(r.requested_metrics) == metrics:
+                break
+            assert time.monotonic() < deadline, f"{p.name}: subscription not applied: {r!r}"
+            await asyncio.sleep(0.2)
+        await p.ask("get", GetTelemetrySubscriptionsRequest(client_instance_id=chosen), 0)
+
+    kafka, snakka = run_both(telemetry_brokers, telemetry_versions, scenario, client_id=client)
+    assert_same_shape(kafka, snakka)
+    k, s = kafka.responses["get"], snakka.responses["get"]
+    assert k.requested_metrics != metrics  # HashSet order, not sorted: the case this is about
+    assert (s.requested_metrics, s.subscription_id) == (k.requested_metrics, k.subscription_id)
