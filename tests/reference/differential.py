@@ -46,8 +46,10 @@ class Peer:
     """One broker under comparison, as a scenario sees it."""
 
     def __init__(self, name: str, bootstrap: str, versions: dict[int, int],
-                 config: Mapping[str, str] | None = None) -> None:
+                 config: Mapping[str, str] | None = None,
+                 client_id: str = "snakka-differential") -> None:
         self.name = name
+        self.client_id = client_id  # the request header's: client quotas are keyed by it
         self.config = dict(config or {})  # client security configs (SASL), as KafkaConnection
         self.bootstrap = bootstrap
         self.common_versions = versions
@@ -56,12 +58,17 @@ class Peer:
         self.node_id = -1
 
     async def open(self) -> Peer:
-        host, port = parse_bootstrap(self.bootstrap)
-        self.conn = await KafkaConnection(host, port, client_id="snakka-differential",
-                                     config=self.config).connect()
+        self.conn = await self.connect()
         md = await self.send(MetadataRequest(topics=[]), version=12)
         self.node_id = md.brokers[0].node_id
         return self
+
+    async def connect(self) -> KafkaConnection:
+        """A new connection with the peer's client id and configs (a muted connection's
+        quota-sharing sibling, for instance); the caller closes it."""
+        host, port = parse_bootstrap(self.bootstrap)
+        return await KafkaConnection(host, port, client_id=self.client_id,
+                                     config=self.config).connect()
 
     async def close(self) -> None:
         if self.conn is not None:
@@ -70,16 +77,20 @@ class Peer:
     def version(self, api_key: int) -> int:
         return self.common_versions[api_key]
 
-    async def send(self, request: Any, version: int | None = None) -> Any:
-        assert self.conn is not None
+    async def send(self, request: Any, version: int | None = None,
+                   conn: KafkaConnection | None = None) -> Any:
+        """On ``conn`` (one of :meth:`connect`'s) or the peer's own connection."""
+        conn = conn or self.conn
+        assert conn is not None
         if version is None:
             version = self.version(request.API_KEY)
-        return await self.conn.send(request, version=version)
+        return await conn.send(request, version=version)
 
-    async def ask(self, label: str, request: Any, version: int | None = None) -> Any:
+    async def ask(self, label: str, request: Any, version: int | None = None,
+                  conn: KafkaConnection | None = None) -> Any:
         """Send, record the answer under ``label`` for comparison, return it."""
         assert label not in self.responses, f"label {label!r} used twice"
-        resp = await self.send(request, version)
+        resp = await self.send(request, version, conn)
         self.responses[label] = resp
         return resp
 
@@ -158,11 +169,13 @@ async def _run(peer: Peer, scenario: Callable[[Peer], Awaitable[None]]) -> Peer:
 
 def run_both(brokers: tuple[str, str], versions: dict[int, int],
              scenario: Callable[[Peer], Awaitable[None]],
-             config: Mapping[str, str] | None = None) -> tuple[Peer, Peer]:
+             config: Mapping[str, str] | None = None,
+             client_id: str = "snakka-differential") -> tuple[Peer, Peer]:
     """``config``: the client configs of both connections (``security.protocol``, ``sasl.*``:
-    a scenario run as an authenticated principal)."""
-    kafka = Peer("kafka", brokers[0], versions, config)
-    snakka = Peer("snakka", brokers[1], versions, config)
+    a scenario run as an authenticated principal); ``client_id``: their request headers'
+    (a scenario under a client quota)."""
+    kafka = Peer("kafka", brokers[0], versions, config, client_id)
+    snakka = Peer("snakka", brokers[1], versions, config, client_id)
 
     async def main() -> None:
         await asyncio.gather(_run(kafka, scenario), _run(snakka, scenario))

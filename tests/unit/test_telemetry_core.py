@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from snakka.protocol.errors import ErrorCode, KafkaError
-from snakka.telemetry.manager import ClientMetricsManager, subscription_id
+from snakka.telemetry.manager import ClientMetricsManager, java_hash_set_order, subscription_id
 from snakka.telemetry.otlp import Kind, PayloadError, Point, decode_payload, prometheus_name
 from snakka.telemetry.store import ClientMetricsStore
 from snakka.telemetry.subscriptions import ClientAttributes, validate_subscription
@@ -54,6 +54,40 @@ def test_subscription_id_is_kafkas_crc_xor_uuid_hash():
     expected = (crc32c(b"[a, b]100") ^ 2) & 0xFFFFFFFF
     expected -= (1 << 32) if expected >= 1 << 31 else 0
     assert subscription_id(frozenset({"b", "a"}), 100, u) == expected
+
+
+@pytest.mark.parametrize("added,java", [
+    # what java.util.HashSet's toString printed (Java 17) for `new HashSet<>()` + addAll(added)
+    (["org.apache.kafka.consumer.", "org.apache.kafka.consumer.coordinator.",
+      "org.apache.kafka.producer.", "org.apache.kafka.producer.node."],
+     ["org.apache.kafka.producer.", "org.apache.kafka.consumer.coordinator.",
+      "org.apache.kafka.consumer.", "org.apache.kafka.producer.node."]),
+    (["b", "a"], ["a", "b"]),
+    (["Aa", "BB", "x"], ["Aa", "BB", "x"]),  # "Aa" and "BB" share a hash: insertion order
+    (["BB", "Aa", "x"], ["BB", "Aa", "x"]),
+    ([f"m{i}" for i in range(14)],  # past 12 entries the table doubles to 32 buckets
+     ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m11", "m10", "m13", "m12"]),
+    (["\u00e9t\u00e9.", "\U0001F600.metric", "org.apache.kafka."],  # UTF-16 code units
+     ["org.apache.kafka.", "\u00e9t\u00e9.", "\U0001F600.metric"]),
+    (["a", "b", "a"], ["a", "b"]),
+])
+def test_java_hash_set_order(added, java):
+    assert list(java_hash_set_order(added)) == java
+
+
+def test_subscription_order_is_kafkas():
+    """RequestedMetrics and the subscription id follow Kafka's HashSet order, not sorted."""
+    clock = Clock()
+    m = ClientMetricsManager(telemetry_max_bytes=1000, clock_ms=clock)
+    m.set_subscriptions({"s": {"metrics": "org.apache.kafka.consumer.,org.apache.kafka.producer."}})
+    u = uuid.UUID(int=(5 << 64) | 7)
+    inst = m.get_subscriptions(u, attrs(), "conn").instance
+    assert inst is not None
+    assert inst.requested == ("org.apache.kafka.producer.", "org.apache.kafka.consumer.")
+    from crc32c import crc32c
+    expected = (crc32c(b"[org.apache.kafka.producer., org.apache.kafka.consumer.]300000") ^ 2)
+    expected -= (1 << 32) if expected >= 1 << 31 else 0
+    assert inst.subscription_id == expected
 
 
 def test_matching_union_and_smallest_interval():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from snakka.handlers._mutation_quota import mutation_quota, throttle_ms, throttled
+from snakka.handlers._mutation_quota import THROTTLED, mutation_quota, throttle_ms
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.create_partitions_response import (
@@ -56,9 +56,12 @@ async def _handle(ctx, req):
                     if list(a.broker_ids) != [services.node_id]:
                         raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                          f"Unknown broker(s) in replica assignment: {a.broker_ids}")
+            # Charged before validate-only returns, as Kafka's controller does.
+            if quota is not None and not quota.record(t.count - ti.partitions):
+                r.error_code = THROTTLED
+                results.append(r)
+                continue
             if not req.validate_only:
-                if quota is not None and not quota.record(t.count - ti.partitions):
-                    raise throttled()
                 await services.controller.create_partitions(t.name, t.count)
         except KafkaError as e:
             r.error_code, r.error_message = e.code, e.message

@@ -35,7 +35,7 @@ import uuid
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from snakka.handlers._mutation_quota import mutation_quota, throttle_ms, throttled
+from snakka.handlers._mutation_quota import THROTTLED, mutation_quota, throttle_ms
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.metadata.core import CLUSTER_METADATA_TOPIC, TopicInfo
 from snakka.protocol.errors import ErrorCode, KafkaError
@@ -146,6 +146,10 @@ class _Request:
             return
         try:
             partitions, configs = _plan(services, t)
+            # Charged before validate-only returns, as Kafka's controller does.
+            if self.quota is not None and not self.quota.record(partitions):
+                self.results.append(_result(t.name, THROTTLED))
+                return
             if self.req.validate_only:
                 if self.v >= 5 and self.defaults is None:
                     self.defaults = _configs_for(services, None)
@@ -153,8 +157,6 @@ class _Request:
                 self.results.append(_created(self, t.name, uuid.uuid4(), partitions,
                                              self.defaults if self.v >= 5 else []))
                 return
-            if self.quota is not None and not self.quota.record(partitions):
-                raise throttled()
             self.plans.append((len(self.results), services.controller.plan_topic(t.name, partitions, configs)))
             self.results.append(None)
         except KafkaError as e:

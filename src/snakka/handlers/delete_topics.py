@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from snakka.handlers._mutation_quota import mutation_quota, throttle_ms, throttled
+from snakka.handlers._mutation_quota import THROTTLED, mutation_quota, throttle_ms
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.delete_topics_response import (
@@ -84,8 +84,8 @@ async def _handle(ctx, req):
             res.error_code = ErrorCode.INVALID_REQUEST
             res.error_message = "Duplicate topic in request."
         elif quota is not None and not quota.record(ti.partitions):
-            err = throttled()
-            res.error_code, res.error_message = err.code, err.message
+            # named and identified, as Kafka's controller answers a topic it found
+            res.name, res.topic_id, res.error_code = ti.name, ti.topic_id, THROTTLED
         else:
             res.name, res.topic_id = ti.name, ti.topic_id
             doomed[ti.name] = res

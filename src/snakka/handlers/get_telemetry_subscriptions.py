@@ -49,4 +49,4 @@ def handle(ctx: RequestContext, req: GetTelemetrySubscriptionsRequest
         subscription_id=inst.subscription_id,
         accepted_compression_types=list(ACCEPTED_COMPRESSION_TYPES),
         push_interval_ms=inst.interval_ms, telemetry_max_bytes=manager.telemetry_max_bytes,
-        delta_temporality=True, requested_metrics=sorted(inst.metrics))
+        delta_temporality=True, requested_metrics=list(inst.requested))

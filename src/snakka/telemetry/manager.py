@@ -27,8 +27,13 @@ What it owns (an injected clock in milliseconds; single event loop, no locks):
     TELEMETRY_TOO_LARGE. The zero / reserved instance id: INVALID_REQUEST.
 
 The subscription id is Kafka's: the CRC32C of ``str(metrics set) + interval`` XORed with the
-instance id's Java ``hashCode``. Java renders the set in HashSet order; here the metrics are
-sorted (the id is only ever compared with what this broker handed out).
+instance id's Java ``hashCode``, the set rendered in java.util.HashSet's iteration order
+(:func:`java_hash_set_order`), which is also the order of RequestedMetrics; so a client
+instance id gets the same subscription id and metric list from snakka as from Kafka
+(tests/reference/test_telemetry_differential.py). Prefixes in one hash bucket keep the order
+they were added in: the subscriptions' configured order, the subscriptions taken in this
+broker's order (Kafka: its ConcurrentHashMap's, which only matters when two subscriptions'
+prefixes share a bucket).
 
 Decoding and keeping the pushed metrics is snakka.telemetry.otlp and .store; the handler calls
 them for an accepted push (a payload that does not decode: INVALID_RECORD, as Kafka answers a
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from snakka.limits import CLIENT_METRICS_CACHE_EXPIRY_MS, CLIENT_METRICS_INSTANCES_MAX
@@ -62,7 +67,7 @@ from snakka.telemetry.subscriptions import (
 from snakka.util.crc32c import crc32c
 
 __all__ = ["ACCEPTED_COMPRESSION_TYPES", "ClientInstance", "ClientMetricsManager", "GetResult",
-           "PushResult", "subscription_id"]
+           "PushResult", "java_hash_set_order", "subscription_id"]
 
 #: What GetTelemetrySubscriptions offers, in Kafka's order of preference (the client takes the
 #: first it supports).
@@ -80,10 +85,39 @@ def _java_uuid_hash(u: uuid.UUID) -> int:
     return ((h >> 32) ^ h) & 0xFFFF_FFFF
 
 
-def subscription_id(metrics: frozenset[str], interval_ms: int, instance_id: uuid.UUID) -> int:
-    """Kafka's ``computeSubscriptionId`` (metrics in sorted order, see the module docstring),
-    as a signed int32."""
-    text = "[" + ", ".join(sorted(metrics)) + "]" + str(interval_ms)
+def _java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` over UTF-16 code units, as an unsigned 32-bit value."""
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFF_FFFF
+    return h
+
+
+def java_hash_set_order(items: Iterable[str]) -> tuple[str, ...]:
+    """The iteration order of a ``java.util.HashSet<String>`` that ``items`` were added to in
+    this order: by bucket of the final table (HashMap's ``hash ^ (hash >>> 16)`` over a
+    capacity of 16 doubled past a 0.75 load), within a bucket in insertion order (HashMap keeps
+    it through resizes). A bucket of 8 or more would become a tree: not for a subscription's
+    handful of prefixes."""
+    unique = list(dict.fromkeys(items))
+    capacity = 16
+    while len(unique) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(item: str) -> int:
+        h = _java_string_hash(item)
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return tuple(sorted(unique, key=bucket))  # stable: insertion order within a bucket
+
+
+def subscription_id(metrics: Iterable[str], interval_ms: int, instance_id: uuid.UUID) -> int:
+    """Kafka's ``computeSubscriptionId`` as a signed int32. ``metrics`` in the order they were
+    added to the set (a set or frozenset: taken in sorted order), rendered in HashSet order."""
+    if isinstance(metrics, set | frozenset):
+        metrics = sorted(metrics)
+    text = "[" + ", ".join(java_hash_set_order(metrics)) + "]" + str(interval_ms)
     v = (crc32c(text.encode()) ^ _java_uuid_hash(instance_id)) & 0xFFFF_FFFF
     return v - (1 << 32) if v >= 1 << 31 else v
 
@@ -96,6 +130,8 @@ class ClientInstance:
     subscription_version: int
     metrics: frozenset[str]
     interval_ms: int
+    # The metrics in Kafka's (HashSet) order, as GetTelemetrySubscriptions lists them.
+    requested: tuple[str, ...] = ()
     last_get_ms: int | None = None
     last_push_ms: int | None = None
     last_seen_ms: int = 0
@@ -190,16 +226,16 @@ class ClientMetricsManager:
 
     def _evaluate(self, instance_id: uuid.UUID, attrs: ClientAttributes) -> ClientInstance:
         interval = DEFAULT_INTERVAL_MS
-        metrics: set[str] = set()
+        added: list[str] = []  # in the order Kafka adds them to its set
         every = False
         for sub in self.subscriptions.values():
             if attrs.matches(sub.match):
                 every = every or ALL_METRICS in sub.metrics
-                metrics |= sub.metrics
+                added.extend(sub.metric_list)
                 interval = min(interval, sub.interval_ms)
-        chosen = frozenset({ALL_METRICS}) if every else frozenset(metrics)
-        return ClientInstance(instance_id, attrs, subscription_id(chosen, interval, instance_id),
-                              self.version, chosen, interval)
+        ordered = (ALL_METRICS,) if every else java_hash_set_order(added)
+        return ClientInstance(instance_id, attrs, subscription_id(ordered, interval, instance_id),
+                              self.version, frozenset(ordered), interval, requested=ordered)
 
     # -- instances -----------------------------------------------------------------------
     def _instance(self, instance_id: uuid.UUID, attrs: ClientAttributes, connection: Hashable,

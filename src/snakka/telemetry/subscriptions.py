@@ -113,13 +113,17 @@ class Subscription:
     metrics: frozenset[str]
     interval_ms: int
     match: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
+    # The metrics in their configured order: Kafka adds them to its HashSet in this order,
+    # which decides the order of prefixes that share a hash bucket (telemetry/manager.py).
+    metric_list: tuple[str, ...] = ()
 
 
 def parse_subscription(name: str, configs: Mapping[str, str]) -> Subscription:
     """A validated subscription's parsed form (defaults: no metrics, 5 minutes, every client)."""
     interval = configs.get(INTERVAL_MS)
+    metrics = parse_list(configs.get(METRICS))
     return Subscription(
-        name=name, metrics=frozenset(parse_list(configs.get(METRICS))),
+        name=name, metrics=frozenset(metrics), metric_list=tuple(metrics),
         interval_ms=DEFAULT_INTERVAL_MS if interval is None else _parse_int(interval),
         match=parse_match_patterns(parse_list(configs.get(MATCH))))
 
