@@ -30,6 +30,11 @@ ck-small        confluent-kafka 1M x 100 B, acks=1: produce and consume rec/s (t
                 consumer of bench/bench_produce_consume.py, in this process), the broker's peak
                 RSS (VmHWM) over the run, broker and client CPU per phase.
 ck-large        confluent-kafka 10k x 100 KiB, acks=all: produce and consume MB/s.
+raw-large       the same 10k x 100 KiB (confluent-kafka producer, acks=all), consumed by
+                bench/raw_fetch.py: one connection, sequential Fetch v11 of 50 MiB, received
+                with recv_into into one buffer, only headers parsed. A client that is not the
+                bottleneck: it says what the broker serves when confluent-kafka's consume
+                (ck-large) is not what limits (docs/benchmarks.md "Large consume").
 perf-tools      kafka-producer-perf-test.sh 1M x 100 B unthrottled, acks=1 and acks=all (the
                 tool's default producer settings), then kafka-consumer-perf-test.sh of the
                 acks=1 topic (rate = fetch.nMsg.sec, i.e. without the group join).
@@ -437,6 +442,21 @@ def wl_ck_large(b: Broker, s: Settings) -> dict:
     return _ck_run(b, s.n(10_000), 100 * 1024, "all")
 
 
+def wl_raw_large(b: Broker, s: Settings) -> dict:
+    import bench_produce_consume as pc
+    import raw_fetch
+
+    n = s.n(10_000)
+    pc.create_topic(b.bootstrap, 1)
+    res: dict = {"records": n, "record_bytes": 100 * 1024}
+    res.update(_phase(b, res, "produce", lambda: pc.produce(b.bootstrap, n, 100 * 1024, "all")))
+    r = _phase(b, res, "raw_consume", lambda: raw_fetch.raw_consume(b.bootstrap, pc.TOPIC, 0, n))
+    if r["raw_records"] < n:
+        raise RuntimeError(f"raw fetch consumed {r['raw_records']} of {n}")
+    res.update(r)
+    return res
+
+
 def _producer_perf(b: Broker, topic: str, n: int, acks: str, throughput: int = -1) -> dict:
     text, cpu = run_tool("kafka-producer-perf-test.sh", "--topic", topic, "--num-records", str(n),
                          "--record-size", "100", "--throughput", str(throughput),
@@ -761,6 +781,8 @@ GOALS: tuple[Goal, ...] = (
          "ratio_min", 1.5),
     Goal("ck-large", "consume_mb_s", "confluent-kafka 10k x 100 KiB acks=all: consume MB/s",
          "ratio_min", 1.5),
+    Goal("raw-large", "raw_mb_s", "raw Fetch loop 10k x 100 KiB: consume MB/s (who limits)",
+         "ratio_min", 1.5),
     Goal("perf-tools", "ptool_produce_acks1_rec_s", "producer-perf-test 1M x 100 B acks=1 rec/s",
          "ratio_min", 1.2),
     Goal("perf-tools", "ptool_produce_acksall_rec_s",
@@ -797,6 +819,7 @@ class Workload:
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("ck-small", wl_ck_small),
     Workload("ck-large", wl_ck_large),
+    Workload("raw-large", wl_raw_large),
     Workload("perf-tools", wl_perf_tools),
     Workload("latency", wl_latency),
     Workload("e2e", wl_e2e),
