@@ -13,6 +13,11 @@ count (the records themselves are not decoded, no CRC is checked). So the client
 byte is about a memcpy, and the MB/s it reaches is what the broker (and the kernel's loopback)
 deliver.
 
+``--fresh-buffer`` receives each response into a new buffer of its size instead, as librdkafka
+does (it allocates one per response): above glibc's largest mmap threshold (32 MiB) that is a
+fresh mapping whose every page faults and is zeroed, the cost that bounds confluent-kafka's
+consume (docs/benchmarks.md "Large consume: who limits").
+
 Per fetch it records three instants: request sent, first byte of the response received,
 response complete; ``first_byte - sent`` is the broker's time to answer (read + header), and
 ``complete - first_byte`` the transfer. The pure parts (request encoding, response header and
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import socket
 import struct
 import time
@@ -118,9 +124,10 @@ def _recv_into(sock: socket.socket, view: memoryview, n: int) -> None:
 
 def raw_consume(bootstrap: str, topic: str, partition: int, records: int,
                 max_bytes: int = DEFAULT_MAX_BYTES, timeout_s: float = 600.0,
-                client_id: str = "raw-fetch") -> dict:
+                client_id: str = "raw-fetch", fresh_buffer: bool = False) -> dict:
     """Fetch ``records`` records from offset 0 of one partition as fast as the broker serves
-    them: MB/s of whole batches (sent -> last response complete) and per-fetch timings."""
+    them: MB/s of whole batches (sent -> last response complete) and per-fetch timings.
+    ``fresh_buffer``: a new buffer per response (module docstring)."""
     host, port = bootstrap.rsplit(":", 1)
     buf = bytearray(max_bytes + MiB)   # the largest response: max_bytes of records + headers
     view = memoryview(buf)
@@ -143,6 +150,10 @@ def raw_consume(bootstrap: str, topic: str, partition: int, records: int,
             (size,) = struct.unpack(">i", size_buf)
             if size > len(buf):
                 raise ValueError(f"a {size}-byte response exceeds the {len(buf)}-byte buffer")
+            if fresh_buffer:
+                view.release()
+                buf = bytearray(size)
+                view = memoryview(buf)
             _recv_into(sock, view, size)
             done = time.perf_counter()
             head = parse_fetch_head(view, size)
@@ -172,9 +183,17 @@ def main() -> None:
     ap.add_argument("--partition", type=int, default=0)
     ap.add_argument("--records", type=int, required=True)
     ap.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES)
+    ap.add_argument("--fresh-buffer", action="store_true",
+                    help="a new buffer per response, as librdkafka allocates (module docstring)")
     args = ap.parse_args()
-    print(json.dumps(raw_consume(args.bootstrap, args.topic, args.partition, args.records,
-                                 args.max_bytes)))
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    out = raw_consume(args.bootstrap, args.topic, args.partition, args.records, args.max_bytes,
+                      fresh_buffer=args.fresh_buffer)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    out.update(client_user_s=round(r1.ru_utime - r0.ru_utime, 2),
+               client_sys_s=round(r1.ru_stime - r0.ru_stime, 2),
+               client_minor_faults=r1.ru_minflt - r0.ru_minflt)
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":
