@@ -30,6 +30,18 @@ ck-small        confluent-kafka 1M x 100 B, acks=1: produce and consume rec/s (t
                 consumer of bench/bench_produce_consume.py, in this process), the broker's peak
                 RSS (VmHWM) over the run, broker and client CPU per phase.
 ck-large        confluent-kafka 10k x 100 KiB, acks=all: produce and consume MB/s.
+raw-large       the same 10k x 100 KiB (confluent-kafka producer, acks=all), consumed by
+                bench/raw_fetch.py: one connection, sequential Fetch v11 of 50 MiB, received
+                with recv_into into one buffer, only headers parsed. A client that is not the
+                bottleneck: it says what the broker serves when confluent-kafka's consume
+                (ck-large) is not what limits (docs/benchmarks.md "Large consume").
+large-procs     the same 10k x 100 KiB on 4 partitions (2,500 records each), consumed by
+                --client-procs confluent-kafka consumer processes at once (the partitions
+                spread over them; ck-large's consumer settings), aggregate MB/s = bytes / (go
+                -> last record consumed): does more than one client process get more?
+ptool-large     the same 10k x 100 KiB on one partition, consumed by kafka-consumer-perf-test.sh
+                with --fetch-size 50 MiB (the Java consumer; rate = fetch.MB.sec, without the
+                group join).
 perf-tools      kafka-producer-perf-test.sh 1M x 100 B unthrottled, acks=1 and acks=all (the
                 tool's default producer settings), then kafka-consumer-perf-test.sh of the
                 acks=1 topic (rate = fetch.nMsg.sec, i.e. without the group join).
@@ -437,6 +449,154 @@ def wl_ck_large(b: Broker, s: Settings) -> dict:
     return _ck_run(b, s.n(10_000), 100 * 1024, "all")
 
 
+def wl_raw_large(b: Broker, s: Settings) -> dict:
+    import bench_produce_consume as pc
+    import raw_fetch
+
+    n = s.n(10_000)
+    pc.create_topic(b.bootstrap, 1)
+    res: dict = {"records": n, "record_bytes": 100 * 1024}
+    res.update(_phase(b, res, "produce", lambda: pc.produce(b.bootstrap, n, 100 * 1024, "all")))
+    r = _phase(b, res, "raw_consume", lambda: raw_fetch.raw_consume(b.bootstrap, pc.TOPIC, 0, n))
+    if r["raw_records"] < n:
+        raise RuntimeError(f"raw fetch consumed {r['raw_records']} of {n}")
+    res.update(r)
+    return res
+
+
+LARGE_PARTITIONS = 4
+
+
+def _large_consumer(bootstrap: str, parts: list[int], per_part: int, ready: Any, go: Any,
+                    out: Any) -> None:
+    """One consumer process of large-procs: bench_produce_consume.consume's settings, its
+    partitions assigned (no group), from the beginning."""
+    import bench_produce_consume as pc
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    fetch_max = 50 * MiB
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused",
+                  "enable.auto.commit": False, "enable.auto.offset.store": False,
+                  "fetch.queue.backoff.ms": 1, "fetch.wait.max.ms": 100,
+                  "fetch.max.bytes": fetch_max, "max.partition.fetch.bytes": fetch_max,
+                  "receive.message.max.bytes": fetch_max + MiB,
+                  "queued.max.messages.kbytes": 1024 * 1024, "queued.min.messages": 1_000_000})
+    for part in parts:
+        _watermarks(c, pc.TOPIC, part)
+    ready.put(1)
+    go.wait()
+    c0 = self_cpu_seconds()
+    c.assign([TopicPartition(pc.TOPIC, p, OFFSET_BEGINNING) for p in parts])
+    want = per_part * len(parts)
+    got = nbytes = 0
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while got < want and time.monotonic() < deadline:
+        for m in c.consume(num_messages=min(want - got, 100_000), timeout=0.05):
+            if m.error():
+                raise RuntimeError(f"consumer error: {m.error()}")
+            nbytes += len(m)
+            got += 1
+    end = time.monotonic()
+    c.close()
+    out.put((end, self_cpu_seconds() - c0, got, nbytes))
+
+
+def wl_large_procs(b: Broker, s: Settings) -> dict:
+    import bench_produce_consume as pc
+
+    n = s.n(10_000)
+    per_part = n // LARGE_PARTITIONS
+    pc.create_topic(b.bootstrap, LARGE_PARTITIONS)
+    res: dict = {"records": per_part * LARGE_PARTITIONS, "record_bytes": 100 * 1024}
+    # confluent-kafka's partitioner spreads keyless records unevenly: produce each partition
+    # its share explicitly, so every consumer has the same work.
+    res.update(_phase(b, res, "produce", lambda: _produce_spread(b.bootstrap, per_part)))
+    ctx = mp.get_context("spawn")
+    ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    k = max(1, min(s.client_procs, LARGE_PARTITIONS))
+    groups = [list(range(LARGE_PARTITIONS))[i::k] for i in range(k)]
+    procs = [ctx.Process(target=_large_consumer, args=(b.bootstrap, g, per_part, ready, go, out),
+                         daemon=True) for g in groups]
+    for p in procs:
+        p.start()
+    try:
+        _gather(ready, len(procs), procs, 300)
+        cpu0 = b.cpu_seconds()
+        t_go = time.monotonic()
+        go.set()
+        reports = _gather(out, len(procs), procs, RUN_TIMEOUT_S)
+        cpu = b.cpu_seconds() - cpu0
+    finally:
+        for p in procs:
+            p.join(60)
+            if p.is_alive():
+                p.kill()
+    got = sum(r[2] for r in reports)
+    if got < per_part * LARGE_PARTITIONS:
+        raise RuntimeError(f"large-procs: consumed {got} of {per_part * LARGE_PARTITIONS}")
+    elapsed = max(r[0] for r in reports) - t_go
+    res.update({"client_procs": k, "procs_consume_s": round(elapsed, 3),
+                "procs_consume_mb_s": round(sum(r[3] for r in reports) / MiB / elapsed, 1),
+                "procs_consume_broker_cpu_s": round(cpu, 2),
+                "procs_consume_client_cpu_s": round(sum(r[1] for r in reports), 2)})
+    return res
+
+
+def _produce_spread(bootstrap: str, per_part: int) -> dict:
+    """per_part records of 100 KiB to each of LARGE_PARTITIONS partitions, acks=all (the
+    producer settings of bench_produce_consume.produce)."""
+    import random
+
+    import bench_produce_consume as pc
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                  "batch.size": 1_000_000, "compression.type": "none",
+                  "queue.buffering.max.kbytes": 2_097_151})
+    value = random.Random(1).randbytes(100 * 1024)
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    t0 = time.perf_counter()
+    for i in range(per_part * LARGE_PARTITIONS):
+        while True:
+            try:
+                p.produce(pc.TOPIC, value, partition=i % LARGE_PARTITIONS, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+    if p.flush(RUN_TIMEOUT_S) or errors:
+        raise RuntimeError(f"large-procs produce: unflushed or failed ({errors[:3]})")
+    elapsed = time.perf_counter() - t0
+    return {"produce_mb_s": round(per_part * LARGE_PARTITIONS * 100 / 1024 / elapsed, 1)}
+
+
+def wl_ptool_large(b: Broker, s: Settings) -> dict:
+    import bench_produce_consume as pc
+
+    n = s.n(10_000)
+    pc.create_topic(b.bootstrap, 1)
+    res: dict = {"records": n, "record_bytes": 100 * 1024}
+    res.update(_phase(b, res, "produce", lambda: pc.produce(b.bootstrap, n, 100 * 1024, "all")))
+
+    def consume() -> dict:
+        text, _ = run_tool("kafka-consumer-perf-test.sh", "--bootstrap-server", b.bootstrap,
+                           "--topic", pc.TOPIC, "--messages", str(n), "--timeout", "60000",
+                           "--fetch-size", str(50 * MiB))
+        return parse_consumer_perf(text)
+
+    c = _phase(b, res, "ptool_large_consume", consume, child_cpu=True)
+    if c.get("data.consumed.in.nMsg", 0) < n:
+        raise RuntimeError(f"kafka-consumer-perf-test consumed {c} of {n}")
+    res.update({"ptool_large_mb_s": c["fetch.MB.sec"],
+                "ptool_large_with_join_mb_s": c["MB.sec"]})
+    return res
+
+
 def _producer_perf(b: Broker, topic: str, n: int, acks: str, throughput: int = -1) -> dict:
     text, cpu = run_tool("kafka-producer-perf-test.sh", "--topic", topic, "--num-records", str(n),
                          "--record-size", "100", "--throughput", str(throughput),
@@ -761,6 +921,13 @@ GOALS: tuple[Goal, ...] = (
          "ratio_min", 1.5),
     Goal("ck-large", "consume_mb_s", "confluent-kafka 10k x 100 KiB acks=all: consume MB/s",
          "ratio_min", 1.5),
+    Goal("raw-large", "raw_mb_s", "raw Fetch loop 10k x 100 KiB: consume MB/s (who limits)",
+         "ratio_min", 1.5),
+    Goal("large-procs", "procs_consume_mb_s",
+         "10k x 100 KiB, 4 partitions, --client-procs consumers: MB/s (who limits)",
+         "ratio_min", 1.5),
+    Goal("ptool-large", "ptool_large_mb_s",
+         "consumer-perf-test 10k x 100 KiB: fetch MB/s (who limits)", "ratio_min", 1.5),
     Goal("perf-tools", "ptool_produce_acks1_rec_s", "producer-perf-test 1M x 100 B acks=1 rec/s",
          "ratio_min", 1.2),
     Goal("perf-tools", "ptool_produce_acksall_rec_s",
@@ -797,6 +964,9 @@ class Workload:
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("ck-small", wl_ck_small),
     Workload("ck-large", wl_ck_large),
+    Workload("raw-large", wl_raw_large),
+    Workload("large-procs", wl_large_procs),
+    Workload("ptool-large", wl_ptool_large),
     Workload("perf-tools", wl_perf_tools),
     Workload("latency", wl_latency),
     Workload("e2e", wl_e2e),

@@ -1,10 +1,14 @@
 """bench/compare_kafka.py's pure parts: parsing the Java perf tools' output, the goals' verdicts,
 medians and ranges, and the markdown table (the runs themselves are exercised by running the
-script; docs/benchmarks.md "Against Apache Kafka 4.0, same run")."""
+script; docs/benchmarks.md "Against Apache Kafka 4.0, same run"); and bench/raw_fetch.py's
+(the raw-large workload's client): its Fetch request read back by snakka's own decoder, its
+response parsing of a response snakka's encoder made (the runs: docs/benchmarks.md "Large
+consume")."""
 
 from __future__ import annotations
 
 import importlib.util
+import struct
 import sys
 from pathlib import Path
 
@@ -18,6 +22,7 @@ assert _spec and _spec.loader
 ck = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = ck
 _spec.loader.exec_module(ck)
+import raw_fetch  # noqa: E402  (bench/, on the path above)
 
 # Output of the Kafka 4.0 tools, as printed by kafka_2.13-4.0.0/bin/*.sh.
 PRODUCER_OUT = """\
@@ -131,3 +136,81 @@ def test_every_goal_names_a_workload_and_rounds_alternate():
 def test_quick_divides_record_counts():
     assert ck.Settings(quick=True).n(1_000_000) == 100_000
     assert ck.Settings().n(1_000_000) == 1_000_000
+
+
+# -- raw-large: bench/raw_fetch.py -------------------------------------------------------------
+def test_raw_fetch_request_is_a_fetch_v11_snakka_decodes():
+    from snakka.protocol import decode_request
+
+    frame = raw_fetch.encode_fetch(7, "raw", "big", 3, 12345, 50 * 1024 * 1024, 100, 1)
+    assert struct.unpack_from(">i", frame)[0] == len(frame) - 4
+    header, req, _ = decode_request(frame[4:])
+    assert (header.request_api_key, header.request_api_version) == (1, 11)
+    assert header.correlation_id == 7 and header.client_id == "raw"
+    assert (req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes) == (-1, 100, 1,
+                                                                               50 * 1024 * 1024)
+    assert (req.isolation_level, req.session_id, req.session_epoch) == (0, 0, -1)
+    (t,) = req.topics
+    (p,) = t.partitions
+    assert t.topic == "big" and p.partition == 3 and p.fetch_offset == 12345
+    assert p.partition_max_bytes == 50 * 1024 * 1024 and p.current_leader_epoch == -1
+    assert req.forgotten_topics_data == [] and req.rack_id == ""
+
+
+def _batches(*sizes_counts: tuple[int, int], base: int = 100) -> bytes:
+    from snakka.records.record import Record, build_batch
+
+    out, offset = b"", base
+    for size, count in sizes_counts:
+        out += build_batch([Record(value=bytes(size))] * count, base_offset=offset)
+        offset += count
+    return out
+
+
+def _response(records: bytes | None, aborted: list | None = None, hw: int = 500,
+              error: int = 0) -> bytes:
+    from snakka.protocol import encode_response
+    from snakka.protocol.messages.fetch_response import (
+        AbortedTransaction,
+        FetchableTopicResponse,
+        FetchResponse,
+        PartitionData,
+    )
+
+    resp = FetchResponse(responses=[FetchableTopicResponse(topic="big", partitions=[
+        PartitionData(partition_index=0, error_code=error, high_watermark=hw,
+                      last_stable_offset=hw, log_start_offset=0,
+                      aborted_transactions=None if aborted is None else
+                      [AbortedTransaction(producer_id=p, first_offset=o) for p, o in aborted],
+                      preferred_read_replica=-1, records=records)])])
+    return encode_response(42, 1, 11, resp)[4:]   # the size prefix is read apart
+
+
+def test_raw_fetch_parses_the_head_and_walks_whole_batches():
+    records = _batches((1000, 2), (50, 3))
+    body = _response(records, aborted=[(9, 1), (10, 2)])
+    head = raw_fetch.parse_fetch_head(body, len(body))
+    assert (head.correlation_id, head.error_code, head.partition_error) == (42, 0, 0)
+    assert head.high_watermark == 500 and head.records_length == len(records)
+    assert body[head.records_start:head.records_start + head.records_length] == records
+    assert raw_fetch.walk_batches(body, head.records_start, head.records_length) == (
+        105, 5, len(records))
+
+
+def test_raw_fetch_drops_a_truncated_last_batch_and_reads_null_records():
+    whole = _batches((1000, 2))
+    records = whole + _batches((5000, 1), base=102)[:-10]   # as Kafka cuts at its limit
+    body = _response(records)
+    head = raw_fetch.parse_fetch_head(body, len(body))
+    assert raw_fetch.walk_batches(body, head.records_start, head.records_length) == (
+        102, 2, len(whole))
+    empty = _response(None, error=1)
+    head = raw_fetch.parse_fetch_head(empty, len(empty))
+    assert head.records_length == -1 and head.partition_error == 1
+    assert raw_fetch.walk_batches(empty, head.records_start, 0) == (-1, 0, 0)
+
+
+def test_raw_fetch_refuses_a_record_set_overrunning_the_response():
+    body = _response(_batches((1000, 1)))
+    with pytest.raises(ValueError):
+        raw_fetch.parse_fetch_head(body, len(body) - 1)
