@@ -459,11 +459,16 @@ def mirror_maker_properties(
     """MirrorMaker 2 properties mirroring ``source`` (snakka) to ``target`` (Kafka) one way.
 
     Topic names stay the same (IdentityReplicationPolicy), so producers and consumers move to
-    the target without renaming anything. Offset syncs are emitted for every record
-    (``offset.lag.max=0``), so a group's committed offset translates exactly (MM2 maps an
-    upstream offset through the newest sync below it); MirrorCheckpointConnector writes the
-    translated offsets to the target's groups (``sync.group.offsets.enabled``) every
-    ``interval_seconds``, for groups with no active member on the target.
+    the target without renaming anything. Offset syncs are wanted for every record
+    (``offset.lag.max=0``), so a group's committed offset translates as finely as MM2 allows
+    (it maps an upstream offset through the newest sync at or below it);
+    MirrorCheckpointConnector writes the translated offsets to the target's groups
+    (``sync.group.offsets.enabled``) every ``interval_seconds``, for groups with no active
+    member on the target. The Connect worker's ``offset.flush.interval.ms`` is set to the same
+    interval: MM2 keeps at most 10 offset syncs in flight and holds back the newest one of each
+    partition beyond that until the task's next offset commit (Kafka's default: 60 s), and that
+    sync is the one that translates a group committed at the end of a partition (the cut-over)
+    exactly.
     ``replication_factor`` is the target's, for mirrored topics and MM2's own topics, which
     all live on the target."""
     if replication_factor < 1:
@@ -491,6 +496,9 @@ def mirror_maker_properties(
         "refresh.topics.interval.seconds": iv,
         "refresh.groups.interval.seconds": iv,
         "offset.lag.max": "0",
+        # A worker config: MM2's dedicated mode takes it from the target cluster's prefix
+        # (MirrorMakerConfig.workerConfig), not from the top level.
+        f"{t}.offset.flush.interval.ms": str(interval_seconds * 1000),
         "sync.topic.configs.enabled": "true",
         "sync.topic.acls.enabled": "true",
         "tasks.max": "4",

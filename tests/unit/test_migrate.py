@@ -178,6 +178,8 @@ def test_mirror_config():
     assert p["replication.policy.class"].endswith("IdentityReplicationPolicy")
     assert p["sync.group.offsets.enabled"] == "true"
     assert p["emit.checkpoints.interval.seconds"] == "5"
+    # The held-back offset syncs go out at each offset commit: every interval, not every 60 s.
+    assert p["kafka.offset.flush.interval.ms"] == "5000"
     assert p["offset-syncs.topic.location"] == "target"
     assert p["replication.factor"] == p["offset.storage.replication.factor"] == "3"
     r = CliRunner().invoke(main, ["migrate", "mirror-config", "--source", "localhost:9092",
