@@ -352,7 +352,8 @@ class Broker:
             srv = ListenerServer(
                 listener, registry=self.connection_registry, memory=self.response_memory,
                 limits=limits, dispatcher=dispatcher, security_protocol=protocol,
-                tls=listener_tls.get(listener.name))
+                tls=listener_tls.get(listener.name),
+                backlog=config.int("socket.listen.backlog.size"))
             if srv.tls is not None:
                 ssl_reconfiguration.register(listener.name, srv)
             await srv.start()
