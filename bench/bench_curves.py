@@ -72,9 +72,11 @@ def load1() -> float:
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
-    from compare_kafka import create_topics
+    # bench_fetch_partitions' version: librdkafka's socket.timeout.ms raised to its 300 s
+    # maximum (creating 10,000 partitions took 84-90 s at load 13-15, past the 60 s default).
+    from bench_fetch_partitions import create_topic as create
 
-    create_topics(bootstrap, {TOPIC: partitions}, timeout=600)
+    create(bootstrap, partitions, TOPIC)
 
 
 # -- partitions -----------------------------------------------------------------------------

@@ -69,13 +69,13 @@ def fetch_metrics(port: int) -> tuple[float, float]:
     return count, total
 
 
-def create_topic(bootstrap: str, partitions: int) -> None:
+def create_topic(bootstrap: str, partitions: int, topic: str = TOPIC) -> None:
     """One topic of ``partitions``; librdkafka's socket.timeout.ms raised (creating 10,000
     partitions can take longer than its 60 s default on a loaded machine; 300 s is its maximum)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
-    for f in admin.create_topics([NewTopic(TOPIC, num_partitions=partitions,
+    for f in admin.create_topics([NewTopic(topic, num_partitions=partitions,
                                            replication_factor=1)],
                                  operation_timeout=600, request_timeout=600).values():
         f.result(timeout=600)
