@@ -16,11 +16,15 @@ Curves (``--curves``):
   partition -> rec/s; then stop and start on the same data: spawn -> first Metadata answer
   (``BrokerProcess.metadata_s``) and the RSS after it.
 * ``connections`` (``--connections`` 10,100,1000,5000, cumulative, one broker): open the
-  connections, each sending one ApiVersions and waiting for its answer (accept time = the
-  whole batch), then the broker's RSS, and the p99 of 100 Metadata round trips (each on a new
-  connection, as common.metadata_roundtrip does) while all of them stay open and idle. The
-  broker's ``max.connections`` is 10,000 by default; this process's fd limit (``ulimit -n``)
-  must exceed the largest count.
+  connections one after another (``connect_s``), then each sends one ApiVersions and all
+  answers are awaited together (``answer_s``; accept time ``accept_s`` = the whole batch),
+  with the broker's CPU seconds for the batch and how many connection attempts the kernel
+  dropped because a listen backlog was full meanwhile (``listen_overflows``: TcpExt
+  ListenOverflows of /proc/net/netstat, machine-wide; each such attempt costs its client a 1 s
+  SYN retransmission); then the broker's RSS, and the p99 of 100 Metadata round trips (each on
+  a new connection, as common.metadata_roundtrip does) while all of them stay open and idle.
+  The broker's ``max.connections`` is 10,000 by default; this process's fd limit (``ulimit
+  -n``) must exceed the largest count.
 * ``members``: bench/bench_groups.py's classic rebalance (``cold_s``: N librdkafka consumers in
   one process, range, heartbeat 100 ms) for ``--members`` 1,10,100,500.
 * ``share``: bench/bench_share.py with confluent-kafka ShareConsumers, ``--share-consumers``
@@ -68,9 +72,11 @@ def load1() -> float:
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
-    from compare_kafka import create_topics
+    # bench_fetch_partitions' version: librdkafka's socket.timeout.ms raised to its 300 s
+    # maximum (creating 10,000 partitions took 84-90 s at load 13-15, past the 60 s default).
+    from bench_fetch_partitions import create_topic as create
 
-    create_topics(bootstrap, {TOPIC: partitions}, timeout=600)
+    create(bootstrap, partitions, TOPIC)
 
 
 # -- partitions -----------------------------------------------------------------------------
@@ -148,6 +154,20 @@ def _recv_frame(s: socket.socket) -> None:
     recv_exactly(s, struct.unpack(">i", recv_exactly(s, 4))[0])
 
 
+def listen_overflows() -> int | None:
+    """Connection attempts dropped by full listen backlogs so far, machine-wide (Linux)."""
+    try:
+        lines = Path("/proc/net/netstat").read_text().splitlines()
+    except OSError:
+        return None
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:"):
+            row = dict(zip(names.split()[1:], values.split()[1:], strict=False))
+            if "ListenOverflows" in row:
+                return int(row["ListenOverflows"])
+    return None
+
+
 def curve_connections(counts: list[int], out: Any) -> None:
     import selectors
 
@@ -159,11 +179,13 @@ def curve_connections(counts: list[int], out: Any) -> None:
     with BrokerProcess() as b:
         base_rss = b.rss_kb()
         for n in counts:
+            overflows0, cpu0 = listen_overflows(), b.cpu_seconds()
             t0 = time.perf_counter()
             new: list[socket.socket] = []
             while len(socks) + len(new) < n:
                 s = socket.create_connection(("127.0.0.1", b.port), timeout=30)
                 new.append(s)
+            connect_s = time.perf_counter() - t0
             req = _api_versions()
             for s in new:
                 s.sendall(req)
@@ -178,11 +200,17 @@ def curve_connections(counts: list[int], out: Any) -> None:
                     waiting -= 1
             sel.close()
             accept_s = time.perf_counter() - t0
+            cpu_s = b.cpu_seconds() - cpu0
+            overflows1 = listen_overflows()
             socks += new
             time.sleep(1)
             md = sorted(metadata_roundtrip("127.0.0.1", b.port) for _ in range(100))
             emit({"type": "curve", "curve": "connections", "x": n,
-                  "accept_s": round(accept_s, 3),
+                  "accept_s": round(accept_s, 3), "connect_s": round(connect_s, 3),
+                  "answer_s": round(accept_s - connect_s, 3),
+                  "broker_cpu_s": round(cpu_s, 3),
+                  "listen_overflows": None if overflows0 is None or overflows1 is None
+                  else overflows1 - overflows0,
                   "rss_mib": round(b.rss_kb() / 1024, 1),
                   "base_rss_mib": round(base_rss / 1024, 1),
                   "metadata_p50_ms": round(percentile(md, 0.5) * 1000, 2),

@@ -36,8 +36,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from prometheus_client import CollectorRegistry
-
 from snakka.config import BROKER_CONFIGS, BrokerConfig
 from snakka.controller import Controller, MetadataListener
 from snakka.fetch_sessions import FetchSessionCache
@@ -352,7 +350,8 @@ class Broker:
             srv = ListenerServer(
                 listener, registry=self.connection_registry, memory=self.response_memory,
                 limits=limits, dispatcher=dispatcher, security_protocol=protocol,
-                tls=listener_tls.get(listener.name))
+                tls=listener_tls.get(listener.name),
+                backlog=config.int("socket.listen.backlog.size"))
             if srv.tls is not None:
                 ssl_reconfiguration.register(listener.name, srv)
             await srv.start()
@@ -373,13 +372,13 @@ class Broker:
 
     # -- metrics -------------------------------------------------------------------------
     async def _start_metrics_server(self, metrics: BrokerMetrics) -> None:
-        """The /metrics endpoint (server/metrics.py): this broker's own registry (several
-        brokers may share a process), the event-loop lag probe."""
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(BrokerCollector(
-            metrics, self._metrics_state, {k: h.name for k, h in self.handlers.items()}))
+        """The /metrics endpoint (server/metrics.py): this broker's own collector (several
+        brokers may share a process; no prometheus-client registry, which the endpoint would
+        only ask to collect), the event-loop lag probe."""
+        collector = BrokerCollector(
+            metrics, self._metrics_state, {k: h.name for k, h in self.handlers.items()})
         host, port = str(self.config.get("metrics.host")), self.config.int("metrics.port")
-        server = MetricsServer(registry, host, port)
+        server = MetricsServer(collector, host, port)
         try:
             await server.start()
         except OSError as exc:
@@ -388,7 +387,7 @@ class Broker:
                               f"{host or '*'}:{port}: {exc.strerror}") from None
             log.warning("metrics.port %d is in use (%s); serving metrics on an ephemeral port "
                         "instead (set metrics.port to choose one)", port, exc.strerror)
-            server = MetricsServer(registry, host, 0)
+            server = MetricsServer(collector, host, 0)
             await server.start()
         self.metrics_server = server
         self._tasks.append(asyncio.ensure_future(metrics.probe_event_loop_lag()))

@@ -459,6 +459,14 @@ _BROKER_LIST: list[ConfigDef] = [
        read_only=True),
     _d("controller.quota.window.size.seconds", _I, "1", _pos_int,
        "The time span of each controller mutation quota sample.", read_only=True),
+    _d("socket.listen.backlog.size", _I, "1024", _pos_int,
+       "The maximum number of pending connections on each listening socket (accepted by the "
+       "kernel, not yet by the broker); Linux caps it at net.core.somaxconn. A connection "
+       "arriving while it is full is dropped by the kernel and its client retries only after "
+       "a SYN retransmission (1 s, then 3 s, ...). Kafka's default is 50, for an acceptor "
+       "thread that does nothing else; snakka accepts on the event loop that also runs "
+       "requests, so a burst of connections waits longer for accept and gets a larger "
+       "default (docs/benchmarks.md, cost curves).", read_only=True),
     _d("max.connections", _I, "10000", _pos_int,
        "Maximum open client connections; new ones beyond it are closed at once (Kafka's default "
        "is unbounded and Kafka stops accepting at the bound; snakka bounds it and refuses).",

@@ -8,7 +8,8 @@
 * concurrent scrapes while producing: every record is acknowledged and counted;
 * docs/grafana-dashboard.json is valid JSON and every metric it queries is on the endpoint;
 * off by default in the embedded broker; two brokers in one process keep their own registry;
-* ``snakka serve --log-format json`` writes one JSON object per line.
+* ``snakka serve --log-format json`` writes one JSON object per line;
+* ``snakka serve`` imports prometheus-client at the first scrape, not at start-up.
 """
 
 from __future__ import annotations
@@ -291,6 +292,39 @@ def test_serve_json_logs_and_metrics(tmp_path):
     assert any("unknown config no.such.config ignored" in m for m in messages), messages
     assert any(m.startswith("Prometheus metrics at http://localhost:") for m in messages)
     assert any("stopped cleanly" in m for m in messages), messages
+
+
+def test_prometheus_client_is_imported_by_the_first_scrape(tmp_path):
+    """``snakka serve`` with metrics on starts without importing prometheus-client (nor
+    urllib.request, which only OAUTHBEARER's JWKS fetch needs); the first scrape imports it
+    and is answered (``python -X importtime`` writes each import to stderr as it happens)."""
+    imports = tmp_path / "importtime.txt"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(imports, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", "snakka", "serve", "--ready-line",
+             "--listeners", "PLAINTEXT://localhost:0", "--data-dir", str(tmp_path / "d"),
+             "-o", "metrics.port=0", "-o", "console.port=-1"],
+            stdout=subprocess.PIPE, stderr=err, text=True, env=env, start_new_session=True)
+        try:
+            assert proc.stdout is not None
+            metrics = proc.stdout.readline()
+            assert metrics.startswith("SNAKKA_METRICS port="), metrics
+            assert proc.stdout.readline().startswith("SNAKKA_READY port=")
+
+            def imported() -> set[str]:
+                return {ln.rsplit("|", 1)[1].strip() for ln in imports.read_text().splitlines()
+                        if ln.startswith("import time:") and ln.count("|") == 2}
+
+            at_ready = imported()
+            assert "snakka.broker" in at_ready  # the file does hold the start-up's imports
+            assert not {"prometheus_client", "urllib.request"} & at_ready
+            s = scrape(f"http://localhost:{metrics.split('=', 1)[1].strip()}/metrics")
+            assert ("kafka_server_replicamanager_partitioncount", ()) in s
+            assert "prometheus_client" in imported()
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=30)
 
 
 def test_json_log_lines_carry_the_exception():

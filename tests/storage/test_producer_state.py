@@ -94,6 +94,19 @@ def test_non_transactional_write_during_transaction():
     assert psm.check(hdr(1, seq=1, txn=True)).ok
 
 
+def test_first_unstable_offset_is_the_oldest_open_transaction():
+    psm = ProducerStateManager()
+    assert psm.first_unstable_offset() is None
+    # Producers known in the order 1, 2, 3; 3 opens its transaction first (at 12).
+    for pid, offset in ((1, 5), (2, 6), (3, 7)):  # not transactional: never unstable
+        psm.update(hdr(1, pid=pid, seq=0), offset, offset, 0)
+    assert psm.first_unstable_offset() is None
+    psm.update(hdr(1, pid=3, seq=1, txn=True), 12, 12, 0)
+    psm.update(hdr(1, pid=2, seq=1, txn=True), 20, 20, 0)
+    psm.update(hdr(1, pid=1, seq=1, txn=True), 30, 30, 0)
+    assert psm.first_unstable_offset() == 12
+
+
 def test_expiry():
     psm = ProducerStateManager(producer_id_expiration_ms=1000)
     psm.update(hdr(1, pid=1, seq=0), 0, 0, 100)

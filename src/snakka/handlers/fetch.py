@@ -77,6 +77,10 @@ API = ApiDeclaration(ApiKey.FETCH, min_version=4)
 _FENCED = (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
+# No topic key seen yet (_read_partitions).
+_NO_TOPIC = object()
+
+
 def _resolve_topic(services, key, by_id: bool):
     if by_id:
         ti = services.metadata.topics_by_id.get(key)
@@ -101,13 +105,19 @@ def _read_partitions(services, entries, by_id: bool, denied: frozenset, max_byte
     any_error = False
     pending = []
     first_data = min_one_batch
+    # Each topic resolved once per read, not once per partition (a consumer of one
+    # 10,000-partition topic lists it 10,000 times; entries come grouped by topic).
+    last_key: object = _NO_TOPIC
+    name = None
     for (tkey, partition), cp in entries:
         limit = min(cp.max_bytes, remaining)
         if denied and tkey in denied:  # not READ-able: refused before any lookup
             read = replicas.read(None, partition, 0, 0,
                                  unknown=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         else:
-            read = replicas.read(_resolve_topic(services, tkey, by_id), partition,
+            if tkey is not last_key and tkey != last_key:
+                last_key, name = tkey, _resolve_topic(services, tkey, by_id)
+            read = replicas.read(name, partition,
                                  cp.fetch_offset, limit,
                                  current_leader_epoch=cp.current_leader_epoch,
                                  read_committed=read_committed, min_one_message=first_data,

@@ -41,17 +41,7 @@ import time
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
-
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
-from prometheus_client.registry import Collector
+from typing import TYPE_CHECKING, Any, Protocol
 
 from snakka.limits import (
     EVENT_LOOP_LAG_PROBE_INTERVAL_S,
@@ -62,9 +52,12 @@ from snakka.limits import (
 from snakka.protocol.errors import ErrorCode
 from snakka.share.types import RecordState
 
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+
 log = logging.getLogger("snakka.metrics")
 
-__all__ = ["BrokerCollector", "BrokerMetrics", "Histogram", "MetricsServer"]
+__all__ = ["BrokerCollector", "BrokerMetrics", "Histogram", "MetricsServer", "MetricsSource"]
 
 # Request latency buckets, seconds (sub-millisecond to a long-poll's 10 s+).
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -217,15 +210,28 @@ class BrokerMetrics:
 
 def _histogram(name: str, doc: str, labels: list[str],
                series: Iterable[tuple[list[str], Histogram]]) -> HistogramMetricFamily:
+    from prometheus_client.metrics_core import HistogramMetricFamily
+
     fam = HistogramMetricFamily(name, doc, labels=labels)
     for values, h in series:
         fam.add_metric(values, h.buckets(), h.sum)
     return fam
 
 
-class BrokerCollector(Collector):
+class MetricsSource(Protocol):
+    """What the endpoint serves: prometheus-client's collector interface (duck-typed, so that
+    defining one imports nothing)."""
+
+    def collect(self) -> Iterable[Metric]: ...
+
+
+class BrokerCollector:
     """Turns :class:`BrokerMetrics` and the broker's state into metric families (scrape time,
-    on the event loop)."""
+    on the event loop). A prometheus-client ``Collector`` by its ``collect`` method; it does not
+    subclass it, and prometheus-client is imported at the first scrape, not at start-up
+    (importing it costs ~60 ms of CPU, a quarter of the broker's imports: its package
+    ``__init__`` loads the exposition module with http.server, and the process/platform/gc
+    collectors of its default registry)."""
 
     def __init__(self, metrics: BrokerMetrics, state: Callable[[], Mapping[str, Any]],
                  api_names: Mapping[int, str]) -> None:
@@ -248,6 +254,8 @@ class BrokerCollector(Collector):
         yield from self._client_metrics(st)
 
     def _request_metrics(self) -> Iterator[Metric]:
+        from prometheus_client.metrics_core import CounterMetricFamily
+
         m = self.metrics
         reqs = sorted(m.requests.items())
         total = CounterMetricFamily(
@@ -275,6 +283,8 @@ class BrokerCollector(Collector):
         yield errors
 
     def _topic_metrics(self) -> Iterator[Metric]:
+        from prometheus_client.metrics_core import CounterMetricFamily
+
         m = self.metrics
         for name, doc, counts in (
                 ("bytesin", "Record bytes appended by producers (BytesInPerSec).", m.bytes_in),
@@ -291,6 +301,8 @@ class BrokerCollector(Collector):
             yield fam
 
     def _socket_metrics(self, st: Mapping[str, Any]) -> Iterator[Metric]:
+        from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
+
         conns = GaugeMetricFamily(
             "kafka_server_socketservermetrics_connection_count",
             "Open client connections per listener (socket-server-metrics connection-count).",
@@ -311,6 +323,8 @@ class BrokerCollector(Collector):
             yield fam
 
     def _log_metrics(self, st: Mapping[str, Any]) -> Iterator[Metric]:
+        from prometheus_client.metrics_core import GaugeMetricFamily
+
         logs = sorted(st["logs"], key=lambda pl: (pl.topic, pl.partition))
         labels = ["topic", "partition"]
         size = GaugeMetricFamily("kafka_log_log_size",
@@ -348,6 +362,8 @@ class BrokerCollector(Collector):
                          [([], self.metrics.flush_time)])
 
     def _group_metrics(self, st: Mapping[str, Any]) -> Iterator[Metric]:
+        from prometheus_client.metrics_core import GaugeMetricFamily
+
         labels = ["consumergroup", "topic", "partition"]
         lag = GaugeMetricFamily(
             "kafka_consumergroup_lag",
@@ -368,6 +384,8 @@ class BrokerCollector(Collector):
         yield current
 
     def _share_metrics(self, st: Mapping[str, Any]) -> Iterator[Metric]:
+        from prometheus_client.metrics_core import GaugeMetricFamily
+
         labels = ["group", "topic", "partition"]
         inflight = GaugeMetricFamily(
             "kafka_server_sharepartitionmetrics_inflightmessagecount",
@@ -392,6 +410,8 @@ class BrokerCollector(Collector):
         yield by_state
 
     def _misc_metrics(self, st: Mapping[str, Any]) -> Iterator[Metric]:
+        from prometheus_client.metrics_core import GaugeMetricFamily
+
         load = GaugeMetricFamily(
             "kafka_server_coordinator_load_time_seconds",
             "Time the coordinator took to replay its internal topic at start-up "
@@ -411,6 +431,8 @@ class BrokerCollector(Collector):
 
 
     def _client_metrics(self, st: Mapping[str, Any]) -> Iterator[Metric]:
+        from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
         manager, store = st.get("client_metrics"), st.get("client_metrics_store")
         if manager is None or store is None:
             return
@@ -474,8 +496,8 @@ class MetricsServer:
     scraper sends one GET; anything else is answered 404/405, an oversize or slow request
     431/408."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
-        self.registry = registry
+    def __init__(self, source: MetricsSource, host: str, port: int) -> None:
+        self.source = source
         self.host = host
         self.port = port
         self._server: asyncio.Server | None = None
@@ -533,9 +555,12 @@ class MetricsServer:
             return "200 OK", "text/plain", b"snakka broker metrics: /metrics\n"
         if self._scrapes >= METRICS_MAX_CONCURRENT_SCRAPES:
             return "503 Service Unavailable", "text/plain", b"too many concurrent scrapes\n"
+        # prometheus-client is first imported here, by the first scrape (BrokerCollector).
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
         self._scrapes += 1
         try:
-            families = list(self.registry.collect())  # on the loop: a consistent read
+            families = list(self.source.collect())  # on the loop: a consistent read
             body = await asyncio.get_running_loop().run_in_executor(
                 None, generate_latest, _Collected(families))  # type: ignore[arg-type]
         finally:

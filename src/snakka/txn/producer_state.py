@@ -355,13 +355,15 @@ class ProducerStateManager:
         return self.producers.get(producer_id)
 
     def first_unstable_offset(self) -> int | None:
-        """Smallest first offset of an ongoing transaction (for the LSO), or None."""
-        offsets = [
-            e.current_txn_first_offset
-            for e in self.producers.values()
-            if e.current_txn_first_offset is not None
-        ]
-        return min(offsets) if offsets else None
+        """Smallest first offset of an ongoing transaction (for the LSO), or None.
+
+        Runs for every partition of every Fetch (the LSO of each): a plain loop, no list."""
+        first = None
+        for e in self.producers.values():
+            offset = e.current_txn_first_offset
+            if offset is not None and (first is None or offset < first):
+                first = offset
+        return first
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         """Forget producers idle for ``producer.id.expiration.ms`` with no open
