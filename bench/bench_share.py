@@ -4,6 +4,9 @@
     .venv/bin/python bench/bench_share.py --clients snakka --consumers 1,4 --records 50000
     .venv/bin/python bench/bench_share.py --quick                # smoke run, 10x fewer records
     .venv/bin/python bench/bench_share.py --decode-micro --repeat 5   # consumer CPU µs/record
+    .venv/bin/python bench/bench_share.py --clients raw --consumers 16 --records 2000000
+    .venv/bin/python bench/bench_share.py --clients raw,confluent --consumers 16 \
+        --brokers before=/tmp/share-base/src,after=src --repeat 3      # same-run A/B
 
 For every (client, consumer count) case:
 
@@ -15,6 +18,10 @@ For every (client, consumer count) case:
 * N consumers, each in its own process (spawned and imported before the clock), in implicit
   acknowledgement mode: ``poll`` in a loop (the previous poll's records are accepted on the
   next poll; an empty poll commits), ``max.poll.records`` 500;
+* or (``--clients raw``) N share members of bench/share_raw.py spread over ``--raw-processes``
+  processes (connected before the clock): ShareGroupHeartbeat + ShareFetch with the previous
+  response's AcquiredRecords piggy-backed as ACCEPT batches, nothing decoded, so the client
+  costs a fraction of the broker's CPU per record and the broker is what is measured;
 * the clock starts when the consumers are told to subscribe and stops when the broker reports
   every record acknowledged (DescribeShareGroupOffsets: each partition's start offset at the log
   end, asked every 20 ms). Joining the group is inside the measurement, as it is for a real
@@ -25,7 +32,14 @@ acknowledged after the first acknowledgement was seen / time since then: joining
 fetch excluded), elapsed seconds, broker CPU seconds and the consumer processes' CPU seconds
 (from /proc, same interval),
 records the consumers saw more than once (redeliveries after releases) and records delivered
-with a delivery count above 1. Output: one JSON object per line, then a table.
+with a delivery count above 1; broker CPU-s per million records and, for the raw client, broker
+CPU-µs per request (ShareFetch + ShareAcknowledge). Output: one JSON object per line, then a
+table.
+
+``--brokers label=SRC,label=SRC`` runs each case against brokers started with ``PYTHONPATH=SRC``
+(e.g. a ``git archive`` of an older commit with its C extension built), alternating the order
+round by round (A B, B A, ...) so a load that drifts favours neither; the clients always run
+this tree's code.
 """
 
 from __future__ import annotations
@@ -48,6 +62,7 @@ from common import (  # noqa: E402
     emit,
     machine_info,
     proc_cpu_seconds,
+    round_order,
     summarize_collapsed,
 )
 
@@ -91,6 +106,56 @@ def _worker(kind: str, bootstrap: str, go, stop, out) -> None:
         redelivered += sum(1 for _p, _o, dc in batch if dc and dc > 1)
     c.close()
     out.put({"seen": seen, "redelivered": redelivered})
+
+
+def _raw_worker(bootstrap: str, members: int, ready, go, stop, out) -> None:
+    """``members`` raw share members (bench/share_raw.py) in this process: connect, report
+    ready, join on ``go``, fetch and acknowledge until ``stop``; report their counts."""
+    import threading
+
+    from share_raw import run_members
+
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+
+    async def main() -> list:
+        loop = asyncio.get_running_loop()
+        started, go_evt, stop_evt = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        def relay(mp_event, evt) -> None:  # a multiprocessing event -> an asyncio one
+            mp_event.wait()
+            loop.call_soon_threadsafe(evt.set)
+
+        for mp_event, evt in ((go, go_evt), (stop, stop_evt)):
+            threading.Thread(target=relay, args=(mp_event, evt), daemon=True).start()
+        task = asyncio.ensure_future(run_members(bootstrap, GROUP, [TOPIC], members, stop_evt,
+                                                 started, go=go_evt, keep_ranges=True))
+        await asyncio.wait([task, asyncio.ensure_future(started.wait())],
+                           return_when=asyncio.FIRST_COMPLETED)
+        ready.put(os.getpid())
+        return await task
+
+    stats = runner(main())
+    out.put({"seen_ranges": [r for s in stats for r in s.ranges],
+             "redelivered": sum(s.redelivered for s in stats),
+             "acknowledged": sum(s.acknowledged for s in stats),
+             "ack_refused": sum(s.ack_refused + s.ack_unanswered for s in stats),
+             "requests": sum(s.fetches + s.acknowledges for s in stats)})
+
+
+def _range_duplicates(ranges: list[tuple[int, int, int]]) -> int:
+    """Offsets covered more than once by (partition, first, last) ranges."""
+    dup = 0
+    last_end: dict[int, int] = {}
+    for p, first, last in sorted(ranges):
+        end = last_end.get(p, -1)
+        if first <= end:
+            dup += min(end, last) - first + 1
+        last_end[p] = max(end, last)
+    return dup
 
 
 # -- broker-side helpers -----------------------------------------------------------------------
@@ -153,17 +218,48 @@ def _cpu(pid: int | None) -> float:
         return 0.0
 
 
-def run_case(kind: str, consumers: int, args) -> dict:
+@contextlib.contextmanager
+def _broker_env(src: str | None):
+    """``PYTHONPATH=src`` for the broker subprocess started inside (the clients spawned after
+    it run this tree's code)."""
+    saved = os.environ.get("PYTHONPATH")
+    if src:
+        os.environ["PYTHONPATH"] = str(Path(src).resolve())
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def run_case(kind: str, consumers: int, args, broker_label: str = "",
+             broker_src: str | None = None) -> dict:
     ctx = mp.get_context("spawn")
-    with BrokerProcess(BROKER_CONFIG) as broker:
+    with contextlib.ExitStack() as stack:
+        with _broker_env(broker_src):
+            broker = stack.enter_context(BrokerProcess(BROKER_CONFIG))
         asyncio.run(_setup(broker.bootstrap, args.partitions))
         _produce(broker.bootstrap, args.records, args.value_size, args.partitions)
         go, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
-        procs = [ctx.Process(target=_worker, args=(kind, broker.bootstrap, go, stop, out),
-                             daemon=True) for _ in range(consumers)]
-        for p in procs:
-            p.start()
-        time.sleep(2.0 + 0.15 * consumers)  # let every process import and connect
+        if kind == "raw":
+            nproc = max(1, min(args.raw_processes, consumers))
+            ready = ctx.Queue()
+            procs = [ctx.Process(target=_raw_worker,
+                                 args=(broker.bootstrap, consumers // nproc
+                                       + (1 if i < consumers % nproc else 0), ready, go, stop,
+                                       out), daemon=True) for i in range(nproc)]
+            for p in procs:
+                p.start()
+            for _ in procs:  # every member connected
+                ready.get(timeout=60)
+        else:
+            procs = [ctx.Process(target=_worker, args=(kind, broker.bootstrap, go, stop, out),
+                                 daemon=True) for _ in range(consumers)]
+            for p in procs:
+                p.start()
+            time.sleep(2.0 + 0.15 * consumers)  # let every process import and connect
         cpu0 = broker.cpu_seconds()
         ccpu0 = sum(_cpu(p.pid) for p in procs)
         prof_out = (Path(args.py_spy) / f"broker-{kind}-{consumers}-{time.time_ns()}.txt"
@@ -183,7 +279,20 @@ def run_case(kind: str, consumers: int, args) -> dict:
             p.join(30)
             if p.is_alive():
                 p.kill()
-    return {"type": "run", "client": kind, "consumers": consumers,
+    if kind == "raw":
+        delivered = sum(len_ranges(r["seen_ranges"]) for r in reports)
+        duplicates = _range_duplicates([x for r in reports for x in r["seen_ranges"]])
+        requests = sum(r["requests"] for r in reports)
+        extra = {"processes": len(procs),
+                 "acknowledged_by_clients": sum(r["acknowledged"] for r in reports),
+                 "ack_refused": sum(r["ack_refused"] for r in reports),
+                 "requests": requests,
+                 "broker_cpu_us_per_request": round(cpu / max(1, requests) * 1e6, 1)}
+    else:
+        delivered = sum(len(r["seen"]) for r in reports)
+        duplicates = delivered - len({x for r in reports for x in r["seen"]})
+        extra = {}
+    return {"type": "run", "broker": broker_label, "client": kind, "consumers": consumers,
             "partitions": args.partitions, "records": args.records,
             "value_size": args.value_size, "elapsed_s": round(elapsed, 3),
             "records_per_s": round(args.records / elapsed),
@@ -192,16 +301,20 @@ def run_case(kind: str, consumers: int, args) -> dict:
                                           / max(1e-6, t_end - t_first)),
             "first_ack_s": round(t_first - t_go, 3),
             "broker_cpu_s": round(cpu, 2),
+            "broker_cpu_s_per_m": round(cpu / args.records * 1e6, 3),
             # all consumer processes together, same interval (the machine has os.cpu_count())
             "clients_cpu_s": round(client_cpu, 2),
             "load_avg_1m": round(os.getloadavg()[0], 2),
             **({"py_spy": str(prof_out), "py_spy_top": summarize_collapsed(prof_out, 15)}
                if prof_out else {}),
-            "delivered": sum(len(r["seen"]) for r in reports),
+            "delivered": delivered,
             # records processed more than once across the group (after a release/redelivery)
-            "duplicates": sum(len(r["seen"]) for r in reports)
-            - len({x for r in reports for x in r["seen"]}),
-            "redelivered": sum(r["redelivered"] for r in reports)}
+            "duplicates": duplicates,
+            "redelivered": sum(r["redelivered"] for r in reports), **extra}
+
+
+def len_ranges(ranges: list[tuple[int, int, int]]) -> int:
+    return sum(last - first + 1 for _p, first, last in ranges)
 
 
 def decode_micro(args) -> dict:
@@ -252,7 +365,12 @@ def decode_micro(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clients", default="snakka,confluent")
+    ap.add_argument("--clients", default="snakka,confluent",
+                    help="snakka, confluent, raw (bench/share_raw.py members), comma-separated")
+    ap.add_argument("--raw-processes", type=int, default=2,
+                    help="processes the raw client's members are spread over")
+    ap.add_argument("--brokers", metavar="LABEL=SRC,...",
+                    help="run every case against each broker tree (PYTHONPATH=SRC), alternating")
     ap.add_argument("--consumers", default="1,4,16")
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--value-size", type=int, default=100)
@@ -273,24 +391,30 @@ def main() -> None:
     if args.decode_micro:
         emit(decode_micro(args))
         return
-    rows = []
-    for kind in args.clients.split(","):
-        for n in (int(x) for x in args.consumers.split(",")):
-            runs = [run_case(kind, n, args) for _ in range(args.repeat)]
-            for r in runs:
+    brokers: list[tuple[str, str | None]] = [("", None)]
+    if args.brokers:
+        brokers = [(b.split("=", 1)[0], b.split("=", 1)[1]) for b in args.brokers.split(",")]
+    cases = [(kind, int(n)) for kind in args.clients.split(",")
+             for n in args.consumers.split(",")]
+    runs: dict[tuple[str, str, int], list[dict]] = {}
+    # Round r runs every case once against every broker, the brokers in A B / B A order.
+    for rnd in range(1, max(1, args.repeat) + 1):
+        for kind, n in cases:
+            for label, src in round_order(brokers, rnd):
+                r = run_case(kind, n, args, label, src)
                 emit(r)
-            rows.append((kind, n, statistics.median(r["records_per_s"] for r in runs),
-                         statistics.median(r["steady_records_per_s"] for r in runs),
-                         statistics.median(r["elapsed_s"] for r in runs),
-                         statistics.median(r["broker_cpu_s"] for r in runs),
-                         max(r["redelivered"] for r in runs),
-                         max(r["duplicates"] for r in runs)))
-    print(f"\n{'client':<10} {'consumers':>9} {'records/s':>10} {'steady/s':>10} "
-          f"{'elapsed s':>9} {'broker CPU s':>12} {'redelivered':>11} {'duplicates':>10}")
-    for kind, n, rps, steady, el, cpu, red, dup in rows:
-        print(f"{kind:<10} {n:>9} {rps:>10,.0f} {steady:>10,.0f} {el:>9.2f} {cpu:>12.2f} "
-              f"{red:>11} {dup:>10}")
-
+                runs.setdefault((label, kind, n), []).append(r)
+    print(f"\n{'broker':<8} {'client':<10} {'consumers':>9} {'records/s':>10} {'steady/s':>10} "
+          f"{'elapsed s':>9} {'broker CPU s/M':>14} {'clients CPU s':>13} "
+          f"{'redelivered':>11} {'duplicates':>10}")
+    for (label, kind, n), rs in runs.items():
+        med = statistics.median
+        print(f"{label:<8} {kind:<10} {n:>9} {med(r['records_per_s'] for r in rs):>10,.0f} "
+              f"{med(r['steady_records_per_s'] for r in rs):>10,.0f} "
+              f"{med(r['elapsed_s'] for r in rs):>9.2f} "
+              f"{med(r['broker_cpu_s_per_m'] for r in rs):>14.3f} "
+              f"{med(r['clients_cpu_s'] for r in rs):>13.2f} "
+              f"{max(r['redelivered'] for r in rs):>11} {max(r['duplicates'] for r in rs):>10}")
 
 if __name__ == "__main__":
     main()
