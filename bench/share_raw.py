@@ -95,13 +95,16 @@ class RawShareMember:
 
     def __init__(self, host: str, port: int, group_id: str, topics: list[str], *,
                  params: FetchParams | None = None, client_id: str = "bench-raw",
-                 keep_ranges: bool = False) -> None:
+                 keep_ranges: bool = False, progress: asyncio.Event | None = None) -> None:
+        """``progress``: set after every ShareFetch/ShareAcknowledge response is counted (a
+        caller waiting for a total clears it and waits again)."""
         self.host, self.port = host, port
         self.group_id = group_id
         self.topics = topics
         self.params = params or FetchParams()
         self.client_id = client_id
         self.keep_ranges = keep_ranges
+        self.progress = progress
         self.membership = ShareMembership(group_id, clock=now_ms)
         self.stats = MemberStats()
         self._assignment_changed = asyncio.Event()
@@ -236,6 +239,8 @@ class RawShareMember:
             # result; one it left out is counted apart, never as acknowledged.
             for tp in acked:
                 stats.ack_unanswered += _count(acks[tp])
+            if self.progress is not None:
+                self.progress.set()
 
     async def _acknowledge(self, acks: dict[TopicIdPartition, list[AckBatch]], *,
                            final: bool = False) -> None:
@@ -261,6 +266,8 @@ class RawShareMember:
                 self.stats.ack_refused += _count(batches)
             else:
                 self.stats.acknowledged += _count(batches)
+        if self.progress is not None:
+            self.progress.set()
 
     async def _close(self) -> None:
         """Final acknowledgements (epoch -1 closes the session), leave the group, disconnect."""
@@ -281,12 +288,16 @@ class RawShareMember:
 async def run_members(bootstrap: str, group_id: str, topics: list[str], members: int,
                       stop: asyncio.Event, started: asyncio.Event | None = None, *,
                       go: asyncio.Event | None = None, keep_ranges: bool = False,
-                      params: FetchParams | None = None) -> list[MemberStats]:
+                      params: FetchParams | None = None, progress: asyncio.Event | None = None,
+                      out: list[RawShareMember] | None = None) -> list[MemberStats]:
     """Run ``members`` members in this event loop until ``stop``. ``started`` is set once all
-    are connected; they join when ``go`` is set (at once without it)."""
+    are connected; they join when ``go`` is set (at once without it). ``out`` (a list) gets
+    the members, so a caller can watch their ``stats`` while they run."""
     host, _, port = bootstrap.rpartition(":")
     ms = [RawShareMember(host, int(port), group_id, topics, keep_ranges=keep_ranges,
-                         params=params) for _ in range(members)]
+                         params=params, progress=progress) for _ in range(members)]
+    if out is not None:
+        out.extend(ms)
     await asyncio.gather(*(m.start() for m in ms))
     if started is not None:
         started.set()
