@@ -167,11 +167,19 @@ async def _setup(bootstrap: str, partitions: int) -> None:
         await a.alter_group_configs(GROUP, {"share.auto.offset.reset": "earliest"})
 
 
-def _produce(bootstrap: str, records: int, value_size: int, partitions: int) -> None:
+def _produce(bootstrap: str, records: int, value_size: int, partitions: int,
+             batch_records: int = 0) -> None:
+    """``batch_records`` 0: linger 20 ms, batches of up to 1 MB (their record count depends
+    on how fast this process produces, i.e. on the machine's load); N > 0: log batches of
+    exactly N records (``batch.num.messages``, a linger long enough to fill them)."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                  "queue.buffering.max.messages": records + 1})
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+            "queue.buffering.max.messages": records + 1}
+    if batch_records > 0:
+        conf |= {"linger.ms": 1000, "batch.num.messages": batch_records,
+                 "batch.size": 100_000_000}
+    p = Producer(conf)
     value = b"x" * value_size
     for i in range(records):
         p.produce(TOPIC, value=value, partition=i % partitions)
@@ -179,16 +187,18 @@ def _produce(bootstrap: str, records: int, value_size: int, partitions: int) -> 
 
 
 async def _wait_acknowledged(bootstrap: str, records: int, partitions: int,
-                             timeout: float) -> tuple[float, int, float]:
+                             timeout: float, broker_pid: int | None = None
+                             ) -> tuple[float, int, float, float]:
     """Watch the share-partition start offsets until each is at its log end. Returns
-    ``(t_first, acked_first, t_end)``: ``perf_counter()`` when acknowledgements were first seen
-    and how many records they covered, and ``perf_counter()`` when all were acknowledged."""
+    ``(t_first, acked_first, t_end, cpu_first)``: ``perf_counter()`` when acknowledgements were
+    first seen, how many records they covered and the broker's CPU seconds then, and
+    ``perf_counter()`` when all were acknowledged."""
     from snakka.client.admin import AdminError
     from snakka.client.share_admin import ShareAdmin
 
     target = {p: records // partitions + (1 if p < records % partitions else 0)
               for p in range(partitions)}
-    t_first, acked_first = 0.0, 0
+    t_first, acked_first, cpu_first = 0.0, 0, 0.0
     async with ShareAdmin(bootstrap) as a:
         t0 = time.perf_counter()
         while True:
@@ -202,10 +212,10 @@ async def _wait_acknowledged(bootstrap: str, records: int, partitions: int,
             now = time.perf_counter()
             acked = sum(max(0, o.start_offset) for o in offs.values())
             if acked and not t_first:
-                t_first, acked_first = now, acked
+                t_first, acked_first, cpu_first = now, acked, _cpu(broker_pid)
             if all(offs.get((TOPIC, p)) is not None and offs[(TOPIC, p)].start_offset >= end
                    for p, end in target.items()):
-                return t_first, acked_first, now
+                return t_first, acked_first, now, cpu_first
             if now - t0 > timeout:
                 raise RuntimeError(f"not all records acknowledged after {timeout}s: {offs}")
             await asyncio.sleep(0.02)
@@ -241,7 +251,8 @@ def run_case(kind: str, consumers: int, args, broker_label: str = "",
         with _broker_env(broker_src):
             broker = stack.enter_context(BrokerProcess(BROKER_CONFIG))
         asyncio.run(_setup(broker.bootstrap, args.partitions))
-        _produce(broker.bootstrap, args.records, args.value_size, args.partitions)
+        _produce(broker.bootstrap, args.records, args.value_size, args.partitions,
+                 args.batch_records)
         go, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
         if kind == "raw":
             nproc = max(1, min(args.raw_processes, consumers))
@@ -268,10 +279,12 @@ def run_case(kind: str, consumers: int, args, broker_label: str = "",
         with spy:
             t_go = time.perf_counter()
             go.set()
-            t_first, acked_first, t_end = asyncio.run(_wait_acknowledged(
-                broker.bootstrap, args.records, args.partitions, args.timeout))
+            t_first, acked_first, t_end, cpu_first = asyncio.run(_wait_acknowledged(
+                broker.bootstrap, args.records, args.partitions, args.timeout, broker.pid))
         elapsed = t_end - t_go
-        cpu = broker.cpu_seconds() - cpu0
+        cpu_end = broker.cpu_seconds()
+        cpu = cpu_end - cpu0
+        steady_cpu = cpu_end - cpu_first
         client_cpu = sum(_cpu(p.pid) for p in procs) - ccpu0
         stop.set()
         reports = [out.get(timeout=60) for _ in procs]
@@ -287,6 +300,7 @@ def run_case(kind: str, consumers: int, args, broker_label: str = "",
                  "acknowledged_by_clients": sum(r["acknowledged"] for r in reports),
                  "ack_refused": sum(r["ack_refused"] for r in reports),
                  "requests": requests,
+                 "records_per_request": round(args.records / max(1, requests)),
                  "broker_cpu_us_per_request": round(cpu / max(1, requests) * 1e6, 1)}
     else:
         delivered = sum(len(r["seen"]) for r in reports)
@@ -302,6 +316,10 @@ def run_case(kind: str, consumers: int, args, broker_label: str = "",
             "first_ack_s": round(t_first - t_go, 3),
             "broker_cpu_s": round(cpu, 2),
             "broker_cpu_s_per_m": round(cpu / args.records * 1e6, 3),
+            # after the first acknowledgement (joining excluded: the first heartbeat of a
+            # fresh broker creates __consumer_offsets and __share_group_state)
+            "steady_broker_cpu_s_per_m": round(steady_cpu / max(1, args.records - acked_first)
+                                               * 1e6, 3),
             # all consumer processes together, same interval (the machine has os.cpu_count())
             "clients_cpu_s": round(client_cpu, 2),
             "load_avg_1m": round(os.getloadavg()[0], 2),
@@ -374,6 +392,8 @@ def main() -> None:
     ap.add_argument("--consumers", default="1,4,16")
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--value-size", type=int, default=100)
+    ap.add_argument("--batch-records", type=int, default=0,
+                    help="records per produced log batch (0: linger 20 ms, up to 1 MB)")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300.0)

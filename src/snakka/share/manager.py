@@ -381,6 +381,18 @@ class SharePartitionManager(MetadataListener):
                                list[AppendMark | None]]:
         """Apply acknowledgements (each partition atomically); returns the per-partition
         results and the appends :meth:`durable` must wait for before answering."""
+        results, touched = self.apply_acknowledgements(group_id, member_id, acks,
+                                                       allow_renew=allow_renew)
+        return results, self._persist(touched)
+
+    def apply_acknowledgements(self, group_id: str, member_id: str,
+                               acks: dict[TopicPartitionKey, list[AckBatch]], *,
+                               allow_renew: bool
+                               ) -> tuple[dict[TopicPartitionKey, tuple[ErrorCode, str | None]],
+                                          list[StateKey]]:
+        """:meth:`acknowledge` without writing the changes: returns the per-partition results
+        and the share-partitions changed, which the caller must hand to :meth:`persist` (or to
+        :meth:`fetch` as ``persist_with``) before anything awaits or answers."""
         results: dict[TopicPartitionKey, tuple[ErrorCode, str | None]] = {}
         touched = []
         renew_enabled = None
@@ -404,7 +416,12 @@ class SharePartitionManager(MetadataListener):
                 continue
             results[(topic_id, partition)] = (ErrorCode(sp.acknowledge(member_id, batches)), None)
             touched.append((group_id, topic_id, partition))
-        return results, self._persist(touched)
+        return results, touched
+
+    def persist(self, keys: Iterable[StateKey]) -> list[AppendMark | None]:
+        """Write the changes of the given share-partitions (see :meth:`apply_acknowledgements`);
+        returns the appends :meth:`durable` waits for."""
+        return self._persist(keys)
 
     async def durable(self, marks: list[AppendMark | None]) -> None:
         await self.persister.durable(marks)
@@ -436,8 +453,37 @@ class SharePartitionManager(MetadataListener):
     # -- fetching ------------------------------------------------------------------------
     def _fetch_once(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey],
                     *, max_bytes: int, max_records: int, batch_size: int, mode: AcquireMode,
-                    min_bytes: int, force: bool, remote: list[Awaitable[object]] | None = None
+                    min_bytes: int, force: bool, remote: list[Awaitable[object]] | None = None,
+                    persist_with: Sequence[StateKey] = (),
+                    marks: list[AppendMark | None] | None = None
                     ) -> tuple[list[PartitionResult], bool]:
+        """:meth:`_fetch_pass`, then one write of what it changed together with the
+        share-partitions ``persist_with`` (a request's acknowledgements: one append per request
+        instead of one for the acknowledgements and one for the acquisitions); with
+        ``persist_with``, the appends go to ``marks`` if given."""
+        try:
+            results, done, touched = self._fetch_pass(
+                group_id, member_id, partitions, max_bytes=max_bytes, max_records=max_records,
+                batch_size=batch_size, mode=mode, min_bytes=min_bytes, force=force,
+                remote=remote)
+        except BaseException:
+            if persist_with:  # the acknowledgements stand: write them before the error
+                written = self._persist(persist_with)
+                if marks is not None:
+                    marks.extend(written)
+            raise
+        if touched or persist_with:
+            written = self._persist([*persist_with, *touched])
+            # Only acknowledgements wait for durability (log.flush.strict), as before: a
+            # fetch without them never waited for its acquisitions to be fsynced.
+            if marks is not None and persist_with:
+                marks.extend(written)
+        return results, done
+
+    def _fetch_pass(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey],
+                    *, max_bytes: int, max_records: int, batch_size: int, mode: AcquireMode,
+                    min_bytes: int, force: bool, remote: list[Awaitable[object]] | None = None
+                    ) -> tuple[list[PartitionResult], bool, list[StateKey]]:
         """One pass over the partitions (already rotated), as Kafka 4.2's DelayedShareFetch +
         ShareFetchUtils: take every share-partition that may acquire (``can_acquire``: under
         the record-lock cap, or holding AVAILABLE records); read each from its next fetch
@@ -447,7 +493,8 @@ class SharePartitionManager(MetadataListener):
         ``max_records`` minus what the ones before it acquired. Acquires only if at least
         ``min_bytes`` were read or ``force`` (the long poll's deadline).
 
-        Returns (results, done): ``done`` when the response should be sent now, as Kafka
+        Returns (results, done, touched): ``touched`` the share-partitions the pass changed
+        (the caller writes them); ``done`` when the response should be sent now, as Kafka
         completes a delayed share fetch: MinBytes was satisfied by what was read (always when
         MinBytes <= 0 and some partition may acquire), whether or not anything was acquired
         (MaxRecords <= 0 acquires nothing), or MaxBytes <= 0 gave per-partition errors.
@@ -476,14 +523,14 @@ class SharePartitionManager(MetadataListener):
             if sp.can_acquire():
                 acquirable.append((res, sp, pl))
         if not acquirable:
-            return results, False
+            return results, False, []
         if max_bytes <= 0:
             # Kafka 4.1+ (PartitionMaxBytesStrategy): "Request max bytes must be greater than
             # 0", an IllegalArgumentException, answered per partition as UNKNOWN_SERVER_ERROR.
             for res, _sp, _pl in acquirable:
                 res.error = ErrorCode.UNKNOWN_SERVER_ERROR
                 res.error_message = "Request max bytes must be greater than 0"
-            return results, True
+            return results, True, []
         partition_max_bytes = max_bytes // len(acquirable)
         limit = max_bytes
         min_one = True
@@ -514,9 +561,9 @@ class SharePartitionManager(MetadataListener):
             reads.append((res, sp, offset, data,
                           read.aborted_transactions if read_committed else None))
         if remote:
-            return results, False  # wait for the remote data, then a new pass
+            return results, False, []  # wait for the remote data, then a new pass
         if available < min_bytes and not force:
-            return results, False
+            return results, False, []
         records_left = max_records  # <= 0: nothing is acquired (never "unlimited")
         touched = []
         for res, sp, offset, data, aborted in reads:
@@ -538,8 +585,7 @@ class SharePartitionManager(MetadataListener):
             start, end = sel[0][0], sel[-1][1]
             res.records = data if start == 0 and end == len(data) else \
                 memoryview(data)[start:end]
-        self._persist(touched)
-        return results, True
+        return results, True, touched
 
     def _read_for_acquire(self, sp: SharePartition, pl: UnifiedLog, offset: int, cap: int,
                           max_records: int, min_bytes: int, read_committed: bool,
@@ -579,18 +625,24 @@ class SharePartitionManager(MetadataListener):
 
     def fetch(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey], *,
               max_wait_ms: int, min_bytes: int, max_bytes: int, max_records: int,
-              batch_size: int, mode: AcquireMode, session_epoch: int = 0):
+              batch_size: int, mode: AcquireMode, session_epoch: int = 0,
+              persist_with: Sequence[StateKey] = (),
+              marks: list[AppendMark | None] | None = None):
         """Acquire records for a ShareFetch: the results now, or a coroutine that long-polls.
         ``partitions`` (the share session's, in session order) are rotated left by
         ``session_epoch % n`` first (``rotate_partitions``), so every partition gets to be
         first, with the whole MaxRecords budget, in turn. ``max_bytes`` is the request's
-        MaxBytes already capped by ``fetch.max.bytes``; MinBytes <= 0 answers at once."""
+        MaxBytes already capped by ``fetch.max.bytes``; MinBytes <= 0 answers at once.
+        ``persist_with``: share-partitions changed by the request's acknowledgements
+        (:meth:`apply_acknowledgements`), written by the first pass, before this returns,
+        together with its acquisitions; its appends are added to ``marks``."""
         partitions = rotate_partitions(partitions, session_epoch)
         opts: dict[str, Any] = {"max_bytes": max_bytes, "max_records": max_records,
                                 "batch_size": batch_size, "mode": mode}
         remote: list[Awaitable[object]] = []
         results, done = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
-                                         force=max_wait_ms <= 0, remote=remote, **opts)
+                                         force=max_wait_ms <= 0, remote=remote,
+                                         persist_with=persist_with, marks=marks, **opts)
         if remote:
             return self._after_remote(group_id, member_id, partitions, remote, min_bytes, opts)
         if done or max_wait_ms <= 0 or not partitions or \
