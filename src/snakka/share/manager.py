@@ -100,7 +100,17 @@ DEFAULT_READ_BYTES_PER_OFFSET = 256.0
 READ_ESTIMATE_MARGIN = 1.25
 READ_SLACK_BYTES = 16 * 1024
 
+# Groups whose ShareFetch settings are kept resolved (SharePartitionManager._settings); the
+# cache starts over when it is full, as when the metadata changes.
+GROUP_SETTINGS_CACHE_MAX = 1024
+
 TopicPartitionKey = tuple[uuid.UUID, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupSettings:
+    partition: SharePartitionConfig
+    read_committed: bool  # share.isolation.level
 
 
 @dataclass(slots=True)
@@ -203,6 +213,8 @@ class SharePartitionManager(MetadataListener):
         self._partitions: dict[StateKey, SharePartition] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
+        self._settings_cache: dict[str, _GroupSettings] = {}
+        self._settings_version = -1
         # Tiered storage: longest a share fetch waits for remote data (DelayedRemoteFetch).
         self.remote_fetch_max_wait_ms = config.int("remote.fetch.max.wait.ms")
         # share-partition -> futures of parked ShareFetches to wake on take_wakeup()
@@ -226,18 +238,35 @@ class SharePartitionManager(MetadataListener):
     def _group_value(self, group_id: str, name: str) -> str:
         return self.resolver.group_value(group_id, name)
 
+    def _settings(self, group_id: str) -> _GroupSettings:
+        """The group configs every ShareFetch needs, resolved once per metadata version: a
+        config change is a metadata record, which bumps ``metadata.version`` (static configs
+        never change while the broker runs). Resolving them took five config look-ups per
+        request."""
+        version = self.metadata.version
+        cache = self._settings_cache
+        if version != self._settings_version or len(cache) >= GROUP_SETTINGS_CACHE_MAX:
+            cache.clear()
+            self._settings_version = version
+        settings = cache.get(group_id)
+        if settings is None:
+            v = self._group_value
+            settings = cache[group_id] = _GroupSettings(
+                SharePartitionConfig(
+                    record_lock_duration_ms=int(v(group_id, "share.record.lock.duration.ms")),
+                    delivery_count_limit=int(v(group_id, "share.delivery.count.limit")),
+                    # Broker-wide in Kafka 4.2 (a group-level override arrives only in 4.3).
+                    max_record_locks=int(self.resolver.broker_value(
+                        "group.share.partition.max.record.locks")
+                        or broker_default_int("group.share.partition.max.record.locks"))),
+                read_committed=v(group_id, "share.isolation.level") == "read_committed")
+        return settings
+
     def partition_config(self, group_id: str) -> SharePartitionConfig:
-        v = self._group_value
-        return SharePartitionConfig(
-            record_lock_duration_ms=int(v(group_id, "share.record.lock.duration.ms")),
-            delivery_count_limit=int(v(group_id, "share.delivery.count.limit")),
-            # Broker-wide in Kafka 4.2 (a group-level override arrives only in 4.3).
-            max_record_locks=int(self.resolver.broker_value(
-                "group.share.partition.max.record.locks")
-                or broker_default_int("group.share.partition.max.record.locks")))
+        return self._settings(group_id).partition
 
     def record_lock_duration_ms(self, group_id: str) -> int:
-        return int(self._group_value(group_id, "share.record.lock.duration.ms"))
+        return self._settings(group_id).partition.record_lock_duration_ms
 
     # -- topics --------------------------------------------------------------------------
     def _log_for(self, topic_id: uuid.UUID, partition: int
@@ -506,8 +535,8 @@ class SharePartitionManager(MetadataListener):
         the pass again (Kafka's delayed share fetch of remote data). A failed remote read is
         KAFKA_STORAGE_ERROR for its partition."""
         results: list[PartitionResult] = []
-        config = self.partition_config(group_id)
-        read_committed = self._group_value(group_id, "share.isolation.level") == "read_committed"
+        settings = self._settings(group_id)
+        config, read_committed = settings.partition, settings.read_committed
         acquirable: list[tuple[PartitionResult, SharePartition, UnifiedLog]] = []
         for topic_id, partition in partitions:
             res = PartitionResult(topic_id, partition)
