@@ -30,8 +30,9 @@ above 1, acknowledgements refused, requests; with ``keep_ranges`` every acquired
 caller can check that no offset was delivered twice.
 
 One broker: the records are fetched from the bootstrap broker (the partition leader of a
-single-node cluster); a partition answering with an error (NOT_LEADER_OR_FOLLOWER included) stops
-the member with that error, never silently.
+single-node cluster); a partition answering with an error (NOT_LEADER_OR_FOLLOWER included), a
+top-level error other than a lost share session (which opens a new one) and a fatal heartbeat
+error stop the member with that error, never silently.
 """
 
 from __future__ import annotations
@@ -47,11 +48,15 @@ from snakka.client.connection import KafkaConnection
 from snakka.client.share_acks import TopicIdPartition
 from snakka.client.share_membership import HeartbeatOutcome, ShareMembership
 from snakka.client.share_session import FetchParams, ShareSession
-from snakka.protocol.errors import KafkaError
+from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from snakka.protocol.share import AckBatch, AcknowledgeType
 
 ACCEPT = (int(AcknowledgeType.ACCEPT),)
+# ShareFetch errors after which a new share session is opened (epoch 0); any other top-level
+# error ends the member.
+_SESSION_LOST = frozenset({int(ErrorCode.SHARE_SESSION_NOT_FOUND),
+                           int(ErrorCode.INVALID_SHARE_SESSION_EPOCH)})
 COORDINATOR_KEY_TYPE_GROUP = 0
 # How long a member waits for its final ShareAcknowledge and its leave heartbeat.
 CLOSE_TIMEOUT_S = 10.0
@@ -205,6 +210,8 @@ class RawShareMember:
             stats.fetches += 1
             session.fetch_done(resp.error_code)
             if resp.error_code:
+                if resp.error_code not in _SESSION_LOST:
+                    raise KafkaError(resp.error_code, resp.error_message)
                 # The session is gone (the broker released what it held): start a new one.
                 stats.ack_refused += sum(_count(b) for b in acks.values())
                 continue
