@@ -247,16 +247,21 @@ def _broker_env(src: str | None):
 
 def run_case(kind: str, consumers: int, args, broker_label: str = "",
              broker_src: str | None = None) -> dict:
+    """One run. ``args``: this script's options (compare_kafka.py passes a namespace with
+    only partitions, records, value_size and timeout; the rest default)."""
+    py_spy = getattr(args, "py_spy", None)
+    batch_records = getattr(args, "batch_records", 0)
+    raw_processes = getattr(args, "raw_processes", 2)
     ctx = mp.get_context("spawn")
     with contextlib.ExitStack() as stack:
         with _broker_env(broker_src):
             broker = stack.enter_context(BrokerProcess(BROKER_CONFIG))
         asyncio.run(_setup(broker.bootstrap, args.partitions))
         _produce(broker.bootstrap, args.records, args.value_size, args.partitions,
-                 args.batch_records)
+                 batch_records)
         go, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
         if kind == "raw":
-            nproc = max(1, min(args.raw_processes, consumers))
+            nproc = max(1, min(raw_processes, consumers))
             ready = ctx.Queue()
             procs = [ctx.Process(target=_raw_worker,
                                  args=(broker.bootstrap, consumers // nproc
@@ -274,8 +279,8 @@ def run_case(kind: str, consumers: int, args, broker_label: str = "",
             time.sleep(2.0 + 0.15 * consumers)  # let every process import and connect
         cpu0 = broker.cpu_seconds()
         ccpu0 = sum(_cpu(p.pid) for p in procs)
-        prof_out = (Path(args.py_spy) / f"broker-{kind}-{consumers}-{time.time_ns()}.txt"
-                    if args.py_spy else None)
+        prof_out = (Path(py_spy) / f"broker-{kind}-{consumers}-{time.time_ns()}.txt"
+                    if py_spy else None)
         spy = PySpy(broker.pid, prof_out) if prof_out else contextlib.nullcontext()
         with spy:
             t_go = time.perf_counter()
