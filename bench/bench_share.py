@@ -36,6 +36,7 @@ with a delivery count above 1; broker CPU-s per million records and, for the raw
 CPU-µs per request (ShareFetch + ShareAcknowledge). Output: one JSON object per line, then a
 table.
 
+``--repeat N`` runs N rounds, each running every case once (the table shows medians).
 ``--brokers label=SRC,label=SRC`` runs each case against brokers started with ``PYTHONPATH=SRC``
 (e.g. a ``git archive`` of an older commit with its C extension built), alternating the order
 round by round (A B, B A, ...) so a load that drifts favours neither; the clients always run
