@@ -262,6 +262,53 @@ def test_strict_durability_fsyncs_acknowledgements_before_answering(tmp_path):
     asyncio.run(go())
 
 
+def test_a_fetch_writes_its_acknowledgements_and_acquisitions_in_one_append(tmp_path):
+    """ShareFetch with piggy-backed acknowledgements (the handler's path: apply, then fetch
+    with ``persist_with``): one ``__share_group_state`` record for both, whose marks the
+    response waits for under log.flush.strict, and the state it leaves is what a restart
+    finds."""
+    clock = Clock()
+
+    def state_records(b) -> int:
+        return sum(pl.log_end_offset for p in range(3)
+                   if (pl := b.replicas.get_log(SHARE_STATE_TOPIC, p)) is not None)
+
+    async def phase1():
+        async with _running(tmp_path, clock, **{"log.flush.strict": "true"}) as b:
+            ti = await b.controller.create_topic("t", 1, {})
+            tp = (ti.topic_id, 0)
+            _append(b, "t", 0, 20)
+            mgr = b.shares
+            mgr.partitions_assigned("g", [tp])
+            assert _offsets(_fetch(mgr, "m", tp, max_records=10)) == [(o, 1) for o in range(10)]
+            before = state_records(b)
+            results, acked = mgr.apply_acknowledgements(
+                "g", "m", {tp: [AckBatch(0, 9, (1,))]}, allow_renew=False)
+            assert results == {tp: (0, None)} and acked == [("g", tp[0], 0)]
+            marks: list = []
+            out = mgr.fetch("g", "m", [tp], max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                            max_records=10, batch_size=500, mode=AcquireMode.BATCH_OPTIMIZED,
+                            persist_with=acked, marks=marks)
+            assert _offsets(out[0]) == [(o, 1) for o in range(10, 20)]
+            assert state_records(b) == before + 1
+            assert marks and marks[-1][1] == marks[-1][0].log_end_offset
+            await mgr.durable(marks)
+            assert marks[-1][0].recovery_point >= marks[-1][1]
+            return tp
+
+    tp = asyncio.run(phase1())
+
+    async def phase2():
+        async with _running(tmp_path, clock) as b:
+            state = b.shares.persister.read(("g", tp[0], 0))
+            assert state is not None and state.start_offset == 10
+            # 10..19 were acquired once (written as AVAILABLE with delivery count 1)
+            assert [(sb.first_offset, sb.last_offset, sb.delivery_count)
+                    for sb in state.batches] == [(10, 19, 1)]
+
+    asyncio.run(phase2())
+
+
 def test_unassigned_share_partition_is_unknown(tmp_path):
     clock = Clock()
 

@@ -139,15 +139,21 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
             refused = [PartitionResult(tp[0], tp[1], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                        for tp in partitions if tp[0] in unreadable]
         partitions = [tp for tp in partitions if tp[0] not in unreadable]
-    ack_results, marks = shares.acknowledge(group_id, member_id, acks, allow_renew=renew)
+    # The acknowledgements are applied first and written together with what the fetch
+    # acquires: one __share_group_state append per request, before anything is answered.
+    ack_results, acked = shares.apply_acknowledgements(group_id, member_id, acks,
+                                                       allow_renew=renew)
     if unreadable:
         ack_results.update(refused_acks)
+    marks: list = []
     if sctx.kind == "final":
-        marks += shares.close_session(group_id, member_id)
+        marks = shares.persist(acked) + shares.close_session(group_id, member_id)
         results: list[PartitionResult] = []
     elif renew:
+        marks = shares.persist(acked)
         results = []  # KIP-1222: a renew-only request fetches nothing
     elif refused and not partitions:
+        marks = shares.persist(acked)
         results = []  # every partition refused: answered at once, as Kafka
     else:
         mode = AcquireMode.RECORD_LIMIT if v >= 2 and req.share_acquire_mode == 1 \
@@ -159,7 +165,8 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
                                max_wait_ms=req.max_wait_ms,
                                min_bytes=min(req.min_bytes, max_bytes), max_bytes=max_bytes,
                                max_records=req.max_records, batch_size=req.batch_size,
-                               mode=mode, session_epoch=req.share_session_epoch)
+                               mode=mode, session_epoch=req.share_session_epoch,
+                               persist_with=acked, marks=marks)
     if not asyncio.iscoroutine(results) and not (marks and shares.persister.strict()):
         return _response(services.replicas, lock_ms, results, ack_results, refused)
     return _finish(services, lock_ms, results, ack_results, marks, refused)

@@ -100,7 +100,17 @@ DEFAULT_READ_BYTES_PER_OFFSET = 256.0
 READ_ESTIMATE_MARGIN = 1.25
 READ_SLACK_BYTES = 16 * 1024
 
+# Groups whose ShareFetch settings are kept resolved (SharePartitionManager._settings); the
+# cache starts over when it is full, as when the metadata changes.
+GROUP_SETTINGS_CACHE_MAX = 1024
+
 TopicPartitionKey = tuple[uuid.UUID, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupSettings:
+    partition: SharePartitionConfig
+    read_committed: bool  # share.isolation.level
 
 
 @dataclass(slots=True)
@@ -204,6 +214,8 @@ class SharePartitionManager(MetadataListener):
         self._partitions: dict[StateKey, SharePartition] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
+        self._settings_cache: dict[str, _GroupSettings] = {}
+        self._settings_version = -1
         # Tiered storage: longest a share fetch waits for remote data (DelayedRemoteFetch).
         self.remote_fetch_max_wait_ms = config.int("remote.fetch.max.wait.ms")
         # share-partition -> futures of parked ShareFetches to wake on take_wakeup()
@@ -227,18 +239,35 @@ class SharePartitionManager(MetadataListener):
     def _group_value(self, group_id: str, name: str) -> str:
         return self.resolver.group_value(group_id, name)
 
+    def _settings(self, group_id: str) -> _GroupSettings:
+        """The group configs every ShareFetch needs, resolved once per metadata version: a
+        config change is a metadata record, which bumps ``metadata.version`` (static configs
+        never change while the broker runs). Resolving them took five config look-ups per
+        request."""
+        version = self.metadata.version
+        cache = self._settings_cache
+        if version != self._settings_version or len(cache) >= GROUP_SETTINGS_CACHE_MAX:
+            cache.clear()
+            self._settings_version = version
+        settings = cache.get(group_id)
+        if settings is None:
+            v = self._group_value
+            settings = cache[group_id] = _GroupSettings(
+                SharePartitionConfig(
+                    record_lock_duration_ms=int(v(group_id, "share.record.lock.duration.ms")),
+                    delivery_count_limit=int(v(group_id, "share.delivery.count.limit")),
+                    # Broker-wide in Kafka 4.2 (a group-level override arrives only in 4.3).
+                    max_record_locks=int(self.resolver.broker_value(
+                        "group.share.partition.max.record.locks")
+                        or broker_default_int("group.share.partition.max.record.locks"))),
+                read_committed=v(group_id, "share.isolation.level") == "read_committed")
+        return settings
+
     def partition_config(self, group_id: str) -> SharePartitionConfig:
-        v = self._group_value
-        return SharePartitionConfig(
-            record_lock_duration_ms=int(v(group_id, "share.record.lock.duration.ms")),
-            delivery_count_limit=int(v(group_id, "share.delivery.count.limit")),
-            # Broker-wide in Kafka 4.2 (a group-level override arrives only in 4.3).
-            max_record_locks=int(self.resolver.broker_value(
-                "group.share.partition.max.record.locks")
-                or broker_default_int("group.share.partition.max.record.locks")))
+        return self._settings(group_id).partition
 
     def record_lock_duration_ms(self, group_id: str) -> int:
-        return int(self._group_value(group_id, "share.record.lock.duration.ms"))
+        return self._settings(group_id).partition.record_lock_duration_ms
 
     # -- topics --------------------------------------------------------------------------
     def _log_for(self, topic_id: uuid.UUID, partition: int
@@ -382,6 +411,18 @@ class SharePartitionManager(MetadataListener):
                                list[AppendMark | None]]:
         """Apply acknowledgements (each partition atomically); returns the per-partition
         results and the appends :meth:`durable` must wait for before answering."""
+        results, touched = self.apply_acknowledgements(group_id, member_id, acks,
+                                                       allow_renew=allow_renew)
+        return results, self._persist(touched)
+
+    def apply_acknowledgements(self, group_id: str, member_id: str,
+                               acks: dict[TopicPartitionKey, list[AckBatch]], *,
+                               allow_renew: bool
+                               ) -> tuple[dict[TopicPartitionKey, tuple[ErrorCode, str | None]],
+                                          list[StateKey]]:
+        """:meth:`acknowledge` without writing the changes: returns the per-partition results
+        and the share-partitions changed, which the caller must hand to :meth:`persist` (or to
+        :meth:`fetch` as ``persist_with``) before anything awaits or answers."""
         results: dict[TopicPartitionKey, tuple[ErrorCode, str | None]] = {}
         touched = []
         renew_enabled = None
@@ -405,7 +446,12 @@ class SharePartitionManager(MetadataListener):
                 continue
             results[(topic_id, partition)] = (ErrorCode(sp.acknowledge(member_id, batches)), None)
             touched.append((group_id, topic_id, partition))
-        return results, self._persist(touched)
+        return results, touched
+
+    def persist(self, keys: Iterable[StateKey]) -> list[AppendMark | None]:
+        """Write the changes of the given share-partitions (see :meth:`apply_acknowledgements`);
+        returns the appends :meth:`durable` waits for."""
+        return self._persist(keys)
 
     async def durable(self, marks: list[AppendMark | None]) -> None:
         await self.persister.durable(marks)
@@ -437,8 +483,37 @@ class SharePartitionManager(MetadataListener):
     # -- fetching ------------------------------------------------------------------------
     def _fetch_once(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey],
                     *, max_bytes: int, max_records: int, batch_size: int, mode: AcquireMode,
-                    min_bytes: int, force: bool, remote: list[Awaitable[object]] | None = None
+                    min_bytes: int, force: bool, remote: list[Awaitable[object]] | None = None,
+                    persist_with: Sequence[StateKey] = (),
+                    marks: list[AppendMark | None] | None = None
                     ) -> tuple[list[PartitionResult], bool]:
+        """:meth:`_fetch_pass`, then one write of what it changed together with the
+        share-partitions ``persist_with`` (a request's acknowledgements: one append per request
+        instead of one for the acknowledgements and one for the acquisitions); with
+        ``persist_with``, the appends go to ``marks`` if given."""
+        try:
+            results, done, touched = self._fetch_pass(
+                group_id, member_id, partitions, max_bytes=max_bytes, max_records=max_records,
+                batch_size=batch_size, mode=mode, min_bytes=min_bytes, force=force,
+                remote=remote)
+        except BaseException:
+            if persist_with:  # the acknowledgements stand: write them before the error
+                written = self._persist(persist_with)
+                if marks is not None:
+                    marks.extend(written)
+            raise
+        if touched or persist_with:
+            written = self._persist([*persist_with, *touched])
+            # Only acknowledgements wait for durability (log.flush.strict), as before: a
+            # fetch without them never waited for its acquisitions to be fsynced.
+            if marks is not None and persist_with:
+                marks.extend(written)
+        return results, done
+
+    def _fetch_pass(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey],
+                    *, max_bytes: int, max_records: int, batch_size: int, mode: AcquireMode,
+                    min_bytes: int, force: bool, remote: list[Awaitable[object]] | None = None
+                    ) -> tuple[list[PartitionResult], bool, list[StateKey]]:
         """One pass over the partitions (already rotated), as Kafka 4.2's DelayedShareFetch +
         ShareFetchUtils: take every share-partition that may acquire (``can_acquire``: under
         the record-lock cap, or holding AVAILABLE records); read each from its next fetch
@@ -448,7 +523,8 @@ class SharePartitionManager(MetadataListener):
         ``max_records`` minus what the ones before it acquired. Acquires only if at least
         ``min_bytes`` were read or ``force`` (the long poll's deadline).
 
-        Returns (results, done): ``done`` when the response should be sent now, as Kafka
+        Returns (results, done, touched): ``touched`` the share-partitions the pass changed
+        (the caller writes them); ``done`` when the response should be sent now, as Kafka
         completes a delayed share fetch: MinBytes was satisfied by what was read (always when
         MinBytes <= 0 and some partition may acquire), whether or not anything was acquired
         (MaxRecords <= 0 acquires nothing), or MaxBytes <= 0 gave per-partition errors.
@@ -460,8 +536,8 @@ class SharePartitionManager(MetadataListener):
         the pass again (Kafka's delayed share fetch of remote data). A failed remote read is
         KAFKA_STORAGE_ERROR for its partition."""
         results: list[PartitionResult] = []
-        config = self.partition_config(group_id)
-        read_committed = self._group_value(group_id, "share.isolation.level") == "read_committed"
+        settings = self._settings(group_id)
+        config, read_committed = settings.partition, settings.read_committed
         acquirable: list[tuple[PartitionResult, SharePartition, UnifiedLog]] = []
         for topic_id, partition in partitions:
             res = PartitionResult(topic_id, partition)
@@ -477,14 +553,14 @@ class SharePartitionManager(MetadataListener):
             if sp.can_acquire():
                 acquirable.append((res, sp, pl))
         if not acquirable:
-            return results, False
+            return results, False, []
         if max_bytes <= 0:
             # Kafka 4.1+ (PartitionMaxBytesStrategy): "Request max bytes must be greater than
             # 0", an IllegalArgumentException, answered per partition as UNKNOWN_SERVER_ERROR.
             for res, _sp, _pl in acquirable:
                 res.error = ErrorCode.UNKNOWN_SERVER_ERROR
                 res.error_message = "Request max bytes must be greater than 0"
-            return results, True
+            return results, True, []
         partition_max_bytes = max_bytes // len(acquirable)
         limit = max_bytes
         min_one = True
@@ -515,9 +591,9 @@ class SharePartitionManager(MetadataListener):
             reads.append((res, sp, offset, data,
                           read.aborted_transactions if read_committed else None))
         if remote:
-            return results, False  # wait for the remote data, then a new pass
+            return results, False, []  # wait for the remote data, then a new pass
         if available < min_bytes and not force:
-            return results, False
+            return results, False, []
         records_left = max_records  # <= 0: nothing is acquired (never "unlimited")
         touched = []
         for res, sp, offset, data, aborted in reads:
@@ -539,8 +615,7 @@ class SharePartitionManager(MetadataListener):
             start, end = sel[0][0], sel[-1][1]
             res.records = data if start == 0 and end == len(data) else \
                 memoryview(data)[start:end]
-        self._persist(touched)
-        return results, True
+        return results, True, touched
 
     def _read_for_acquire(self, sp: SharePartition, pl: UnifiedLog, offset: int, cap: int,
                           max_records: int, min_bytes: int, read_committed: bool,
@@ -580,18 +655,24 @@ class SharePartitionManager(MetadataListener):
 
     def fetch(self, group_id: str, member_id: str, partitions: list[TopicPartitionKey], *,
               max_wait_ms: int, min_bytes: int, max_bytes: int, max_records: int,
-              batch_size: int, mode: AcquireMode, session_epoch: int = 0):
+              batch_size: int, mode: AcquireMode, session_epoch: int = 0,
+              persist_with: Sequence[StateKey] = (),
+              marks: list[AppendMark | None] | None = None):
         """Acquire records for a ShareFetch: the results now, or a coroutine that long-polls.
         ``partitions`` (the share session's, in session order) are rotated left by
         ``session_epoch % n`` first (``rotate_partitions``), so every partition gets to be
         first, with the whole MaxRecords budget, in turn. ``max_bytes`` is the request's
-        MaxBytes already capped by ``fetch.max.bytes``; MinBytes <= 0 answers at once."""
+        MaxBytes already capped by ``fetch.max.bytes``; MinBytes <= 0 answers at once.
+        ``persist_with``: share-partitions changed by the request's acknowledgements
+        (:meth:`apply_acknowledgements`), written by the first pass, before this returns,
+        together with its acquisitions; its appends are added to ``marks``."""
         partitions = rotate_partitions(partitions, session_epoch)
         opts: dict[str, Any] = {"max_bytes": max_bytes, "max_records": max_records,
                                 "batch_size": batch_size, "mode": mode}
         remote: list[Awaitable[object]] = []
         results, done = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
-                                         force=max_wait_ms <= 0, remote=remote, **opts)
+                                         force=max_wait_ms <= 0, remote=remote,
+                                         persist_with=persist_with, marks=marks, **opts)
         if remote:
             return self._after_remote(group_id, member_id, partitions, remote, min_bytes, opts)
         if done or max_wait_ms <= 0 or not partitions or \
