@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from snakka.config import BROKER_CONFIGS, BrokerConfig
+from snakka.config import BROKER_CONFIGS, BrokerConfig, ignored_dynamic_broker_config
 from snakka.controller import Controller, MetadataListener
 from snakka.fetch_sessions import FetchSessionCache
 from snakka.groups.coordinator import GroupCoordinator
@@ -257,6 +257,14 @@ class Broker:
         self.logs = logs = LogManager([self.log_dir], time_ms=self.time_ms)
         controller.load()
         metadata = controller.metadata
+        for (rtype, rname), stored in metadata.dynamic_configs.items():
+            stale = sorted(k for k in stored if rtype == RESOURCE_BROKER
+                           and ignored_dynamic_broker_config(k))
+            if stale:  # static in Kafka: ConfigResolver does not use them
+                log.warning("ignoring dynamic broker config(s) %s of broker resource '%s' "
+                            "stored by an older snakka: they are static (set them in "
+                            "server.properties; delete them with kafka-configs.sh "
+                            "--delete-config)", ", ".join(stale), rname)
         # The SSL listeners start with this broker's dynamic SSL configs (metadata log), which
         # AlterConfigs may change again at run time (security/ssl_reload.py).
         node_key = (RESOURCE_BROKER, str(self.node_id))

@@ -58,7 +58,9 @@ class ConfigError(ValueError):
     """A configuration value is invalid; the message names the key."""
 
     def __init__(self, name: str, value: object, reason: str) -> None:
-        super().__init__(f"Invalid value {value!r} for configuration {name}: {reason}")
+        # Kafka's ConfigException wording (the value unquoted): clients and operators compare
+        # answers of the two brokers, and the reason says which bound or type failed.
+        super().__init__(f"Invalid value {value} for configuration {name}: {reason}")
         self.name = name
 
 
@@ -72,13 +74,23 @@ def _parse_bool(name: str, s: str) -> bool:
 
 
 def _parse_int(lo: int, hi: int) -> Callable[[str, str], int]:
+    """An INT (``hi`` <= Integer.MAX_VALUE) or LONG config within [lo, hi], with Kafka's
+    messages: a value its Java type cannot hold is "Not a number of type INT/LONG"
+    (ConfigDef.parseType), one outside the range "Value must be at least lo" / "Value must be
+    no more than hi" (ConfigDef.Range)."""
+    java_type, type_max = ("INT", INT_MAX) if hi <= INT_MAX else ("LONG", LONG_MAX)
+
     def parse(name: str, s: str) -> int:
         try:
             v = int(s.strip())
         except ValueError:
-            raise ConfigError(name, s, "Not a number") from None
-        if not lo <= v <= hi:
-            raise ConfigError(name, s, f"Value must be in [{lo}, {hi}]")
+            raise ConfigError(name, s, f"Not a number of type {java_type}") from None
+        if not -type_max - 1 <= v <= type_max:
+            raise ConfigError(name, s, f"Not a number of type {java_type}")
+        if v < lo:
+            raise ConfigError(name, s, f"Value must be at least {lo}")
+        if v > hi:
+            raise ConfigError(name, s, f"Value must be no more than {hi}")
         return v
 
     return parse
@@ -88,14 +100,16 @@ def _parse_double(name: str, s: str) -> float:
     try:
         return float(s.strip())
     except ValueError:
-        raise ConfigError(name, s, "Not a number") from None
+        raise ConfigError(name, s, "Not a number of type DOUBLE") from None
 
 
 def _double_in(lo: float, hi: float) -> Callable[[str, str], float]:
     def parse(name: str, s: str) -> float:
         v = _parse_double(name, s)
-        if not lo <= v <= hi:
-            raise ConfigError(name, s, f"Value must be in [{lo}, {hi}]")
+        if v < lo:
+            raise ConfigError(name, s, f"Value must be at least {lo}")
+        if v > hi:
+            raise ConfigError(name, s, f"Value must be no more than {hi}")
         return v
 
     return parse
@@ -302,7 +316,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("message.timestamp.type", _S, "CreateTime", _one_of("CreateTime", "LogAppendTime"),
            "Whether record timestamps are the producer's (CreateTime) or the broker's append time.",
            broker_synonym="log.message.timestamp.type"),
-        _d("min.cleanable.dirty.ratio", _DBL, "0.5", _double_in(0.0, 1.0),
+        _d("min.cleanable.dirty.ratio", _DBL, "0.5", _double_in(0, 1),
            "Dirty ratio that triggers compaction.", broker_synonym="log.cleaner.min.cleanable.ratio"),
         _d("min.compaction.lag.ms", _L, "0", _nonneg_long,
            "Minimum time a message stays uncompacted.", broker_synonym="log.cleaner.min.compaction.lag.ms"),
@@ -919,14 +933,94 @@ def broker_default_int(name: str) -> int:
         raise TypeError(f"{name} has no integer default")
     return v
 
-# Broker configs that may be changed at run time (IncrementalAlterConfigs on a BROKER resource):
-# the cluster-wide defaults of topic configs, plus the topic-creation defaults.
-DYNAMIC_BROKER_CONFIGS = frozenset(
-    {t.broker_synonym for t in TOPIC_CONFIGS.values() if t.broker_synonym}
-    | {"log.retention.ms", "log.roll.ms", "num.partitions", "auto.create.topics.enable",
-       "producer.id.expiration.ms", "fetch.max.bytes", "leader.replication.throttled.rate",
-       "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second"}
-)
+# Kafka 4.0's dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs, as its
+# DescribeConfigs reports them with read_only=false, plus the broker quota rates of
+# DynamicConfig.Broker). DescribeConfigs(BROKER) answers read_only from this set, and only these
+# may be set on a BROKER resource; a SET of any other config Kafka (or snakka) knows is refused
+# with INVALID_REQUEST "Cannot update these configs dynamically". Names neither knows are
+# accepted and stored, as Kafka keeps custom configs for plugins.
+KAFKA_DYNAMIC_BROKER_CONFIGS = frozenset({
+    "background.threads", "compression.gzip.level", "compression.lz4.level", "compression.type",
+    "compression.zstd.level", "listener.security.protocol.map", "listeners",
+    "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.delete.retention.ms",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size",
+    "log.cleaner.io.max.bytes.per.second", "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms", "log.cleaner.threads",
+    "log.cleanup.policy", "log.flush.interval.messages", "log.flush.interval.ms",
+    "log.index.interval.bytes", "log.index.size.max.bytes", "log.local.retention.bytes",
+    "log.local.retention.ms", "log.message.timestamp.after.max.ms",
+    "log.message.timestamp.before.max.ms", "log.message.timestamp.type", "log.preallocate",
+    "log.retention.bytes", "log.retention.ms", "log.roll.jitter.ms", "log.roll.ms",
+    "log.segment.bytes", "log.segment.delete.delay.ms", "max.connection.creation.rate",
+    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    "message.max.bytes", "metric.reporters", "min.insync.replicas", "num.io.threads",
+    "num.network.threads", "num.recovery.threads.per.data.dir", "num.replica.fetchers",
+    "principal.builder.class", "producer.id.expiration.ms", "remote.fetch.max.wait.ms",
+    "remote.list.offsets.request.timeout.ms", "remote.log.index.file.cache.total.size.bytes",
+    "remote.log.manager.copier.thread.pool.size", "remote.log.manager.copy.max.bytes.per.second",
+    "remote.log.manager.expiration.thread.pool.size",
+    "remote.log.manager.fetch.max.bytes.per.second", "remote.log.reader.threads",
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+    "sasl.kerberos.service.name", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.ticket.renew.window.factor", "sasl.login.refresh.buffer.seconds",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter", "sasl.mechanism.inter.broker.protocol",
+    "ssl.cipher.suites", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm", "ssl.engine.factory.class", "ssl.key.password",
+    "ssl.keymanager.algorithm", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol",
+    "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
+    "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.truststore.type", "transaction.partition.verification.enable",
+    "unclean.leader.election.enable",
+    # DynamicConfig.Broker's quota configs (not KafkaConfig keys, so not described by Kafka)
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+})
+
+# Kafka-dynamic configs snakka cannot apply at run time (it has no such thread pool, or its
+# listeners, SASL and unprefixed SSL settings are fixed at start): a change is refused with
+# INVALID_REQUEST, Kafka's code for a reconfiguration it cannot make, rather than stored
+# without effect. docs/configuration.md lists them as a known gap.
+UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
+    "background.threads", "metric.reporters", "num.io.threads", "num.network.threads",
+    "num.recovery.threads.per.data.dir", "num.replica.fetchers", "principal.builder.class",
+    "transaction.partition.verification.enable", "listeners",
+    "listener.security.protocol.map", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size",
+    "log.cleaner.io.max.bytes.per.second", "log.cleaner.threads", "max.connection.creation.rate",
+    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    "remote.list.offsets.request.timeout.ms", "remote.log.index.file.cache.total.size.bytes",
+    "remote.log.manager.copier.thread.pool.size", "remote.log.manager.copy.max.bytes.per.second",
+    "remote.log.manager.expiration.thread.pool.size",
+    "remote.log.manager.fetch.max.bytes.per.second", "remote.log.reader.threads",
+    "remote.fetch.max.wait.ms",
+} | {n for n in KAFKA_DYNAMIC_BROKER_CONFIGS if n.startswith(("sasl.", "ssl."))})
+
+# What IncrementalAlterConfigs / AlterConfigs on a BROKER resource really change at run time:
+# the cluster-wide defaults of topic configs (applied to every partition log at once), the
+# producer-id expiry and the replication throttles. Per-listener SSL key and trust stores are
+# separate (LISTENER_RECONFIGURABLE_SSL_CONFIGS).
+DYNAMIC_BROKER_CONFIGS = KAFKA_DYNAMIC_BROKER_CONFIGS - UNAPPLIED_DYNAMIC_BROKER_CONFIGS
+
+# Kafka's DynamicBrokerConfig.PerBrokerConfigs: settable on one broker's resource only, never as
+# the cluster default (its listener and security configs, except the cluster-level connection
+# limits).
+PER_BROKER_DYNAMIC_CONFIGS = frozenset(
+    {n for n in KAFKA_DYNAMIC_BROKER_CONFIGS if n.startswith(("sasl.", "ssl."))}
+    | {"listeners", "advertised.listeners", "listener.security.protocol.map",
+       "principal.builder.class"})
+
+
+def ignored_dynamic_broker_config(name: str) -> bool:
+    """A dynamic broker config (from the metadata log) the broker does not apply: one Kafka
+    defines as static, e.g. ``num.partitions``, ``auto.create.topics.enable`` or
+    ``fetch.max.bytes`` stored by an older snakka that let them change at run time.
+    ConfigResolver skips it, as Kafka drops invalid dynamic configs
+    (DynamicBrokerConfig.removeInvalidConfigs); the broker logs it at start."""
+    return (name in BROKER_CONFIGS and name not in KAFKA_DYNAMIC_BROKER_CONFIGS
+            and dynamic_listener_ssl_config(name) is None)
 
 
 def apply_config_changes(before: Mapping[str, str], changes: Mapping[str, str | None],

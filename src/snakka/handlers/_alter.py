@@ -3,8 +3,9 @@
 Topic, broker, group and client-metrics (KIP-714 subscription) changes go to the metadata log (durable before the answer); the affected
 partition logs are reconfigured at once, and group configs are read where they are used (the
 share-group core and the share-partition side ask ConfigResolver.group_value each time). Broker-logger changes set Python logger levels and are
-not persisted (as in Kafka). Only dynamic broker configs may change at run time; others get
-INVALID_CONFIG naming the key.
+not persisted (as in Kafka). Only dynamic broker configs may change at run time; a static one,
+a bad value or one snakka cannot apply gets INVALID_REQUEST naming the keys, as in Kafka
+(ClusterMetadata._check_broker_config_change).
 
 Authorization is the handlers' (handlers/_authz.denied_config_resources: ALTER_CONFIGS on the
 topic, the group or the cluster); a denied resource is answered with its authorization error
@@ -48,6 +49,22 @@ def _alter_loggers(services, name: str, changes: dict, validate_only: bool) -> N
         lg.setLevel(logging.NOTSET if level is None else _LEVELS[level.upper()])
 
 
+def _check_broker_id(services, rname: str) -> None:
+    """A BROKER resource names this node or is empty (the cluster default); Kafka's
+    ConfigAdminManager.validateResourceNameIsCurrentNodeId wording."""
+    if rname == "":
+        return
+    try:
+        node = int(rname)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Node id must be an integer, but it is: {rname}") from None
+    if node != services.node_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {services.node_id}, but received "
+                         f"{rname}")
+
+
 def _prepare_ssl(services, rname: str, cfg: dict, replace: bool):
     """The new TLS contexts a BROKER change implies (None: it changes none); KafkaError when
     a new key or trust store cannot be used."""
@@ -76,9 +93,7 @@ async def alter_resources(services, changes, validate_only: bool,
             refused = denied.get((rtype, rname)) if denied else None
             if refused is not None:
                 if rtype == RESOURCE_BROKER:  # Kafka's broker validates before forwarding
-                    if rname not in ("", str(services.node_id)):
-                        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                         f"Unexpected broker id {rname}")
+                    _check_broker_id(services, rname)
                     services.metadata.check_config_change(rtype, rname, cfg)
                 raise KafkaError(refused, refused.message)
             if rtype == RESOURCE_BROKER_LOGGER:
@@ -96,9 +111,8 @@ async def alter_resources(services, changes, validate_only: bool,
                 else:
                     records += services.metadata.alter_configs(rtype, rname, cfg, replace=replace)
             elif rtype in (RESOURCE_TOPIC, RESOURCE_BROKER):
-                if rtype == RESOURCE_BROKER and rname not in ("", str(services.node_id)):
-                    raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                     f"Unexpected broker id {rname}")
+                if rtype == RESOURCE_BROKER:
+                    _check_broker_id(services, rname)
                 if rtype == RESOURCE_BROKER:
                     # Per-listener SSL stores are loaded and checked before anything is
                     # written (security/ssl_reload.py); installed once durable.

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from snakka.config import (
     BROKER_CONFIGS,
-    DYNAMIC_BROKER_CONFIGS,
     GROUP_CONFIGS,
+    KAFKA_DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigSource,
     ConfigType,
@@ -65,9 +65,10 @@ def logger_names() -> list[str]:
 
 def _entry(rc, defs, include_synonyms: bool, include_docs: bool, v: int):
     d = defs.get(rc.name)
-    # A broker config is read-only unless IncrementalAlterConfigs may change it at run time
-    # (Kafka's rule); topic and group configs are all alterable.
-    read_only = rc.name not in DYNAMIC_BROKER_CONFIGS if defs is BROKER_CONFIGS else \
+    # A broker config is read-only unless Kafka 4.0 lets IncrementalAlterConfigs change it at
+    # run time (its AllDynamicConfigs; the few of those snakka refuses to change are a documented
+    # gap, config.UNAPPLIED_DYNAMIC_BROKER_CONFIGS); topic and group configs are all alterable.
+    read_only = rc.name not in KAFKA_DYNAMIC_BROKER_CONFIGS if defs is BROKER_CONFIGS else \
         bool(d.read_only) if d else False
     listener_ssl = dynamic_listener_ssl_config(rc.name) if defs is BROKER_CONFIGS else None
     if listener_ssl is not None:  # listener.name.<l>.ssl.*: typed (and secret) as its base

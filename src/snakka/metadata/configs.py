@@ -20,6 +20,7 @@ from snakka.config import (
     ConfigType,
     broker_default_for_topic_config,
     dynamic_listener_ssl_config,
+    ignored_dynamic_broker_config,
 )
 from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_GROUP, ClusterMetadata, TopicInfo
 
@@ -40,6 +41,12 @@ class ConfigResolver:
     def _broker_layers(self, key: str) -> list[tuple[str | None, ConfigSource]]:
         node = str(self.static.node_id)
         layers: list[tuple[str | None, ConfigSource]] = []
+        if ignored_dynamic_broker_config(key):
+            # Static in Kafka: a dynamic value an older snakka stored is not in force (the
+            # broker logged it at start; DescribeConfigs shows the static value).
+            if key in self.static.overrides:
+                layers.append((self.static.overrides[key], ConfigSource.STATIC_BROKER_CONFIG))
+            return layers
         dyn_node = self.metadata.dynamic_configs.get((RESOURCE_BROKER, node), {})
         dyn_default = self.metadata.dynamic_configs.get((RESOURCE_BROKER, ""), {})
         if key in dyn_node:
