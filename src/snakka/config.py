@@ -87,10 +87,11 @@ def _parse_int(lo: int, hi: int) -> Callable[[str, str], int]:
             raise ConfigError(name, s, f"Not a number of type {java_type}") from None
         if not -type_max - 1 <= v <= type_max:
             raise ConfigError(name, s, f"Not a number of type {java_type}")
+        # Kafka's Range names the parsed value (a double as Java prints it: 2.0).
         if v < lo:
-            raise ConfigError(name, s, f"Value must be at least {lo}")
+            raise ConfigError(name, v, f"Value must be at least {lo}")
         if v > hi:
-            raise ConfigError(name, s, f"Value must be no more than {hi}")
+            raise ConfigError(name, v, f"Value must be no more than {hi}")
         return v
 
     return parse
@@ -107,9 +108,9 @@ def _double_in(lo: float, hi: float) -> Callable[[str, str], float]:
     def parse(name: str, s: str) -> float:
         v = _parse_double(name, s)
         if v < lo:
-            raise ConfigError(name, s, f"Value must be at least {lo}")
+            raise ConfigError(name, v, f"Value must be at least {lo}")
         if v > hi:
-            raise ConfigError(name, s, f"Value must be no more than {hi}")
+            raise ConfigError(name, v, f"Value must be no more than {hi}")
         return v
 
     return parse
@@ -263,6 +264,8 @@ _long_m1 = _parse_int(-1, LONG_MAX)
 _pos_int = _parse_int(1, INT_MAX)
 _nonneg_int = _parse_int(0, INT_MAX)
 _pos_long = _parse_int(1, LONG_MAX)
+_any_int = _parse_int(-INT_MAX - 1, INT_MAX)
+_any_long = _parse_int(-LONG_MAX - 1, LONG_MAX)
 
 
 def _open_files_limit(name: str, s: str) -> int:
@@ -528,8 +531,11 @@ _BROKER_LIST: list[ConfigDef] = [
        "fewer than 32 free descriptors after loading exits with one line instead of listening "
        "without being able to accept. snakka-specific.",
        read_only=True),
-    _d("log.retention.hours", _I, "168", _parse_int(-1, INT_MAX), "Retention in hours."),
-    _d("log.retention.minutes", _I, None, _parse_int(-1, INT_MAX), "Retention in minutes."),
+    # Kafka validates none of the three retention units: any negative value means no time
+    # limit (broker_default_for_topic_config gives the topic retention.ms -1).
+    _d("log.retention.hours", _I, "168", _any_int, "Retention in hours (negative: no limit)."),
+    _d("log.retention.minutes", _I, None, _any_int,
+       "Retention in minutes (negative: no limit)."),
     _d("log.roll.hours", _I, "168", _pos_int, "Segment roll time in hours."),
     _d("log.retention.check.interval.ms", _L, "300000", _pos_long,
        "How often retention is enforced.", read_only=True),
@@ -910,7 +916,8 @@ for _t in TOPIC_CONFIGS.values():
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_LIST}
 # Kafka expresses the retention/roll defaults in hours; log.retention.ms/log.roll.ms are unset.
 BROKER_CONFIGS["log.retention.ms"] = ConfigDef(
-    "log.retention.ms", _L, None, _long_m1, "Retention in ms (overrides minutes/hours).")
+    "log.retention.ms", _L, None, _any_long,
+    "Retention in ms (overrides minutes/hours; negative: no limit).")
 BROKER_CONFIGS["log.roll.ms"] = ConfigDef(
     "log.roll.ms", _L, None, _pos_long, "Segment roll time in ms (overrides hours).")
 BROKER_CONFIGS["log.flush.interval.ms"] = ConfigDef(

@@ -128,7 +128,7 @@ def test_validation_messages_are_kafkas():
     cases = {("log.retention.ms", "abc"): "Not a number of type LONG",
              ("num.partitions", "x"): "Not a number of type INT",
              ("num.partitions", "0"): "Value must be at least 1",
-             ("log.cleaner.min.cleanable.ratio", "2"): "Value must be no more than 1",
+             ("log.cleaner.min.cleanable.ratio", "2.0"): "Value must be no more than 1",
              ("log.cleaner.min.cleanable.ratio", "x"): "Not a number of type DOUBLE"}
     for (name, value), reason in cases.items():
         with pytest.raises(ConfigError) as e:

@@ -113,7 +113,7 @@ def test_create_partitions_rules():
      "restart): Set(max.connections)"),
     ("1", {"ssl.keystore.location": "/k"}, ErrorCode.INVALID_REQUEST,
      "These security configs can be dynamically updated only per-listener using the listener "
-     "prefix: Set(ssl.keystore.location)"),
+     "prefix: HashSet(ssl.keystore.location)"),
 ])
 def test_broker_config_change_refused_as_kafka(resource, changes, code, message):
     md = ClusterMetadata()

@@ -74,12 +74,14 @@ def _entry(rc, defs, include_synonyms: bool, include_docs: bool, v: int):
     if listener_ssl is not None:  # listener.name.<l>.ssl.*: typed (and secret) as its base
         d = defs.get(listener_ssl[1])
         read_only = False
-    sensitive = d is not None and d.sensitive
+    # A config snakka does not know (a plugin's, stored as given) may hold a secret: Kafka
+    # reports such a broker config as sensitive, without its value.
+    sensitive = d.sensitive if d is not None else defs is BROKER_CONFIGS
     return DescribeConfigsResourceResult(
         name=rc.name, value=None if sensitive else rc.value,
         read_only=read_only,
         is_default=rc.source == ConfigSource.DEFAULT_CONFIG,
-        config_source=int(rc.source), is_sensitive=bool(d.sensitive) if d else False,
+        config_source=int(rc.source), is_sensitive=sensitive,
         synonyms=[DescribeConfigsSynonym(name=n, value=None if sensitive else val,
                                          source=int(s))
                   for n, val, s in rc.synonyms] if include_synonyms else [],

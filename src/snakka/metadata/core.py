@@ -497,7 +497,7 @@ class ClusterMetadata:
         if static:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Cannot update these configs dynamically: {_scala_set(static)}")
-        ClusterMetadata._check_listener_ssl_change(resource_name, changes)
+        ClusterMetadata._check_listener_ssl_change(resource_name, changes, sets)
         for k, v in sets.items():
             d = BROKER_CONFIGS.get(k)
             if d is None or dynamic_listener_ssl_config(k) is not None:
@@ -523,15 +523,20 @@ class ClusterMetadata:
                              f"server.properties and restart): {_scala_set(unapplied)}")
 
     @staticmethod
-    def _check_listener_ssl_change(resource_name: str, changes: Mapping[str, str | None]) -> None:
+    def _check_listener_ssl_change(resource_name: str, changes: Mapping[str, str | None],
+                                   sets: Mapping[str, str] | None = None) -> None:
         """Kafka's DynamicBrokerConfig.validateConfigs for the SSL key and trust store configs
         (INVALID_REQUEST, as Kafka's ConfigAdminManager answers its ConfigException): only per
         listener, and only on one broker's resource, not the cluster default."""
-        unprefixed = sorted(k for k in changes if k in LISTENER_RECONFIGURABLE_SSL_CONFIGS)
+        # Kafka looks at the configs as they will be: deleting an unprefixed one is accepted.
+        unprefixed = sorted(k for k in (changes if sets is None else sets)
+                            if k in LISTENER_RECONFIGURABLE_SSL_CONFIGS)
         if unprefixed:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              "These security configs can be dynamically updated only "
-                             f"per-listener using the listener prefix: Set({', '.join(unprefixed)})")
+                             # Kafka's filter of a mutable set prints as a HashSet
+                             f"per-listener using the listener prefix: "
+                             f"HashSet({', '.join(unprefixed)})")
         per_listener = sorted(k for k in changes if dynamic_listener_ssl_config(k) is not None)
         if per_listener and resource_name == "":
             raise KafkaError(ErrorCode.INVALID_REQUEST,
