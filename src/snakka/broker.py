@@ -46,6 +46,7 @@ from snakka.handlers import load_handlers
 from snakka.handlers.services import Services
 from snakka.limits import MIN_FREE_FDS_AT_START
 from snakka.metadata.client_quotas import QuotaManagers
+from snakka.metadata.configs import ConfigResolver
 from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata, TopicInfo
 from snakka.protocol.api_keys import ApiKey
 from snakka.remote.manager import RemoteLogManager
@@ -90,6 +91,23 @@ def _wall_ms() -> int:
 def _monotonic_ms() -> int:
     """The client quotas' clock (rates must not jump with the wall clock)."""
     return time.monotonic_ns() // 1_000_000
+
+
+class _ConnectionLimits(MetadataListener):
+    """max.connections and max.connections.per.ip (+ overrides) as dynamic broker configs
+    (Kafka's SocketServer.reconfigure): the values in force (dynamic per node, dynamic default,
+    static) go to the connection quotas at start and after every broker config change."""
+
+    def __init__(self, quotas: ConnectionQuotas, resolver: ConfigResolver) -> None:
+        self.quotas = quotas
+        self.resolver = resolver
+
+    def on_broker_configs_changed(self) -> None:
+        r = self.resolver
+        self.quotas.reconfigure(
+            max_connections=r.broker_int("max.connections"),
+            max_per_ip=r.broker_int("max.connections.per.ip"),
+            per_ip_overrides=r.broker_value("max.connections.per.ip.overrides") or "")
 
 
 class _FetchSessionsForget(MetadataListener):
@@ -323,6 +341,9 @@ class Broker:
             self.remote = await self._start_remote_log_manager()
             controller.add_listener(self.remote)
         controller.add_listener(_FetchSessionsForget(self.fetch_sessions))
+        connection_limits = _ConnectionLimits(self.connection_quotas, controller.resolver)
+        controller.add_listener(connection_limits)
+        connection_limits.on_broker_configs_changed()  # values stored in the metadata log
         controller.add_listener(self.shares)
         controller.add_listener(self.groups)
         replicas.add_listener(self.shares)

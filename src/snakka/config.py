@@ -996,9 +996,9 @@ UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
     "transaction.partition.verification.enable", "listeners",
     "listener.security.protocol.map", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
     "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size",
-    "log.cleaner.io.max.bytes.per.second", "log.cleaner.threads", "max.connection.creation.rate",
-    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
-    "remote.list.offsets.request.timeout.ms", "remote.log.index.file.cache.total.size.bytes",
+    "log.cleaner.io.max.bytes.per.second", "log.cleaner.threads",
+    # a listener paces its accepts only if it started with a creation rate (server/listener.py)
+    "max.connection.creation.rate", "remote.list.offsets.request.timeout.ms", "remote.log.index.file.cache.total.size.bytes",
     "remote.log.manager.copier.thread.pool.size", "remote.log.manager.copy.max.bytes.per.second",
     "remote.log.manager.expiration.thread.pool.size",
     "remote.log.manager.fetch.max.bytes.per.second", "remote.log.reader.threads",
@@ -1007,7 +1007,9 @@ UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
 
 # What IncrementalAlterConfigs / AlterConfigs on a BROKER resource really change at run time:
 # the cluster-wide defaults of topic configs (applied to every partition log at once), the
-# producer-id expiry and the replication throttles. Per-listener SSL key and trust stores are
+# producer-id expiry, the replication throttles and the broker-wide connection limits
+# (max.connections, max.connections.per.ip + overrides: the broker's _ConnectionLimits pushes
+# them to server/quotas.py; per-listener ones stay static). Per-listener SSL key and trust stores are
 # separate (LISTENER_RECONFIGURABLE_SSL_CONFIGS).
 DYNAMIC_BROKER_CONFIGS = KAFKA_DYNAMIC_BROKER_CONFIGS - UNAPPLIED_DYNAMIC_BROKER_CONFIGS
 

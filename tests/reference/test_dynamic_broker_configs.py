@@ -64,7 +64,11 @@ CASES = [
     ("", "ssl.cipher.suites", "x"),
     ("1", "ssl.keystore.location", "/nope"),     # only per listener
     ("", "ssl.keystore.location", "/nope"),
-    ("", "max.connections", "1000"),             # Kafka applies it; snakka refuses (gap)
+    ("", "max.connections", "1000"),             # dynamic in both (applied at run time)
+    ("1", "max.connections.per.ip", "1000"),
+    ("", "max.connections.per.ip.overrides", "127.0.0.9:5"),
+    ("", "max.connection.creation.rate", "1000"),  # Kafka applies it; snakka refuses (gap)
+    ("1", "num.io.threads", "4"),                # Kafka resizes its pool; snakka has none (gap)
 ]
 
 # (resource, config, value) -> why the message legitimately differs (the code is the same).
@@ -76,8 +80,11 @@ MESSAGE_DIFFERS = {
 }
 # (resource, config, value) -> (kafka code, snakka code, why): documented gaps.
 CODE_DIFFERS = {
-    ("", "max.connections", "1000"): (0, 42, "snakka cannot change max.connections at run time "
-                                             "(docs/configuration.md, known gap)"),
+    ("", "max.connection.creation.rate", "1000"): (
+        0, 42, "a snakka listener chooses at start whether it paces its accepts "
+               "(docs/configuration.md, known gap)"),
+    ("1", "num.io.threads", "4"): (0, 42, "snakka has no I/O thread pool to resize "
+                                          "(docs/configuration.md, known gap)"),
 }
 
 

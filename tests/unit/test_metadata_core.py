@@ -108,9 +108,9 @@ def test_create_partitions_rules():
     ("1", {"listeners": "PLAINTEXT://:1"}, ErrorCode.INVALID_REQUEST,
      "snakka cannot update these configs at run time (set them in server.properties and "
      "restart): Set(listeners)"),
-    ("", {"max.connections": "10"}, ErrorCode.INVALID_REQUEST,
+    ("", {"max.connection.creation.rate": "10"}, ErrorCode.INVALID_REQUEST,
      "snakka cannot update these configs at run time (set them in server.properties and "
-     "restart): Set(max.connections)"),
+     "restart): Set(max.connection.creation.rate)"),
     ("1", {"ssl.keystore.location": "/k"}, ErrorCode.INVALID_REQUEST,
      "These security configs can be dynamically updated only per-listener using the listener "
      "prefix: HashSet(ssl.keystore.location)"),
@@ -131,8 +131,9 @@ def test_broker_config_change_accepted_as_kafka():
                                            "log.dirs": None})
     assert md.dynamic_configs[(RESOURCE_BROKER, "1")] == {"log.retention.ms": "1000",
                                                           "foo.bar.custom": "1"}
-    md.alter_configs(RESOURCE_BROKER, "", {"foo.bar.custom": "2"})
-    assert md.dynamic_configs[(RESOURCE_BROKER, "")] == {"foo.bar.custom": "2"}
+    md.alter_configs(RESOURCE_BROKER, "", {"foo.bar.custom": "2", "max.connections": "10"})
+    assert md.dynamic_configs[(RESOURCE_BROKER, "")] == {"foo.bar.custom": "2",
+                                                         "max.connections": "10"}
 
 
 def test_replace_semantics_of_legacy_alter_configs():

@@ -136,6 +136,8 @@ async def alter_resources(services, changes, validate_only: bool,
     if records:
         await services.controller.commit_metadata(records)
         services.controller.reconfigure_topics(None if touched_broker else touched_topics)
+        if touched_broker:  # connection limits and other broker-wide appliers
+            services.controller.reconfigure_broker()
     for plan in ssl_plans:
         assert services.ssl_reconfiguration is not None
         services.ssl_reconfiguration.apply(plan)
