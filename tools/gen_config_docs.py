@@ -127,7 +127,15 @@ def render() -> str:
               "on the BROKER resource (this node's id, or the empty name for the cluster "
               "default); changes are kept in the metadata log and take effect at once. "
               "The set is Kafka 4.0's (DescribeConfigs answers `read_only` as Kafka does), and "
-              "so are the answers to a change:", "",
+              "so are the answers to a change. Besides the cluster-wide topic defaults "
+              "(`log.*`, applied to every partition at once), these take effect at run time: "
+              "`max.connections`, `max.connections.per.ip` and "
+              "`max.connections.per.ip.overrides` (the next accepted connection; open ones "
+              "stay), `log.cleaner.backoff.ms`, `log.cleaner.dedupe.buffer.size`, "
+              "`log.cleaner.io.buffer.size`, `log.cleaner.io.buffer.load.factor` and "
+              "`log.cleaner.io.max.bytes.per.second` (the cleaner wakes and uses them from "
+              "its next pass), `producer.id.expiration.ms` and the replication throttles.", "",
+              "Answers to a change, as Kafka's:", "",
               "- SET of a static config (`log.dirs`, `num.partitions`, "
               "`auto.create.topics.enable`, `fetch.max.bytes`, ...): INVALID_REQUEST "
               "`Cannot update these configs dynamically: Set(<names>)`. A DELETE of any config "

@@ -110,6 +110,23 @@ class _ConnectionLimits(MetadataListener):
             per_ip_overrides=r.broker_value("max.connections.per.ip.overrides") or "")
 
 
+def _cleaner_config(resolver: ConfigResolver) -> CleanerConfig:
+    """The log.cleaner.* values in force (dynamic per node, dynamic default, static)."""
+    return CleanerConfig.from_values(
+        lambda name: BROKER_CONFIGS[name].value(resolver.broker_value(name)))
+
+
+class _CleanerReconfigure(MetadataListener):
+    """Dynamic log.cleaner.* values to the log cleaner (Kafka's LogCleaner.reconfigure)."""
+
+    def __init__(self, cleaner: LogCleaner, resolver: ConfigResolver) -> None:
+        self.cleaner = cleaner
+        self.resolver = resolver
+
+    def on_broker_configs_changed(self) -> None:
+        self.cleaner.reconfigure(_cleaner_config(self.resolver))
+
+
 class _FetchSessionsForget(MetadataListener):
     """Fetch sessions forget a deleted topic (by name and by id)."""
 
@@ -304,7 +321,7 @@ class Broker:
             logs, interval_ms=config.int("log.flush.scheduler.interval.ms"),
             strict=config.bool("log.flush.strict"))
         self.flusher.start()
-        cleaner_config = CleanerConfig.from_broker(config)
+        cleaner_config = _cleaner_config(controller.resolver)
         if cleaner_config.enable:
             self.log_cleaner = LogCleaner(
                 cleaner_config, logs.all_logs, self.time_ms, log_dir=self.log_dir,
@@ -344,6 +361,8 @@ class Broker:
         connection_limits = _ConnectionLimits(self.connection_quotas, controller.resolver)
         controller.add_listener(connection_limits)
         connection_limits.on_broker_configs_changed()  # values stored in the metadata log
+        if self.log_cleaner is not None:
+            controller.add_listener(_CleanerReconfigure(self.log_cleaner, controller.resolver))
         controller.add_listener(self.shares)
         controller.add_listener(self.groups)
         replicas.add_listener(self.shares)

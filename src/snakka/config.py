@@ -994,9 +994,9 @@ UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
     "background.threads", "metric.reporters", "num.io.threads", "num.network.threads",
     "num.recovery.threads.per.data.dir", "num.replica.fetchers", "principal.builder.class",
     "transaction.partition.verification.enable", "listeners",
-    "listener.security.protocol.map", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size",
-    "log.cleaner.io.max.bytes.per.second", "log.cleaner.threads",
+    "listener.security.protocol.map",
+    # snakka runs one cleaner thread (storage/cleaner/manager.py)
+    "log.cleaner.threads",
     # a listener paces its accepts only if it started with a creation rate (server/listener.py)
     "max.connection.creation.rate", "remote.list.offsets.request.timeout.ms", "remote.log.index.file.cache.total.size.bytes",
     "remote.log.manager.copier.thread.pool.size", "remote.log.manager.copy.max.bytes.per.second",
@@ -1007,9 +1007,10 @@ UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
 
 # What IncrementalAlterConfigs / AlterConfigs on a BROKER resource really change at run time:
 # the cluster-wide defaults of topic configs (applied to every partition log at once), the
-# producer-id expiry, the replication throttles and the broker-wide connection limits
+# producer-id expiry, the replication throttles, the broker-wide connection limits
 # (max.connections, max.connections.per.ip + overrides: the broker's _ConnectionLimits pushes
-# them to server/quotas.py; per-listener ones stay static). Per-listener SSL key and trust stores are
+# them to server/quotas.py; per-listener ones stay static) and the log cleaner's backoff, buffers
+# and I/O rate (the broker's _CleanerReconfigure: LogCleaner.reconfigure). Per-listener SSL key and trust stores are
 # separate (LISTENER_RECONFIGURABLE_SSL_CONFIGS).
 DYNAMIC_BROKER_CONFIGS = KAFKA_DYNAMIC_BROKER_CONFIGS - UNAPPLIED_DYNAMIC_BROKER_CONFIGS
 

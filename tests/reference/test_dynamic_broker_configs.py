@@ -60,6 +60,9 @@ CASES = [
     ("x", "log.retention.ms", "100000"),
     ("", "log.segment.bytes", "10"),
     ("", "log.cleaner.threads", "0"),
+    ("", "log.cleaner.backoff.ms", "20000"),     # dynamic in both (applied at run time)
+    ("1", "log.cleaner.io.max.bytes.per.second", "1000000.0"),
+    ("1", "log.cleaner.threads", "2"),           # Kafka adds a thread; snakka has one (gap)
     ("", "listeners", "PLAINTEXT://:1"),         # per-broker configs on the cluster default
     ("", "ssl.cipher.suites", "x"),
     ("1", "ssl.keystore.location", "/nope"),     # only per listener
@@ -83,6 +86,8 @@ CODE_DIFFERS = {
     ("", "max.connection.creation.rate", "1000"): (
         0, 42, "a snakka listener chooses at start whether it paces its accepts "
                "(docs/configuration.md, known gap)"),
+    ("1", "log.cleaner.threads", "2"): (0, 42, "snakka runs one cleaner thread "
+                                               "(docs/configuration.md, known gap)"),
     ("1", "num.io.threads", "4"): (0, 42, "snakka has no I/O thread pool to resize "
                                           "(docs/configuration.md, known gap)"),
 }
