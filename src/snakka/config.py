@@ -998,20 +998,22 @@ UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
     # snakka runs one cleaner thread (storage/cleaner/manager.py)
     "log.cleaner.threads",
     # a listener paces its accepts only if it started with a creation rate (server/listener.py)
-    "max.connection.creation.rate", "remote.list.offsets.request.timeout.ms", "remote.log.index.file.cache.total.size.bytes",
+    "max.connection.creation.rate",
+    # tiered storage's pools, cache and copy quota are built at start (remote/manager.py)
+    "remote.log.index.file.cache.total.size.bytes",
     "remote.log.manager.copier.thread.pool.size", "remote.log.manager.copy.max.bytes.per.second",
     "remote.log.manager.expiration.thread.pool.size",
     "remote.log.manager.fetch.max.bytes.per.second", "remote.log.reader.threads",
-    "remote.fetch.max.wait.ms",
 } | {n for n in KAFKA_DYNAMIC_BROKER_CONFIGS if n.startswith(("sasl.", "ssl."))})
 
 # What IncrementalAlterConfigs / AlterConfigs on a BROKER resource really change at run time:
 # the cluster-wide defaults of topic configs (applied to every partition log at once), the
 # producer-id expiry, the replication throttles, the broker-wide connection limits
 # (max.connections, max.connections.per.ip + overrides: the broker's _ConnectionLimits pushes
-# them to server/quotas.py; per-listener ones stay static) and the log cleaner's backoff, buffers
-# and I/O rate (the broker's _CleanerReconfigure: LogCleaner.reconfigure). Per-listener SSL key and trust stores are
-# separate (LISTENER_RECONFIGURABLE_SSL_CONFIGS).
+# them to server/quotas.py; per-listener ones stay static), the log cleaner's backoff, buffers
+# and I/O rate (the broker's _CleanerReconfigure: LogCleaner.reconfigure), and
+# remote.fetch.max.wait.ms / remote.list.offsets.request.timeout.ms (read per request).
+# Per-listener SSL key and trust stores are separate (LISTENER_RECONFIGURABLE_SSL_CONFIGS).
 DYNAMIC_BROKER_CONFIGS = KAFKA_DYNAMIC_BROKER_CONFIGS - UNAPPLIED_DYNAMIC_BROKER_CONFIGS
 
 # Kafka's DynamicBrokerConfig.PerBrokerConfigs: settable on one broker's resource only, never as

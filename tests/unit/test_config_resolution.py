@@ -134,3 +134,26 @@ def test_validation_messages_are_kafkas():
         with pytest.raises(ConfigError) as e:
             BROKER_CONFIGS[name].value(value)
         assert str(e.value) == f"Invalid value {value} for configuration {name}: {reason}"
+
+
+def test_dynamic_broker_config_sets_are_consistent():
+    from snakka.config import (
+        BROKER_CONFIGS,
+        DYNAMIC_BROKER_CONFIGS,
+        KAFKA_DYNAMIC_BROKER_CONFIGS,
+        UNAPPLIED_DYNAMIC_BROKER_CONFIGS,
+    )
+
+    assert UNAPPLIED_DYNAMIC_BROKER_CONFIGS <= KAFKA_DYNAMIC_BROKER_CONFIGS
+    assert DYNAMIC_BROKER_CONFIGS <= KAFKA_DYNAMIC_BROKER_CONFIGS
+    # Static in Kafka 4.0, though older snakka let them change.
+    assert not {"num.partitions", "auto.create.topics.enable", "fetch.max.bytes"} & (
+        KAFKA_DYNAMIC_BROKER_CONFIGS)
+    # Applied at run time (each has an integration test with a real client).
+    assert {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+            "log.cleaner.backoff.ms", "log.cleaner.io.max.bytes.per.second",
+            "remote.fetch.max.wait.ms", "remote.list.offsets.request.timeout.ms"} <= (
+        DYNAMIC_BROKER_CONFIGS)
+    # Every Kafka-dynamic name snakka knows but cannot apply is refused, not stored.
+    assert all(n in UNAPPLIED_DYNAMIC_BROKER_CONFIGS or n in DYNAMIC_BROKER_CONFIGS
+               for n in KAFKA_DYNAMIC_BROKER_CONFIGS if n in BROKER_CONFIGS)
