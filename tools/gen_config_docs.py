@@ -134,7 +134,9 @@ def render() -> str:
               "stay), `log.cleaner.backoff.ms`, `log.cleaner.dedupe.buffer.size`, "
               "`log.cleaner.io.buffer.size`, `log.cleaner.io.buffer.load.factor` and "
               "`log.cleaner.io.max.bytes.per.second` (the cleaner wakes and uses them from "
-              "its next pass), `producer.id.expiration.ms` and the replication throttles.", "",
+              "its next pass), `remote.fetch.max.wait.ms` and "
+              "`remote.list.offsets.request.timeout.ms` (the next request), "
+              "`producer.id.expiration.ms` and the replication throttles.", "",
               "Answers to a change, as Kafka's:", "",
               "- SET of a static config (`log.dirs`, `num.partitions`, "
               "`auto.create.topics.enable`, `fetch.max.bytes`, ...): INVALID_REQUEST "

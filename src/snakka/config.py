@@ -1025,6 +1025,77 @@ PER_BROKER_DYNAMIC_CONFIGS = frozenset(
        "principal.builder.class"})
 
 
+# Kafka 4.0's static broker configs that snakka does not define (its DescribeConfigs lists them
+# read_only): a SET of one is refused as Kafka refuses it ("Cannot update these configs
+# dynamically"), not stored as a custom config.
+KAFKA_ONLY_STATIC_BROKER_CONFIGS = frozenset({
+    "add.partitions.to.txn.retry.backoff.max.ms", "add.partitions.to.txn.retry.backoff.ms",
+    "alter.config.policy.class.name", "alter.log.dirs.replication.quota.window.num",
+    "alter.log.dirs.replication.quota.window.size.seconds", "auto.leader.rebalance.enable",
+    "broker.heartbeat.interval.ms", "broker.rack", "broker.session.timeout.ms",
+    "client.quota.callback.class", "controlled.shutdown.enable", "controller.listener.names",
+    "controller.quorum.append.linger.ms", "controller.quorum.bootstrap.servers",
+    "controller.quorum.election.backoff.max.ms", "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms", "controller.quorum.request.timeout.ms",
+    "controller.quorum.retry.backoff.ms", "controller.quorum.voters",
+    "controller.socket.timeout.ms", "create.topic.policy.class.name",
+    "delegation.token.expiry.check.interval.ms", "delegation.token.expiry.time.ms",
+    "delegation.token.max.lifetime.ms", "delegation.token.secret.key",
+    "delete.records.purgatory.purge.interval.requests", "early.start.listeners",
+    "fetch.purgatory.purge.interval.requests", "group.coordinator.append.linger.ms",
+    "group.coordinator.rebalance.protocols", "group.coordinator.threads", "group.share.enable",
+    "group.share.max.groups", "initial.broker.registration.timeout.ms",
+    "inter.broker.listener.name", "kafka.metrics.polling.interval.secs",
+    "kafka.metrics.reporters", "leader.imbalance.check.interval.seconds",
+    "log.dir.failure.timeout.ms", "log.roll.jitter.hours", "max.request.partition.size.limit",
+    "metadata.log.dir", "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.log.max.snapshot.interval.ms", "metadata.log.segment.bytes",
+    "metadata.log.segment.ms", "metadata.max.idle.interval.ms", "metadata.max.retention.bytes",
+    "metadata.max.retention.ms", "metrics.num.samples", "metrics.recording.level",
+    "metrics.sample.window.ms", "num.replica.alter.log.dirs.threads",
+    "offsets.commit.timeout.ms", "offsets.load.buffer.size", "offsets.topic.compression.codec",
+    "offsets.topic.replication.factor", "offsets.topic.segment.bytes", "process.roles",
+    "producer.purgatory.purge.interval.requests", "queued.max.request.bytes",
+    "remote.log.manager.copy.quota.window.num",
+    "remote.log.manager.copy.quota.window.size.seconds",
+    "remote.log.manager.fetch.quota.window.num",
+    "remote.log.manager.fetch.quota.window.size.seconds",
+    "remote.log.manager.thread.pool.size", "remote.log.metadata.manager.class.name",
+    "remote.log.metadata.manager.class.path", "remote.log.metadata.manager.impl.prefix",
+    "remote.log.metadata.manager.listener.name", "remote.log.storage.manager.class.name",
+    "remote.log.storage.manager.class.path", "remote.log.storage.manager.impl.prefix",
+    "replica.fetch.backoff.ms", "replica.fetch.max.bytes", "replica.fetch.min.bytes",
+    "replica.fetch.response.max.bytes", "replica.fetch.wait.max.ms",
+    "replica.high.watermark.checkpoint.interval.ms", "replica.lag.time.max.ms",
+    "replica.selector.class", "replica.socket.receive.buffer.bytes",
+    "replica.socket.timeout.ms", "replication.quota.window.num",
+    "replication.quota.window.size.seconds", "request.timeout.ms",
+    "sasl.client.callback.handler.class", "sasl.login.callback.handler.class",
+    "sasl.login.class", "sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms",
+    "sasl.login.retry.backoff.max.ms", "sasl.login.retry.backoff.ms",
+    "sasl.mechanism.controller.protocol", "sasl.oauthbearer.token.endpoint.url",
+    "sasl.server.callback.handler.class", "sasl.server.max.receive.size",
+    "security.inter.broker.protocol", "security.providers",
+    "share.coordinator.append.linger.ms", "share.coordinator.load.buffer.size",
+    "share.coordinator.state.topic.compression.codec", "share.coordinator.state.topic.min.isr",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.segment.bytes", "share.coordinator.threads",
+    "share.coordinator.write.timeout.ms", "share.fetch.purgatory.purge.interval.requests",
+    "socket.connection.setup.timeout.max.ms", "socket.connection.setup.timeout.ms",
+    "socket.listen.backlog.size", "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
+    "transaction.state.log.load.buffer.size", "transaction.state.log.min.isr",
+    "transaction.state.log.replication.factor", "transaction.state.log.segment.bytes",
+    "unstable.api.versions.enable",
+})
+
+
+def is_static_broker_config(name: str) -> bool:
+    """A config Kafka (or snakka) defines and does not let change at run time."""
+    return ((name in BROKER_CONFIGS or name in KAFKA_ONLY_STATIC_BROKER_CONFIGS)
+            and name not in KAFKA_DYNAMIC_BROKER_CONFIGS
+            and dynamic_listener_ssl_config(name) is None)
+
+
 def ignored_dynamic_broker_config(name: str) -> bool:
     """A dynamic broker config (from the metadata log) the broker does not apply: one Kafka
     defines as static, e.g. ``num.partitions``, ``auto.create.topics.enable`` or

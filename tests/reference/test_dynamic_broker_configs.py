@@ -45,6 +45,7 @@ CASES = [
     ("1", "num.partitions", "3"),                # static in Kafka (was dynamic in snakka)
     ("", "auto.create.topics.enable", "false"),
     ("1", "fetch.max.bytes", "1000"),
+    ("1", "replica.lag.time.max.ms", "1000"),    # static in Kafka, unknown to snakka
     ("1", "foo.bar.custom", "1"),                # unknown: stored as a plugin's config
     ("", "foo.bar.custom", "1"),
     ("1", "log.retention.ms", "abc"),            # type and range errors
@@ -63,6 +64,8 @@ CASES = [
     ("", "log.cleaner.backoff.ms", "20000"),     # dynamic in both (applied at run time)
     ("1", "log.cleaner.io.max.bytes.per.second", "1000000.0"),
     ("1", "log.cleaner.threads", "2"),           # Kafka adds a thread; snakka has one (gap)
+    ("1", "remote.fetch.max.wait.ms", "1000"),   # dynamic in both
+    ("", "remote.list.offsets.request.timeout.ms", "0"),
     ("", "listeners", "PLAINTEXT://:1"),         # per-broker configs on the cluster default
     ("", "ssl.cipher.suites", "x"),
     ("1", "ssl.keystore.location", "/nope"),     # only per listener

@@ -96,6 +96,8 @@ def test_create_partitions_rules():
      "Cannot update these configs dynamically: Set(log.dirs)"),
     ("", {"num.partitions": "4"}, ErrorCode.INVALID_REQUEST,
      "Cannot update these configs dynamically: Set(num.partitions)"),
+    ("1", {"replica.lag.time.max.ms": "4"}, ErrorCode.INVALID_REQUEST,  # Kafka's, not snakka's
+     "Cannot update these configs dynamically: Set(replica.lag.time.max.ms)"),
     ("1", {"log.retention.bytes": "lots"}, ErrorCode.INVALID_REQUEST,
      "Invalid value lots for configuration log.retention.bytes: Not a number of type LONG"),
     ("1", {"message.max.bytes": "-1"}, ErrorCode.INVALID_REQUEST,

@@ -46,7 +46,7 @@ from snakka.config import (
     ConfigError,
     apply_config_changes,
     dynamic_listener_ssl_config,
-    ignored_dynamic_broker_config,
+    is_static_broker_config,
     validate_group_configs,
     validate_topic_configs,
 )
@@ -493,7 +493,7 @@ class ClusterMetadata:
         is INVALID_REQUEST with Kafka's message, as its ConfigAdminManager turns the
         ConfigException into InvalidRequestException (KAFKA-13609 keeps it so)."""
         sets = {k: v for k, v in changes.items() if v is not None}
-        static = sorted(k for k in sets if ignored_dynamic_broker_config(k))
+        static = sorted(k for k in sets if is_static_broker_config(k))
         if static:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Cannot update these configs dynamically: {_scala_set(static)}")
