@@ -12,6 +12,7 @@ import socket
 import struct
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -108,6 +109,12 @@ def test_connections_per_ip_change_at_run_time():
             for s in held:
                 s.close()
             held.clear()
+
+            # 0 per address without overrides would lock every client out: refused, as Kafka.
+            with pytest.raises(KafkaException) as e:
+                _alter(admin, broker.bootstrap_servers, "1", {"max.connections.per.ip": "0"})
+            assert e.value.args[0].code() == KafkaError.INVALID_REQUEST
+            assert "can be set to zero only if" in e.value.args[0].str()
 
             # At most 2 per address on this node (the admin's own address exempted).
             _alter(admin, broker.bootstrap_servers, "1", {"max.connections.per.ip": "2",

@@ -73,6 +73,7 @@ CASES = [
     ("", "max.connections", "1000"),             # dynamic in both (applied at run time)
     ("1", "max.connections.per.ip", "1000"),
     ("", "max.connections.per.ip.overrides", "127.0.0.9:5"),
+    ("", "max.connections.per.ip", "0"),         # 0 needs overrides (no one could connect)
     ("", "max.connection.creation.rate", "1000"),  # Kafka applies it; snakka refuses (gap)
     ("1", "num.io.threads", "4"),                # Kafka resizes its pool; snakka has none (gap)
 ]

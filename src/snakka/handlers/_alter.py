@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from snakka.config import dynamic_listener_ssl_config
+from snakka.config import BROKER_CONFIGS, dynamic_listener_ssl_config
 from snakka.metadata.core import (
     RESOURCE_BROKER,
     RESOURCE_CLIENT_METRICS,
@@ -63,6 +63,39 @@ def _check_broker_id(services, rname: str) -> None:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Unexpected broker id, expected {services.node_id}, but received "
                          f"{rname}")
+
+
+def _value_after(services, rname: str, cfg: dict, replace: bool, key: str) -> str | None:
+    """``key``'s broker value in force once ``cfg`` is applied to BROKER resource ``rname``
+    (dynamic per node, dynamic default, static, default)."""
+    node = str(services.node_id)
+    md = services.metadata
+    layers = {n: ({} if (replace and n == rname) else
+                  dict(md.dynamic_configs.get((RESOURCE_BROKER, n), {}))) for n in (node, "")}
+    for k, v in cfg.items():
+        if v is None:
+            layers[rname].pop(k, None)
+        else:
+            layers[rname][k] = v
+    for layer in (layers[node], layers[""]):
+        if key in layer:
+            return layer[key]
+    static = services.resolver.static.overrides
+    return static[key] if key in static else BROKER_CONFIGS[key].default
+
+
+def _check_reconfiguration(services, rname: str, cfg: dict, replace: bool) -> None:
+    """Kafka's validation of the broker config as it will be (its KafkaConfig requirements and
+    reconfigurables' validateReconfiguration), for what snakka applies at run time: per-IP
+    limit 0 needs overrides, or no client could connect again."""
+    if not {"max.connections.per.ip", "max.connections.per.ip.overrides"} & set(cfg):
+        return
+    per_ip = _value_after(services, rname, cfg, replace, "max.connections.per.ip")
+    overrides = _value_after(services, rname, cfg, replace, "max.connections.per.ip.overrides")
+    if per_ip is not None and int(per_ip) == 0 and not (overrides or "").strip():
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         "requirement failed: max.connections.per.ip can be set to zero only "
+                         "if max.connections.per.ip.overrides property is set.")
 
 
 def _prepare_ssl(services, rname: str, cfg: dict, replace: bool):
@@ -117,6 +150,7 @@ async def alter_resources(services, changes, validate_only: bool,
                     # Per-listener SSL stores are loaded and checked before anything is
                     # written (security/ssl_reload.py); installed once durable.
                     services.metadata.check_config_change(rtype, rname, cfg, replace=replace)
+                    _check_reconfiguration(services, rname, cfg, replace)
                     plan = _prepare_ssl(services, rname, cfg, replace)
                     if plan is not None and not validate_only:
                         ssl_plans.append(plan)
