@@ -13,8 +13,11 @@ from snakka.config import (
     DYNAMIC_BROKER_CONFIGS,
     GROUP_CONFIG_BOUNDS,
     GROUP_CONFIGS,
+    KAFKA_DYNAMIC_BROKER_CONFIGS,
     LISTENER_RECONFIGURABLE_SSL_CONFIGS,
+    PER_BROKER_DYNAMIC_CONFIGS,
     TOPIC_CONFIGS,
+    UNAPPLIED_DYNAMIC_BROKER_CONFIGS,
     UNSUPPORTED_GROUP_CONFIGS,
 )
 
@@ -119,20 +122,75 @@ def render() -> str:
                      f"{'`' + bounds[0] + '` .. `' + bounds[1] + '`' if bounds else ''} | "
                      f"{d.doc} |")
     lines += ["", "## Broker configs", "",
-              "Dynamic: may be changed at run time with IncrementalAlterConfigs on the BROKER "
-              "resource (this node's id, or the empty name for the cluster default); changes are "
-              "kept in the metadata log.", "",
+              "Dynamic: may be changed at run time with IncrementalAlterConfigs / AlterConfigs "
+              "on the BROKER resource (this node's id, or the empty name for the cluster "
+              "default); changes are kept in the metadata log and take effect at once. "
+              "The set is Kafka 4.0's (DescribeConfigs answers `read_only` as Kafka does), and "
+              "so are the answers to a change. Besides the cluster-wide topic defaults "
+              "(`log.*`, applied to every partition at once), these take effect at run time: "
+              "`max.connections`, `max.connections.per.ip` and "
+              "`max.connections.per.ip.overrides` (the next accepted connection; open ones "
+              "stay), `log.cleaner.backoff.ms`, `log.cleaner.dedupe.buffer.size`, "
+              "`log.cleaner.io.buffer.size`, `log.cleaner.io.buffer.load.factor` and "
+              "`log.cleaner.io.max.bytes.per.second` (the cleaner wakes and uses them from "
+              "its next pass), `remote.fetch.max.wait.ms` and "
+              "`remote.list.offsets.request.timeout.ms` (the next request), "
+              "`producer.id.expiration.ms` and the replication throttles.", "",
+              "Answers to a change, as Kafka's:", "",
+              "- SET of a static config (`log.dirs`, `num.partitions`, "
+              "`auto.create.topics.enable`, `fetch.max.bytes`, ...): INVALID_REQUEST "
+              "`Cannot update these configs dynamically: Set(<names>)`. A DELETE of any config "
+              "is accepted (it removes a stored value, if any).",
+              "- A value the config's type or range refuses: INVALID_REQUEST with Kafka's "
+              "message, e.g. `Invalid value abc for configuration log.retention.ms: Not a "
+              "number of type LONG`, `... Value must be at least 0`. The same messages name a "
+              "bad value in server.properties at start.",
+              "- A name snakka does not know (a plugin's config, `foo.bar.custom`): stored as "
+              "given, like Kafka; nothing reads it.",
+              "- Per-broker configs (listeners, SSL, SASL) on the cluster default (empty name): "
+              "INVALID_REQUEST `Cannot update these configs at default cluster level, broker "
+              "id must be specified: Set(<names>)`; unprefixed SSL key/trust store configs: "
+              "`These security configs can be dynamically updated only per-listener using the "
+              "listener prefix`.",
+              "",
+              "**Known gap: Kafka-dynamic configs snakka cannot change at run time.** Kafka "
+              "reconfigures these live; snakka has no such thread pool or applies them only at "
+              "start, so a SET is refused with INVALID_REQUEST (Kafka's code for a "
+              "reconfiguration it cannot make) and the message `snakka cannot update these "
+              "configs at run time (set them in server.properties and restart): Set(<names>)` "
+              "instead of being stored without effect. DescribeConfigs still reports them "
+              "`read_only=false`, as Kafka does: "
+              + ", ".join(f"`{n}`" for n in sorted(UNAPPLIED_DYNAMIC_BROKER_CONFIGS)) + "; "
+              "also every `listener.name.<l>.<config>` other than the per-listener SSL key and "
+              "trust stores.",
+              "",
+              "**Upgrading from an older snakka.** Older versions let `num.partitions`, "
+              "`auto.create.topics.enable` and `fetch.max.bytes` change at run time. A value "
+              "stored that way is ignored (the static value is in force) and the broker logs "
+              "a warning naming it at start; remove it with `kafka-configs.sh --alter "
+              "--entity-type brokers --entity-default --delete-config num.partitions` (or "
+              "`--entity-name <id>`), and set it in server.properties instead.", "",
               "| name | type | default | dynamic | description |", "|---|---|---|---|---|"]
     def per_listener(name: str) -> str:
         # Kafka's per-broker, per-listener SSL configs (docs/security.md, certificate reload).
         return ("per listener (`listener.name.<l>.`), this node only"
                 if name in LISTENER_RECONFIGURABLE_SSL_CONFIGS else "")
 
+    def dynamic(name: str) -> str:
+        if name in DYNAMIC_BROKER_CONFIGS:
+            return "yes"
+        if per_listener(name):
+            return per_listener(name)
+        if name in KAFKA_DYNAMIC_BROKER_CONFIGS:
+            return ("no (Kafka: yes" + (", per broker" if name in PER_BROKER_DYNAMIC_CONFIGS
+                                        else "") + "; known gap)")
+        return ""
+
     for name in sorted(BROKER_CONFIGS):
         d = BROKER_CONFIGS[name]
         lines.append(f"| `{name}` | {d.type.name.lower()} | "
                      f"{'`' + d.default + '`' if d.default is not None else '(unset)'} | "
-                     f"{'yes' if name in DYNAMIC_BROKER_CONFIGS else per_listener(name)} | "
+                     f"{dynamic(name)} | "
                      f"{d.doc} |")
     lines += ["", "## Bounds for hostile clients", "",
               "- Connections: `max.connections` (broker-wide) and `max.connections.per.ip` "

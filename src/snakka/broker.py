@@ -36,7 +36,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from snakka.config import BROKER_CONFIGS, BrokerConfig
+from snakka.config import BROKER_CONFIGS, BrokerConfig, ignored_dynamic_broker_config
 from snakka.controller import Controller, MetadataListener
 from snakka.fetch_sessions import FetchSessionCache
 from snakka.groups.coordinator import GroupCoordinator
@@ -44,6 +44,7 @@ from snakka.handlers import load_handlers
 from snakka.handlers.services import Services
 from snakka.limits import MIN_FREE_FDS_AT_START
 from snakka.metadata.client_quotas import QuotaManagers
+from snakka.metadata.configs import ConfigResolver
 from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata, TopicInfo
 from snakka.protocol.api_keys import ApiKey
 from snakka.remote.manager import RemoteLogManager
@@ -88,6 +89,40 @@ def _wall_ms() -> int:
 def _monotonic_ms() -> int:
     """The client quotas' clock (rates must not jump with the wall clock)."""
     return time.monotonic_ns() // 1_000_000
+
+
+class _ConnectionLimits(MetadataListener):
+    """max.connections and max.connections.per.ip (+ overrides) as dynamic broker configs
+    (Kafka's SocketServer.reconfigure): the values in force (dynamic per node, dynamic default,
+    static) go to the connection quotas at start and after every broker config change."""
+
+    def __init__(self, quotas: ConnectionQuotas, resolver: ConfigResolver) -> None:
+        self.quotas = quotas
+        self.resolver = resolver
+
+    def on_broker_configs_changed(self) -> None:
+        r = self.resolver
+        self.quotas.reconfigure(
+            max_connections=r.broker_int("max.connections"),
+            max_per_ip=r.broker_int("max.connections.per.ip"),
+            per_ip_overrides=r.broker_value("max.connections.per.ip.overrides") or "")
+
+
+def _cleaner_config(resolver: ConfigResolver) -> CleanerConfig:
+    """The log.cleaner.* values in force (dynamic per node, dynamic default, static)."""
+    return CleanerConfig.from_values(
+        lambda name: BROKER_CONFIGS[name].value(resolver.broker_value(name)))
+
+
+class _CleanerReconfigure(MetadataListener):
+    """Dynamic log.cleaner.* values to the log cleaner (Kafka's LogCleaner.reconfigure)."""
+
+    def __init__(self, cleaner: LogCleaner, resolver: ConfigResolver) -> None:
+        self.cleaner = cleaner
+        self.resolver = resolver
+
+    def on_broker_configs_changed(self) -> None:
+        self.cleaner.reconfigure(_cleaner_config(self.resolver))
 
 
 class _FetchSessionsForget(MetadataListener):
@@ -255,6 +290,14 @@ class Broker:
         self.logs = logs = LogManager([self.log_dir], time_ms=self.time_ms)
         controller.load()
         metadata = controller.metadata
+        for (rtype, rname), stored in metadata.dynamic_configs.items():
+            stale = sorted(k for k in stored if rtype == RESOURCE_BROKER
+                           and ignored_dynamic_broker_config(k))
+            if stale:  # static in Kafka: ConfigResolver does not use them
+                log.warning("ignoring dynamic broker config(s) %s of broker resource '%s' "
+                            "stored by an older snakka: they are static (set them in "
+                            "server.properties; delete them with kafka-configs.sh "
+                            "--delete-config)", ", ".join(stale), rname)
         # The SSL listeners start with this broker's dynamic SSL configs (metadata log), which
         # AlterConfigs may change again at run time (security/ssl_reload.py).
         node_key = (RESOURCE_BROKER, str(self.node_id))
@@ -276,7 +319,7 @@ class Broker:
             logs, interval_ms=config.int("log.flush.scheduler.interval.ms"),
             strict=config.bool("log.flush.strict"))
         self.flusher.start()
-        cleaner_config = CleanerConfig.from_broker(config)
+        cleaner_config = _cleaner_config(controller.resolver)
         if cleaner_config.enable:
             self.log_cleaner = LogCleaner(
                 cleaner_config, logs.all_logs, self.time_ms, log_dir=self.log_dir,
@@ -313,6 +356,11 @@ class Broker:
             self.remote = await self._start_remote_log_manager()
             controller.add_listener(self.remote)
         controller.add_listener(_FetchSessionsForget(self.fetch_sessions))
+        connection_limits = _ConnectionLimits(self.connection_quotas, controller.resolver)
+        controller.add_listener(connection_limits)
+        connection_limits.on_broker_configs_changed()  # values stored in the metadata log
+        if self.log_cleaner is not None:
+            controller.add_listener(_CleanerReconfigure(self.log_cleaner, controller.resolver))
         controller.add_listener(self.shares)
         controller.add_listener(self.groups)
         replicas.add_listener(self.shares)

@@ -58,7 +58,9 @@ class ConfigError(ValueError):
     """A configuration value is invalid; the message names the key."""
 
     def __init__(self, name: str, value: object, reason: str) -> None:
-        super().__init__(f"Invalid value {value!r} for configuration {name}: {reason}")
+        # Kafka's ConfigException wording (the value unquoted): clients and operators compare
+        # answers of the two brokers, and the reason says which bound or type failed.
+        super().__init__(f"Invalid value {value} for configuration {name}: {reason}")
         self.name = name
 
 
@@ -72,13 +74,24 @@ def _parse_bool(name: str, s: str) -> bool:
 
 
 def _parse_int(lo: int, hi: int) -> Callable[[str, str], int]:
+    """An INT (``hi`` <= Integer.MAX_VALUE) or LONG config within [lo, hi], with Kafka's
+    messages: a value its Java type cannot hold is "Not a number of type INT/LONG"
+    (ConfigDef.parseType), one outside the range "Value must be at least lo" / "Value must be
+    no more than hi" (ConfigDef.Range)."""
+    java_type, type_max = ("INT", INT_MAX) if hi <= INT_MAX else ("LONG", LONG_MAX)
+
     def parse(name: str, s: str) -> int:
         try:
             v = int(s.strip())
         except ValueError:
-            raise ConfigError(name, s, "Not a number") from None
-        if not lo <= v <= hi:
-            raise ConfigError(name, s, f"Value must be in [{lo}, {hi}]")
+            raise ConfigError(name, s, f"Not a number of type {java_type}") from None
+        if not -type_max - 1 <= v <= type_max:
+            raise ConfigError(name, s, f"Not a number of type {java_type}")
+        # Kafka's Range names the parsed value (a double as Java prints it: 2.0).
+        if v < lo:
+            raise ConfigError(name, v, f"Value must be at least {lo}")
+        if v > hi:
+            raise ConfigError(name, v, f"Value must be no more than {hi}")
         return v
 
     return parse
@@ -88,14 +101,16 @@ def _parse_double(name: str, s: str) -> float:
     try:
         return float(s.strip())
     except ValueError:
-        raise ConfigError(name, s, "Not a number") from None
+        raise ConfigError(name, s, "Not a number of type DOUBLE") from None
 
 
 def _double_in(lo: float, hi: float) -> Callable[[str, str], float]:
     def parse(name: str, s: str) -> float:
         v = _parse_double(name, s)
-        if not lo <= v <= hi:
-            raise ConfigError(name, s, f"Value must be in [{lo}, {hi}]")
+        if v < lo:
+            raise ConfigError(name, v, f"Value must be at least {lo}")
+        if v > hi:
+            raise ConfigError(name, v, f"Value must be no more than {hi}")
         return v
 
     return parse
@@ -249,6 +264,8 @@ _long_m1 = _parse_int(-1, LONG_MAX)
 _pos_int = _parse_int(1, INT_MAX)
 _nonneg_int = _parse_int(0, INT_MAX)
 _pos_long = _parse_int(1, LONG_MAX)
+_any_int = _parse_int(-INT_MAX - 1, INT_MAX)
+_any_long = _parse_int(-LONG_MAX - 1, LONG_MAX)
 
 
 def _open_files_limit(name: str, s: str) -> int:
@@ -302,7 +319,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("message.timestamp.type", _S, "CreateTime", _one_of("CreateTime", "LogAppendTime"),
            "Whether record timestamps are the producer's (CreateTime) or the broker's append time.",
            broker_synonym="log.message.timestamp.type"),
-        _d("min.cleanable.dirty.ratio", _DBL, "0.5", _double_in(0.0, 1.0),
+        _d("min.cleanable.dirty.ratio", _DBL, "0.5", _double_in(0, 1),
            "Dirty ratio that triggers compaction.", broker_synonym="log.cleaner.min.cleanable.ratio"),
         _d("min.compaction.lag.ms", _L, "0", _nonneg_long,
            "Minimum time a message stays uncompacted.", broker_synonym="log.cleaner.min.compaction.lag.ms"),
@@ -522,8 +539,11 @@ _BROKER_LIST: list[ConfigDef] = [
        "fewer than 32 free descriptors after loading exits with one line instead of listening "
        "without being able to accept. snakka-specific.",
        read_only=True),
-    _d("log.retention.hours", _I, "168", _parse_int(-1, INT_MAX), "Retention in hours."),
-    _d("log.retention.minutes", _I, None, _parse_int(-1, INT_MAX), "Retention in minutes."),
+    # Kafka validates none of the three retention units: any negative value means no time
+    # limit (broker_default_for_topic_config gives the topic retention.ms -1).
+    _d("log.retention.hours", _I, "168", _any_int, "Retention in hours (negative: no limit)."),
+    _d("log.retention.minutes", _I, None, _any_int,
+       "Retention in minutes (negative: no limit)."),
     _d("log.roll.hours", _I, "168", _pos_int, "Segment roll time in hours."),
     _d("log.retention.check.interval.ms", _L, "300000", _pos_long,
        "How often retention is enforced.", read_only=True),
@@ -914,7 +934,8 @@ for _t in TOPIC_CONFIGS.values():
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_LIST}
 # Kafka expresses the retention/roll defaults in hours; log.retention.ms/log.roll.ms are unset.
 BROKER_CONFIGS["log.retention.ms"] = ConfigDef(
-    "log.retention.ms", _L, None, _long_m1, "Retention in ms (overrides minutes/hours).")
+    "log.retention.ms", _L, None, _any_long,
+    "Retention in ms (overrides minutes/hours; negative: no limit).")
 BROKER_CONFIGS["log.roll.ms"] = ConfigDef(
     "log.roll.ms", _L, None, _pos_long, "Segment roll time in ms (overrides hours).")
 BROKER_CONFIGS["log.flush.interval.ms"] = ConfigDef(
@@ -937,14 +958,170 @@ def broker_default_int(name: str) -> int:
         raise TypeError(f"{name} has no integer default")
     return v
 
-# Broker configs that may be changed at run time (IncrementalAlterConfigs on a BROKER resource):
-# the cluster-wide defaults of topic configs, plus the topic-creation defaults.
-DYNAMIC_BROKER_CONFIGS = frozenset(
-    {t.broker_synonym for t in TOPIC_CONFIGS.values() if t.broker_synonym}
-    | {"log.retention.ms", "log.roll.ms", "num.partitions", "auto.create.topics.enable",
-       "producer.id.expiration.ms", "fetch.max.bytes", "leader.replication.throttled.rate",
-       "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second"}
-)
+# Kafka 4.0's dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs, as its
+# DescribeConfigs reports them with read_only=false, plus the broker quota rates of
+# DynamicConfig.Broker). DescribeConfigs(BROKER) answers read_only from this set, and only these
+# may be set on a BROKER resource; a SET of any other config Kafka (or snakka) knows is refused
+# with INVALID_REQUEST "Cannot update these configs dynamically". Names neither knows are
+# accepted and stored, as Kafka keeps custom configs for plugins.
+KAFKA_DYNAMIC_BROKER_CONFIGS = frozenset({
+    "background.threads", "compression.gzip.level", "compression.lz4.level", "compression.type",
+    "compression.zstd.level", "listener.security.protocol.map", "listeners",
+    "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.delete.retention.ms",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size",
+    "log.cleaner.io.max.bytes.per.second", "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms", "log.cleaner.threads",
+    "log.cleanup.policy", "log.flush.interval.messages", "log.flush.interval.ms",
+    "log.index.interval.bytes", "log.index.size.max.bytes", "log.local.retention.bytes",
+    "log.local.retention.ms", "log.message.timestamp.after.max.ms",
+    "log.message.timestamp.before.max.ms", "log.message.timestamp.type", "log.preallocate",
+    "log.retention.bytes", "log.retention.ms", "log.roll.jitter.ms", "log.roll.ms",
+    "log.segment.bytes", "log.segment.delete.delay.ms", "max.connection.creation.rate",
+    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    "message.max.bytes", "metric.reporters", "min.insync.replicas", "num.io.threads",
+    "num.network.threads", "num.recovery.threads.per.data.dir", "num.replica.fetchers",
+    "principal.builder.class", "producer.id.expiration.ms", "remote.fetch.max.wait.ms",
+    "remote.list.offsets.request.timeout.ms", "remote.log.index.file.cache.total.size.bytes",
+    "remote.log.manager.copier.thread.pool.size", "remote.log.manager.copy.max.bytes.per.second",
+    "remote.log.manager.expiration.thread.pool.size",
+    "remote.log.manager.fetch.max.bytes.per.second", "remote.log.reader.threads",
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+    "sasl.kerberos.service.name", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.ticket.renew.window.factor", "sasl.login.refresh.buffer.seconds",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter", "sasl.mechanism.inter.broker.protocol",
+    "ssl.cipher.suites", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm", "ssl.engine.factory.class", "ssl.key.password",
+    "ssl.keymanager.algorithm", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol",
+    "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
+    "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.truststore.type", "transaction.partition.verification.enable",
+    "unclean.leader.election.enable",
+    # DynamicConfig.Broker's quota configs (not KafkaConfig keys, so not described by Kafka)
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+})
+
+# Kafka-dynamic configs snakka cannot apply at run time (it has no such thread pool, or its
+# listeners, SASL and unprefixed SSL settings are fixed at start): a change is refused with
+# INVALID_REQUEST, Kafka's code for a reconfiguration it cannot make, rather than stored
+# without effect. docs/configuration.md lists them as a known gap.
+UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
+    "background.threads", "metric.reporters", "num.io.threads", "num.network.threads",
+    "num.recovery.threads.per.data.dir", "num.replica.fetchers", "principal.builder.class",
+    "transaction.partition.verification.enable", "listeners",
+    "listener.security.protocol.map",
+    # snakka runs one cleaner thread (storage/cleaner/manager.py)
+    "log.cleaner.threads",
+    # a listener paces its accepts only if it started with a creation rate (server/listener.py)
+    "max.connection.creation.rate",
+    # tiered storage's pools, cache and copy quota are built at start (remote/manager.py)
+    "remote.log.index.file.cache.total.size.bytes",
+    "remote.log.manager.copier.thread.pool.size", "remote.log.manager.copy.max.bytes.per.second",
+    "remote.log.manager.expiration.thread.pool.size",
+    "remote.log.manager.fetch.max.bytes.per.second", "remote.log.reader.threads",
+} | {n for n in KAFKA_DYNAMIC_BROKER_CONFIGS if n.startswith(("sasl.", "ssl."))})
+
+# What IncrementalAlterConfigs / AlterConfigs on a BROKER resource really change at run time:
+# the cluster-wide defaults of topic configs (applied to every partition log at once), the
+# producer-id expiry, the replication throttles, the broker-wide connection limits
+# (max.connections, max.connections.per.ip + overrides: the broker's _ConnectionLimits pushes
+# them to server/quotas.py; per-listener ones stay static), the log cleaner's backoff, buffers
+# and I/O rate (the broker's _CleanerReconfigure: LogCleaner.reconfigure), and
+# remote.fetch.max.wait.ms / remote.list.offsets.request.timeout.ms (read per request).
+# Per-listener SSL key and trust stores are separate (LISTENER_RECONFIGURABLE_SSL_CONFIGS).
+DYNAMIC_BROKER_CONFIGS = KAFKA_DYNAMIC_BROKER_CONFIGS - UNAPPLIED_DYNAMIC_BROKER_CONFIGS
+
+# Kafka's DynamicBrokerConfig.PerBrokerConfigs: settable on one broker's resource only, never as
+# the cluster default (its listener and security configs, except the cluster-level connection
+# limits).
+PER_BROKER_DYNAMIC_CONFIGS = frozenset(
+    {n for n in KAFKA_DYNAMIC_BROKER_CONFIGS if n.startswith(("sasl.", "ssl."))}
+    | {"listeners", "advertised.listeners", "listener.security.protocol.map",
+       "principal.builder.class"})
+
+
+# Kafka 4.0's static broker configs that snakka does not define (its DescribeConfigs lists them
+# read_only): a SET of one is refused as Kafka refuses it ("Cannot update these configs
+# dynamically"), not stored as a custom config.
+KAFKA_ONLY_STATIC_BROKER_CONFIGS = frozenset({
+    "add.partitions.to.txn.retry.backoff.max.ms", "add.partitions.to.txn.retry.backoff.ms",
+    "alter.config.policy.class.name", "alter.log.dirs.replication.quota.window.num",
+    "alter.log.dirs.replication.quota.window.size.seconds", "auto.leader.rebalance.enable",
+    "broker.heartbeat.interval.ms", "broker.rack", "broker.session.timeout.ms",
+    "client.quota.callback.class", "controlled.shutdown.enable", "controller.listener.names",
+    "controller.quorum.append.linger.ms", "controller.quorum.bootstrap.servers",
+    "controller.quorum.election.backoff.max.ms", "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms", "controller.quorum.request.timeout.ms",
+    "controller.quorum.retry.backoff.ms", "controller.quorum.voters",
+    "controller.socket.timeout.ms", "create.topic.policy.class.name",
+    "delegation.token.expiry.check.interval.ms", "delegation.token.expiry.time.ms",
+    "delegation.token.max.lifetime.ms", "delegation.token.secret.key",
+    "delete.records.purgatory.purge.interval.requests", "early.start.listeners",
+    "fetch.purgatory.purge.interval.requests", "group.coordinator.append.linger.ms",
+    "group.coordinator.rebalance.protocols", "group.coordinator.threads", "group.share.enable",
+    "group.share.max.groups", "initial.broker.registration.timeout.ms",
+    "inter.broker.listener.name", "kafka.metrics.polling.interval.secs",
+    "kafka.metrics.reporters", "leader.imbalance.check.interval.seconds",
+    "log.dir.failure.timeout.ms", "log.roll.jitter.hours", "max.request.partition.size.limit",
+    "metadata.log.dir", "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.log.max.snapshot.interval.ms", "metadata.log.segment.bytes",
+    "metadata.log.segment.ms", "metadata.max.idle.interval.ms", "metadata.max.retention.bytes",
+    "metadata.max.retention.ms", "metrics.num.samples", "metrics.recording.level",
+    "metrics.sample.window.ms", "num.replica.alter.log.dirs.threads",
+    "offsets.commit.timeout.ms", "offsets.load.buffer.size", "offsets.topic.compression.codec",
+    "offsets.topic.replication.factor", "offsets.topic.segment.bytes", "process.roles",
+    "producer.purgatory.purge.interval.requests", "queued.max.request.bytes",
+    "remote.log.manager.copy.quota.window.num",
+    "remote.log.manager.copy.quota.window.size.seconds",
+    "remote.log.manager.fetch.quota.window.num",
+    "remote.log.manager.fetch.quota.window.size.seconds",
+    "remote.log.manager.thread.pool.size", "remote.log.metadata.manager.class.name",
+    "remote.log.metadata.manager.class.path", "remote.log.metadata.manager.impl.prefix",
+    "remote.log.metadata.manager.listener.name", "remote.log.storage.manager.class.name",
+    "remote.log.storage.manager.class.path", "remote.log.storage.manager.impl.prefix",
+    "replica.fetch.backoff.ms", "replica.fetch.max.bytes", "replica.fetch.min.bytes",
+    "replica.fetch.response.max.bytes", "replica.fetch.wait.max.ms",
+    "replica.high.watermark.checkpoint.interval.ms", "replica.lag.time.max.ms",
+    "replica.selector.class", "replica.socket.receive.buffer.bytes",
+    "replica.socket.timeout.ms", "replication.quota.window.num",
+    "replication.quota.window.size.seconds", "request.timeout.ms",
+    "sasl.client.callback.handler.class", "sasl.login.callback.handler.class",
+    "sasl.login.class", "sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms",
+    "sasl.login.retry.backoff.max.ms", "sasl.login.retry.backoff.ms",
+    "sasl.mechanism.controller.protocol", "sasl.oauthbearer.token.endpoint.url",
+    "sasl.server.callback.handler.class", "sasl.server.max.receive.size",
+    "security.inter.broker.protocol", "security.providers",
+    "share.coordinator.append.linger.ms", "share.coordinator.load.buffer.size",
+    "share.coordinator.state.topic.compression.codec", "share.coordinator.state.topic.min.isr",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.segment.bytes", "share.coordinator.threads",
+    "share.coordinator.write.timeout.ms", "share.fetch.purgatory.purge.interval.requests",
+    "socket.connection.setup.timeout.max.ms", "socket.connection.setup.timeout.ms",
+    "socket.listen.backlog.size", "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
+    "transaction.state.log.load.buffer.size", "transaction.state.log.min.isr",
+    "transaction.state.log.replication.factor", "transaction.state.log.segment.bytes",
+    "unstable.api.versions.enable",
+})
+
+
+def is_static_broker_config(name: str) -> bool:
+    """A config Kafka (or snakka) defines and does not let change at run time."""
+    return ((name in BROKER_CONFIGS or name in KAFKA_ONLY_STATIC_BROKER_CONFIGS)
+            and name not in KAFKA_DYNAMIC_BROKER_CONFIGS
+            and dynamic_listener_ssl_config(name) is None)
+
+
+def ignored_dynamic_broker_config(name: str) -> bool:
+    """A dynamic broker config (from the metadata log) the broker does not apply: one Kafka
+    defines as static, e.g. ``num.partitions``, ``auto.create.topics.enable`` or
+    ``fetch.max.bytes`` stored by an older snakka that let them change at run time.
+    ConfigResolver skips it, as Kafka drops invalid dynamic configs
+    (DynamicBrokerConfig.removeInvalidConfigs); the broker logs it at start."""
+    return (name in BROKER_CONFIGS and name not in KAFKA_DYNAMIC_BROKER_CONFIGS
+            and dynamic_listener_ssl_config(name) is None)
 
 
 def apply_config_changes(before: Mapping[str, str], changes: Mapping[str, str | None],

@@ -179,6 +179,34 @@ def test_a_stalled_object_store_answers_after_remote_fetch_max_wait_ms_with_othe
         assert got[0][0] == 0 and got[0][1][0][0] == 0
 
 
+def test_remote_fetch_max_wait_ms_changes_at_run_time():
+    """remote.fetch.max.wait.ms is a dynamic broker config (Kafka's DynamicRemoteLogConfig):
+    started with an hour, a fetch of a stalled remote partition would not answer within the
+    test; set to 300 ms with a real admin client (confluent-kafka), the same fetch answers with
+    the local partition's records and the remote one empty."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    gate = threading.Event()
+    with EmbeddedBroker(config={"remote.fetch.max.wait.ms": "3600000"}) as b:
+        try:
+            _pool, _rsm, _local = _produce_tiered(b, partitions=2, gate=gate)
+            admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+            res = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+                ConfigEntry("remote.fetch.max.wait.ms", "300",
+                            incremental_operation=AlterConfigOpType.SET)])
+            admin.incremental_alter_configs([res])[res].result(30)
+            got, _took = _fetch(b.bootstrap_servers, {0: 0, 1: 0}, max_wait_ms=0)
+            assert got[0][0] == 0 and got[0][1] == []
+            assert got[1][0] == 0 and got[1][1] == [(0, 0)]
+        finally:
+            gate.set()
+
+
 def test_a_failing_object_store_is_kafka_storage_error_for_that_partition():
     with EmbeddedBroker() as b:
         _pool, rsm, _local = _produce_tiered(b, partitions=2)
@@ -298,6 +326,53 @@ def test_list_offsets_by_timestamp_with_a_stalled_store_times_out_per_partition(
             _pool.forget_segment(_pool.rlmm.segments[0].segment_id)
             got, _ = run_async(ask(30_000))
             assert got[0] == (56, -1)
+        finally:
+            gate.set()
+
+
+def test_remote_list_offsets_request_timeout_ms_changes_at_run_time():
+    """remote.list.offsets.request.timeout.ms is a dynamic broker config: started with an hour,
+    a ListOffsets (TimeoutMs 0: the broker's value) of a stalled remote partition would not
+    answer within the test; set to 300 ms with confluent-kafka's admin client, it answers
+    REQUEST_TIMED_OUT for the remote lookup and the local partition's offset."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    from snakka.protocol.messages.list_offsets_request import (
+        ListOffsetsPartition,
+        ListOffsetsRequest,
+        ListOffsetsTopic,
+    )
+
+    gate = threading.Event()
+    with EmbeddedBroker(config={"remote.list.offsets.request.timeout.ms": "3600000"}) as b:
+        try:
+            _produce_tiered(b, partitions=2, gate=gate)
+            admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+            res = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+                ConfigEntry("remote.list.offsets.request.timeout.ms", "300",
+                            incremental_operation=AlterConfigOpType.SET)])
+            admin.incremental_alter_configs([res])[res].result(30)
+
+            async def ask():
+                conn = await raw_connect(b.bootstrap_servers)
+                try:
+                    resp = await conn.send(ListOffsetsRequest(
+                        replica_id=-1, isolation_level=0, timeout_ms=0,
+                        topics=[ListOffsetsTopic(name=TOPIC, partitions=[
+                            ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
+                                                 timestamp=TS0 + 5 * STEP) for p in (0, 1)])]),
+                        version=10)
+                    return {pr.partition_index: (pr.error_code, pr.offset)
+                            for pr in resp.topics[0].partitions}
+                finally:
+                    await conn.close()
+
+            assert run_async(ask()) == {0: (7, -1), 1: (0, 0)}
         finally:
             gate.set()
 

@@ -105,3 +105,55 @@ def test_broker_synonyms_reach_the_log_config():
                                      "log.roll.hours": "1", "log.roll.ms": "123"}), md)
     c = LogConfig.from_dict(r.effective_topic_config_map(md.topics["t"]))
     assert (c.segment_bytes, c.max_message_bytes, c.segment_ms) == (4096, 500, 123)
+
+
+def test_stale_dynamic_value_of_a_static_config_is_ignored():
+    """num.partitions was dynamic in older snakka; Kafka defines it as static. A value stored
+    then (replayed from the metadata log) is not in force: the static value is."""
+    md = ClusterMetadata()
+    md.apply({"type": "config", "resource_type": RESOURCE_BROKER, "resource_name": "",
+               "configs": {"num.partitions": "7", "log.retention.ms": "5000"}})
+    r = ConfigResolver(BrokerConfig({"num.partitions": "3"}), md)
+    assert r.broker_value("num.partitions") == "3"
+    assert r.broker_value("log.retention.ms") == "5000"
+    by_name = {rc.name: rc for rc in r.broker_configs("1")}
+    assert (by_name["num.partitions"].value, by_name["num.partitions"].source) == (
+        "3", ConfigSource.STATIC_BROKER_CONFIG)
+    assert ConfigResolver(BrokerConfig(), md).broker_value("num.partitions") == "1"
+
+
+def test_validation_messages_are_kafkas():
+    from snakka.config import BROKER_CONFIGS
+
+    cases = {("log.retention.ms", "abc"): "Not a number of type LONG",
+             ("num.partitions", "x"): "Not a number of type INT",
+             ("num.partitions", "0"): "Value must be at least 1",
+             ("log.cleaner.min.cleanable.ratio", "2.0"): "Value must be no more than 1",
+             ("log.cleaner.min.cleanable.ratio", "x"): "Not a number of type DOUBLE"}
+    for (name, value), reason in cases.items():
+        with pytest.raises(ConfigError) as e:
+            BROKER_CONFIGS[name].value(value)
+        assert str(e.value) == f"Invalid value {value} for configuration {name}: {reason}"
+
+
+def test_dynamic_broker_config_sets_are_consistent():
+    from snakka.config import (
+        BROKER_CONFIGS,
+        DYNAMIC_BROKER_CONFIGS,
+        KAFKA_DYNAMIC_BROKER_CONFIGS,
+        UNAPPLIED_DYNAMIC_BROKER_CONFIGS,
+    )
+
+    assert UNAPPLIED_DYNAMIC_BROKER_CONFIGS <= KAFKA_DYNAMIC_BROKER_CONFIGS
+    assert DYNAMIC_BROKER_CONFIGS <= KAFKA_DYNAMIC_BROKER_CONFIGS
+    # Static in Kafka 4.0, though older snakka let them change.
+    assert not {"num.partitions", "auto.create.topics.enable", "fetch.max.bytes"} & (
+        KAFKA_DYNAMIC_BROKER_CONFIGS)
+    # Applied at run time (each has an integration test with a real client).
+    assert {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+            "log.cleaner.backoff.ms", "log.cleaner.io.max.bytes.per.second",
+            "remote.fetch.max.wait.ms", "remote.list.offsets.request.timeout.ms"} <= (
+        DYNAMIC_BROKER_CONFIGS)
+    # Every Kafka-dynamic name snakka knows but cannot apply is refused, not stored.
+    assert all(n in UNAPPLIED_DYNAMIC_BROKER_CONFIGS or n in DYNAMIC_BROKER_CONFIGS
+               for n in KAFKA_DYNAMIC_BROKER_CONFIGS if n in BROKER_CONFIGS)

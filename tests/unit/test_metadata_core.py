@@ -90,15 +90,52 @@ def test_create_partitions_rules():
     assert md.topics["t"].partitions == 5
 
 
-def test_broker_config_changes_only_dynamic_keys():
+@pytest.mark.parametrize("resource,changes,code,message", [
+    # Kafka 4.0's answers (tests/reference/test_dynamic_broker_configs.py compares them live).
+    ("1", {"log.dirs": "/x"}, ErrorCode.INVALID_REQUEST,
+     "Cannot update these configs dynamically: Set(log.dirs)"),
+    ("", {"num.partitions": "4"}, ErrorCode.INVALID_REQUEST,
+     "Cannot update these configs dynamically: Set(num.partitions)"),
+    ("1", {"replica.lag.time.max.ms": "4"}, ErrorCode.INVALID_REQUEST,  # Kafka's, not snakka's
+     "Cannot update these configs dynamically: Set(replica.lag.time.max.ms)"),
+    ("1", {"log.retention.bytes": "lots"}, ErrorCode.INVALID_REQUEST,
+     "Invalid value lots for configuration log.retention.bytes: Not a number of type LONG"),
+    ("1", {"message.max.bytes": "-1"}, ErrorCode.INVALID_REQUEST,
+     "Invalid value -1 for configuration message.max.bytes: Value must be at least 0"),
+    ("1", {"message.max.bytes": "3000000000"}, ErrorCode.INVALID_REQUEST,
+     "Invalid value 3000000000 for configuration message.max.bytes: Not a number of type INT"),
+    ("", {"listeners": "PLAINTEXT://:1"}, ErrorCode.INVALID_REQUEST,
+     "Cannot update these configs at default cluster level, broker id must be specified: "
+     "Set(listeners)"),
+    ("1", {"listeners": "PLAINTEXT://:1"}, ErrorCode.INVALID_REQUEST,
+     "snakka cannot update these configs at run time (set them in server.properties and "
+     "restart): Set(listeners)"),
+    ("", {"max.connection.creation.rate": "10"}, ErrorCode.INVALID_REQUEST,
+     "snakka cannot update these configs at run time (set them in server.properties and "
+     "restart): Set(max.connection.creation.rate)"),
+    ("1", {"ssl.keystore.location": "/k"}, ErrorCode.INVALID_REQUEST,
+     "These security configs can be dynamically updated only per-listener using the listener "
+     "prefix: HashSet(ssl.keystore.location)"),
+])
+def test_broker_config_change_refused_as_kafka(resource, changes, code, message):
     md = ClusterMetadata()
     with pytest.raises(KafkaError) as e:
-        md.alter_configs(RESOURCE_BROKER, "", {"listeners": "PLAINTEXT://:1"})
-    assert e.value.code == ErrorCode.INVALID_CONFIG
-    with pytest.raises(KafkaError):
-        md.alter_configs(RESOURCE_BROKER, "", {"log.retention.bytes": "lots"})
-    md.alter_configs(RESOURCE_BROKER, "1", {"num.partitions": "4"})
-    assert md.dynamic_configs[(RESOURCE_BROKER, "1")] == {"num.partitions": "4"}
+        md.alter_configs(RESOURCE_BROKER, resource, changes)
+    assert (e.value.code, e.value.message) == (code, message)
+    assert (RESOURCE_BROKER, resource) not in md.dynamic_configs
+
+
+def test_broker_config_change_accepted_as_kafka():
+    md = ClusterMetadata()
+    # A dynamic config, a custom (plugin) config and the DELETE of a static one: Kafka accepts
+    # all three (a DELETE only removes a stored key).
+    md.alter_configs(RESOURCE_BROKER, "1", {"log.retention.ms": "1000", "foo.bar.custom": "1",
+                                           "log.dirs": None})
+    assert md.dynamic_configs[(RESOURCE_BROKER, "1")] == {"log.retention.ms": "1000",
+                                                          "foo.bar.custom": "1"}
+    md.alter_configs(RESOURCE_BROKER, "", {"foo.bar.custom": "2", "max.connections": "10"})
+    assert md.dynamic_configs[(RESOURCE_BROKER, "")] == {"foo.bar.custom": "2",
+                                                         "max.connections": "10"}
 
 
 def test_replace_semantics_of_legacy_alter_configs():

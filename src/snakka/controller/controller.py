@@ -81,6 +81,9 @@ class MetadataListener:
                                 tick: Callable[[], Awaitable[None]]) -> None:
         """A request's topics are gone (once per request; ``tick`` yields to the loop)."""
 
+    def on_broker_configs_changed(self) -> None:
+        """A dynamic broker config changed (durable; read the new values from the resolver)."""
+
 
 @dataclasses.dataclass
 class TopicCreation:
@@ -236,6 +239,11 @@ class Controller:
                   else [self.metadata.topics[n] for n in names if n in self.metadata.topics])
         for ti in topics:
             self._replicas.set_config(ti.name, ti.partitions, self.log_config_for(ti))
+
+    def reconfigure_broker(self) -> None:
+        """Tell the listeners a dynamic broker config changed (after it is durable)."""
+        for listener in self._listeners:
+            listener.on_broker_configs_changed()
 
     # -- the metadata log ----------------------------------------------------------------
     async def commit_metadata(self, records: list[MetadataRecord]) -> None:

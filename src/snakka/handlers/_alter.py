@@ -3,8 +3,9 @@
 Topic, broker, group and client-metrics (KIP-714 subscription) changes go to the metadata log (durable before the answer); the affected
 partition logs are reconfigured at once, and group configs are read where they are used (the
 share-group core and the share-partition side ask ConfigResolver.group_value each time). Broker-logger changes set Python logger levels and are
-not persisted (as in Kafka). Only dynamic broker configs may change at run time; others get
-INVALID_CONFIG naming the key.
+not persisted (as in Kafka). Only dynamic broker configs may change at run time; a static one,
+a bad value or one snakka cannot apply gets INVALID_REQUEST naming the keys, as in Kafka
+(ClusterMetadata._check_broker_config_change).
 
 Authorization is the handlers' (handlers/_authz.denied_config_resources: ALTER_CONFIGS on the
 topic, the group or the cluster); a denied resource is answered with its authorization error
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from snakka.config import dynamic_listener_ssl_config
+from snakka.config import BROKER_CONFIGS, dynamic_listener_ssl_config
 from snakka.metadata.core import (
     RESOURCE_BROKER,
     RESOURCE_CLIENT_METRICS,
@@ -46,6 +47,55 @@ def _alter_loggers(services, name: str, changes: dict, validate_only: bool) -> N
     for logger, level in changes.items():
         lg = logging.getLogger() if logger == "root" else logging.getLogger(logger)
         lg.setLevel(logging.NOTSET if level is None else _LEVELS[level.upper()])
+
+
+def _check_broker_id(services, rname: str) -> None:
+    """A BROKER resource names this node or is empty (the cluster default); Kafka's
+    ConfigAdminManager.validateResourceNameIsCurrentNodeId wording."""
+    if rname == "":
+        return
+    try:
+        node = int(rname)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Node id must be an integer, but it is: {rname}") from None
+    if node != services.node_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {services.node_id}, but received "
+                         f"{rname}")
+
+
+def _value_after(services, rname: str, cfg: dict, replace: bool, key: str) -> str | None:
+    """``key``'s broker value in force once ``cfg`` is applied to BROKER resource ``rname``
+    (dynamic per node, dynamic default, static, default)."""
+    node = str(services.node_id)
+    md = services.metadata
+    layers = {n: ({} if (replace and n == rname) else
+                  dict(md.dynamic_configs.get((RESOURCE_BROKER, n), {}))) for n in (node, "")}
+    for k, v in cfg.items():
+        if v is None:
+            layers[rname].pop(k, None)
+        else:
+            layers[rname][k] = v
+    for layer in (layers[node], layers[""]):
+        if key in layer:
+            return layer[key]
+    static = services.resolver.static.overrides
+    return static[key] if key in static else BROKER_CONFIGS[key].default
+
+
+def _check_reconfiguration(services, rname: str, cfg: dict, replace: bool) -> None:
+    """Kafka's validation of the broker config as it will be (its KafkaConfig requirements and
+    reconfigurables' validateReconfiguration), for what snakka applies at run time: per-IP
+    limit 0 needs overrides, or no client could connect again."""
+    if not {"max.connections.per.ip", "max.connections.per.ip.overrides"} & set(cfg):
+        return
+    per_ip = _value_after(services, rname, cfg, replace, "max.connections.per.ip")
+    overrides = _value_after(services, rname, cfg, replace, "max.connections.per.ip.overrides")
+    if per_ip is not None and int(per_ip) == 0 and not (overrides or "").strip():
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         "requirement failed: max.connections.per.ip can be set to zero only "
+                         "if max.connections.per.ip.overrides property is set.")
 
 
 def _prepare_ssl(services, rname: str, cfg: dict, replace: bool):
@@ -76,9 +126,7 @@ async def alter_resources(services, changes, validate_only: bool,
             refused = denied.get((rtype, rname)) if denied else None
             if refused is not None:
                 if rtype == RESOURCE_BROKER:  # Kafka's broker validates before forwarding
-                    if rname not in ("", str(services.node_id)):
-                        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                         f"Unexpected broker id {rname}")
+                    _check_broker_id(services, rname)
                     services.metadata.check_config_change(rtype, rname, cfg)
                 raise KafkaError(refused, refused.message)
             if rtype == RESOURCE_BROKER_LOGGER:
@@ -96,13 +144,13 @@ async def alter_resources(services, changes, validate_only: bool,
                 else:
                     records += services.metadata.alter_configs(rtype, rname, cfg, replace=replace)
             elif rtype in (RESOURCE_TOPIC, RESOURCE_BROKER):
-                if rtype == RESOURCE_BROKER and rname not in ("", str(services.node_id)):
-                    raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                     f"Unexpected broker id {rname}")
+                if rtype == RESOURCE_BROKER:
+                    _check_broker_id(services, rname)
                 if rtype == RESOURCE_BROKER:
                     # Per-listener SSL stores are loaded and checked before anything is
                     # written (security/ssl_reload.py); installed once durable.
                     services.metadata.check_config_change(rtype, rname, cfg, replace=replace)
+                    _check_reconfiguration(services, rname, cfg, replace)
                     plan = _prepare_ssl(services, rname, cfg, replace)
                     if plan is not None and not validate_only:
                         ssl_plans.append(plan)
@@ -122,6 +170,8 @@ async def alter_resources(services, changes, validate_only: bool,
     if records:
         await services.controller.commit_metadata(records)
         services.controller.reconfigure_topics(None if touched_broker else touched_topics)
+        if touched_broker:  # connection limits and other broker-wide appliers
+            services.controller.reconfigure_broker()
     for plan in ssl_plans:
         assert services.ssl_reconfiguration is not None
         services.ssl_reconfiguration.apply(plan)

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from snakka.config import (
     BROKER_CONFIGS,
-    DYNAMIC_BROKER_CONFIGS,
     GROUP_CONFIGS,
+    KAFKA_DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigSource,
     ConfigType,
@@ -65,20 +65,23 @@ def logger_names() -> list[str]:
 
 def _entry(rc, defs, include_synonyms: bool, include_docs: bool, v: int):
     d = defs.get(rc.name)
-    # A broker config is read-only unless IncrementalAlterConfigs may change it at run time
-    # (Kafka's rule); topic and group configs are all alterable.
-    read_only = rc.name not in DYNAMIC_BROKER_CONFIGS if defs is BROKER_CONFIGS else \
+    # A broker config is read-only unless Kafka 4.0 lets IncrementalAlterConfigs change it at
+    # run time (its AllDynamicConfigs; the few of those snakka refuses to change are a documented
+    # gap, config.UNAPPLIED_DYNAMIC_BROKER_CONFIGS); topic and group configs are all alterable.
+    read_only = rc.name not in KAFKA_DYNAMIC_BROKER_CONFIGS if defs is BROKER_CONFIGS else \
         bool(d.read_only) if d else False
     listener_ssl = dynamic_listener_ssl_config(rc.name) if defs is BROKER_CONFIGS else None
     if listener_ssl is not None:  # listener.name.<l>.ssl.*: typed (and secret) as its base
         d = defs.get(listener_ssl[1])
         read_only = False
-    sensitive = d is not None and d.sensitive
+    # A config snakka does not know (a plugin's, stored as given) may hold a secret: Kafka
+    # reports such a broker config as sensitive, without its value.
+    sensitive = d.sensitive if d is not None else defs is BROKER_CONFIGS
     return DescribeConfigsResourceResult(
         name=rc.name, value=None if sensitive else rc.value,
         read_only=read_only,
         is_default=rc.source == ConfigSource.DEFAULT_CONFIG,
-        config_source=int(rc.source), is_sensitive=bool(d.sensitive) if d else False,
+        config_source=int(rc.source), is_sensitive=sensitive,
         synonyms=[DescribeConfigsSynonym(name=n, value=None if sensitive else val,
                                          source=int(s))
                   for n, val, s in rc.synonyms] if include_synonyms else [],

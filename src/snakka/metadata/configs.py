@@ -20,6 +20,7 @@ from snakka.config import (
     ConfigType,
     broker_default_for_topic_config,
     dynamic_listener_ssl_config,
+    ignored_dynamic_broker_config,
 )
 from snakka.metadata.core import RESOURCE_BROKER, RESOURCE_GROUP, ClusterMetadata, TopicInfo
 
@@ -40,6 +41,12 @@ class ConfigResolver:
     def _broker_layers(self, key: str) -> list[tuple[str | None, ConfigSource]]:
         node = str(self.static.node_id)
         layers: list[tuple[str | None, ConfigSource]] = []
+        if ignored_dynamic_broker_config(key):
+            # Static in Kafka: a dynamic value an older snakka stored is not in force (the
+            # broker logged it at start; DescribeConfigs shows the static value).
+            if key in self.static.overrides:
+                layers.append((self.static.overrides[key], ConfigSource.STATIC_BROKER_CONFIG))
+            return layers
         dyn_node = self.metadata.dynamic_configs.get((RESOURCE_BROKER, node), {})
         dyn_default = self.metadata.dynamic_configs.get((RESOURCE_BROKER, ""), {})
         if key in dyn_node:
@@ -71,6 +78,7 @@ class ConfigResolver:
 
     # -- brokers -------------------------------------------------------------------------
     def broker_configs(self, broker_resource: str) -> list[ResolvedConfig]:
+        """The configs DescribeConfigs lists for a BROKER resource."""
         out = []
         for name, d in BROKER_CONFIGS.items():
             layers = self._broker_layers(name)
@@ -88,11 +96,27 @@ class ConfigResolver:
         # Per-listener SSL configs (listener.name.<l>.ssl.*) set statically or dynamically,
         # as Kafka lists them (the dynamic ones change a listener's certificate at run time).
         node = str(self.static.node_id)
-        keys = set(self.metadata.dynamic_configs.get((RESOURCE_BROKER, node), {}))
+        ssl_keys = set(self.metadata.dynamic_configs.get((RESOURCE_BROKER, node), {}))
         if broker_resource != "":
-            keys |= set(self.static.overrides)
-        for name in sorted(k for k in keys if dynamic_listener_ssl_config(k) is not None):
+            ssl_keys |= set(self.static.overrides)
+        for name in sorted(k for k in ssl_keys if dynamic_listener_ssl_config(k) is not None):
             layers = self._broker_layers(name)
+            if layers:
+                out.append(ResolvedConfig(name, layers[0][0], layers[0][1],
+                                          tuple((name, v, s) for v, s in layers)))
+        # Custom (plugin) configs stored by AlterConfigs, as Kafka lists them: the cluster
+        # default's on the default resource, the node's and the default's on the node's.
+        dyn_default = self.metadata.dynamic_configs.get((RESOURCE_BROKER, ""), {})
+        custom = set(dyn_default) if broker_resource == "" else (
+            set(self.metadata.dynamic_configs.get((RESOURCE_BROKER, node), {}))
+            | set(dyn_default))
+        for name in sorted(custom):
+            if name in BROKER_CONFIGS or dynamic_listener_ssl_config(name) is not None:
+                continue
+            layers = self._broker_layers(name)
+            if broker_resource == "":
+                layers = [ly for ly in layers
+                          if ly[1] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
             if layers:
                 out.append(ResolvedConfig(name, layers[0][0], layers[0][1],
                                           tuple((name, v, s) for v, s in layers)))

@@ -38,12 +38,15 @@ from typing import Any
 
 from snakka.config import (
     BROKER_CONFIGS,
-    DYNAMIC_BROKER_CONFIGS,
+    LISTENER_PREFIX,
     LISTENER_RECONFIGURABLE_SSL_CONFIGS,
+    PER_BROKER_DYNAMIC_CONFIGS,
     TOPIC_CONFIGS,
+    UNAPPLIED_DYNAMIC_BROKER_CONFIGS,
     ConfigError,
     apply_config_changes,
     dynamic_listener_ssl_config,
+    is_static_broker_config,
     validate_group_configs,
     validate_topic_configs,
 )
@@ -477,35 +480,63 @@ class ClusterMetadata:
             current = {} if replace else self.current_overrides(resource_type, resource_name)
             validate_subscription(resource_name, apply_config_changes(current, changes, replace))
         elif resource_type == RESOURCE_BROKER:
-            self._check_listener_ssl_change(resource_name, changes)
-            for k, v in changes.items():
-                if dynamic_listener_ssl_config(k) is not None:
-                    continue  # values checked by loading them (security/ssl_reload.py)
-                d = BROKER_CONFIGS.get(k)
-                if d is None:
-                    raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown broker config {k}")
-                if k not in DYNAMIC_BROKER_CONFIGS:
-                    raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                     f"Cannot update these configs dynamically: [{k}]")
-                if v is not None:
-                    try:
-                        d.value(v)
-                    except ConfigError as e:
-                        raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+            self._check_broker_config_change(resource_name, changes)
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unsupported resource type {resource_type} for config changes")
 
     @staticmethod
-    def _check_listener_ssl_change(resource_name: str, changes: Mapping[str, str | None]) -> None:
+    def _check_broker_config_change(resource_name: str,
+                                    changes: Mapping[str, str | None]) -> None:
+        """Kafka's DynamicBrokerConfig.validateConfigs, in its order, on the configs a change
+        sets (a DELETE is always accepted: the key just leaves the stored set). Every failure
+        is INVALID_REQUEST with Kafka's message, as its ConfigAdminManager turns the
+        ConfigException into InvalidRequestException (KAFKA-13609 keeps it so)."""
+        sets = {k: v for k, v in changes.items() if v is not None}
+        static = sorted(k for k in sets if is_static_broker_config(k))
+        if static:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Cannot update these configs dynamically: {_scala_set(static)}")
+        ClusterMetadata._check_listener_ssl_change(resource_name, changes, sets)
+        for k, v in sets.items():
+            d = BROKER_CONFIGS.get(k)
+            if d is None or dynamic_listener_ssl_config(k) is not None:
+                continue  # custom (plugin) configs are stored as given; SSL stores are loaded
+            try:
+                d.value(v)
+            except ConfigError as e:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, str(e)) from None
+        if resource_name == "":
+            per_broker = sorted(k for k in sets if k in PER_BROKER_DYNAMIC_CONFIGS)
+            if per_broker:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Cannot update these configs at default cluster level, broker "
+                                 f"id must be specified: {_scala_set(per_broker)}")
+        # Kafka would reconfigure these; snakka cannot apply them without a restart, so it
+        # refuses rather than store a value that changes nothing (docs/configuration.md).
+        unapplied = sorted(
+            k for k in sets if k in UNAPPLIED_DYNAMIC_BROKER_CONFIGS
+            or (k.startswith(LISTENER_PREFIX) and dynamic_listener_ssl_config(k) is None))
+        if unapplied:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "snakka cannot update these configs at run time (set them in "
+                             f"server.properties and restart): {_scala_set(unapplied)}")
+
+    @staticmethod
+    def _check_listener_ssl_change(resource_name: str, changes: Mapping[str, str | None],
+                                   sets: Mapping[str, str] | None = None) -> None:
         """Kafka's DynamicBrokerConfig.validateConfigs for the SSL key and trust store configs
         (INVALID_REQUEST, as Kafka's ConfigAdminManager answers its ConfigException): only per
         listener, and only on one broker's resource, not the cluster default."""
-        unprefixed = sorted(k for k in changes if k in LISTENER_RECONFIGURABLE_SSL_CONFIGS)
+        # Kafka looks at the configs as they will be: deleting an unprefixed one is accepted.
+        unprefixed = sorted(k for k in (changes if sets is None else sets)
+                            if k in LISTENER_RECONFIGURABLE_SSL_CONFIGS)
         if unprefixed:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              "These security configs can be dynamically updated only "
-                             f"per-listener using the listener prefix: Set({', '.join(unprefixed)})")
+                             # Kafka's filter of a mutable set prints as a HashSet
+                             f"per-listener using the listener prefix: "
+                             f"HashSet({', '.join(unprefixed)})")
         per_listener = sorted(k for k in changes if dynamic_listener_ssl_config(k) is not None)
         if per_listener and resource_name == "":
             raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -554,6 +585,11 @@ class ClusterMetadata:
 
     def set_cluster_id(self, cluster_id: str) -> list[MetadataRecord]:
         return self._emit([{"type": "cluster", "cluster_id": cluster_id}])
+
+
+def _scala_set(names: list[str]) -> str:
+    """``Set(a, b)``: how Kafka's messages print a set of config names."""
+    return f"Set({', '.join(names)})"
 
 
 def state_records(md: ClusterMetadata) -> list[MetadataRecord]:

@@ -125,6 +125,25 @@ class ConnectionQuotas:
         self.connections_throttled = 0
         self._delay_log: dict[str, list] = {}  # listener -> [delays not yet logged, last log]
 
+    def reconfigure(self, *, max_connections: int, max_per_ip: int,
+                    per_ip_overrides: str) -> None:
+        """New broker-wide limits from a dynamic broker config change (Kafka's
+        SocketServer.reconfigure): they apply to the next accept; connections already open stay,
+        as in Kafka. An override host that no longer resolves is skipped with a warning (the
+        change is already durable; the others still apply)."""
+        overrides: dict[str, int] = {}
+        for host, count in parse_connections_per_ip_overrides(per_ip_overrides).items():
+            try:
+                addrs = _resolve(host)
+            except ConfigError as e:
+                log.warning("max.connections.per.ip.overrides: %s", e)
+                continue
+            for addr in addrs:
+                overrides[addr] = count
+        self.max_connections = max_connections
+        self.default_max_per_ip = max_per_ip
+        self.max_per_ip_overrides = overrides
+
     def max_for(self, ip: str) -> int:
         return self.max_per_ip_overrides.get(ip, self.default_max_per_ip)
 

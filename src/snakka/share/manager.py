@@ -216,8 +216,6 @@ class SharePartitionManager(MetadataListener):
         self._timer_at: int | None = None
         self._settings_cache: dict[str, _GroupSettings] = {}
         self._settings_version = -1
-        # Tiered storage: longest a share fetch waits for remote data (DelayedRemoteFetch).
-        self.remote_fetch_max_wait_ms = config.int("remote.fetch.max.wait.ms")
         # share-partition -> futures of parked ShareFetches to wake on take_wakeup()
         self._waiters: WaitList = {}
 
@@ -684,8 +682,10 @@ class SharePartitionManager(MetadataListener):
         """Wait for the pending remote reads (at most ``remote.fetch.max.wait.ms``), then one
         pass that answers with what there is (Kafka completes a delayed fetch of remote data
         once the remote read is done, whatever MinBytes)."""
-        await asyncio.wait([asyncio.ensure_future(r) for r in remote],
-                           timeout=self.remote_fetch_max_wait_ms / 1000)
+        # Tiered storage: longest a share fetch waits for remote data (DelayedRemoteFetch);
+        # read per request, as it is a dynamic broker config.
+        wait_ms = self.resolver.broker_int("remote.fetch.max.wait.ms")
+        await asyncio.wait([asyncio.ensure_future(r) for r in remote], timeout=wait_ms / 1000)
         results, _ = self._fetch_once(group_id, member_id, partitions, min_bytes=min_bytes,
                                       force=True, **opts)
         return results

@@ -14,7 +14,10 @@ What this module owns (Kafka's LogCleaner + LogCleanerManager)
     * **The thread.** One cleaner thread (``log.cleaner.threads`` above 1 is accepted and
       logged: more Python threads would contend for the interpreter lock with the request
       threads) that cleans while logs are due and sleeps ``log.cleaner.backoff.ms`` when
-      none is.
+      none is. ``log.cleaner.backoff.ms``, ``dedupe.buffer.size``, ``io.buffer.size``,
+      ``io.buffer.load.factor`` and ``io.max.bytes.per.second`` are dynamic broker configs:
+      :meth:`LogCleaner.reconfigure` hands them to the thread, which wakes and uses them from
+      its next pass (``log.cleaner.threads`` stays static: there is one thread).
     * **The checkpoint** ``cleaner-offset-checkpoint`` in the log dir (Kafka's file and
       format): per partition, the offset below which the log is clean. Lost or stale, the
       next pass simply cleans more.
@@ -92,7 +95,13 @@ class CleanerConfig:
 
     @classmethod
     def from_broker(cls, cfg: BrokerConfig) -> CleanerConfig:
-        values: dict[str, Any] = {f: cfg.get(name) for f, name in _CLEANER_CONFIGS.items()}
+        return cls.from_values(cfg.get)
+
+    @classmethod
+    def from_values(cls, get: Callable[[str], object]) -> CleanerConfig:
+        """From ``get(broker config name)`` -> parsed value (static config, or the values in
+        force after a dynamic change)."""
+        values: dict[str, Any] = {f: get(name) for f, name in _CLEANER_CONFIGS.items()}
         return cls(**values)
 
 
@@ -125,19 +134,44 @@ class LogCleaner:
             read_offset_checkpoint(self._checkpoint_path) if self._checkpoint_path else {})
         self._recheck_at: dict[tuple[str, int], int] = {}  # tombstone-horizon passes
         self._stop = threading.Event()
+        # Ends the thread's log.cleaner.backoff.ms sleep early: shutdown, or a reconfiguration.
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # one pass at a time (thread vs clean_once)
-        self.cleaner = Cleaner(
+        # A dynamic change waiting for the next pass (the thread applies it between passes,
+        # never under a pass that is waiting on the event loop).
+        self._pending: CleanerConfig | None = None
+        self.run_on_owner = run_on_owner
+        self.cleaner = self._new_cleaner(config)
+        self.uncleanable: set[tuple[str, int]] = set()  # failed passes (Kafka's metric name)
+
+    def _new_cleaner(self, config: CleanerConfig) -> Cleaner:
+        return Cleaner(
             dedupe_buffer_size=config.dedupe_buffer_size,
             load_factor=config.io_buffer_load_factor,
             io_buffer_size=config.io_buffer_size,
             throttler=Throttler(config.max_io_bytes_per_second, self._stop),
             stop=self._stop,
-            run_on_owner=run_on_owner,
-            time_ms=time_ms,
+            run_on_owner=self.run_on_owner,
+            time_ms=self._time_ms,
         )
-        self.run_on_owner = run_on_owner
-        self.uncleanable: set[tuple[str, int]] = set()  # failed passes (Kafka's metric name)
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Dynamic ``log.cleaner.*`` values (Kafka's LogCleaner.reconfigure): the next pass
+        uses them, and a sleeping thread wakes to start it. Any thread."""
+        if config == self.config:
+            return
+        self._pending = config
+        self._wake.set()
+
+    def _apply_pending(self) -> None:
+        config, self._pending = self._pending, None
+        if config is not None:
+            log.info("log cleaner reconfigured: %s", ", ".join(
+                f"{name}={getattr(config, f)}" for f, name in _CLEANER_CONFIGS.items()
+                if getattr(config, f) != getattr(self.config, f)))
+            self.config = config
+            self.cleaner = self._new_cleaner(config)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -154,6 +188,7 @@ class LogCleaner:
         """Stop the thread; a pass in progress is abandoned (its ``.cleaned`` files are
         removed, nothing in the log changed)."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
@@ -167,7 +202,8 @@ class LogCleaner:
                               "log.cleaner.backoff.ms")
                 cleaned = []
             if not any(not r.aborted for r in cleaned):
-                self._stop.wait(self.config.backoff_ms / 1000)
+                self._wake.wait(self.config.backoff_ms / 1000)
+                self._wake.clear()
 
     # ------------------------------------------------------------ choosing
 
@@ -245,6 +281,7 @@ class LogCleaner:
         """One pass over every log that is due now, dirtiest first; returns what each did.
         The checkpoint file is rewritten after the passes."""
         with self._lock:
+            self._apply_pending()
             results = []
             for todo in self._choose():
                 if self._stop.is_set():
