@@ -54,6 +54,7 @@ from snakka.storage.checkpoint import (
     topic_id_to_str,
     write_meta_properties,
 )
+from snakka.util.heap import long_lived
 from snakka.util.slicing import TimeSlice
 
 if TYPE_CHECKING:
@@ -315,17 +316,21 @@ class Controller:
                                       done: asyncio.Future[None]) -> None:
         slicer = TimeSlice()
         try:
-            cache: dict[frozenset[tuple[str, str]], LogConfig] = {}
-            for plan in plans:  # on the loop (it reads configs the loop changes), in slices
-                self._resolve_log_config(plan, cache)
-                await slicer.tick()
-            await asyncio.get_running_loop().run_in_executor(None, self._create_logs, plans)
-            # Register, apply and append in slices (each slice's records are appended right
-            # after they are applied, so the log keeps the order of changes); one fsync below.
-            for i in range(0, len(plans), REGISTER_TOPICS_PER_SLICE):
-                self._log.append(self._register(plans[i:i + REGISTER_TOPICS_PER_SLICE]))
-                await slicer.tick()
-            self._announce(plans)
+            # The logs and metadata made here live as long as their topics: no full garbage
+            # collection (one loop step over the whole heap) while they are built; frozen after.
+            with long_lived():
+                cache: dict[frozenset[tuple[str, str]], LogConfig] = {}
+                for plan in plans:  # on the loop (it reads configs the loop changes), in slices
+                    self._resolve_log_config(plan, cache)
+                    await slicer.tick()
+                await asyncio.get_running_loop().run_in_executor(None, self._create_logs, plans)
+                # Register, apply and append in slices (each slice's records are appended
+                # right after they are applied, so the log keeps the order of changes); one
+                # fsync below.
+                for i in range(0, len(plans), REGISTER_TOPICS_PER_SLICE):
+                    self._log.append(self._register(plans[i:i + REGISTER_TOPICS_PER_SLICE]))
+                    await slicer.tick()
+                self._announce(plans)
         finally:
             for plan in plans:
                 self.metadata.release(plan.name)
@@ -477,7 +482,9 @@ class Controller:
             if self.creates_inline(count - old):
                 made = make()
             else:
-                made = await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, make))
+                with long_lived():  # see _create_topics_off_loop
+                    made = await asyncio.shield(
+                        asyncio.get_running_loop().run_in_executor(None, make))
             if self.metadata.topics.get(name) is not ti:  # deleted meanwhile
                 for pl in made:
                     pl.delete()
