@@ -119,6 +119,11 @@ REGISTER_TOPICS_PER_SLICE = 500
 #: no full collection, one event-loop step proportional to the whole heap, runs meanwhile.
 GC_FULL_COLLECTION_HOLD_THRESHOLD = 1_000_000
 
+#: Partitions a creation must make for its objects to be built under util.heap.long_lived
+#: (full collections held off, then frozen): below it a full collection of what it made is
+#: short, and freezing (never reclaiming old cyclic garbage) is not worth it.
+GC_LONG_LIVED_MIN_PARTITIONS = 1_000
+
 # ------------------------------------------------------------------- server (connections)
 
 #: asyncio write-buffer marks of a client connection (``transport.set_write_buffer_limits``):

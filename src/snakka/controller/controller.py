@@ -318,7 +318,7 @@ class Controller:
         try:
             # The logs and metadata made here live as long as their topics: no full garbage
             # collection (one loop step over the whole heap) while they are built; frozen after.
-            with long_lived():
+            with long_lived(sum(p.partitions for p in plans)):
                 cache: dict[frozenset[tuple[str, str]], LogConfig] = {}
                 for plan in plans:  # on the loop (it reads configs the loop changes), in slices
                     self._resolve_log_config(plan, cache)
@@ -482,7 +482,7 @@ class Controller:
             if self.creates_inline(count - old):
                 made = make()
             else:
-                with long_lived():  # see _create_topics_off_loop
+                with long_lived(count - old):  # see _create_topics_off_loop
                     made = await asyncio.shield(
                         asyncio.get_running_loop().run_in_executor(None, make))
             if self.metadata.topics.get(name) is not ti:  # deleted meanwhile
