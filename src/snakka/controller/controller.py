@@ -496,11 +496,19 @@ class Controller:
             def make() -> list[UnifiedLog]:
                 return replicas.make_logs(name, range(old, count), cfg, ti.topic_id)
             if self.creates_inline(count - old):
-                made = make()
+                made, batches = make(), None
             else:
-                with long_lived(count - old):  # see _create_topics_off_loop
-                    made = await asyncio.shield(
-                        asyncio.get_running_loop().run_in_executor(None, make))
+                # Many: the logs and the record's batches made in a worker thread (see
+                # _create_topics_off_loop); the record is the one applied below (this topic
+                # cannot grow meanwhile: _growing).
+                rec = self.metadata.partitions_record(name, count)
+                store = self._log.store
+
+                def make_and_prepare() -> tuple[list[UnifiedLog], bytes]:
+                    return make(), store.prepare([rec])
+                with long_lived(count - old):
+                    made, batches = await asyncio.shield(
+                        asyncio.get_running_loop().run_in_executor(None, make_and_prepare))
             if self.metadata.topics.get(name) is not ti:  # deleted meanwhile
                 for pl in made:
                     pl.delete()
@@ -508,10 +516,17 @@ class Controller:
                                  f"The topic '{name}' does not exist.")
             for pl in made:
                 replicas.add_log(pl)
-            recs = self.metadata.create_partitions(name, count)
+            if batches is None:
+                recs = self.metadata.create_partitions(name, count)
+            else:
+                self.metadata.apply_all([rec])
+                self._log.append_prepared(batches)
         finally:
             self._growing.discard(name)
-        await self.commit_metadata(recs)
+        if batches is None:
+            await self.commit_metadata(recs)
+        else:
+            await self.sync_metadata()
         for listener in self._listeners:
             listener.on_topics_changed()
 
