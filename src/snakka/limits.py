@@ -114,6 +114,16 @@ INLINE_CREATE_PARTITIONS = 8
 #: slice well under the ~50 ms a request may hold the loop).
 REGISTER_TOPICS_PER_SLICE = 500
 
+#: CPython's generation-2 collection threshold (young collections between two full ones)
+#: while a large creation builds long-lived objects (util.heap.long_lived): high enough that
+#: no full collection, one event-loop step proportional to the whole heap, runs meanwhile.
+GC_FULL_COLLECTION_HOLD_THRESHOLD = 1_000_000
+
+#: Partitions a creation must make for its objects to be built under util.heap.long_lived
+#: (full collections held off, then frozen): below it a full collection of what it made is
+#: short, and freezing (never reclaiming old cyclic garbage) is not worth it.
+GC_LONG_LIVED_MIN_PARTITIONS = 1_000
+
 # ------------------------------------------------------------------- server (connections)
 
 #: asyncio write-buffer marks of a client connection (``transport.set_write_buffer_limits``):

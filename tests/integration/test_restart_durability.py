@@ -268,6 +268,34 @@ def test_kill_9_loses_nothing_acknowledged(snakka_broker_factory):
     assert len(acked) > acked_before_kill, "producing did not resume after the restart"
 
 
+def test_large_creations_survive_kill_9(snakka_broker_factory):
+    """The large-creation path (partition logs and the metadata log batches made in a worker
+    thread, full garbage collections held off, then frozen: controller, util.heap) is as
+    durable as the small one: a CreateTopics of 1,200 partitions and a CreatePartitions adding
+    1,100, acknowledged, are there after a SIGKILL, with their topic ids; the last partition
+    of each takes records."""
+    from confluent_kafka.admin import NewPartitions
+
+    broker = snakka_broker_factory(mode="subprocess")
+    bs = broker.bootstrap_servers
+    admin = ck_admin(bs)
+    ck_create_topic(bs, "wide", 1200)
+    ck_create_topic(bs, "widened", 1)
+    admin.create_partitions([NewPartitions("widened", 1101)],
+                            request_timeout=60)["widened"].result(60)
+    ids = _describe_topics(bs, ["wide", "widened"])
+    assert ids["wide"][1] == 1200 and ids["widened"][1] == 1101
+
+    broker.kill()
+    broker.start()
+
+    assert _describe_topics(bs, ["wide", "widened"]) == ids
+    _produce(bs, "wide", [(1199, b"k", b"last")])
+    _produce(bs, "widened", [(1100, b"k", b"last")])
+    assert ck_end_offsets(bs, "wide", [1199])[1199] == (0, 1)
+    assert ck_end_offsets(bs, "widened", [1100])[1100] == (0, 1)
+
+
 @pytest.mark.parametrize("strict", [True, False])
 def test_strict_durability_acks_only_after_fsync(snakka_broker_factory, monkeypatch, strict):
     """SIGKILL cannot lose page-cache data, so (b) alone cannot tell an fsync from none.

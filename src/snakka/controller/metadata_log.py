@@ -28,6 +28,11 @@ class MetadataLog:
         """Append applied records without waiting for them to be durable."""
         self.store.append(records, sync=False)
 
+    def append_prepared(self, batches: bytes) -> None:
+        """Append batches ``store.prepare`` made (in a worker thread) for applied records,
+        without waiting for them to be durable."""
+        self.store.append_prepared(batches, sync=False)
+
     async def commit(self, records: list[MetadataRecord]) -> None:
         """Make applied metadata records durable (fsync off the loop) before answering."""
         self.store.append(records, sync=False)

@@ -439,9 +439,13 @@ class ClusterMetadata:
         return ti
 
     def create_partitions(self, name: str, count: int) -> list[MetadataRecord]:
+        return self._emit([self.partitions_record(name, count)])
+
+    def partitions_record(self, name: str, count: int) -> MetadataRecord:
+        """The record that grows ``name`` to ``count`` partitions (validated, not applied)."""
         ti = self.check_create_partitions(name, count)
-        return self._emit([{"type": "partitions", "topic_id": ti.topic_id.hex, "partitions": count,
-                            "first": ti.partitions}])
+        return {"type": "partitions", "topic_id": ti.topic_id.hex, "partitions": count,
+                "first": ti.partitions}
 
     # -- configs -------------------------------------------------------------------------
     def check_config_change(self, resource_type: int, resource_name: str,

@@ -16,7 +16,9 @@ can start on a directory snakka wrote and snakka on one Kafka wrote (docs/data-d
 
 Metadata changes are rare (topic creation, config changes, producer-id blocks), so every change
 is fsynced before the client hears of it; the fsync runs off the event loop (see
-controller.metadata_log). A request that changes many things appends all its records as one
+controller.metadata_log), and so does the encoding of a large creation's records
+(:meth:`MetadataStore.prepare` in a worker thread, :meth:`MetadataStore.append_prepared` on the
+loop, in the order the records were applied). A request that changes many things appends all its records as one
 batch (more than MAX_RECORDS_PER_BATCH: one metadata transaction over several batches).
 
 **Migration.** A log written by earlier snakka versions holds JSON records. It is replayed as
@@ -314,10 +316,21 @@ class MetadataStore:
         return bytes(out)
 
     def append(self, records: list[dict], *, sync: bool = True) -> None:
+        self.append_prepared(self.prepare(records), sync=sync)
+
+    def prepare(self, records: list[dict]) -> bytes:
+        """The batches :meth:`append_prepared` appends for ``records`` (one metadata
+        transaction if they need several batches). Reads only the codec and the epoch, which
+        change only at start-up: a worker thread may prepare a large change (encoding 10,000
+        partition records and their batches takes ~80 ms) while the loop serves."""
         values = self.codec.transaction(self.codec.encode(records), "snakka")
-        if not values:
+        return self._batches(values, self._time_ms()) if values else b""
+
+    def append_prepared(self, batches: bytes, *, sync: bool = True) -> None:
+        """Append what :meth:`prepare` made, in the order the records were applied."""
+        if not batches:
             return
-        self._append(bytearray(self._batches(values, self._time_ms())))
+        self._append(bytearray(batches))
         self.empty = False
         if sync:
             self.sync()
