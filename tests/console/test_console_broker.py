@@ -65,11 +65,12 @@ def test_the_page_lists_the_broker_configs_with_their_sources(console_broker, ht
     assert rows["log.retention.ms"]["dynamic"] is True
     assert rows["num.partitions"]["value"] == "3"  # the fixture's static config
     assert rows["num.partitions"]["source"] == "STATIC_BROKER_CONFIG"
+    assert rows["num.partitions"]["dynamic"] is False  # static in Kafka 4.0 too
     assert rows["log.dirs"]["dynamic"] is False and rows["node.id"]["dynamic"] is False
     page = http.page("/broker")
     assert '<a href="/broker" class="active" id="nav-broker">' in page
     assert re.search(r'<tr class="set" data-config="num.partitions"><td>num.partitions</td>'
-                     r'<td class="v">3</td><td>STATIC_BROKER_CONFIG</td><td>yes</td></tr>',
+                     r'<td class="v">3</td><td>STATIC_BROKER_CONFIG</td><td>no</td></tr>',
                      page)
     assert re.search(r'data-config="log.retention.ms">.*?<td>DEFAULT_CONFIG</td><td>yes</td>',
                      page)
