@@ -58,10 +58,16 @@ class Member:
             from kafka.coordinator.assignors.range import RangePartitionAssignor
 
             self.kp = KafkaConsumer(
-                topic, bootstrap_servers=bootstrap, group_id=group,
+                bootstrap_servers=bootstrap, group_id=group,
                 auto_offset_reset="earliest", session_timeout_ms=6000,
                 heartbeat_interval_ms=300, max_poll_interval_ms=60000,
                 partition_assignment_strategy=[RangePartitionAssignor])
+            # kafka-python may send its first JoinGroup before its metadata knows a topic it
+            # subscribed to; as the group's leader it then assigns nothing and only rejoins at
+            # the next metadata refresh (metadata.max.age.ms, 5 min), whatever the broker. Its
+            # metadata knows the topic before it subscribes (a CI run saw the race).
+            assert self.kp.partitions_for_topic(topic), f"kafka-python does not see {topic}"
+            self.kp.subscribe([topic])
             return
         from confluent_kafka import Consumer
 

@@ -25,6 +25,7 @@ from .helpers import (
     ck_create_topic,
     ck_end_offsets,
     read_batches,
+    run_async,
     segment_files,
     wait_until,
 )
@@ -341,22 +342,39 @@ NBATCH, PER_BATCH = 20, 5
 
 
 def _fill(bs: str, topic: str) -> list[bytes]:
-    """NBATCH produce requests of PER_BATCH records each: NBATCH batches on disk."""
-    from confluent_kafka import Producer
+    """NBATCH produce requests of PER_BATCH records each (acks=all): NBATCH batches on disk.
+
+    The batches are built here, one per Produce request, so that their boundaries are exact:
+    confluent-kafka's own batching sent the first record alone on a loaded CI machine even
+    with a 10 s linger.ms (what the broker recovers is the subject here, not the client)."""
+    from snakka.client.connection import KafkaConnection
+    from snakka.protocol.messages.produce_request import (
+        PartitionProduceData,
+        ProduceRequest,
+        TopicProduceData,
+    )
+    from snakka.records import Record, build_batch
 
     ck_create_topic(bs, topic, 1)
-    # flush() sends at once whatever linger.ms says: a long linger keeps each group of
-    # PER_BATCH records in one batch however slowly a loaded machine runs this loop (with
-    # 50 ms the first records went out alone under load).
-    p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 10_000,
-                  "batch.num.messages": PER_BATCH})
-    values = []
-    for b in range(NBATCH):
-        for r in range(PER_BATCH):
-            v = b"batch-%02d-record-%d-" % (b, r) + bytes(range(64))
-            values.append(v)
-            p.produce(topic, key=b"key", value=v, partition=0)
-        assert p.flush(10) == 0
+    values = [b"batch-%02d-record-%d-" % (b, r) + bytes(range(64))
+              for b in range(NBATCH) for r in range(PER_BATCH)]
+
+    async def produce() -> None:
+        host, port = bs.rsplit(":", 1)
+        async with KafkaConnection(host, int(port)) as c:
+            for b in range(NBATCH):
+                now_ms = int(time.time() * 1000)
+                batch = build_batch([Record(offset=i, timestamp=now_ms, key=b"key", value=v)
+                                     for i, v in enumerate(
+                                         values[b * PER_BATCH:(b + 1) * PER_BATCH])])
+                resp = await c.send(ProduceRequest(
+                    transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[
+                        TopicProduceData(name=topic, partition_data=[
+                            PartitionProduceData(index=0, records=batch)])]), 12)
+                part = resp.responses[0].partition_responses[0]
+                assert part.error_code == 0 and part.base_offset == b * PER_BATCH, part
+
+    run_async(produce())
     return values
 
 

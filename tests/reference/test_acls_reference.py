@@ -81,7 +81,7 @@ def test_acl_apis_with_the_standard_authorizer(secured, versions, version):
     t = f"acl{RUN}v{version}"
 
     async def scenario(p: Peer):
-        await p.ask("create", CreateAclsRequest(creations=[
+        creations = [
             creation(name=t),
             creation(name=t, principal="User:bob", op=4, perm=2, host="10.0.0.7"),
             creation(name=t),  # twice in one request
@@ -94,9 +94,17 @@ def test_acl_apis_with_the_standard_authorizer(secured, versions, version):
             creation(name="", pattern=4),
             creation(name=t, principal="alice"),  # no principal type
             creation(name="*", pattern=4, principal="User:x"),  # a prefix '*': Kafka takes it
-        ]), version=version)
+        ]
+        created = await p.ask("create", CreateAclsRequest(creations=creations), version=version)
         await p.ask("create_again", CreateAclsRequest(creations=[creation(name=t)]),
                     version=version)
+        # Kafka answers CreateAcls / DeleteAcls once the controller committed them, but serves
+        # DescribeAcls from the broker's authorizer, which applies the committed records a
+        # moment later: wait until it shows every ACL created (snakka's shows them at once).
+        made = {(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                 c.operation, c.permission_type)
+                for c, r in zip(creations, created.results, strict=True) if r.error_code == 0}
+        await p.until(None, lambda: describe(), lambda r: made <= described(r), version=version)
         for label, req in (
             ("describe_all_topics", describe(rtype=2, pattern=1)),
             ("describe_literal", describe(rtype=2, name=t, pattern=3)),
@@ -108,13 +116,15 @@ def test_acl_apis_with_the_standard_authorizer(secured, versions, version):
             ("describe_none", describe(rtype=5)),
         ):
             await p.ask(label, req, version=version)
-        await p.ask("delete", DeleteAclsRequest(filters=[
+        deleted = await p.ask("delete", DeleteAclsRequest(filters=[
             delete_filter(rtype=2, name=t, pattern=3, principal="User:bob"),
             delete_filter(rtype=2, name=f"{t}.y", pattern=2),
             delete_filter(rtype=2, name=f"{t}.y", pattern=2),  # the same ACLs again
             delete_filter(rtype=7),  # nothing
         ]), version=version)
-        await p.ask("describe_after", describe(rtype=2, pattern=1), version=version)
+        gone = {m[:7] for r in deleted.filter_results for m in matched(r)}
+        await p.until("describe_after", lambda: describe(rtype=2, pattern=1),
+                      lambda r: not (gone & described(r)), version=version)
         await p.ask("delete_rest", DeleteAclsRequest(filters=[delete_filter()]),
                     version=version)
 
