@@ -302,6 +302,27 @@ def _watermarks(c: Any, topic: str, partition: int, timeout: float = 60) -> tupl
             time.sleep(0.1)
 
 
+def _run_procs(b: Broker, procs: list, ready: Any, go: Any, out: Any
+               ) -> tuple[list, float, float]:
+    """Start the client processes, wait until each says ready, release them together and
+    collect one report each: (reports, monotonic time of the go, broker CPU seconds meanwhile).
+    The processes are joined (killed after 60 s) whatever happens."""
+    for p in procs:
+        p.start()
+    try:
+        _gather(ready, len(procs), procs, 300)
+        cpu0 = b.cpu_seconds()
+        t_go = time.monotonic()
+        go.set()
+        reports = _gather(out, len(procs), procs, RUN_TIMEOUT_S)
+        return reports, t_go, b.cpu_seconds() - cpu0
+    finally:
+        for p in procs:
+            p.join(60)
+            if p.is_alive():
+                p.kill()
+
+
 def _gather(queue: Any, count: int, procs: Sequence[Any], timeout: float) -> list[Any]:
     """``count`` items from ``queue``; fails as soon as a client process died."""
     import queue as queue_mod
@@ -517,20 +538,7 @@ def wl_large_procs(b: Broker, s: Settings) -> dict:
     groups = [list(range(LARGE_PARTITIONS))[i::k] for i in range(k)]
     procs = [ctx.Process(target=_large_consumer, args=(b.bootstrap, g, per_part, ready, go, out),
                          daemon=True) for g in groups]
-    for p in procs:
-        p.start()
-    try:
-        _gather(ready, len(procs), procs, 300)
-        cpu0 = b.cpu_seconds()
-        t_go = time.monotonic()
-        go.set()
-        reports = _gather(out, len(procs), procs, RUN_TIMEOUT_S)
-        cpu = b.cpu_seconds() - cpu0
-    finally:
-        for p in procs:
-            p.join(60)
-            if p.is_alive():
-                p.kill()
+    reports, t_go, cpu = _run_procs(b, procs, ready, go, out)
     got = sum(r[2] for r in reports)
     if got < per_part * LARGE_PARTITIONS:
         raise RuntimeError(f"large-procs: consumed {got} of {per_part * LARGE_PARTITIONS}")
@@ -811,20 +819,7 @@ def wl_fanout(b: Broker, s: Settings) -> dict:
     groups = [list(range(FAN_PARTITIONS))[i::k] for i in range(k)]
     procs = [ctx.Process(target=fn, args=(b.bootstrap, g, per_part, ready, go, out), daemon=True)
              for fn in (_fan_consumer, _fan_producer) for g in groups]
-    for p in procs:
-        p.start()
-    try:
-        _gather(ready, len(procs), procs, 300)
-        cpu0 = b.cpu_seconds()
-        t_go = time.monotonic()
-        go.set()
-        reports = _gather(out, len(procs), procs, RUN_TIMEOUT_S)
-        cpu = b.cpu_seconds() - cpu0
-    finally:
-        for p in procs:
-            p.join(60)
-            if p.is_alive():
-                p.kill()
+    reports, t_go, cpu = _run_procs(b, procs, ready, go, out)
     consumed = sum(r[3] for r in reports if r[0] == "consumer")
     produced = sum(r[3] for r in reports if r[0] == "producer")
     if consumed < per_part * FAN_PARTITIONS:

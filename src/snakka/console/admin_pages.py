@@ -213,6 +213,15 @@ def quota_value(key: str, value: float) -> str:
     return e(text)
 
 
+def _alter_configs_note(can_alter: bool) -> str:
+    """The warning over a form whose changes need ALTER_CONFIGS on the cluster (quotas, broker
+    configs) when the viewer lacks it: the broker would refuse them."""
+    if can_alter:
+        return ""
+    return ('<p class="warn">You may not ALTER_CONFIGS on the cluster: the broker will refuse '
+            "changes (CLUSTER_AUTHORIZATION_FAILED).</p>")
+
+
 def quotas(d: dict[str, Any], *, csrf: str, read_only: bool) -> str:
     def entity(ent: dict[str, str | None]) -> str:
         return ", ".join(f'{e(k)}={e(v) if v is not None else "&lt;default&gt;"}'
@@ -239,9 +248,7 @@ def quotas(d: dict[str, Any], *, csrf: str, read_only: bool) -> str:
                    empty="no client quotas" if not d["error"] else "quotas not shown")
     form = ""
     if not read_only:
-        note = "" if d["can_alter"] else (
-            '<p class="warn">You may not ALTER_CONFIGS on the cluster: the broker will refuse '
-            "changes (CLUSTER_AUTHORIZATION_FAILED).</p>")
+        note = _alter_configs_note(d["can_alter"])
         form = _form(
             "/quotas/alter", csrf,
             f'<label>Entity type <select name="entity_type">'
@@ -308,9 +315,7 @@ def broker(d: dict[str, Any], *, csrf: str, read_only: bool, name_filter: str = 
                      empty="no config matches" if not d["error"] else "configs not shown")
     form = ""
     if not read_only:
-        note = "" if d["can_alter"] else (
-            '<p class="warn">You may not ALTER_CONFIGS on the cluster: the broker will refuse '
-            "changes (CLUSTER_AUTHORIZATION_FAILED).</p>")
+        note = _alter_configs_note(d["can_alter"])
         names = [c["name"] for c in d["configs"] if c["dynamic"]]
         opts = "".join(f'<option value="{e(n)}">' for n in names)
         form = _form(
