@@ -55,6 +55,7 @@ sys.path.insert(0, str(HERE))
 
 from common import (  # noqa: E402
     BrokerProcess,
+    consume_assigned,
     emit,
     machine_info,
     metadata_roundtrip,
@@ -81,7 +82,7 @@ def create_topic(bootstrap: str, partitions: int) -> None:
 
 # -- partitions -----------------------------------------------------------------------------
 def curve_partitions(counts: list[int], records: int, out: Any) -> None:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 
     for n in counts:
         data = tempfile.mkdtemp(prefix="snakka-curve-")
@@ -112,18 +113,7 @@ def curve_partitions(counts: list[int], records: int, out: Any) -> None:
             p.flush(300)
             produce_s = time.perf_counter() - t0
             del p
-            c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "curve",
-                          "enable.auto.commit": False})
-            c.assign([TopicPartition(TOPIC, i, 0) for i in range(n)])
-            got = 0
-            t0 = time.perf_counter()
-            deadline = t0 + 600
-            while got < records and time.perf_counter() < deadline:
-                for m in c.consume(1000, 0.5):
-                    if m.error() is None:
-                        got += 1
-            consume_s = time.perf_counter() - t0
-            c.close()
+            got, consume_s = consume_assigned(b.bootstrap, TOPIC, n, records)
             lat.sort()
             peak = b.peak_rss_kb()
             b.close()

@@ -35,6 +35,7 @@ sys.path.insert(0, str(HERE))
 from common import (  # noqa: E402
     BrokerProcess,
     PySpy,
+    consume_assigned,
     emit,
     machine_info,
     self_cpu_seconds,
@@ -100,24 +101,6 @@ def produce(bootstrap: str, records: int) -> float:
     return time.perf_counter() - t0
 
 
-def consume(bootstrap: str, partitions: int, records: int) -> tuple[int, float]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "fetchparts",
-                  "enable.auto.commit": False})
-    c.assign([TopicPartition(TOPIC, i, 0) for i in range(partitions)])
-    got = 0
-    t0 = time.perf_counter()
-    deadline = t0 + 600
-    while got < records and time.perf_counter() < deadline:
-        for m in c.consume(1000, 0.5):
-            if m.error() is None:
-                got += 1
-    elapsed = time.perf_counter() - t0
-    c.close()
-    return got, elapsed
-
-
 def run(partitions: int, records: int, rounds: int, spy_dir: Path | None, out: Any,
         native: bool = False, keep: Path | None = None) -> None:
     data = str(keep / str(partitions)) if keep else tempfile.mkdtemp(prefix="snakka-fetchparts-")
@@ -142,10 +125,10 @@ def run(partitions: int, records: int, rounds: int, spy_dir: Path | None, out: A
                     spy_dir.mkdir(parents=True, exist_ok=True)
                     path = spy_dir / f"fetch-{partitions}.txt"
                     with PySpy(b.pid, path, native=native):
-                        got, elapsed = consume(b.bootstrap, partitions, records)
+                        got, elapsed = consume_assigned(b.bootstrap, TOPIC, partitions, records)
                 else:
                     path = None
-                    got, elapsed = consume(b.bootstrap, partitions, records)
+                    got, elapsed = consume_assigned(b.bootstrap, TOPIC, partitions, records)
                 cpu = b.cpu_seconds() - cpu0
                 client = self_cpu_seconds() - self0
                 n1, s1 = fetch_metrics(mport)

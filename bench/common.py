@@ -239,6 +239,28 @@ class PySpy:
             self.proc.wait(10)
 
 
+def consume_assigned(bootstrap: str, topic: str, partitions: int, records: int,
+                     timeout_s: float = 600) -> tuple[int, float]:
+    """Read ``records`` from partitions 0..``partitions``-1 of ``topic`` from offset 0 with one
+    confluent-kafka consumer (assign(), no group join): (records read, seconds from assign)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-assigned",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+        got = 0
+        t0 = time.perf_counter()
+        deadline = t0 + timeout_s
+        while got < records and time.perf_counter() < deadline:
+            for m in c.consume(1000, 0.5):
+                if m.error() is None:
+                    got += 1
+        return got, time.perf_counter() - t0
+    finally:
+        c.close()
+
+
 def summarize_collapsed(path: Path, top: int = 25) -> dict:
     """Top functions of a collapsed-stack file: by self samples and by inclusive samples.
 
