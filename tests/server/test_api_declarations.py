@@ -21,6 +21,8 @@ from snakka.protocol.messages.api_versions_request import ApiVersionsRequest
 from snakka.protocol.messages.api_versions_response import ApiVersionsResponse
 from snakka.testing import EmbeddedBroker
 
+from .rawsock import recv_frame
+
 GOLDEN = json.loads((Path(__file__).parent / "golden_api_versions.json").read_text())["frames"]
 
 # (api key, min, max) advertised by main before the change (b2717cd), plus the APIs added since
@@ -66,20 +68,6 @@ def test_a_handler_module_without_a_declaration_is_an_error(tmp_path, monkeypatc
         sys.modules.pop("snakka.handlers.bogus_api", None)
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        buf += chunk
-    return buf
-
-
-def _recv_frame(s: socket.socket) -> bytes:
-    return _recv_exact(s, struct.unpack(">i", _recv_exact(s, 4))[0])
-
-
 def _without_new_apis(frame: bytes, version: int) -> bytes:
     """The frame re-encoded with only the APIs of the golden ranges (the ones added since
     issue 10 removed), so the rest of it must still match byte for byte."""
@@ -102,13 +90,13 @@ def test_api_versions_answers_are_byte_identical_to_before():
         for v in range(6):
             s.sendall(encode_request(100 + v, "golden", v, ApiVersionsRequest(
                 client_software_name="golden", client_software_version="1.0")))
-            frame = _recv_frame(s)
+            frame = recv_frame(s)
             assert _without_new_apis(frame, v).hex() == GOLDEN[str(v)], v
             got = ApiVersionsResponse.read(frame, 4, v)[0].api_keys
             assert [(k.api_key, k.min_version, k.max_version) for k in got] == declared
         frame = struct.pack(">hhi", 18, 99, 199) + b"\0\0" + b"\0" * 8  # KIP-511
         s.sendall(struct.pack(">i", len(frame)) + frame)
-        assert _without_new_apis(_recv_frame(s), 0).hex() == GOLDEN["99"]
+        assert _without_new_apis(recv_frame(s), 0).hex() == GOLDEN["99"]
         conns = list(b.broker.connections)
         assert [c.client_software for c in conns] == [("golden", "1.0")]
 
@@ -121,7 +109,7 @@ def test_api_versions_v3_finalizes_transaction_version_2_as_kafka_4_0():
         for v in (2, 3):
             s.sendall(encode_request(7, "features", v, ApiVersionsRequest(
                 client_software_name="f", client_software_version="1")))
-            r = ApiVersionsResponse.read(_recv_frame(s), 4, v)[0]
+            r = ApiVersionsResponse.read(recv_frame(s), 4, v)[0]
             finalized = {f.name: (f.min_version_level, f.max_version_level)
                          for f in r.finalized_features}
             if v < 3:  # tagged fields: not in v0-2

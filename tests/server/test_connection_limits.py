@@ -16,27 +16,14 @@ from snakka.protocol.messages.fetch_response import FetchResponse
 from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from snakka.testing import EmbeddedBroker
 
+from .rawsock import recv_frame
+
 RECV_TIMEOUT = 10.0
 
 
 def connect(broker: EmbeddedBroker) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", broker.port), timeout=RECV_TIMEOUT)
     return s
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
-
-
-def recv_frame(s: socket.socket) -> bytes:
-    size = struct.unpack(">i", recv_exact(s, 4))[0]
-    return recv_exact(s, size)
 
 
 def is_closed_by_peer(s: socket.socket) -> bool:

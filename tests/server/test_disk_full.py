@@ -22,6 +22,8 @@ from snakka.protocol import decode_response_header, encode_request
 from snakka.protocol.apis import api_spec
 from snakka.testing import EmbeddedBroker
 
+from .rawsock import recv_exact
+
 RECV_TIMEOUT = 15.0
 _PATCHED = ("pwrite", "write", "fsync", "fdatasync")
 
@@ -71,16 +73,6 @@ def ck_create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
                         operation_timeout=30)[name].result(timeout=30)
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection dropped by the broker")
-        buf += chunk
-    return buf
 
 
 class Raw:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import errno
 import socket
-import struct
 import uuid
 
 import pytest
@@ -21,21 +20,9 @@ from snakka.protocol.messages.api_versions_request import ApiVersionsRequest
 from snakka.protocol.messages.api_versions_response import ApiVersionsResponse
 from snakka.testing import EmbeddedBroker
 
+from .rawsock import recv_frame
+
 RECV_TIMEOUT = 10.0
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        buf += chunk
-    return buf
-
-
-def recv_frame(s: socket.socket) -> bytes:
-    return recv_exact(s, struct.unpack(">i", recv_exact(s, 4))[0])
 
 
 def sample(cls: type, depth: int = 0):

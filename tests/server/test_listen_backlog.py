@@ -28,6 +28,8 @@ from snakka.protocol.messages.api_versions_request import ApiVersionsRequest
 from snakka.protocol.messages.api_versions_response import ApiVersionsResponse
 from snakka.testing import EmbeddedBroker
 
+from .rawsock import recv_exact
+
 pytestmark = pytest.mark.timeout(120)
 
 TIMEOUT_S = 10.0
@@ -55,16 +57,6 @@ def loop_blocked(broker: EmbeddedBroker) -> Iterator[None]:
         yield
     finally:
         release.set()
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        buf += chunk
-    return buf
 
 
 def api_versions_ok(s: socket.socket) -> bool:
