@@ -60,7 +60,7 @@ from snakka.server.dispatch import RequestDispatcher
 from snakka.server.listener import ListenerServer, idle_sweeper
 from snakka.server.memory import ResponseMemoryPool
 from snakka.server.metrics import BrokerCollector, BrokerMetrics, MetricsServer
-from snakka.server.quotas import ConnectionQuotas
+from snakka.server.quotas import ConnectionQuotas, overrides_need_lookup, resolve_overrides
 from snakka.server.registry import ConnectionRegistry
 from snakka.share.manager import SharePartitionManager
 from snakka.storage import LogManager
@@ -94,18 +94,37 @@ def _monotonic_ms() -> int:
 class _ConnectionLimits(MetadataListener):
     """max.connections and max.connections.per.ip (+ overrides) as dynamic broker configs
     (Kafka's SocketServer.reconfigure): the values in force (dynamic per node, dynamic default,
-    static) go to the connection quotas at start and after every broker config change."""
+    static) go to the connection quotas at start and after every broker config change.
+
+    Override host names are resolved in a worker thread (DNS may block): the numeric limits
+    apply at once, the overrides when resolved; a later change supersedes a lookup still under
+    way (``_generation``), so changes never apply out of order."""
 
     def __init__(self, quotas: ConnectionQuotas, resolver: ConfigResolver) -> None:
         self.quotas = quotas
         self.resolver = resolver
+        self._generation = 0
 
     def on_broker_configs_changed(self) -> None:
         r = self.resolver
+        text = r.broker_value("max.connections.per.ip.overrides") or ""
+        self._generation += 1
+        generation = self._generation
+        lookup = overrides_need_lookup(text)
         self.quotas.reconfigure(
             max_connections=r.broker_int("max.connections"),
             max_per_ip=r.broker_int("max.connections.per.ip"),
-            per_ip_overrides=r.broker_value("max.connections.per.ip.overrides") or "")
+            per_ip_overrides=None if lookup else resolve_overrides(text))
+        if not lookup:
+            return
+
+        def apply(fut: asyncio.Future[dict[str, int]]) -> None:
+            if generation == self._generation and not fut.cancelled() \
+                    and fut.exception() is None:
+                self.quotas.max_per_ip_overrides = fut.result()
+
+        fut = asyncio.get_running_loop().run_in_executor(None, resolve_overrides, text)
+        fut.add_done_callback(apply)
 
 
 def _cleaner_config(resolver: ConfigResolver) -> CleanerConfig:

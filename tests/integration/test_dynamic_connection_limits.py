@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
     ConfigSource,
 )
 
-from integration.helpers import run_async  # tests/ is on sys.path
+from integration.helpers import run_async, wait_until  # tests/ is on sys.path
 from snakka.client.connection import KafkaConnection, parse_bootstrap
 from snakka.protocol import encode_request
 from snakka.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -173,3 +173,22 @@ def test_max_connections_changes_at_run_time():
             third.close()
         finally:
             first.close()
+
+
+def test_override_host_names_are_resolved_off_the_event_loop():
+    """max.connections.per.ip.overrides naming a host (DNS may block) is resolved in a worker
+    thread; the limits apply when it is, and a later change supersedes it. The broker keeps
+    answering meanwhile."""
+    with EmbeddedBroker() as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        quotas = broker.broker.connection_quotas
+        _alter(admin, broker.bootstrap_servers, "1",
+               {"max.connections.per.ip.overrides": "localhost:1000"})
+        wait_until(lambda: quotas.max_per_ip_overrides.get("127.0.0.1") == 1000, 15,
+                   "the resolved override of localhost")
+        assert _described(admin, "1", "max.connections.per.ip.overrides") == (
+            "localhost:1000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        # Literal addresses apply at once, without a lookup.
+        _alter(admin, broker.bootstrap_servers, "1",
+               {"max.connections.per.ip.overrides": "127.0.0.1:900"})
+        assert quotas.max_per_ip_overrides == {"127.0.0.1": 900}

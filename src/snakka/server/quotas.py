@@ -86,6 +86,33 @@ def _resolve(host: str) -> list[str]:
     return sorted({normalize_ip(str(info[4][0])) for info in infos})
 
 
+def overrides_need_lookup(text: str) -> bool:
+    """Whether max.connections.per.ip.overrides names a host (not only IP literals): resolving
+    it may block on DNS, so a run-time change resolves it off the event loop."""
+    for host in parse_connections_per_ip_overrides(text):
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return True
+    return False
+
+
+def resolve_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides as address -> limit. A host that does not resolve is
+    skipped with a warning (at run time the change is already durable; the others apply).
+    Blocking (DNS) when a host name is given."""
+    overrides: dict[str, int] = {}
+    for host, count in parse_connections_per_ip_overrides(text).items():
+        try:
+            addrs = _resolve(host)
+        except ConfigError as e:
+            log.warning("max.connections.per.ip.overrides: %s", e)
+            continue
+        for addr in addrs:
+            overrides[addr] = count
+    return overrides
+
+
 class ConnectionQuotas:
     def __init__(self, config: BrokerConfig, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -126,23 +153,15 @@ class ConnectionQuotas:
         self._delay_log: dict[str, list] = {}  # listener -> [delays not yet logged, last log]
 
     def reconfigure(self, *, max_connections: int, max_per_ip: int,
-                    per_ip_overrides: str) -> None:
+                    per_ip_overrides: dict[str, int] | None = None) -> None:
         """New broker-wide limits from a dynamic broker config change (Kafka's
         SocketServer.reconfigure): they apply to the next accept; connections already open stay,
-        as in Kafka. An override host that no longer resolves is skipped with a warning (the
-        change is already durable; the others still apply)."""
-        overrides: dict[str, int] = {}
-        for host, count in parse_connections_per_ip_overrides(per_ip_overrides).items():
-            try:
-                addrs = _resolve(host)
-            except ConfigError as e:
-                log.warning("max.connections.per.ip.overrides: %s", e)
-                continue
-            for addr in addrs:
-                overrides[addr] = count
+        as in Kafka. ``per_ip_overrides`` (address -> limit, see :func:`resolve_overrides`):
+        None keeps the current ones."""
         self.max_connections = max_connections
         self.default_max_per_ip = max_per_ip
-        self.max_per_ip_overrides = overrides
+        if per_ip_overrides is not None:
+            self.max_per_ip_overrides = per_ip_overrides
 
     def max_for(self, ip: str) -> int:
         return self.max_per_ip_overrides.get(ip, self.default_max_per_ip)
