@@ -73,7 +73,8 @@ metadata of its topics, ~28 objects a topic) lives as long as its topics, so whi
 at least 1,000 partitions runs, CPython's full garbage collections are held off (a full collection
 scans the whole heap in one step: 120-200 ms at 10,000 topics), and what is alive when it ends is
 frozen (`gc.freeze()`, as `snakka serve` does after start-up) so later collections skip it; the
-cost is that cyclic garbage already old at that moment is never reclaimed (`util/heap.py`).
+cost is that cyclic garbage already old at that moment is kept until a deletion of at least
+1,000 partitions, which collects the frozen heap once (one full-heap step; `util/heap.py`).
 The metadata log batches of a large creation (10,001 KRaft records for a topic of 10,000
 partitions) are encoded in the same worker thread; the loop only appends them, in the order the
 topics are applied. DeleteTopics of many topics is likewise one metadata

@@ -54,7 +54,7 @@ from snakka.storage.checkpoint import (
     topic_id_to_str,
     write_meta_properties,
 )
-from snakka.util.heap import long_lived
+from snakka.util.heap import long_lived, reclaim_frozen
 from snakka.util.slicing import TimeSlice
 
 if TYPE_CHECKING:
@@ -481,6 +481,8 @@ class Controller:
                 None, _delete_logs, doomed)
         for listener in self._listeners:
             await listener.on_topics_deleted([ti.name for ti in gone], slicer.tick)
+        # Large creations froze these topics' objects (util/heap.py): reclaim their cycles.
+        reclaim_frozen(sum(ti.partitions for ti in gone))
         for ti in gone[:10]:
             log.info("deleted topic %s (id %s)", ti.name, uuid_to_base64(ti.topic_id))
         if len(gone) > 10:

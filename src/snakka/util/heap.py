@@ -24,7 +24,11 @@ since; a freeze is O(1).
 Trade-off, the same as the freeze after start-up: garbage that is cyclic, unreachable and
 already old at that moment is never reclaimed, nor are frozen objects that later become cyclic
 garbage (a deleted topic's objects that reference each other in a cycle); objects freed by
-their reference count, nearly all, still are.
+their reference count, nearly all, still are. So that this does not grow with every large
+topic created and deleted again (a client can repeat that), a deletion of at least
+``GC_LONG_LIVED_MIN_PARTITIONS`` partitions (:func:`reclaim_frozen`) unfreezes, runs one full
+collection and freezes again: one full-heap step per large deletion (deferred to the end of a
+large creation still running), against garbage that would otherwise stay for good.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from snakka.limits import GC_FULL_COLLECTION_HOLD_THRESHOLD, GC_LONG_LIVED_MIN_P
 
 _depth = 0  # builds running (the event loop interleaves them)
 _saved: tuple[int, int, int] | None = None  # the thresholds to restore
+_reclaim_pending = False  # a large deletion happened while a build ran
 
 
 @contextmanager
@@ -57,7 +62,28 @@ def long_lived(partitions: int) -> Iterator[None]:
     finally:
         _depth -= 1
         if _depth == 0:
+            global _reclaim_pending
+            if _reclaim_pending:
+                _reclaim_pending = False
+                gc.unfreeze()
+                gc.collect()
             gc.freeze()
             if _saved is not None:
                 gc.set_threshold(*_saved)
                 _saved = None
+
+
+def reclaim_frozen(partitions: int) -> None:
+    """After a deletion of ``partitions`` partitions: at or above
+    ``GC_LONG_LIVED_MIN_PARTITIONS``, collect the frozen heap once (unfreeze, one full
+    collection, freeze again) so that the deleted topics' cyclic garbage is reclaimed; while a
+    large build runs, at its end instead (module docstring)."""
+    global _reclaim_pending
+    if partitions < GC_LONG_LIVED_MIN_PARTITIONS:
+        return
+    if _depth > 0:
+        _reclaim_pending = True
+        return
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
