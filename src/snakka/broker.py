@@ -92,17 +92,20 @@ def _monotonic_ms() -> int:
 
 
 class _ConnectionLimits(MetadataListener):
-    """max.connections and max.connections.per.ip (+ overrides) as dynamic broker configs
-    (Kafka's SocketServer.reconfigure): the values in force (dynamic per node, dynamic default,
-    static) go to the connection quotas at start and after every broker config change.
+    """max.connections, max.connections.per.ip (+ overrides) and max.connection.creation.rate
+    as dynamic broker configs (Kafka's SocketServer.reconfigure): the values in force (dynamic
+    per node, dynamic default, static) go to the connection quotas at start and after every
+    broker config change, and the listeners re-check whether they must pace their accepts.
 
     Override host names are resolved in a worker thread (DNS may block): the numeric limits
     apply at once, the overrides when resolved; a later change supersedes a lookup still under
     way (``_generation``), so changes never apply out of order."""
 
-    def __init__(self, quotas: ConnectionQuotas, resolver: ConfigResolver) -> None:
+    def __init__(self, quotas: ConnectionQuotas, resolver: ConfigResolver,
+                 listeners: list[ListenerServer]) -> None:
         self.quotas = quotas
         self.resolver = resolver
+        self.listeners = listeners  # the broker's list, filled as the listeners start
         self._generation = 0
 
     def on_broker_configs_changed(self) -> None:
@@ -114,7 +117,10 @@ class _ConnectionLimits(MetadataListener):
         self.quotas.reconfigure(
             max_connections=r.broker_int("max.connections"),
             max_per_ip=r.broker_int("max.connections.per.ip"),
-            per_ip_overrides=None if lookup else resolve_overrides(text))
+            per_ip_overrides=None if lookup else resolve_overrides(text),
+            broker_rate_limit=r.broker_int("max.connection.creation.rate"))
+        for srv in self.listeners:
+            srv.update_pacing()
         if not lookup:
             return
 
@@ -375,7 +381,8 @@ class Broker:
             self.remote = await self._start_remote_log_manager()
             controller.add_listener(self.remote)
         controller.add_listener(_FetchSessionsForget(self.fetch_sessions))
-        connection_limits = _ConnectionLimits(self.connection_quotas, controller.resolver)
+        connection_limits = _ConnectionLimits(self.connection_quotas, controller.resolver,
+                                              self.listener_servers)
         controller.add_listener(connection_limits)
         connection_limits.on_broker_configs_changed()  # values stored in the metadata log
         if self.log_cleaner is not None:

@@ -501,7 +501,8 @@ _BROKER_LIST: list[ConfigDef] = [
        "listener.name.<l>.max.connection.creation.rate (which defaults to this value). Above "
        "it the acceptor waits before accepting the next connection (Kafka's KIP-612; measured "
        "as client quotas are, over quota.window.num x quota.window.size.seconds; the wait is "
-       "at most one window). Static in snakka (Kafka: dynamic).", read_only=True),
+       "at most one window). Dynamic (broker-wide value): a change applies from the next "
+       "accept, and a plain listener that did not pace its accepts starts to.", read_only=True),
     _d("connections.max.idle.ms", _L, "600000", _nonneg_long,
        "Close connections idle longer than this (nothing read and no response bytes drained); "
        "a connection whose client stopped reading is aborted, its unsent responses dropped.",
@@ -1015,8 +1016,6 @@ UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
     "listener.security.protocol.map",
     # snakka runs one cleaner thread (storage/cleaner/manager.py)
     "log.cleaner.threads",
-    # a listener paces its accepts only if it started with a creation rate (server/listener.py)
-    "max.connection.creation.rate",
     # tiered storage's pools, cache and copy quota are built at start (remote/manager.py)
     "remote.log.index.file.cache.total.size.bytes",
     "remote.log.manager.copier.thread.pool.size", "remote.log.manager.copy.max.bytes.per.second",
@@ -1027,8 +1026,9 @@ UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
 # What IncrementalAlterConfigs / AlterConfigs on a BROKER resource really change at run time:
 # the cluster-wide defaults of topic configs (applied to every partition log at once), the
 # producer-id expiry, the replication throttles, the broker-wide connection limits
-# (max.connections, max.connections.per.ip + overrides: the broker's _ConnectionLimits pushes
-# them to server/quotas.py; per-listener ones stay static), the log cleaner's backoff, buffers
+# (max.connections, max.connections.per.ip + overrides, max.connection.creation.rate: the
+# broker's _ConnectionLimits pushes them to server/quotas.py and the listeners; per-listener
+# ones stay static), the log cleaner's backoff, buffers
 # and I/O rate (the broker's _CleanerReconfigure: LogCleaner.reconfigure), and
 # remote.fetch.max.wait.ms / remote.list.offsets.request.timeout.ms (read per request).
 # Per-listener SSL key and trust stores are separate (LISTENER_RECONFIGURABLE_SSL_CONFIGS).

@@ -134,3 +134,50 @@ def test_max_connection_creation_rate_delays_accepts_and_serves_all():
         assert elapsed >= 1.5, elapsed
         assert quotas.accepts_delayed >= 10
         assert quotas.connections_throttled == 0
+
+
+def _alter_broker_config(broker: EmbeddedBroker, name: str, value: str | None) -> None:
+    """SET (value) or DELETE (None) a dynamic config of this broker with confluent-kafka's
+    IncrementalAlterConfigs, as kafka-configs.sh --entity-name <id> does (confluent-kafka
+    cannot name the cluster default)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+    res = ConfigResource("BROKER", str(broker.broker.node_id), incremental_configs=[
+        ConfigEntry(name, value if value is not None else "", incremental_operation=op)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for fut in admin.incremental_alter_configs([res]).values():
+        fut.result(timeout=30)
+
+
+def test_max_connection_creation_rate_set_and_removed_at_run_time():
+    """A plain listener without a creation rate accepts through asyncio's server; a rate set
+    with IncrementalAlterConfigs makes it pace its accepts from then on (every connection still
+    served), and removing the rate hands the accepts back, on the same listening socket."""
+    from integration.helpers import wait_until
+
+    with EmbeddedBroker(config=WINDOWS) as broker:
+        assert broker.port is not None
+        quotas = broker.broker.connection_quotas
+        srv = broker.broker.listener_servers[0]
+        assert srv._plain_servers and not srv._plain_loops
+        assert all(answered(open_and_ask(broker.port, None)) for _ in range(10))
+        assert quotas.accepts_delayed == 0
+
+        _alter_broker_config(broker, "max.connection.creation.rate", "5")
+        wait_until(lambda: srv._plain_loops and not srv._plain_servers, 30,
+                   "the listener paces its accepts")
+        socks = [open_and_ask(broker.port, None) for _ in range(20)]
+        assert all(answered(s) for s in socks)  # late, but every one is served
+        assert quotas.broker_rate_limit == 5
+        assert quotas.accepts_delayed >= 10
+
+        _alter_broker_config(broker, "max.connection.creation.rate", None)
+        wait_until(lambda: srv._plain_servers and not srv._plain_loops, 30,
+                   "the asyncio server accepts again")
+        delayed = quotas.accepts_delayed
+        assert all(answered(open_and_ask(broker.port, None)) for _ in range(20))
+        assert quotas.accepts_delayed == delayed
+        # A real client on the same port after both switches.
+        md = AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=30)
+        assert md.brokers

@@ -110,9 +110,9 @@ def test_create_partitions_rules():
     ("1", {"listeners": "PLAINTEXT://:1"}, ErrorCode.INVALID_REQUEST,
      "snakka cannot update these configs at run time (set them in server.properties and "
      "restart): Set(listeners)"),
-    ("", {"max.connection.creation.rate": "10"}, ErrorCode.INVALID_REQUEST,
+    ("", {"num.io.threads": "10"}, ErrorCode.INVALID_REQUEST,
      "snakka cannot update these configs at run time (set them in server.properties and "
-     "restart): Set(max.connection.creation.rate)"),
+     "restart): Set(num.io.threads)"),
     ("1", {"ssl.keystore.location": "/k"}, ErrorCode.INVALID_REQUEST,
      "These security configs can be dynamically updated only per-listener using the listener "
      "prefix: HashSet(ssl.keystore.location)"),

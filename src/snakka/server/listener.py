@@ -152,6 +152,15 @@ class ListenerServer:
         self._security_protocol = security_protocol
         self._own_sockets: list[socket.socket] = []  # sockets _accept_loop accepts on
         self._tasks: set[asyncio.Future] = set()  # accept loops and running handshakes
+        # A plain listener's sockets and, per socket, either the asyncio server that accepts
+        # on a duplicate of it (unpaced) or the accept loop that paces it (see
+        # update_pacing): a dynamic max.connection.creation.rate switches between the two
+        # without closing the listening socket, so its backlog is kept.
+        self._plain_sockets: list[socket.socket] = []
+        self._plain_servers: dict[socket.socket, asyncio.base_events.Server] = {}
+        self._plain_loops: dict[socket.socket, asyncio.Task] = {}
+        self._accepting: set[socket.socket] = set()  # loops waiting in sock_accept
+        self._pacing_lock = asyncio.Lock()
         self._handshakes = 0  # TLS handshakes in progress (they count as connections)
         self._handshake_refusals = 0
         self._refusal_log_at = 0.0
@@ -184,26 +193,76 @@ class ListenerServer:
 
     async def start(self) -> None:
         socks, self.port = bind_listener(self.listener, self.backlog)
-        loop = asyncio.get_running_loop()
         bound = self.listener.__class__(self.listener.name, self.listener.host, self.port)
-        paced = self._registry.quotas.rate_limited(bound.name)
-        for s in socks:
-            if self.tls is not None or paced:
+        self.listener = bound
+        if self.tls is not None:
+            for s in socks:
                 self._own_sockets.append(s)
                 self._tasks.add(asyncio.ensure_future(self._accept_loop(s, bound)))
-                continue
-            # The backlog again: create_server listen()s on the socket once more, with its
-            # own default of 100 when none is given. That default silently replaced the
-            # configured one, and serial connects outran the accepts by 100 within
-            # milliseconds: the kernel dropped SYNs, each costing its client a 1 s
-            # retransmission (5,000 connections took 19-23 s; now 0.2 s).
-            srv = await loop.create_server(lambda: self._connection(bound), sock=s,
-                                           backlog=self.backlog)
-            self.servers.append(srv)
-        self.listener = bound
+        else:
+            self._plain_sockets = socks
+            await self._apply_pacing()
         log.info("listening on %s (%s)%s", bound,
                  ", ".join(f"{s.getsockname()[0]}" for s in socks),
                  f" with {self._security_protocol.name}" if self.tls is not None else "")
+
+    def update_pacing(self) -> None:
+        """A connection creation rate changed at run time (``max.connection.creation.rate``):
+        a plain listener that must now pace its accepts takes them over from its asyncio
+        server, and hands them back when no limit is left. An SSL listener always accepts
+        itself and reads the limits at each accept."""
+        if self._plain_sockets:
+            task = asyncio.ensure_future(self._apply_pacing())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _apply_pacing(self) -> None:
+        async with self._pacing_lock:
+            if not self._plain_sockets:
+                return  # stopped
+            bound = self.listener
+            paced = self._registry.quotas.rate_limited(bound.name)
+            loop = asyncio.get_running_loop()
+            for s in self._plain_sockets:
+                if paced and s not in self._plain_loops:
+                    srv = self._plain_servers.pop(s, None)
+                    if srv is not None:
+                        # Closes the server's duplicate only: the listening socket and the
+                        # connections waiting in its backlog stay for the accept loop.
+                        srv.close()
+                        self.servers.remove(srv)
+                    self._plain_loops[s] = asyncio.ensure_future(self._accept_loop(s, bound))
+                elif not paced and s not in self._plain_servers:
+                    task = self._plain_loops.pop(s, None)
+                    if task is not None:
+                        await self._end_accept_loop(s, task)
+                    # The backlog again: create_server listen()s on the socket once more,
+                    # with its own default of 100 when none is given. That default silently
+                    # replaced the configured one, and serial connects outran the accepts by
+                    # 100 within milliseconds: the kernel dropped SYNs, each costing its
+                    # client a 1 s retransmission (5,000 connections took 19-23 s; now
+                    # 0.2 s). The server gets a duplicate of the socket, so closing it (a
+                    # limit set later) leaves the listening socket open.
+                    srv = await loop.create_server(lambda: self._connection(bound),
+                                                   sock=s.dup(), backlog=self.backlog)
+                    self._plain_servers[s] = srv
+                    self.servers.append(srv)
+
+    async def _end_accept_loop(self, sock: socket.socket, task: asyncio.Task) -> None:
+        """Stop a plain socket's accept loop between connections: cancelled while it waits in
+        ``sock_accept`` (nothing accepted yet), otherwise it finishes handing over the
+        connection it holds (after its pacing wait) and stops at the top of its loop. A
+        connection whose accept completes in the very step of the cancellation is lost (its
+        client sees a reset and reconnects): a change of the limit is rare, the race rarer."""
+        if sock in self._accepting:
+            task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise
+        except Exception:  # noqa: BLE001 - the loop logs its own failures
+            log.exception("listener %s: accept loop failed", self.listener)
 
     async def stop(self) -> None:
         # Stop accepting; the broker closes the open connections itself (wait_closed would wait
@@ -220,9 +279,20 @@ class ListenerServer:
                 await t
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
                 pass
-        for s in self._own_sockets:
+        plain_loops = list(self._plain_loops.values())
+        self._plain_loops.clear()
+        for t in plain_loops:
+            t.cancel()
+        for t in plain_loops:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
+                pass
+        self._plain_servers.clear()
+        for s in self._own_sockets + self._plain_sockets:
             s.close()
         self._own_sockets.clear()
+        self._plain_sockets = []
         for closeable in list(self._held):
             self._close_held(closeable)
 
@@ -236,8 +306,11 @@ class ListenerServer:
     async def _accept_loop(self, sock: socket.socket, bound: Listener) -> None:
         loop = asyncio.get_running_loop()
         quotas = self._registry.quotas
-        paced = quotas.rate_limited(bound.name)
+        plain = self.tls is None
         while True:
+            if plain and self._plain_loops.get(sock) is not asyncio.current_task():
+                return  # the limit was lifted: the asyncio server accepts again
+            self._accepting.add(sock)
             try:
                 client, addr = await loop.sock_accept(sock)
             except asyncio.CancelledError:
@@ -249,7 +322,10 @@ class ListenerServer:
                             _ACCEPT_RETRY_S * 1000)
                 await asyncio.sleep(_ACCEPT_RETRY_S)
                 continue
-            if paced:
+            finally:
+                self._accepting.discard(sock)
+            # Read at each accept: max.connection.creation.rate may change at run time.
+            if quotas.rate_limited(bound.name):
                 # Kafka's acceptor waits the broker/listener throttle time before going on
                 # (ConnectionQuotas.waitForConnectionSlot); the gate makes this listener's
                 # other socket wait too.

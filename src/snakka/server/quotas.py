@@ -153,15 +153,23 @@ class ConnectionQuotas:
         self._delay_log: dict[str, list] = {}  # listener -> [delays not yet logged, last log]
 
     def reconfigure(self, *, max_connections: int, max_per_ip: int,
-                    per_ip_overrides: dict[str, int] | None = None) -> None:
+                    per_ip_overrides: dict[str, int] | None = None,
+                    broker_rate_limit: int | None = None) -> None:
         """New broker-wide limits from a dynamic broker config change (Kafka's
         SocketServer.reconfigure): they apply to the next accept; connections already open stay,
         as in Kafka. ``per_ip_overrides`` (address -> limit, see :func:`resolve_overrides`):
-        None keeps the current ones."""
+        None keeps the current ones. ``broker_rate_limit`` (``max.connection.creation.rate``;
+        None keeps it): a rate measured so far is kept and judged against the new limit, as
+        Kafka's updateBrokerMaxConnectionRate changes the quota of the existing sensor (an
+        unlimited broker records nothing, so a first limit starts from no history); a
+        listener that did not pace its accepts starts to (:meth:`rate_limited`; the broker
+        tells its listeners)."""
         self.max_connections = max_connections
         self.default_max_per_ip = max_per_ip
         if per_ip_overrides is not None:
             self.max_per_ip_overrides = per_ip_overrides
+        if broker_rate_limit is not None:
+            self.broker_rate_limit = broker_rate_limit
 
     def max_for(self, ip: str) -> int:
         return self.max_per_ip_overrides.get(ip, self.default_max_per_ip)
