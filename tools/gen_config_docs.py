@@ -137,13 +137,14 @@ def render() -> str:
               "The set is Kafka 4.0's (DescribeConfigs answers `read_only` as Kafka does), and "
               "so are the answers to a change. Besides the cluster-wide topic defaults "
               "(`log.*`, applied to every partition at once), these take effect at run time: "
-              "`max.connections`, `max.connections.per.ip` and "
-              "`max.connections.per.ip.overrides` (the next accepted connection; open ones "
-              "stay), `log.cleaner.backoff.ms`, `log.cleaner.dedupe.buffer.size`, "
+              "`max.connections`, `max.connections.per.ip`, "
+              "`max.connections.per.ip.overrides` and `max.connection.creation.rate` (the "
+              "next accepted connection; open ones stay), `log.cleaner.backoff.ms`, `log.cleaner.dedupe.buffer.size`, "
               "`log.cleaner.io.buffer.size`, `log.cleaner.io.buffer.load.factor` and "
               "`log.cleaner.io.max.bytes.per.second` (the cleaner wakes and uses them from "
               "its next pass), `remote.fetch.max.wait.ms` and "
               "`remote.list.offsets.request.timeout.ms` (the next request), "
+              "`remote.log.manager.copy.max.bytes.per.second` (the next segment copy), "
               "`producer.id.expiration.ms` and the replication throttles.", "",
               "Answers to a change, as Kafka's:", "",
               "- SET of a static config (`log.dirs`, `num.partitions`, "

@@ -150,6 +150,19 @@ class _CleanerReconfigure(MetadataListener):
         self.cleaner.reconfigure(_cleaner_config(self.resolver))
 
 
+class _RemoteCopyQuota(MetadataListener):
+    """Dynamic remote.log.manager.copy.max.bytes.per.second to tiered storage's copier
+    (Kafka's DynamicRemoteLogConfig)."""
+
+    def __init__(self, remote: RemoteLogManager, resolver: ConfigResolver) -> None:
+        self.remote = remote
+        self.resolver = resolver
+
+    def on_broker_configs_changed(self) -> None:
+        self.remote.set_copy_rate(
+            self.resolver.broker_int("remote.log.manager.copy.max.bytes.per.second"))
+
+
 class _FetchSessionsForget(MetadataListener):
     """Fetch sessions forget a deleted topic (by name and by id)."""
 
@@ -380,6 +393,9 @@ class Broker:
         if config.bool("remote.log.storage.system.enable"):
             self.remote = await self._start_remote_log_manager()
             controller.add_listener(self.remote)
+            copy_quota = _RemoteCopyQuota(self.remote, controller.resolver)
+            controller.add_listener(copy_quota)
+            copy_quota.on_broker_configs_changed()  # a value stored in the metadata log
         controller.add_listener(_FetchSessionsForget(self.fetch_sessions))
         connection_limits = _ConnectionLimits(self.connection_quotas, controller.resolver,
                                               self.listener_servers)

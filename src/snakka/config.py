@@ -729,7 +729,8 @@ _BROKER_LIST: list[ConfigDef] = [
        "Threads that delete remote segments (retention, DeleteRecords, deleted topics).",
        read_only=True),
     _d("remote.log.manager.copy.max.bytes.per.second", _L, str(LONG_MAX), _pos_long,
-       "Upload rate limit over all partitions (bytes/s).", read_only=True),
+       "Upload rate limit over all partitions (bytes/s). Dynamic: copies that start after a "
+       "change are paced at the new rate.", read_only=True),
     _d("remote.log.reader.threads", _I, "10", _pos_int,
        "Threads that read remote segments and indexes for fetches (off the event loop).",
        read_only=True),
@@ -1016,9 +1017,9 @@ UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
     "listener.security.protocol.map",
     # snakka runs one cleaner thread (storage/cleaner/manager.py)
     "log.cleaner.threads",
-    # tiered storage's pools, cache and copy quota are built at start (remote/manager.py)
+    # tiered storage's thread pools and index cache are built at start (remote/manager.py)
     "remote.log.index.file.cache.total.size.bytes",
-    "remote.log.manager.copier.thread.pool.size", "remote.log.manager.copy.max.bytes.per.second",
+    "remote.log.manager.copier.thread.pool.size",
     "remote.log.manager.expiration.thread.pool.size",
     "remote.log.manager.fetch.max.bytes.per.second", "remote.log.reader.threads",
 } | {n for n in KAFKA_DYNAMIC_BROKER_CONFIGS if n.startswith(("sasl.", "ssl."))})

@@ -458,6 +458,15 @@ class RemoteLogManager(MetadataListener):
 
     # ------------------------------------------------------------ deleted partitions
 
+    def set_copy_rate(self, bytes_per_second: int) -> None:
+        """``remote.log.manager.copy.max.bytes.per.second`` changed at run time (Kafka's
+        RemoteLogManager.updateCopyQuota): the copies that start from now on are paced at the
+        new rate; a copy already waiting keeps the slot it reserved."""
+        if bytes_per_second != self._copy_quota.rate:
+            log.info("tiered storage: remote.log.manager.copy.max.bytes.per.second is now %d",
+                     bytes_per_second)
+            self._copy_quota.set_rate(bytes_per_second)
+
     def on_topic_deleted(self, topic: TopicInfo) -> None:
         """A topic was deleted (controller listener): its remote data goes, in the
         background, retried until done; a copy running for it finishes first."""
@@ -511,15 +520,36 @@ class RemoteLogManager(MetadataListener):
 
 class _RateLimit:
     """remote.log.manager.copy.max.bytes.per.second over all copies (util.pacing's arithmetic,
-    waited for on the event loop)."""
+    waited for on the event loop). A copy waits until the bytes of the copies before it are
+    paid off at the rate, then goes and charges its own; a rate changed at run time wakes the
+    waiting copies, which then wait for what is still owed at the new rate."""
 
     def __init__(self, bytes_per_second: int) -> None:
         self._pacer = BytePacer(bytes_per_second)
+        self._changed = asyncio.Event()
+
+    @property
+    def rate(self) -> float:
+        return self._pacer.rate
+
+    def set_rate(self, bytes_per_second: int) -> None:
+        self._pacer.set_rate(bytes_per_second, asyncio.get_running_loop().time())
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     async def acquire(self, n: int) -> None:
-        wait = self._pacer.delay(n, asyncio.get_running_loop().time())
-        if wait > 0:
-            await asyncio.sleep(wait)
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            wait = self._pacer.wait_s(now)
+            if wait <= 0:
+                self._pacer.delay(n, now)
+                return
+            changed = self._changed
+            try:
+                await asyncio.wait_for(changed.wait(), wait)
+            except TimeoutError:
+                pass
 
 
 def _empty_producer_snapshot(pl: UnifiedLog) -> bytes:

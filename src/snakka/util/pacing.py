@@ -20,6 +20,21 @@ class BytePacer:
         self.rate = float(bytes_per_second)
         self._next_free = 0.0
 
+    def set_rate(self, bytes_per_second: float, now: float) -> None:
+        """A new rate from ``now`` on (a dynamic config change): the bytes reserved and not yet
+        paid off at the old rate are paid off at the new one (none when it is unlimited), as
+        Kafka judges the bytes already measured against a new quota."""
+        new = float(bytes_per_second)
+        owed_s = max(0.0, self._next_free - now)
+        if owed_s > 0:
+            self._next_free = now if new >= _UNLIMITED else now + owed_s * self.rate / new
+        self.rate = new
+
+    def wait_s(self, now: float) -> float:
+        """How long a caller must wait at ``now`` before its bytes may start (those reserved
+        before it are paid off), without reserving anything."""
+        return 0.0 if self.unlimited else max(0.0, self._next_free - now)
+
     @property
     def unlimited(self) -> bool:
         return self.rate >= _UNLIMITED
