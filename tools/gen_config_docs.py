@@ -145,6 +145,7 @@ def render() -> str:
               "its next pass), `remote.fetch.max.wait.ms` and "
               "`remote.list.offsets.request.timeout.ms` (the next request), "
               "`remote.log.manager.copy.max.bytes.per.second` (the next segment copy), "
+              "`remote.log.manager.fetch.max.bytes.per.second` (the next remote read), "
               "`producer.id.expiration.ms` and the replication throttles.", "",
               "Answers to a change, as Kafka's:", "",
               "- SET of a static config (`log.dirs`, `num.partitions`, "

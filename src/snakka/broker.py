@@ -48,6 +48,7 @@ from snakka.metadata.configs import ConfigResolver
 from snakka.metadata.core import RESOURCE_BROKER, ClusterMetadata, TopicInfo
 from snakka.protocol.api_keys import ApiKey
 from snakka.remote.manager import RemoteLogManager
+from snakka.remote.quota import RemoteFetchQuota
 from snakka.replica.manager import ReplicaManager
 from snakka.security.acl_authorizer import create_authorizer
 from snakka.security.authorizer import Authorizer
@@ -150,17 +151,21 @@ class _CleanerReconfigure(MetadataListener):
         self.cleaner.reconfigure(_cleaner_config(self.resolver))
 
 
-class _RemoteCopyQuota(MetadataListener):
-    """Dynamic remote.log.manager.copy.max.bytes.per.second to tiered storage's copier
+class _RemoteQuotas(MetadataListener):
+    """Dynamic remote.log.manager.copy.max.bytes.per.second and
+    remote.log.manager.fetch.max.bytes.per.second to tiered storage's copier and reader
     (Kafka's DynamicRemoteLogConfig)."""
 
-    def __init__(self, remote: RemoteLogManager, resolver: ConfigResolver) -> None:
+    def __init__(self, remote: RemoteLogManager, fetch_quota: RemoteFetchQuota,
+                 resolver: ConfigResolver) -> None:
         self.remote = remote
+        self.fetch_quota = fetch_quota
         self.resolver = resolver
 
     def on_broker_configs_changed(self) -> None:
-        self.remote.set_copy_rate(
-            self.resolver.broker_int("remote.log.manager.copy.max.bytes.per.second"))
+        r = self.resolver
+        self.remote.set_copy_rate(r.broker_int("remote.log.manager.copy.max.bytes.per.second"))
+        self.fetch_quota.set_quota(r.broker_int("remote.log.manager.fetch.max.bytes.per.second"))
 
 
 class _FetchSessionsForget(MetadataListener):
@@ -209,6 +214,7 @@ class Broker:
         self.shares: SharePartitionManager | None = None
         self.txns: TransactionManager | None = None
         self.remote: RemoteLogManager | None = None  # tiered storage (KIP-405), when enabled
+        self.remote_fetch_quota: RemoteFetchQuota | None = None  # its fetch quota (KIP-956)
         self.log_cleaner: LogCleaner | None = None  # compaction, unless log.cleaner.enable=false
         self.services: Services | None = None
         self.handlers = load_handlers()
@@ -393,9 +399,11 @@ class Broker:
         if config.bool("remote.log.storage.system.enable"):
             self.remote = await self._start_remote_log_manager()
             controller.add_listener(self.remote)
-            copy_quota = _RemoteCopyQuota(self.remote, controller.resolver)
-            controller.add_listener(copy_quota)
-            copy_quota.on_broker_configs_changed()  # a value stored in the metadata log
+            assert self.remote_fetch_quota is not None
+            remote_quotas = _RemoteQuotas(self.remote, self.remote_fetch_quota,
+                                          controller.resolver)
+            controller.add_listener(remote_quotas)
+            remote_quotas.on_broker_configs_changed()  # values stored in the metadata log
         controller.add_listener(_FetchSessionsForget(self.fetch_sessions))
         connection_limits = _ConnectionLimits(self.connection_quotas, controller.resolver,
                                               self.listener_servers)
@@ -576,11 +584,17 @@ class Broker:
         rlmm = TopicBasedRemoteLogMetadataManager(
             self.controller, self.replicas, config, broker_id=self.node_id, time_ms=self.time_ms)
         await rlmm.start()
+        self.remote_fetch_quota = fetch_quota = RemoteFetchQuota(
+            config.int("remote.log.manager.fetch.max.bytes.per.second"),
+            num_samples=config.int("remote.log.manager.fetch.quota.window.num"),
+            window_seconds=config.int("remote.log.manager.fetch.quota.window.size.seconds"),
+            clock_ms=_monotonic_ms)
         readers = RemoteReaderPool(
             rlmm, rsm, cache_bytes=config.int("snakka.remote.log.reader.cache.bytes"),
             threads=config.int("remote.log.reader.threads"),
             max_pending=config.int("remote.log.reader.max.pending.tasks"),
-            index_cache_bytes=config.int("remote.log.index.file.cache.total.size.bytes"))
+            index_cache_bytes=config.int("remote.log.index.file.cache.total.size.bytes"),
+            fetch_quota=fetch_quota)
         remote = RemoteLogManager(config, self.replicas, rlmm, rsm, readers,
                                   broker_id=self.node_id, time_ms=self.time_ms)
         await remote.start()

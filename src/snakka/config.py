@@ -731,6 +731,17 @@ _BROKER_LIST: list[ConfigDef] = [
     _d("remote.log.manager.copy.max.bytes.per.second", _L, str(LONG_MAX), _pos_long,
        "Upload rate limit over all partitions (bytes/s). Dynamic: copies that start after a "
        "change are paced at the new rate.", read_only=True),
+    _d("remote.log.manager.fetch.max.bytes.per.second", _L, str(LONG_MAX), _pos_long,
+       "Rate of bytes read from remote storage for fetches, over all partitions (bytes/s; "
+       "KIP-956). Measured over remote.log.manager.fetch.quota.window.num windows of "
+       "remote.log.manager.fetch.quota.window.size.seconds; while above it, a fetch of a "
+       "partition at an offset in remote storage gets no records and no error for that "
+       "partition, as in Kafka (reads the reader's cache can answer are served). Dynamic.",
+       read_only=True),
+    _d("remote.log.manager.fetch.quota.window.num", _I, "11", _pos_int,
+       "Samples the remote fetch rate is measured over.", read_only=True),
+    _d("remote.log.manager.fetch.quota.window.size.seconds", _I, "1", _pos_int,
+       "Length of one sample of the remote fetch rate, in seconds.", read_only=True),
     _d("remote.log.reader.threads", _I, "10", _pos_int,
        "Threads that read remote segments and indexes for fetches (off the event loop).",
        read_only=True),
@@ -1020,8 +1031,7 @@ UNAPPLIED_DYNAMIC_BROKER_CONFIGS = frozenset({
     # tiered storage's thread pools and index cache are built at start (remote/manager.py)
     "remote.log.index.file.cache.total.size.bytes",
     "remote.log.manager.copier.thread.pool.size",
-    "remote.log.manager.expiration.thread.pool.size",
-    "remote.log.manager.fetch.max.bytes.per.second", "remote.log.reader.threads",
+    "remote.log.manager.expiration.thread.pool.size", "remote.log.reader.threads",
 } | {n for n in KAFKA_DYNAMIC_BROKER_CONFIGS if n.startswith(("sasl.", "ssl."))})
 
 # What IncrementalAlterConfigs / AlterConfigs on a BROKER resource really change at run time:
@@ -1077,8 +1087,6 @@ KAFKA_ONLY_STATIC_BROKER_CONFIGS = frozenset({
     "producer.purgatory.purge.interval.requests", "queued.max.request.bytes",
     "remote.log.manager.copy.quota.window.num",
     "remote.log.manager.copy.quota.window.size.seconds",
-    "remote.log.manager.fetch.quota.window.num",
-    "remote.log.manager.fetch.quota.window.size.seconds",
     "remote.log.manager.thread.pool.size", "remote.log.metadata.manager.class.name",
     "remote.log.metadata.manager.class.path", "remote.log.metadata.manager.impl.prefix",
     "remote.log.metadata.manager.listener.name", "remote.log.storage.manager.class.name",

@@ -66,6 +66,8 @@ CASES = [
     ("1", "log.cleaner.threads", "2"),           # Kafka adds a thread; snakka has one (gap)
     ("1", "remote.fetch.max.wait.ms", "1000"),   # dynamic in both
     ("", "remote.log.manager.copy.max.bytes.per.second", "1000000"),  # dynamic in both
+    ("1", "remote.log.manager.fetch.max.bytes.per.second", "1000000"),
+    ("", "remote.log.manager.fetch.quota.window.num", "5"),  # static in both
     ("", "remote.list.offsets.request.timeout.ms", "0"),
     ("", "listeners", "PLAINTEXT://:1"),         # per-broker configs on the cluster default
     ("", "ssl.cipher.suites", "x"),

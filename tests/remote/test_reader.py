@@ -754,3 +754,44 @@ def test_an_outage_is_one_warning_per_partition(fake_tiered, caplog):
     failures = [r for r in caplog.records if "failed" in r.getMessage()]
     assert len(failures) == 3
     assert [r.levelno for r in failures] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+
+
+def test_the_remote_fetch_quota_answers_no_records_while_exceeded(tmp_path):
+    """remote.log.manager.fetch.max.bytes.per.second (KIP-956): the bytes the tasks fetch are
+    recorded; while the rate is above the quota a read that needs the object store returns
+    no records (no error, no task, no read-ahead), a read the cache answers is served, and
+    once the rate has fallen (or the quota is raised) reads fetch again."""
+    from snakka.remote.quota import RemoteFetchQuota
+
+    clock = [0]
+    plog, pool, rsm, _mds, ref = all_remote(tmp_path, chunk_size=1024)
+    # 2 samples of 1 s: a SimpleRate spans at least one window, so 1 KiB fetched is 1 KiB/s.
+    pool.fetch_quota = quota = RemoteFetchQuota(100, num_samples=2, window_seconds=1,
+                                                clock_ms=lambda: clock[0])
+
+    async def run():
+        with pytest.raises(RemoteFetchPending) as e:  # within the quota: fetched
+            plog.read(0, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        while pool.tasks_in_flight:  # the read-ahead it started
+            await asyncio.sleep(0.001)
+        assert quota.throttle_ms() > 0
+        assert bytes(plog.read(0, 150)) == ref[0]  # cached: served
+        tasks = pool.tasks_run
+        far = max(o for o in ref if o < plog.local_log.base_offset)
+        assert plog.read(far, 150) == b""  # would need the store: no records, no error
+        assert quota.throttled == 1 and pool.tasks_run == tasks and pool.tasks_in_flight == 0
+        quota.set_quota(10**9)  # raised (a dynamic change): fetched again
+        with pytest.raises(RemoteFetchPending) as e:
+            plog.read(far, 150)
+        await asyncio.wait_for(e.value.ready, 10)
+        assert bytes(plog.read(far, 150)) == ref[far]
+        quota.set_quota(100)
+        clock[0] += 10_000  # the recorded bytes age out of the 2 s span
+        assert quota.throttle_ms() == 0
+
+    try:
+        asyncio.run(run())
+    finally:
+        pool.close()
+        plog.close()

@@ -334,11 +334,15 @@ class SampledRate:
     span."""
 
     __slots__ = ("_starts", "_lasts", "_values", "_current", "num_samples", "window_ms",
-                 "last_record_ms")
+                 "last_record_ms", "simple")
 
-    def __init__(self, num_samples: int, window_ms: int, now_ms: int) -> None:
+    def __init__(self, num_samples: int, window_ms: int, now_ms: int, *,
+                 simple: bool = False) -> None:
         self.num_samples = num_samples
         self.window_ms = window_ms
+        # Kafka's SimpleRate (tiered storage's quotas): the span is at least one window, not
+        # num_samples - 1 of them.
+        self.simple = simple
         self._starts = [now_ms]
         self._lasts = [now_ms]
         self._values = [0.0]
@@ -374,6 +378,8 @@ class SampledRate:
         ``num_samples - 1`` whole windows (a new client is not judged by one instant)."""
         self._purge(now_ms)
         elapsed = now_ms - min(self._starts)
+        if self.simple:
+            return max(elapsed, self.window_ms, 1)
         full = elapsed // self.window_ms
         min_full = self.num_samples - 1
         if full < min_full:

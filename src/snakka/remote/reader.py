@@ -70,8 +70,13 @@ Threading
     ``call_soon_threadsafe``. Called without a running event loop (tools, tests), a read
     does its I/O inline instead (blocking the caller, which has no loop to block).
 
+Remote fetch quota (``remote.log.manager.fetch.max.bytes.per.second``, :mod:`snakka.remote.
+quota`): the segment bytes tasks fetch are recorded; while the rate is above the quota, a fetch
+read that would need the object store returns no records (no error, as Kafka answers) and no
+read-ahead starts. Reads served from the caches, and ListOffsets by time, are not throttled.
+
 Out of scope: reading segments of other brokers' leader epochs (one broker: epoch 0 is
-the only epoch), compacted remote topics (refused by topic validation), remote quotas.
+the only epoch), compacted remote topics (refused by topic validation).
 """
 
 from __future__ import annotations
@@ -88,6 +93,7 @@ from typing import Protocol, TypeVar
 
 from snakka.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from snakka.records.record import batch_records
+from snakka.remote.quota import RemoteFetchQuota
 from snakka.remote.storage import RemoteResourceNotFoundError
 from snakka.remote.types import (
     IndexType,
@@ -237,8 +243,11 @@ class RemoteReaderPool:
 
     def __init__(self, rlmm: RemoteLogMetadataLookup, rsm: RemoteSegmentSource, *,
                  cache_bytes: int, threads: int, max_pending: int,
-                 index_cache_bytes: int) -> None:
+                 index_cache_bytes: int, fetch_quota: RemoteFetchQuota | None = None) -> None:
         self.rlmm = rlmm
+        # remote.log.manager.fetch.max.bytes.per.second (remote/quota.py): what the tasks
+        # fetch is recorded; over it, fetch reads that need the object store get no records.
+        self.fetch_quota = fetch_quota
         self.rsm = rsm
         self.chunk_size = int(rsm.chunk_size)
         if self.chunk_size <= 0:
@@ -438,7 +447,7 @@ class RemoteReaderPool:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop: no background work (inline reads fetch what they need)
-        if self._closed:
+        if self._closed or self.fetch_throttled():
             return
         for task in tasks:
             if self._tasks >= self.threads + self.max_pending // 2:
@@ -450,6 +459,12 @@ class RemoteReaderPool:
             self.prefetches += 1
             task.background = True
             self._submit(loop, task, None)
+
+    def fetch_throttled(self) -> bool:
+        """Whether remote reads for fetches are over ``remote.log.manager.fetch.max.bytes.
+        per.second`` now (Kafka's getFetchThrottleTimeMs() > 0)."""
+        q = self.fetch_quota
+        return q is not None and q.throttle_ms() > 0
 
     def _wait_capacity(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = loop.create_future()
@@ -574,8 +589,15 @@ class RemoteReaderPool:
             self._put_indexes(_idx_key(task.md), task.parsed)
         if task.chunks:
             self._put_chunks(task.md, task.chunks)
+            if self.fetch_quota is not None:
+                self.fetch_quota.record(sum(len(c) for c in task.chunks.values()))
         if task.error is not None and not task.background:
             self._record_error(task.failed_keys or task.keys(self.chunk_size), task.error)
+
+
+def _no_records() -> bytes:
+    """A fetch read throttled by the remote fetch quota: no records, no error (Kafka)."""
+    return b""
 
 
 class RemotePartitionReader:
@@ -610,10 +632,12 @@ class RemotePartitionReader:
                        if md.state == _FINISHED and md.start_offset < local_start),
                       key=lambda md: md.start_offset)
 
-    def _with_pieces(self, attempt: Callable[[], _T]) -> _T:
+    def _with_pieces(self, attempt: Callable[[], _T],
+                     throttled: Callable[[], _T] | None = None) -> _T:
         """Run ``attempt`` (a pure computation over cached pieces that raises _Missing or
         _Pending); fetch what it misses, inline without a loop (then retry), else raise
-        RemoteFetchPending."""
+        RemoteFetchPending. With ``throttled`` (fetch reads), a read that needs the object
+        store while the remote fetch quota is exceeded returns ``throttled()`` instead."""
         pool = self.pool
         for _ in range(_INLINE_ROUNDS):
             try:
@@ -624,6 +648,10 @@ class RemotePartitionReader:
                 tasks = p.tasks
             for t in tasks:
                 pool.raise_recorded_error(t.keys(pool.chunk_size))
+            if throttled is not None and pool.fetch_throttled():
+                assert pool.fetch_quota is not None
+                pool.fetch_quota.throttled += 1
+                return throttled()
             ready = pool.fetch(tasks)
             if ready is not None:
                 raise RemoteFetchPending(ready, f"remote data of {self.tp} is being fetched")
@@ -707,7 +735,8 @@ class RemotePartitionReader:
         budget = max(0, max_bytes)
         while True:
             found = self._with_pieces(partial(self._read_segment, md, fetch_offset, budget,
-                                              span_cap, max_offset, min_one_message))
+                                              span_cap, max_offset, min_one_message),
+                                      throttled=_no_records)
             if found is not None:
                 return found
             # No batch of md reaches fetch_offset (cannot happen without compaction): the
