@@ -219,6 +219,10 @@ def serve(config_file, override, listeners, data_dir, strict_durability, console
         raise click.ClickException(str(e)) from None
     for k in cfg.unknown_keys():
         logging.getLogger("snakka").warning("unknown config %s ignored", k)
+    for k in cfg.unapplied_listener_keys():
+        logging.getLogger("snakka").warning(
+            "config %s ignored: snakka does not apply %s per listener (the broker-wide value "
+            "is in force)", k, k.split(".", 3)[3])
     runner: Callable[..., Any]
     try:
         import uvloop

@@ -486,7 +486,9 @@ _BROKER_LIST: list[ConfigDef] = [
        "default (docs/benchmarks.md, cost curves).", read_only=True),
     _d("max.connections", _I, "10000", _pos_int,
        "Maximum open client connections; new ones beyond it are closed at once (Kafka's default "
-       "is unbounded and Kafka stops accepting at the bound; snakka bounds it and refuses).",
+       "is unbounded and Kafka stops accepting at the bound; snakka bounds it and refuses). "
+       "listener.name.<l>.max.connections bounds one listener's connections the same way "
+       "(static; the broker-wide bound applies too).",
        read_only=True),
     _d("max.connections.per.ip", _I, str(INT_MAX), _nonneg_int,
        "Maximum open connections from one IP address; a new connection beyond it is closed at "
@@ -1318,6 +1320,10 @@ def parse_properties(text: str) -> dict[str, str]:
 
 # Per-listener overrides: listener.name.<listener name>.<config> (Kafka's ListenerName prefix).
 LISTENER_PREFIX = "listener.name."
+# Broker configs (besides every ssl.* one, security/ssl.py, and the SASL keys of
+# is_listener_sasl_key) that snakka applies per listener when set as listener.name.<l>.<config>:
+# the connection limits (server/quotas.py).
+PER_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate"})
 
 
 def split_listener_key(key: str) -> tuple[str, str]:
@@ -1466,6 +1472,20 @@ class BrokerConfig:
         if extra:
             props.update(extra)
         return cls(props)
+
+    def unapplied_listener_keys(self) -> list[str]:
+        """``listener.name.<l>.<config>`` keys of a broker config that snakka does not apply
+        per listener (validated like the config; the broker-wide value is in force): what
+        ``snakka serve`` warns about at start, since Kafka would honour some of them."""
+        out = []
+        for k in self.overrides:
+            if not k.startswith(LISTENER_PREFIX) or is_listener_sasl_key(k):
+                continue
+            base = split_listener_key(k)[1]
+            if base in BROKER_CONFIGS and base not in PER_LISTENER_CONFIGS \
+                    and not base.startswith("ssl."):
+                out.append(k)
+        return sorted(out)
 
     def unknown_keys(self) -> list[str]:
         return sorted(k for k in self.overrides if k not in BROKER_CONFIGS

@@ -127,3 +127,45 @@ def test_pipelined_requests_answered_in_request_order():
     fetch_resp = FetchResponse.decode(frames[1][5:], 12)  # flexible: 1 byte of header tags
     part = fetch_resp.responses[0].partitions[0]
     assert part.error_code == 0 and part.high_watermark == 0  # waited, then answered empty
+
+
+def _ask(port: int) -> socket.socket:
+    """A connection to ``port`` that has been answered (so it is registered)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=RECV_TIMEOUT)
+    s.sendall(encode_request(1, "c", 0, ApiVersionsRequest()))
+    recv_frame(s)
+    return s
+
+
+def test_listener_max_connections_bounds_that_listener_only():
+    """listener.name.<l>.max.connections (Kafka's per-listener bound): the listener's extra
+    connection is closed at once, the other listener is not affected, and a freed slot is
+    usable again; the key is not among those serve warns it does not apply."""
+    from integration.helpers import wait_until
+
+    from snakka.config import BrokerConfig
+
+    cfg = {"listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+           "listener.name.other.max.connections": "2",
+           "listener.name.other.log.retention.ms": "5"}
+    assert BrokerConfig(dict(cfg)).unapplied_listener_keys() == [
+        "listener.name.other.log.retention.ms"]
+    with EmbeddedBroker(config=cfg) as b:
+        ports = {srv.listener.name: srv.port for srv in b.broker.listener_servers}
+        held = [_ask(ports["OTHER"]) for _ in range(2)]
+        try:
+            with socket.create_connection(("127.0.0.1", ports["OTHER"]),
+                                          timeout=RECV_TIMEOUT) as extra:
+                assert is_closed_by_peer(extra)
+            others = [_ask(ports["PLAINTEXT"]) for _ in range(4)]  # not limited
+            for s in others:
+                s.close()
+            held.pop().close()
+            quotas = b.broker.connection_quotas
+            wait_until(lambda: quotas.listener_counts.get("OTHER") == 1, 30,
+                       "the closed connection is no longer counted")
+            held.append(_ask(ports["OTHER"]))
+        finally:
+            for s in held:
+                s.close()

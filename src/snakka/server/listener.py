@@ -360,14 +360,16 @@ class ListenerServer:
             # finish a handshake would otherwise hold descriptors beyond the bound until
             # snakka.ssl.handshake.timeout.ms closes them.
             quotas = self._registry.quotas
-            if quotas.total + self._handshakes >= quotas.max_connections:
+            if quotas.total + self._handshakes >= quotas.max_connections \
+                    or quotas.listener_full(bound.name, self._handshakes):
                 client.close()
                 self._handshake_refusals += 1
                 now = time.monotonic()
                 if now >= self._refusal_log_at:
                     self._refusal_log_at = now + _REFUSAL_LOG_INTERVAL_S
-                    log.warning("listener %s: max.connections=%d reached with TLS handshakes "
-                                "in progress; refused %d connection(s) so far", bound,
+                    log.warning("listener %s: max.connections=%d (or the listener's own "
+                                "max.connections) reached with TLS handshakes in progress; "
+                                "refused %d connection(s) so far", bound,
                                 quotas.max_connections, self._handshake_refusals)
                 continue
             # ``self.tls`` at each accept: a dynamic reload (security/ssl_reload.py) replaces

@@ -1,4 +1,5 @@
-"""Connection quotas: ``max.connections`` and ``max.connections.per.ip`` (+ overrides).
+"""Connection quotas: ``max.connections`` (also per listener) and ``max.connections.per.ip``
+(+ overrides).
 
 What it owns: the count of open connections, broker-wide and per client IP address, and the
 decision to admit or refuse a new one. Kafka's ConnectionQuotas semantics:
@@ -13,6 +14,8 @@ decision to admit or refuse a new one. Kafka's ConnectionQuotas semantics:
   controller listener to protect, and leaving clients in the backlog turns a clear refusal into
   their connection timeout, so at the bound a new connection is closed at once too (snakka's
   default bound is 10000, Kafka's is unbounded).
+- ``listener.name.<l>.max.connections``: the same for the connections of one listener (set per
+  listener only; the broker-wide bound applies as well), refused at once as above.
 
 A refusal must cost nearly nothing, since a client may retry in a tight loop: no per-refusal log
 line (the first refusal of an address is logged, then one summary per address and reason at most
@@ -47,6 +50,7 @@ from collections.abc import Callable
 
 from snakka.config import (
     INT_MAX,
+    LISTENER_PREFIX,
     BrokerConfig,
     ConfigError,
     parse_connections_per_ip_overrides,
@@ -125,6 +129,16 @@ class ConnectionQuotas:
                 self.max_per_ip_overrides[addr] = count
         self.total = 0
         self.counts: dict[str, int] = {}
+        # listener.name.<l>.max.connections (Kafka's per-listener limit; only where set: the
+        # broker-wide max.connections applies to every listener besides) and the open
+        # connections per listener.
+        self.listener_max: dict[str, int] = {}
+        for listener in config.listeners:
+            raw = config.overrides.get(
+                f"{LISTENER_PREFIX}{listener.name.lower()}.max.connections")
+            if raw is not None:
+                self.listener_max[listener.name] = int(raw)
+        self.listener_counts: dict[str, int] = {}
         self._clock = clock
         # (address, reason) -> [refusals not yet logged, time of the last log line]
         self._refused: dict[tuple[str, str], list] = {}
@@ -174,10 +188,22 @@ class ConnectionQuotas:
     def max_for(self, ip: str) -> int:
         return self.max_per_ip_overrides.get(ip, self.default_max_per_ip)
 
-    def inc(self, ip: str) -> bool:
-        """Admit a connection from ``ip`` (counted) or refuse it (False, not counted)."""
+    def listener_full(self, listener: str, pending: int = 0) -> bool:
+        """Whether ``listener`` has its listener.name.<l>.max.connections open (counting
+        ``pending`` connections not yet admitted, e.g. TLS handshakes)."""
+        limit = self.listener_max.get(listener)
+        return limit is not None and self.listener_counts.get(listener, 0) + pending >= limit
+
+    def inc(self, ip: str, listener: str | None = None) -> bool:
+        """Admit a connection from ``ip`` on ``listener`` (counted) or refuse it (False, not
+        counted)."""
         if self.total >= self.max_connections:
             self._refuse(ip, f"max.connections={self.max_connections} reached")
+            return False
+        if listener is not None and self.listener_full(listener):
+            self._refuse(ip, f"listener {listener} has its maximum of "
+                             f"{self.listener_max[listener]} connections "
+                             f"(listener.name.{listener.lower()}.max.connections)")
             return False
         count = self.counts.get(ip, 0)
         limit = self.max_for(ip)
@@ -187,15 +213,23 @@ class ConnectionQuotas:
             return False
         self.counts[ip] = count + 1
         self.total += 1
+        if listener is not None:
+            self.listener_counts[listener] = self.listener_counts.get(listener, 0) + 1
         return True
 
-    def dec(self, ip: str) -> None:
+    def dec(self, ip: str, listener: str | None = None) -> None:
         count = self.counts.get(ip, 0)
         if count <= 1:
             self.counts.pop(ip, None)
         else:
             self.counts[ip] = count - 1
         self.total = max(0, self.total - 1)
+        if listener is not None:
+            n = self.listener_counts.get(listener, 0)
+            if n <= 1:
+                self.listener_counts.pop(listener, None)
+            else:
+                self.listener_counts[listener] = n - 1
 
     # -- connection creation rates (KIP-612) ----------------------------------------------
     def rate_limited(self, listener: str) -> bool:

@@ -2,7 +2,8 @@
 
 What it owns: the connections the broker serves now (the listener's reaper walks them, the
 broker closes them on shutdown), their admission through ``ConnectionQuotas``
-(``max.connections``, ``max.connections.per.ip``: a refused connection is never counted), and the
+(``max.connections``, also per listener, ``max.connections.per.ip``: a refused connection is
+never counted), and the
 close notifications (the share-partition manager releases a member's records when the
 connection of its share session goes, as Kafka does). Connections get this registry explicitly;
 they never reach the broker.
@@ -26,6 +27,12 @@ class RegisteredConnection(Protocol):
     def peer_ip(self) -> str: ...
 
 
+def _listener_name(conn: RegisteredConnection) -> str | None:
+    """The listener a connection came in on (per-listener limits); None for stand-ins."""
+    listener = getattr(conn, "listener", None)
+    return getattr(listener, "name", None)
+
+
 class ConnectionRegistry:
     def __init__(self, quotas: ConnectionQuotas) -> None:
         self.quotas = quotas
@@ -39,7 +46,7 @@ class ConnectionRegistry:
     def register(self, conn: RegisteredConnection) -> bool:
         """Admit a new connection (counted per IP) or refuse it (the caller aborts it; the
         quotas log it, rate-limited)."""
-        if not self.quotas.inc(conn.peer_ip):
+        if not self.quotas.inc(conn.peer_ip, _listener_name(conn)):
             return False
         self.connections.add(conn)
         return True
@@ -48,7 +55,7 @@ class ConnectionRegistry:
         if conn not in self.connections:
             return  # refused at registration: never counted
         self.connections.discard(conn)
-        self.quotas.dec(conn.peer_ip)
+        self.quotas.dec(conn.peer_ip, _listener_name(conn))
         for callback in self._on_closed:
             try:
                 callback(conn)
