@@ -167,10 +167,12 @@ def _delete(bs: str, topic: str | None, groups: list[str]) -> None:
             fut.result()
 
 
-def cycle(bs: str, port: int, i: int) -> None:
+def cycle(bs: str, port: int, i: int, reuse_names: bool = False) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    tag = f"{i}-{uuid.uuid4().hex[:6]}"
+    # --reuse-names: the same topic, group, transactional id and share group every cycle,
+    # everything deleted at the end of it: what the broker keeps may not grow at all.
+    tag = "same" if reuse_names else f"{i}-{uuid.uuid4().hex[:6]}"
     topic = f"soak-{tag}"
     a = AdminClient({"bootstrap.servers": bs})
     for fut in a.create_topics([NewTopic(topic, PARTITIONS, 1, config={
@@ -184,13 +186,17 @@ def cycle(bs: str, port: int, i: int) -> None:
     _share(bs, topic, f"share-{tag}")
     _kafka_python_admin(bs)
     _raw_connections(port)
-    _delete(bs, None if i % 3 == 0 else topic, groups)
+    if reuse_names:
+        groups.append(f"share-{tag}")  # deleted as a share group below
+    _delete(bs, topic if reuse_names or i % 3 else None, groups)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--warmup", type=int, default=3, help="cycles before the baseline")
+    ap.add_argument("--reuse-names", action="store_true",
+                    help="the same names every cycle, all deleted (no state may accumulate)")
     args = ap.parse_args()
     print(json.dumps({"type": "soak-header", **machine_info()}), flush=True)
     rows = []
@@ -200,7 +206,7 @@ def main() -> None:
         i = 0
         while time.monotonic() < end:
             t0 = time.monotonic()
-            cycle(b.bootstrap, b.port, i)
+            cycle(b.bootstrap, b.port, i, args.reuse_names)
             row = {"type": "soak-cycle", "cycle": i, "s": round(time.monotonic() - t0, 1),
                    "rss_kb": b.rss_kb(), "peak_rss_kb": b.peak_rss_kb(), "fds": _fds(b.pid),
                    "cpu_s": round(b.cpu_seconds(), 1),
