@@ -538,7 +538,11 @@ _BROKER_LIST: list[ConfigDef] = [
        "least recently used are closed beyond this bound, so idle partitions hold no file "
        "descriptor and 10,000+ partitions run under the default ulimit -n of 1024 (Kafka keeps "
        "every segment open and needs a huge ulimit). -1: a quarter of the soft RLIMIT_NOFILE, at "
-       "least 16, leaving the rest to connections. The bound is per process. A broker left with "
+       "least 16, leaving the rest to connections. The bound is per process. Record sets waiting "
+       "to be sent with sendfile (Fetch on plaintext listeners) hold a duplicate descriptor "
+       "each and count in this bound too, taking at most half of it: beyond that (a slow reader "
+       "of many partitions) record sets are read into memory instead, within "
+       "queued.max.response.bytes. A broker left with "
        "fewer than 32 free descriptors after loading exits with one line instead of listening "
        "without being able to accept. snakka-specific.",
        read_only=True),

@@ -11,7 +11,9 @@ remembering the API key of each request by correlation id. For Produce requests 
   only the first response: a duplicate the client never even knows about.
 
 Faults are chosen at random (seeded) with the given probabilities, up to ``max_faults``.
-The proxy runs its own event loop in a daemon thread; ``close()`` stops it.
+The proxy runs its own event loop in a daemon thread; ``close()`` stops it and returns once
+every connection is closed and every task has ended (nothing left for the garbage collector to
+find later, in another test: "coroutine ... was never awaited", unclosed transports).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class FaultProxy:
         self._server: asyncio.base_events.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._thread: threading.Thread | None = None
+        self._stop: asyncio.Event | None = None  # set by close() (created on the loop)
+        self._closing = False
 
     @property
     def faults(self) -> int:
@@ -57,34 +61,57 @@ class FaultProxy:
 
         def run() -> None:
             asyncio.set_event_loop(self._loop)
-
-            async def go() -> None:
-                self._server = await asyncio.start_server(self._handle, sock=self.sock)
+            try:
+                self._loop.run_until_complete(self._serve(started))
+                self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            finally:
                 started.set()
-
-            self._loop.run_until_complete(go())
-            self._loop.run_forever()
-            # Shutdown: close what is open.
-            for w in list(self._writers):
-                w.transport.abort()
-            tasks = asyncio.all_tasks(self._loop)
-            for t in tasks:
-                t.cancel()
-            self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-            self._server.close()
-            self._loop.run_until_complete(self._server.wait_closed())
-            self._loop.close()
+                self._loop.close()
 
         self._thread = threading.Thread(target=run, name="fault-proxy", daemon=True)
         self._thread.start()
-        if not started.wait(10):
+        if not started.wait(10) or self._server is None:
             raise RuntimeError("fault proxy did not start")
         return self
 
+    async def _serve(self, started: threading.Event) -> None:
+        """Serve until :meth:`close`, then shut down in order, so that nothing is left for
+        the garbage collector: clients keep connecting while the proxy closes (librdkafka
+        reconnects at once), and a connection accepted just before the listener closed still
+        gets its handler task afterwards. Those handlers are never cancelled (a task cancelled
+        before its first step leaves its coroutine never awaited, and one cancelled inside
+        ``open_connection`` trips asyncio's streams callback): they see ``_closing`` or their
+        aborted transports and end by themselves; the loop closes once no task is left."""
+        self._stop = asyncio.Event()
+        self._server = await asyncio.start_server(self._handle, sock=self.sock)
+        started.set()
+        await self._stop.wait()
+        self._closing = True
+        self._server.close()  # no new connections from here on
+        me = asyncio.current_task()
+        idle_rounds = 0
+        while idle_rounds < 3:
+            for w in list(self._writers):
+                w.transport.abort()
+            others = [t for t in asyncio.all_tasks() if t is not me]
+            if others:
+                idle_rounds = 0
+                # Handlers end within a loop iteration or two of their transports' abort;
+                # one still connecting upstream ends when its connect does.
+                await asyncio.wait(others, timeout=0.05)
+            else:
+                # An aborted transport closes its socket in a callback of the next iteration:
+                # let those run (and any last accept) before the loop closes.
+                idle_rounds += 1
+                await asyncio.sleep(0)
+        await self._server.wait_closed()
+
     def close(self) -> None:
         if self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
+            if not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(30)
+            assert not self._thread.is_alive(), "fault proxy did not shut down"
             self._thread = None
 
     def __enter__(self) -> FaultProxy:
@@ -105,13 +132,23 @@ class FaultProxy:
         return None
 
     async def _handle(self, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
+        if self._closing:  # accepted just before the listener closed
+            cwriter.transport.abort()
+            return
         self.connections += 1
+        self._writers.add(cwriter)
         try:
             ureader, uwriter = await asyncio.open_connection(*self.upstream)
         except OSError:
+            self._writers.discard(cwriter)
             cwriter.transport.abort()
             return
-        self._writers.update((cwriter, uwriter))
+        if self._closing:  # the proxy began closing while this connected upstream
+            self._writers.discard(cwriter)
+            cwriter.transport.abort()
+            uwriter.transport.abort()
+            return
+        self._writers.add(uwriter)
         # correlation id -> action for that request's response(s)
         pending: dict[int, str] = {}
         swallow: dict[int, int] = {}  # corr -> responses still to swallow (duplicates)
@@ -169,8 +206,6 @@ class FaultProxy:
 
         try:
             await asyncio.gather(client_to_broker(), broker_to_client())
-        except asyncio.CancelledError:
-            kill()  # proxy shutdown; end normally (3.11 streams dislike cancelled handlers)
         finally:
             self._writers.discard(cwriter)
             self._writers.discard(uwriter)

@@ -120,3 +120,81 @@ def test_derived_limit_follows_rlimit():
 
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert derived_limit() == max(16, soft // 4)
+
+
+# -- record sets waiting for sendfile (regions) count in the bound ---------------------------
+
+
+def big_logs(tmp_path, n: int):
+    """``n`` partitions holding one batch of ~80 KiB each (above ZERO_COPY_MIN_BYTES)."""
+    lm = manager(tmp_path / "d")
+    logs = [lm.get_or_create_log("z", p) for p in range(n)]
+    for pl in logs:
+        append(pl, batch(80, value_size=1000))
+    return lm, logs
+
+
+def zero_copy_read(pl):
+    return pl.read(0, 1 << 20, zero_copy=True)
+
+
+def test_regions_count_in_the_bound_then_reads_go_to_memory(tmp_path, small_pool):
+    lm, logs = big_logs(tmp_path, 4)
+    held0 = small_pool.open_count  # files other tests of this worker left in the pool
+    regions0 = small_pool.regions
+    assert small_pool.max_regions == 2  # half of log.max.open.files=4
+    got = [zero_copy_read(pl) for pl in logs]
+    kinds = [type(g).__name__ for g in got]
+    assert kinds == ["PooledRegion", "PooledRegion", "bytes", "bytes"], kinds
+    assert small_pool.regions - regions0 == 2
+    # Files and regions together stay within the bound (idle files were closed for them).
+    assert small_pool.open_count + small_pool.regions <= 4 + held0
+    # The bytes read into memory are exactly what a region would have sent.
+    whole = [pl.read(0, 1 << 20) for pl in logs]
+    assert got[0].read_all() == bytes(whole[0]) and got[2] == bytes(whole[2])
+    # Sent (closed) or dropped (collected), a region gives its slot back.
+    got[0].close()
+    got[0].close()  # idempotent: counted once
+    assert small_pool.regions - regions0 == 1
+    got[1] = None
+    import gc
+
+    gc.collect()
+    assert small_pool.regions == regions0
+    again = zero_copy_read(logs[3])
+    assert type(again).__name__ == "PooledRegion"
+    again.close()
+    lm.close()
+
+
+def test_out_of_descriptors_while_making_a_region_reads_into_memory(tmp_path, small_pool,
+                                                                    monkeypatch, caplog):
+    """EMFILE on the region's dup: idle files are given back and dup retried; failing again the
+    record set is read into memory through the descriptor already open, with one warning line
+    (not per record set), never an exception."""
+    lm, logs = big_logs(tmp_path, 3)
+    import snakka.storage.files as files
+
+    real_dup = os.dup
+    calls = [0]
+
+    def emfile(fd):
+        calls[0] += 1
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(files.os, "dup", emfile)
+    fallbacks0 = small_pool.region_fallbacks
+    with caplog.at_level("WARNING", logger="snakka.storage"):
+        first = zero_copy_read(logs[0])
+        second = zero_copy_read(logs[1])
+    assert calls[0] == 4  # each tried twice (the second time after closing idle files)
+    assert first == bytes(logs[0].read(0, 1 << 20)) and len(first) > 64 * 1024
+    assert second == bytes(logs[1].read(0, 1 << 20))
+    assert small_pool.region_fallbacks - fallbacks0 == 2
+    warnings = [r for r in caplog.records if "out of file descriptors" in r.getMessage()]
+    assert len(warnings) == 1
+    monkeypatch.setattr(files.os, "dup", real_dup)
+    region = zero_copy_read(logs[2])  # descriptors again: sendfile again
+    assert type(region).__name__ == "PooledRegion"
+    region.close()
+    lm.close()

@@ -25,10 +25,25 @@ Pinning, and why it is safe to close under a flush thread
     descriptor flushes the file's dirty pages like the original would (the page cache belongs
     to the inode, not the descriptor).
 
+Record sets waiting to be sent count too
+    A Fetch on a plaintext listener answers large record sets with a :class:`PooledRegion`: a
+    duplicate of the segment's descriptor that the connection sends with ``sendfile`` and then
+    closes (storage/segment.py ``region``). A slow reader keeps its regions for as long as it
+    does not read, so they are counted in the same bound: open files plus regions stay within
+    ``log.max.open.files`` (a new region or file first closes idle files), and regions may hold
+    at most half of it (:data:`REGION_SHARE_DIVISOR`), so the files themselves always keep the
+    other half and do not thrash. Once regions hold their half, further record sets are read
+    into memory instead (:meth:`FilePool.dup_for_region` answers None): that memory is what
+    the Fetch reserved anyway, bounded by ``queued.max.response.bytes`` (broker-wide) and
+    ``queued.max.response.bytes.per.connection``, so the slow reader costs bounded memory and
+    a bounded number of descriptors, and every record still reaches it once it reads.
+
 When the process runs out anyway
     ``open`` failing with EMFILE/ENFILE (connections took the rest of the table) evicts every
     unpinned file and retries once; if that fails too the ``OSError`` reaches the caller, which
-    answers KAFKA_STORAGE_ERROR for that partition (produce) or for the request.
+    answers KAFKA_STORAGE_ERROR for that partition (produce) or for the request. ``dup`` for a
+    region failing the same way (after the same eviction) is not an error at all: the record
+    set is read into memory through the descriptor already open (one warning line per episode).
 """
 
 from __future__ import annotations
@@ -42,9 +57,14 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from snakka.protocol.primitives import FileRegion
+
 log = logging.getLogger("snakka.storage")
 
 _MIN_LIMIT = 16
+# Regions (record sets waiting for sendfile) may hold at most 1/REGION_SHARE_DIVISOR of the
+# pool's limit (module doc): the rest is kept for the segment files themselves.
+REGION_SHARE_DIVISOR = 2
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
 
 
@@ -63,21 +83,70 @@ class FilePool:
     """An LRU-bounded set of open :class:`SegmentFile` descriptors (module doc)."""
 
     def __init__(self, limit: int | None = None) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: a region's close may run from ``__del__`` (a garbage collection) on a
+        # thread that already holds the lock.
+        self._lock = threading.RLock()
         self._open: OrderedDict[SegmentFile, None] = OrderedDict()
         self.limit = derived_limit() if limit is None or limit < 0 else max(1, limit)
         self.opens = 0  # opens since start (tests and metrics: how often files were reopened)
         self.evictions = 0
+        self.regions = 0  # region descriptors open now (record sets waiting to be sent)
+        # Record sets read into memory because regions held their share, or dup failed.
+        self.region_fallbacks = 0
+        self._out_of_fds_logged = False
 
     def set_limit(self, limit: int) -> None:
         """``limit`` < 0 derives it from RLIMIT_NOFILE (``log.max.open.files=-1``)."""
         with self._lock:
             self.limit = derived_limit() if limit < 0 else max(1, limit)
-            self._evict_locked(self.limit)
+            self._evict_locked(self.limit - self.regions)
 
     @property
     def open_count(self) -> int:
         return len(self._open)
+
+    @property
+    def max_regions(self) -> int:
+        """Region descriptors allowed at once: a share of the limit (module doc)."""
+        return max(1, self.limit // REGION_SHARE_DIVISOR)
+
+    def dup_for_region(self, fd: int) -> int | None:
+        """A duplicate of ``fd`` (the descriptor of a file the caller holds pinned) for a
+        region, counted in the pool's bound; None when regions hold their share or the process
+        is out of descriptors: the caller reads the bytes into memory instead. The duplicate
+        is handed back with :meth:`region_closed`."""
+        with self._lock:
+            if self.regions >= self.max_regions:
+                self.region_fallbacks += 1
+                return None
+            self._evict_locked(self.limit - self.regions - 1)
+            try:
+                dup = os.dup(fd)  # non-inheritable, like every descriptor Python opens
+            except OSError as exc:
+                if exc.errno not in _OUT_OF_FDS:
+                    raise
+                self._evict_locked(0)
+                try:
+                    dup = os.dup(fd)
+                except OSError as exc2:
+                    if exc2.errno not in _OUT_OF_FDS:
+                        raise
+                    self.region_fallbacks += 1
+                    if not self._out_of_fds_logged:
+                        self._out_of_fds_logged = True
+                        log.warning("out of file descriptors (%s): record sets are read into "
+                                    "memory instead of sent with sendfile until descriptors "
+                                    "are free again", exc2)
+                    return None
+            if self._out_of_fds_logged:
+                self._out_of_fds_logged = False
+                log.info("file descriptors available again: record sets sent with sendfile")
+            self.regions += 1
+            return dup
+
+    def region_closed(self) -> None:
+        with self._lock:
+            self.regions -= 1
 
     def acquire(self, f: SegmentFile) -> int:
         with self._lock:
@@ -85,7 +154,7 @@ class FilePool:
             if fd >= 0:
                 self._open.move_to_end(f)
             else:
-                self._evict_locked(self.limit - 1)
+                self._evict_locked(self.limit - self.regions - 1)
                 try:
                     fd = os.open(f.path, f.flags, 0o644)
                 except OSError as exc:
@@ -108,7 +177,7 @@ class FilePool:
     def adopt(self, f: SegmentFile, fd: int) -> None:
         """Register a descriptor the caller opened (a freshly created segment)."""
         with self._lock:
-            self._evict_locked(self.limit - 1)
+            self._evict_locked(self.limit - self.regions - 1)
             f._fd = fd
             self._open[f] = None
             self.opens += 1
@@ -138,6 +207,26 @@ class FilePool:
                 os.close(fd)
             except OSError as exc:  # a deferred write-back error: the data was not lost here
                 log.warning("closing idle segment file %s: %s", f.path, exc)
+
+
+class PooledRegion(FileRegion):
+    """A :class:`FileRegion` whose descriptor counts in a :class:`FilePool`'s bound: closing
+    it (the connection once sent or dropped, or ``__del__``) gives the slot back."""
+
+    __slots__ = ("pool",)
+
+    def __init__(self, pool: FilePool, fd: int, position: int, length: int,
+                 next_offset: int = -1) -> None:
+        super().__init__(fd, position, length, next_offset)
+        self.pool = pool
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            finally:
+                self.pool.region_closed()
 
 
 POOL = FilePool()

@@ -49,7 +49,7 @@ from snakka.records.batch import (
 )
 from snakka.util.crc32c import crc32c
 
-from .files import SegmentFile
+from .files import PooledRegion, SegmentFile
 from .index import (
     AbortedTxn,
     CorruptIndexError,
@@ -476,19 +476,23 @@ class LogSegment:
         finally:
             f.pool.release(f)
 
-    def region(self, position: int, n: int, next_offset: int) -> FileRegion:
+    def region(self, position: int, n: int, next_offset: int) -> FileRegion | bytes:
         """``n`` bytes from ``position`` as a :class:`FileRegion` (sent with sendfile, never
         read into memory). The region holds its own duplicate of the descriptor, so it stays
         valid if retention deletes this segment or the file pool closes it before the bytes
-        are sent (these descriptors are outside ``log.max.open.files``: one per record set
-        waiting to be sent)."""
+        are sent. Those duplicates count in ``log.max.open.files`` (storage/files.py): when
+        regions hold their share of it, or the process is out of descriptors, the bytes are
+        read into memory and returned instead (the Fetch reserved that memory already)."""
         f = self.file
-        fd = f.pool.acquire(f)
+        pool = f.pool
+        fd = pool.acquire(f)
         try:
-            dup = os.dup(fd)  # non-inheritable, like every descriptor Python opens
+            dup = pool.dup_for_region(fd)
+            if dup is None:
+                return pread_exact(fd, n, position)
         finally:
-            f.pool.release(f)
-        return FileRegion(dup, position, n, next_offset)
+            pool.release(f)
+        return PooledRegion(pool, dup, position, n, next_offset)
 
     def boundary_in_file(self, start: int, limit: int) -> tuple[int, int]:
         """Largest batch boundary ``b`` with ``start <= b <= limit`` (``start`` itself a
