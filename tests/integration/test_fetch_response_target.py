@@ -209,3 +209,30 @@ def test_a_batch_larger_than_the_cap_still_arrives_whole(proxied):
     over = [s for s in proxy.fetch_sizes if s > CAP + RESPONSE_OVERHEAD]
     # exactly the big batch's responses exceed the cap, by no more than that batch
     assert over and all(s <= len(big) + 2 * RESPONSE_OVERHEAD for s in over), over
+
+
+def test_java_consumer_reads_everything_in_order_across_capped_responses(proxied):
+    """The Java consumer (kafka-console-consumer.sh of the reference distribution) with
+    fetch.max.bytes and max.partition.fetch.bytes at 50 MiB: every record, in order, in
+    capped responses."""
+    reference_kafka = pytest.importorskip("reference_kafka",
+                                          reason="tests/reference_kafka.py is not present")
+    reason = reference_kafka.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    bs, proxy = proxied
+    values = [_value(i) for i in range(RECORDS)]
+    _produce(bs, "capped-java", values)
+    proxy.fetch_sizes.clear()
+    r = reference_kafka.run_tool(
+        "kafka-console-consumer.sh", "--bootstrap-server", bs, "--topic", "capped-java",
+        "--from-beginning", "--max-messages", str(RECORDS), "--timeout-ms", "20000",
+        "--consumer-property", f"fetch.max.bytes={50 << 20}",
+        "--consumer-property", f"max.partition.fetch.bytes={50 << 20}",
+        "--property", "print.value=false", "--property", "print.offset=true", timeout=120)
+    offsets = [int(line.split(":", 1)[1].split()[0]) for line in r.stdout.splitlines()
+               if line.startswith("Offset:")]
+    assert offsets == list(range(RECORDS)), (r.stdout[-2000:], r.stderr[-2000:])
+    assert max(proxy.fetch_sizes) <= CAP + RESPONSE_OVERHEAD, sorted(proxy.fetch_sizes)[-5:]
+    assert len([s for s in proxy.fetch_sizes if s > RESPONSE_OVERHEAD]) >= \
+        RECORDS * VALUE // CAP
