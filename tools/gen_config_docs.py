@@ -229,7 +229,8 @@ def render() -> str:
               "threshold, so a client that allocates a buffer per response (librdkafka, "
               "kafka-python, aiokafka) reuses heap memory instead of faulting in a fresh "
               "mapping: ck-large's consumer used 0.50 instead of 0.82 CPU-s and 111k instead "
-              "of 306k page faults per GB, at no extra broker CPU (docs/benchmarks.md, "
+              "of 306k page faults per GB; the broker spent 0.21-0.25 instead of 0.17-0.23 "
+              "CPU-s per GB (docs/benchmarks.md, "
               "\"Large consume: response size\").",
               "- Fixed bounds that are not configs (protocol ranges such as INT32_MAX, "
               "10,000 partitions per topic, 10,000 pending classic members per group, 10 "
