@@ -148,8 +148,9 @@ def raw_consume(bootstrap: str, topic: str, partition: int, records: int,
             _recv_into(sock, size_view, 4)
             first = time.perf_counter()
             (size,) = struct.unpack(">i", size_buf)
-            if size > len(buf):
-                raise ValueError(f"a {size}-byte response exceeds the {len(buf)}-byte buffer")
+            if size > max_bytes + MiB:  # (not len(buf): a fresh buffer is the last size)
+                raise ValueError(f"a {size}-byte response exceeds the {max_bytes + MiB}-byte "
+                                 "buffer")
             if fresh_buffer:
                 view.release()
                 buf = bytearray(size)

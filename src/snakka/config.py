@@ -533,6 +533,16 @@ _BROKER_LIST: list[ConfigDef] = [
        "fetch.max.bytes would), so one response pins at most this much memory whatever the "
        "client's fetch.max.bytes. Plaintext listeners send record sets of 64 KiB or more with "
        "sendfile and are not capped. snakka-specific.", read_only=True),
+    _d("snakka.fetch.response.target.bytes", _I, "31457280", _pos_int,
+       "Record bytes one Fetch response holds at most, whatever the client's fetch.max.bytes "
+       "(Kafka lets a broker return less than MaxBytes; the first whole batch still comes, as "
+       "KIP-74 requires, even when it alone is larger). The default, 30 MiB, keeps responses "
+       "below glibc's largest mmap threshold (32 MiB): librdkafka receives each response "
+       "into a new buffer of its size, and above that threshold every such buffer is a fresh "
+       "mmap whose every 4 KiB page faults and is zeroed, which made its receive thread the "
+       "bottleneck of 50 MiB fetches (docs/benchmarks.md, \"Large consume: response size\"). "
+       "Set it to fetch.max.bytes or more to answer up to the client's limit. "
+       "snakka-specific.", read_only=True),
     _d("log.max.open.files", _I, "-1", _open_files_limit,
        "Segment files the broker keeps open at once: files are opened on first use and the "
        "least recently used are closed beyond this bound, so idle partitions hold no file "

@@ -4,7 +4,8 @@
 - Data is returned as the stored bytes of whole batches starting at the batch that contains the
   fetch offset (clients skip records before their position). Bounds (KIP-74, as Kafka's
   ReplicaManager.readFromLog): the request's ``max_bytes`` (capped by the broker's
-  ``fetch.max.bytes``) shrinks by what each partition returned, each partition reads at most
+  ``fetch.max.bytes`` and ``snakka.fetch.response.target.bytes``) shrinks by what each
+  partition returned, each partition reads at most
   ``min(partition_max_bytes, what is left)``, and the first partition with data returns at least
   one whole batch even if it is larger (so MaxBytes or PartitionMaxBytes 0 or 1 give the first
   whole batch). A negative size where there is data to read is UNKNOWN_SERVER_ERROR for that
@@ -224,8 +225,12 @@ def handle(ctx: RequestContext, req: FetchRequest):
                              responses=[])
     denied = frozenset() if ctx.allows_everything else \
         _denied_topics(ctx, fctx.partitions, by_id)
+    # snakka.fetch.response.target.bytes: below glibc's largest mmap threshold, so clients
+    # that take a new buffer per response (librdkafka) reuse heap memory instead of faulting
+    # in a fresh mapping each time; the first whole batch still comes (KIP-74).
     max_bytes = min(req.max_bytes if v >= 3 else INT32_MAX,
-                    services.resolver.broker_int("fetch.max.bytes"))
+                    services.resolver.broker_int("fetch.max.bytes"),
+                    services.resolver.broker_int("snakka.fetch.response.target.bytes"))
     if not getattr(ctx.connection, "zero_copy", False):
         # The records will be read into memory (TLS): at most this much per response.
         max_bytes = min(max_bytes, services.resolver.broker_int("snakka.fetch.memory.max.bytes"))
