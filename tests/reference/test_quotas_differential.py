@@ -158,6 +158,118 @@ def test_fetch_throttled_by_consumer_byte_rate(brokers, versions, version, entit
         assert waited >= throttle_ms / 2000, (peer.name, throttle_ms, waited)
 
 
+def whole_batches(records: bytes) -> list[int]:
+    """The base offsets of the whole batches in a record set (Kafka may end it with a batch
+    cut at the byte limit, which clients drop: not counted)."""
+    out, pos = [], 0
+    while pos + 12 <= len(records):
+        length = struct.unpack_from(">i", records, pos + 8)[0]
+        if pos + 12 + length > len(records):
+            break
+        out.append(struct.unpack_from(">q", records, pos)[0])
+        pos += 12 + length
+    return out
+
+
+async def produce_batches(p: Peer, topic: str, count: int, value: bytes) -> None:
+    for _ in range(count):
+        now = int(time.time() * 1000)
+        resp = await p.send(ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(
+                index=0, records=build_batch([Record(timestamp=now, value=value)]))])]))
+        assert resp.responses[0].partition_responses[0].error_code == 0, resp
+
+
+def one_partition_fetch(topic: str, tid: uuid.UUID, offset: int, *, max_bytes: int,
+                        min_bytes: int = 0, max_wait_ms: int = 0) -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+        isolation_level=0, session_id=0, session_epoch=-1,
+        topics=[FetchTopic(topic=topic, topic_id=tid, partitions=[FetchPartition(
+            partition=0, fetch_offset=offset, partition_max_bytes=max_bytes,
+            current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1)])],
+        forgotten_topics_data=[], rack_id="")
+
+
+def test_fetch_min_bytes_lowered_to_the_quota_span(brokers, versions):
+    """Kafka's fetchMinBytes is min(MinBytes, the fetch's byte limit), and a consumer's limit
+    is its quota span (consumer_byte_rate x 10 s): a fetch whose MinBytes exceeds the span is
+    answered as soon as a span's worth is readable, not after MaxWaitMs. Both brokers answer
+    the first such fetch at once (throttled or not: a full span plus the response's own bytes
+    is just over the quota for a new client, Kafka throttles it for a few ms), and the first
+    unthrottled answer carries the same whole batches (Kafka adds the next one cut short)."""
+    client = f"fetch-minbytes-{RUN}"
+    t = f"quota-minbytes-{RUN}"
+    set_quota(brokers, "consumer_byte_rate=2000", "--entity-type", "clients",
+              "--entity-name", client)
+    max_wait_ms = 30000
+    answered: dict[str, list[tuple[float, int, list[int]]]] = {}
+
+    async def scenario(p: Peer):
+        await p.create_topic(t)
+        await produce_batches(p, t, 4, b"x" * 7900)  # ~7,970-byte batches: 31,880 > 20,000
+        md = await p.send(MetadataRequest(topics=[MetadataRequestTopic(name=t)]), version=12)
+        tid = md.topics[0].topic_id
+        got = answered[p.name] = []
+        # Each throttled answer is followed by the next fetch, read once the mute ends; a few
+        # tries at most (the throttle only covers the response's own bytes over the span).
+        for _ in range(5):
+            since = time.monotonic()
+            resp = await p.send(one_partition_fetch(t, tid, 0, max_bytes=1 << 20,
+                                                    min_bytes=1_000_000,
+                                                    max_wait_ms=max_wait_ms))
+            records = resp.responses[0].partitions[0].records if resp.responses else b""
+            got.append((time.monotonic() - since, resp.throttle_time_ms, whole_batches(
+                bytes(records or b""))))
+            if resp.throttle_time_ms == 0:
+                break
+
+    run_both(brokers, versions, scenario, client_id=client)
+    for name, got in answered.items():
+        waited, throttle_ms, batches = got[-1]
+        assert throttle_ms == 0, (name, got)
+        # Both answer with the two whole batches that fit the 20,000-byte span.
+        assert batches == [0, 1], (name, got)
+        # At once, not after MaxWaitMs (30 s); each try waits at most the previous throttle.
+        assert all(w < max_wait_ms / 2000 for w, _t, _b in got), (name, got)
+
+
+def test_fetch_throttled_by_request_percentage_is_empty(brokers, versions):
+    """Kafka records a consumer Fetch's handler time against request_percentage before it
+    makes the response, and a fetch that takes the client over it is answered empty (no
+    partitions, error NONE) with the throttle time (at most one quota window), its session
+    not kept, as a byte-rate-throttled one."""
+    client = f"fetch-reqpct-{RUN}"
+    t = f"quota-reqpct-{RUN}"
+    # A millionth of a percent of a thread: any fetch's handler time is over it.
+    set_quota(brokers, "request_percentage=0.000001", "--entity-type", "clients",
+              "--entity-name", client)
+
+    async def scenario(p: Peer):
+        await p.create_topic(t)
+        await produce_batches(p, t, 2, b"y" * 1000)
+        md = await p.send(MetadataRequest(topics=[MetadataRequestTopic(name=t)]), version=12)
+        tid = md.topics[0].topic_id
+        # The quota'd client id on a connection of its own (the scenario's own requests are
+        # not throttled); it sends this Fetch only.
+        host, port = parse_bootstrap(p.bootstrap)
+        conn = await KafkaConnection(host, port, client_id=client).connect()
+        try:
+            req = one_partition_fetch(t, tid, 0, max_bytes=1 << 20)
+            req.session_epoch = 0  # a full fetch asking for a new session
+            await p.ask("fetch", req, conn=conn)
+        finally:
+            await conn.close()
+
+    kafka, snakka = run_both(brokers, versions, scenario)
+    assert_same_shape(kafka, snakka)
+    for peer in (kafka, snakka):
+        resp = peer.responses["fetch"]
+        assert resp.error_code == 0 and resp.responses == [], (peer.name, resp)
+        assert resp.session_id == 0, (peer.name, "a throttled full fetch's session is not kept")
+        assert 0 < resp.throttle_time_ms <= 1000, (peer.name, resp.throttle_time_ms)
+
+
 # -- controller_mutation_rate ------------------------------------------------------------------
 
 def test_controller_mutation_rate_strict_and_permissive(brokers, versions):
