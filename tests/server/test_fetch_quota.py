@@ -8,6 +8,7 @@ time (throttle_cb), and still receives every record exactly once, in order.
 
 from __future__ import annotations
 
+import json
 import struct
 import time
 
@@ -159,3 +160,44 @@ def test_confluent_consumer_held_to_its_rate_gets_every_record_once():
         assert fast_seen == list(range(count))
         assert fast_throttle == 0
         assert fast_rate > rate
+
+
+def test_confluent_consumer_min_bytes_above_its_span_is_not_held_for_max_wait():
+    """A consumer whose fetch.min.bytes exceeds its quota span (consumer_byte_rate x the
+    sampled span) is answered as soon as a span's worth is readable, as Kafka answers it
+    (fetchMinBytes = min(MinBytes, fetch max bytes)), instead of waiting fetch.wait.max.ms for
+    each fetch. fetch.wait.max.ms is librdkafka's maximum, 300 s: had any fetch that returned
+    these records waited it, the records could not all arrive before the loop's deadline
+    (60 s) — so the assertion is on which records arrived, not on how fast. Only the records
+    with a full span behind them are awaited: a last fetch of less than a span waits for
+    fetch.min.bytes on Kafka too."""
+    with EmbeddedBroker(config={"quota.window.num": "2"}) as broker:
+        produce(broker, "fq", 100)  # ~1 MB in ~65 KB batches
+        set_consumer_rate(broker, "min-bytes", 200_000)  # a 200 KB span
+        want = 60  # ~600 KB: every fetch that returns them has more than a span readable
+        throttles: list[int] = []
+        stats: list[dict] = []
+        c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "min-bytes",
+                      "client.id": "min-bytes", "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False, "fetch.min.bytes": 10 * MB,
+                      "fetch.wait.max.ms": 300_000, "statistics.interval.ms": 100,
+                      "stats_cb": lambda s: stats.append(json.loads(s)),
+                      "throttle_cb": lambda e: throttles.append(int(e.throttle_time * 1000))})
+        c.subscribe(["fq"])
+        seen: list[int] = []
+        deadline = time.monotonic() + 60
+        try:
+            while len(seen) < want and time.monotonic() < deadline:
+                m = c.poll(0.2)
+                if m is not None and not m.error():
+                    seen.append(int.from_bytes(m.value()[:4], "big"))
+            while not stats and time.monotonic() < deadline:
+                c.poll(0.1)
+        finally:
+            c.close()
+        assert seen[:want] == list(range(want)), seen
+        # Several span-sized fetches served it, with throttling between them (the quota still
+        # holds the consumer to its rate): ~600 KB over 200 KB spans.
+        assert throttles and max(throttles) > 0
+        fetches = sum(b.get("req", {}).get("Fetch", 0) for b in stats[-1]["brokers"].values())
+        assert fetches >= 3, fetches
