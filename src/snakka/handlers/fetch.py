@@ -31,11 +31,17 @@
   as Kafka does), reads every partition once more and answers: the remote data if it came, the
   other partitions' data either way; a partition still pending is answered without records
   (the consumer fetches it again), a failed remote read with KAFKA_STORAGE_ERROR.
-- Client quotas (docs/quotas.md): a consumer's ``consumer_byte_rate`` is recorded here, with the
-  response's record bytes, before the response is made; a fetch that would exceed it is
-  answered empty with the throttle time (``_answer``, Kafka's throttled fetch response) and its
-  bytes are taken back, so the consumer fetches the same offsets again once the throttle ends.
-  A consumer's fetch never asks for more than a quota span's worth of its rate.
+- MinBytes is lowered to the fetch's byte limit (Kafka's ``min(MinBytes, fetch max bytes)``).
+- Client quotas (docs/quotas.md; KafkaApis.handleFetchRequest): a consumer fetch's handler time
+  (``request_percentage``) and response size (``consumer_byte_rate``, the whole response as
+  Kafka's FetchResponse.sizeOf, ``_response_size``) are recorded here, before the response is
+  made; a fetch either throttles is answered empty with the throttle time (``_answer``,
+  Kafka's throttled fetch response) and its bytes are taken back, so the consumer fetches the
+  same offsets again once the throttle ends (the connection leaves Fetch out of its own
+  request-quota recording). A consumer with a ``consumer_byte_rate`` never asks for more than
+  a quota span's worth of its rate, and its reads are counted as Kafka's, filled to their
+  byte limits (``_fill_bytes``): the same throttle times, the same answer to a MinBytes above
+  the span (at once), the same whole batches per partition; only the whole batches are sent.
 - Zero copy: on a plaintext listener (``ctx.connection.zero_copy``) a partition's record set of
   64 KiB or more is a ``FileRegion`` of the segment file, not bytes: the connection sends it
   with sendfile (server/connection.py), so a 50 MB response costs no memory. Elsewhere (TLS)
