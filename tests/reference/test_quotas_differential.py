@@ -182,23 +182,27 @@ def whole_batches(records: bytes) -> list[int]:
     return out
 
 
-async def produce_batches(p: Peer, topic: str, count: int, value: bytes) -> None:
+async def produce_batches(p: Peer, topic: str, count: int, value: bytes,
+                          partition: int = 0) -> None:
     for _ in range(count):
         now = int(time.time() * 1000)
         resp = await p.send(ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[
             TopicProduceData(name=topic, partition_data=[PartitionProduceData(
-                index=0, records=build_batch([Record(timestamp=now, value=value)]))])]))
+                index=partition, records=build_batch([Record(timestamp=now, value=value)]))])]))
         assert resp.responses[0].partition_responses[0].error_code == 0, resp
 
 
 def one_partition_fetch(topic: str, tid: uuid.UUID, offset: int, *, max_bytes: int,
-                        min_bytes: int = 0, max_wait_ms: int = 0) -> FetchRequest:
+                        min_bytes: int = 0, max_wait_ms: int = 0,
+                        partitions: int = 1) -> FetchRequest:
+    """A sessionless fetch of partitions 0..partitions-1 of ``topic``, each from ``offset``."""
     return FetchRequest(
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
         isolation_level=0, session_id=0, session_epoch=-1,
         topics=[FetchTopic(topic=topic, topic_id=tid, partitions=[FetchPartition(
-            partition=0, fetch_offset=offset, partition_max_bytes=max_bytes,
-            current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1)])],
+            partition=p, fetch_offset=offset, partition_max_bytes=max_bytes,
+            current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1)
+            for p in range(partitions)])],
         forgotten_topics_data=[], rack_id="")
 
 
@@ -208,17 +212,20 @@ def test_fetch_min_bytes_lowered_to_the_quota_span(brokers, versions):
     answered as soon as a span's worth is readable, not after MaxWaitMs. Both brokers answer
     the first such fetch at once (throttled or not: a full span plus the response's own bytes
     is just over the quota for a new client, Kafka throttles it for a few ms), and the first
-    unthrottled answer carries the same whole batches (Kafka adds the next one cut short)."""
+    unthrottled answer carries the same whole batches (Kafka adds the next one cut short):
+    partition 0's first two, and nothing of partition 1, since Kafka's cut batch filled the
+    span (snakka counts it the same way)."""
     client = f"fetch-minbytes-{RUN}"
     t = f"quota-minbytes-{RUN}"
     set_quota(brokers, "consumer_byte_rate=2000", "--entity-type", "clients",
               "--entity-name", client)
     max_wait_ms = 30000
-    answered: dict[str, list[tuple[float, int, list[int]]]] = {}
+    answered: dict[str, list[tuple[float, int, list[list[int]]]]] = {}
 
     async def scenario(p: Peer):
-        await p.create_topic(t)
-        await produce_batches(p, t, 4, b"x" * 7900)  # ~7,970-byte batches: 31,880 > 20,000
+        await p.create_topic(t, partitions=2)
+        for partition in (0, 1):  # ~7,970-byte batches: 31,880 > 20,000 in each
+            await produce_batches(p, t, 4, b"x" * 7900, partition)
         md = await p.send(MetadataRequest(topics=[MetadataRequestTopic(name=t)]), version=12)
         tid = md.topics[0].topic_id
         got = answered[p.name] = []
@@ -228,10 +235,11 @@ def test_fetch_min_bytes_lowered_to_the_quota_span(brokers, versions):
             since = time.monotonic()
             resp = await p.send(one_partition_fetch(t, tid, 0, max_bytes=1 << 20,
                                                     min_bytes=1_000_000,
-                                                    max_wait_ms=max_wait_ms))
-            records = resp.responses[0].partitions[0].records if resp.responses else b""
-            got.append((time.monotonic() - since, resp.throttle_time_ms, whole_batches(
-                bytes(records or b""))))
+                                                    max_wait_ms=max_wait_ms, partitions=2))
+            parts = sorted(resp.responses[0].partitions,
+                           key=lambda pd: pd.partition_index) if resp.responses else []
+            got.append((time.monotonic() - since, resp.throttle_time_ms,
+                        [whole_batches(bytes(pd.records or b"")) for pd in parts]))
             if resp.throttle_time_ms == 0:
                 break
 
@@ -239,8 +247,9 @@ def test_fetch_min_bytes_lowered_to_the_quota_span(brokers, versions):
     for name, got in answered.items():
         waited, throttle_ms, batches = got[-1]
         assert throttle_ms == 0, (name, got)
-        # Both answer with the two whole batches that fit the 20,000-byte span.
-        assert batches == [0, 1], (name, got)
+        # Both answer with the two whole batches that fit the 20,000-byte span, and partition
+        # 1 listed without records (what was left after partition 0: nothing).
+        assert batches == [[0, 1], []], (name, got)
         # At once, not after MaxWaitMs (30 s); each try waits at most the previous throttle.
         assert all(w < max_wait_ms / 2000 for w, _t, _b in got), (name, got)
 
