@@ -32,13 +32,14 @@ MB = 1024 * 1024
 PAYLOAD = 10_000
 
 
-def set_consumer_rate(broker: EmbeddedBroker, client_id: str, rate: float) -> None:
+def set_consumer_rate(broker: EmbeddedBroker, client_id: str, rate: float,
+                      key: str = "consumer_byte_rate") -> None:
     async def go():
         host, port = parse_bootstrap(broker.bootstrap_servers)
         async with KafkaConnection(host, port) as conn:
             return await conn.send(AlterClientQuotasRequest(entries=[EntryData(
                 entity=[EntityData(entity_type="client-id", entity_name=client_id)],
-                ops=[OpData(key="consumer_byte_rate", value=rate, remove=False)])]))
+                ops=[OpData(key=key, value=rate, remove=False)])]))
     assert [e.error_code for e in run_async(go()).entries] == [0]
 
 
@@ -117,6 +118,23 @@ def test_throttled_fetch_is_answered_empty_and_the_data_follows():
         (fast,) = fetch(broker, "fast", 0)
         assert fast.throttle_time_ms == 0
         assert len(fast.responses[0].partitions[0].records) > 200_000
+
+
+def test_fetch_throttled_by_request_percentage_is_answered_empty():
+    """As Kafka: a consumer Fetch's handler time is recorded against request_percentage before
+    the response is made; a fetch over it is answered empty (no partitions, error NONE, no
+    session kept) with the throttle time (at most one window), its data served later."""
+    with EmbeddedBroker() as broker:
+        produce(broker, "fq", 10)
+        # A millionth of a percent of a thread: any fetch's handler time is over it.
+        set_consumer_rate(broker, "busy", 0.000001, key="request_percentage")
+        (throttled,) = fetch(broker, "busy", 0)
+        assert (throttled.error_code, throttled.session_id, throttled.responses) == (0, 0, [])
+        assert 0 < throttled.throttle_time_ms <= 1000
+        # Another client is not limited: it gets the data.
+        (other,) = fetch(broker, "idle", 0)
+        assert other.throttle_time_ms == 0
+        assert next_offset(bytes(other.responses[0].partitions[0].records)) == 10
 
 
 def test_confluent_consumer_held_to_its_rate_gets_every_record_once():
