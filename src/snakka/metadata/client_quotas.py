@@ -651,8 +651,9 @@ class QuotaManagers:
         if api_key == _PRODUCE:
             if self.produce.active:
                 throttle = self.produce.record(user, client_id, request_bytes)
-        # Fetch: consumer_byte_rate is recorded by the Fetch handler (record_fetch), before
-        # the response is made, since a throttled fetch is answered without its data.
+        # Fetch: consumer_byte_rate and request_percentage are recorded by the Fetch handler
+        # (record_fetch, record_fetch_request), before the response is made, since a fetch
+        # either throttles is answered without its data.
         if self.request.active and api_key not in _REQUEST_QUOTA_EXEMPT and api_key != _FETCH:
             throttle = max(throttle, self.request.record(user, client_id,
                                                          handler_seconds * 100.0))
