@@ -7,7 +7,8 @@ value, the fetch session id).
   (no partitions, error NONE) with the same throttle time (the whole response counted, its
   records filled to the byte limit as Kafka's read fills them); a full fetch's new session is
   dropped (session id 0), an incremental one keeps its id. A fetch whose MinBytes exceeds the
-  quota span is answered at once (Kafka's min(MinBytes, fetch max bytes)).
+  quota span (or its MaxBytes, without a quota) is answered at once (Kafka's min(MinBytes,
+  fetch max bytes)).
 - ``request_percentage``: a Fetch it throttles is answered empty too.
 - ``controller_mutation_rate`` (KIP-599): strict for CreateTopics v6+, CreatePartitions v3+,
   DeleteTopics v5+ (THROTTLING_QUOTA_EXCEEDED per topic, message null, once the bucket is in
@@ -252,6 +253,32 @@ def test_fetch_min_bytes_lowered_to_the_quota_span(brokers, versions):
         assert batches == [[0, 1], []], (name, got)
         # At once, not after MaxWaitMs (30 s); each try waits at most the previous throttle.
         assert all(w < max_wait_ms / 2000 for w, _t, _b in got), (name, got)
+
+
+def test_fetch_min_bytes_lowered_to_max_bytes(brokers, versions):
+    """The same rule without a quota: a fetch whose MinBytes exceeds its MaxBytes is answered
+    as soon as MaxBytes are readable (Kafka fills them with a cut batch; snakka counts the
+    whole batches that fit as filled), not after MaxWaitMs, with the same whole batches."""
+    t = f"minbytes-maxbytes-{RUN}"
+    max_wait_ms = 30000
+    answered: dict[str, tuple[float, list[int]]] = {}
+
+    async def scenario(p: Peer):
+        await p.create_topic(t)
+        await produce_batches(p, t, 4, b"z" * 7900)  # ~7,970-byte batches
+        md = await p.send(MetadataRequest(topics=[MetadataRequestTopic(name=t)]), version=12)
+        since = time.monotonic()
+        resp = await p.ask("fetch", one_partition_fetch(
+            t, md.topics[0].topic_id, 0, max_bytes=20000, min_bytes=1_000_000,
+            max_wait_ms=max_wait_ms))
+        answered[p.name] = (time.monotonic() - since, whole_batches(
+            bytes(resp.responses[0].partitions[0].records or b"")))
+
+    kafka, snakka = run_both(brokers, versions, scenario)
+    assert_same_shape(kafka, snakka)
+    for name, (waited, batches) in answered.items():
+        assert batches == [0, 1], (name, answered)
+        assert waited < max_wait_ms / 2000, (name, answered)  # at once, not after 30 s
 
 
 def test_fetch_throttled_by_request_percentage_is_empty(brokers, versions):

@@ -31,7 +31,9 @@
   as Kafka does), reads every partition once more and answers: the remote data if it came, the
   other partitions' data either way; a partition still pending is answered without records
   (the consumer fetches it again), a failed remote read with KAFKA_STORAGE_ERROR.
-- MinBytes is lowered to the fetch's byte limit (Kafka's ``min(MinBytes, fetch max bytes)``).
+- MinBytes is lowered to the fetch's byte limit (Kafka's ``min(MinBytes, fetch max bytes)``);
+  a fetch whose MinBytes reaches its limit counts its reads filled (``_fill_bytes``), so it is
+  answered as soon as the limit is readable, as on Kafka.
 - Client quotas (docs/quotas.md; KafkaApis.handleFetchRequest): a consumer fetch's handler time
   (``request_percentage``) and response size (``consumer_byte_rate``, the whole response as
   Kafka's FetchResponse.sizeOf, ``_response_size``) are recorded here, before the response is
@@ -339,8 +341,12 @@ def handle(ctx: RequestContext, req: FetchRequest):
             max_bytes = min(max_bytes, cap)
             fill = True
     # Kafka's fetchMinBytes: min(MinBytes, the fetch's byte limit). A consumer whose
-    # fetch.min.bytes exceeds what one response may hold (its quota span, typically) is
-    # answered once a full response is readable instead of waiting MaxWaitMs every time.
+    # fetch.min.bytes reaches what one response may hold (its quota span, typically) is
+    # answered once a full response is readable instead of waiting MaxWaitMs every time: its
+    # reads are counted filled, as Kafka's (other fetches do without that bookkeeping: a
+    # MinBytes below the limit is met by whole batches alike, give or take one batch).
+    if req.min_bytes >= max_bytes:
+        fill = True
     opts = _Opts(min(req.min_bytes, max_bytes), fill)
     read_committed = v >= 4 and req.isolation_level == 1
     deadline = services.time_ms() + max(req.max_wait_ms, 0)
