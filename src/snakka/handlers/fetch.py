@@ -107,7 +107,8 @@ def _read_partitions(services, entries, by_id: bool, denied: frozenset, max_byte
     cached partition) for the partitions the response should list and pending the awaitables
     of partitions whose remote data is being fetched (answered without records for now).
 
-    ``fill`` (a consumer held by a ``consumer_byte_rate``, see :func:`_fill_bytes`): a
+    ``fill`` (a consumer held by a ``consumer_byte_rate``, or a MinBytes at or above the
+    fetch's byte limit; see :func:`_fill_bytes`): a
     partition whose read stopped at its byte limit with more data behind it counts as its
     whole limit, in the total and in what is left for the partitions after it, as Kafka's
     read does (it fills the limit with the next batch cut short); only whole batches are sent.
