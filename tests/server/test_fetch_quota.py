@@ -8,6 +8,7 @@ time (throttle_cb), and still receives every record exactly once, in order.
 
 from __future__ import annotations
 
+import json
 import struct
 import time
 
@@ -31,13 +32,14 @@ MB = 1024 * 1024
 PAYLOAD = 10_000
 
 
-def set_consumer_rate(broker: EmbeddedBroker, client_id: str, rate: float) -> None:
+def set_consumer_rate(broker: EmbeddedBroker, client_id: str, rate: float,
+                      key: str = "consumer_byte_rate") -> None:
     async def go():
         host, port = parse_bootstrap(broker.bootstrap_servers)
         async with KafkaConnection(host, port) as conn:
             return await conn.send(AlterClientQuotasRequest(entries=[EntryData(
                 entity=[EntityData(entity_type="client-id", entity_name=client_id)],
-                ops=[OpData(key="consumer_byte_rate", value=rate, remove=False)])]))
+                ops=[OpData(key=key, value=rate, remove=False)])]))
     assert [e.error_code for e in run_async(go()).entries] == [0]
 
 
@@ -118,6 +120,23 @@ def test_throttled_fetch_is_answered_empty_and_the_data_follows():
         assert len(fast.responses[0].partitions[0].records) > 200_000
 
 
+def test_fetch_throttled_by_request_percentage_is_answered_empty():
+    """As Kafka: a consumer Fetch's handler time is recorded against request_percentage before
+    the response is made; a fetch over it is answered empty (no partitions, error NONE, no
+    session kept) with the throttle time (at most one window), its data served later."""
+    with EmbeddedBroker() as broker:
+        produce(broker, "fq", 10)
+        # A millionth of a percent of a thread: any fetch's handler time is over it.
+        set_consumer_rate(broker, "busy", 0.000001, key="request_percentage")
+        (throttled,) = fetch(broker, "busy", 0)
+        assert (throttled.error_code, throttled.session_id, throttled.responses) == (0, 0, [])
+        assert 0 < throttled.throttle_time_ms <= 1000
+        # Another client is not limited: it gets the data.
+        (other,) = fetch(broker, "idle", 0)
+        assert other.throttle_time_ms == 0
+        assert next_offset(bytes(other.responses[0].partitions[0].records)) == 10
+
+
 def test_confluent_consumer_held_to_its_rate_gets_every_record_once():
     with EmbeddedBroker(config={"quota.window.num": "3"}) as broker:
         count = 600  # ~6 MB
@@ -159,3 +178,44 @@ def test_confluent_consumer_held_to_its_rate_gets_every_record_once():
         assert fast_seen == list(range(count))
         assert fast_throttle == 0
         assert fast_rate > rate
+
+
+def test_confluent_consumer_min_bytes_above_its_span_is_not_held_for_max_wait():
+    """A consumer whose fetch.min.bytes exceeds its quota span (consumer_byte_rate x the
+    sampled span) is answered as soon as a span's worth is readable, as Kafka answers it
+    (fetchMinBytes = min(MinBytes, fetch max bytes)), instead of waiting fetch.wait.max.ms for
+    each fetch. fetch.wait.max.ms is librdkafka's maximum, 300 s: had any fetch that returned
+    these records waited it, the records could not all arrive before the loop's deadline
+    (60 s) — so the assertion is on which records arrived, not on how fast. Only the records
+    with a full span behind them are awaited: a last fetch of less than a span waits for
+    fetch.min.bytes on Kafka too."""
+    with EmbeddedBroker(config={"quota.window.num": "2"}) as broker:
+        produce(broker, "fq", 100)  # ~1 MB in ~65 KB batches
+        set_consumer_rate(broker, "min-bytes", 200_000)  # a 200 KB span
+        want = 60  # ~600 KB: every fetch that returns them has more than a span readable
+        throttles: list[int] = []
+        stats: list[dict] = []
+        c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "min-bytes",
+                      "client.id": "min-bytes", "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False, "fetch.min.bytes": 10 * MB,
+                      "fetch.wait.max.ms": 300_000, "statistics.interval.ms": 100,
+                      "stats_cb": lambda s: stats.append(json.loads(s)),
+                      "throttle_cb": lambda e: throttles.append(int(e.throttle_time * 1000))})
+        c.subscribe(["fq"])
+        seen: list[int] = []
+        deadline = time.monotonic() + 60
+        try:
+            while len(seen) < want and time.monotonic() < deadline:
+                m = c.poll(0.2)
+                if m is not None and not m.error():
+                    seen.append(int.from_bytes(m.value()[:4], "big"))
+            while not stats and time.monotonic() < deadline:
+                c.poll(0.1)
+        finally:
+            c.close()
+        assert seen[:want] == list(range(want)), seen
+        # Several span-sized fetches served it, with throttling between them (the quota still
+        # holds the consumer to its rate): ~600 KB over 200 KB spans.
+        assert throttles and max(throttles) > 0
+        fetches = sum(b.get("req", {}).get("Fetch", 0) for b in stats[-1]["brokers"].values())
+        assert fetches >= 3, fetches

@@ -134,6 +134,30 @@ def test_fetch_quota_unrecords_a_throttled_fetch_and_caps_its_size():
     assert ip_only.quotas and not QuotaManagers(ip_only, clock_ms=lambda: 0).enabled
 
 
+def test_fetch_request_time_is_recorded_by_the_fetch_handler():
+    """Kafka records a consumer Fetch's handler time against request_percentage before it
+    makes the response (and answers a throttled fetch empty), so the per-response path
+    leaves Fetch out; a fetch the request quota throttles takes its bytes back too."""
+    now = [0]
+    configs = ClientQuotaConfigs()
+    qm = QuotaManagers(configs, num_samples=3, clock_ms=lambda: now[0])
+    assert qm.record_fetch_request("u", "app", 5.0) == 0  # no quota
+    _r, recs = configs.alter([QuotaAlteration([(C, "app")], [
+        ("request_percentage", 1.0, False), ("consumer_byte_rate", 1000.0, False)])])
+    for r in recs:
+        configs.apply(r)
+    # The per-response path records nothing for a Fetch (10 s of handler time: not throttled).
+    assert qm.throttle_time_ms(int(ApiKey.FETCH), "u", "app", 10, 0, 10.0) == 0
+    assert ("", "app") not in qm.request.rates
+    # 0.1 s within 2 s is 5 % of a thread: throttled, at most one window.
+    assert qm.record_fetch_request("u", "app", 0.1) == 1000
+    # Its bytes, within the byte quota, are recorded and taken back (unrecord=True).
+    assert qm.record_fetch("u", "app", 500, unrecord=True) == 0
+    assert qm.fetch.rates[("", "app")].measure(0) == 0.0
+    assert qm.record_fetch("u", "app", 500) == 0
+    assert qm.fetch.rates[("", "app")].measure(0) == 250.0
+
+
 def test_controller_mutation_token_bucket():
     now = [0]
     configs = ClientQuotaConfigs()

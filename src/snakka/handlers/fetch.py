@@ -32,11 +32,19 @@
   as Kafka does), reads every partition once more and answers: the remote data if it came, the
   other partitions' data either way; a partition still pending is answered without records
   (the consumer fetches it again), a failed remote read with KAFKA_STORAGE_ERROR.
-- Client quotas (docs/quotas.md): a consumer's ``consumer_byte_rate`` is recorded here, with the
-  response's record bytes, before the response is made; a fetch that would exceed it is
-  answered empty with the throttle time (``_answer``, Kafka's throttled fetch response) and its
-  bytes are taken back, so the consumer fetches the same offsets again once the throttle ends.
-  A consumer's fetch never asks for more than a quota span's worth of its rate.
+- MinBytes is lowered to the fetch's byte limit (Kafka's ``min(MinBytes, fetch max bytes)``);
+  a fetch whose MinBytes reaches its limit counts its reads filled (``_fill_bytes``), so it is
+  answered as soon as the limit is readable, as on Kafka.
+- Client quotas (docs/quotas.md; KafkaApis.handleFetchRequest): a consumer fetch's handler time
+  (``request_percentage``) and response size (``consumer_byte_rate``, the whole response as
+  Kafka's FetchResponse.sizeOf, ``_response_size``) are recorded here, before the response is
+  made; a fetch either throttles is answered empty with the throttle time (``_answer``,
+  Kafka's throttled fetch response) and its bytes are taken back, so the consumer fetches the
+  same offsets again once the throttle ends (the connection leaves Fetch out of its own
+  request-quota recording). A consumer with a ``consumer_byte_rate`` never asks for more than
+  a quota span's worth of its rate, and its reads are counted as Kafka's, filled to their
+  byte limits (``_fill_bytes``): the same throttle times, the same answer to a MinBytes above
+  the span (at once), the same whole batches per partition; only the whole batches are sent.
 - Zero copy: on a plaintext listener (``ctx.connection.zero_copy``) a partition's record set of
   64 KiB or more is a ``FileRegion`` of the segment file, not bytes: the connection sends it
   with sendfile (server/connection.py), so a 50 MB response costs no memory. Elsewhere (TLS)
@@ -53,6 +61,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from snakka.fetch_sessions import CachedPartition
@@ -65,6 +74,7 @@ from snakka.protocol.messages.fetch_response import (
     FetchResponse,
     PartitionData,
 )
+from snakka.replica.manager import _next_offset_after as next_offset_after
 from snakka.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -91,12 +101,18 @@ def _resolve_topic(services, key, by_id: bool):
 
 def _read_partitions(services, entries, by_id: bool, denied: frozenset, max_bytes: int,
                      read_committed: bool, incremental: bool, min_one_batch: bool = True,
-                     zero_copy: bool = False):
+                     zero_copy: bool = False, fill: bool = False):
     """Read every partition once, without touching session state.
 
     Returns (rows, total bytes, any error, pending) where rows are (topic key, PartitionData,
     cached partition) for the partitions the response should list and pending the awaitables
     of partitions whose remote data is being fetched (answered without records for now).
+
+    ``fill`` (a consumer held by a ``consumer_byte_rate``, or a MinBytes at or above the
+    fetch's byte limit; see :func:`_fill_bytes`): a
+    partition whose read stopped at its byte limit with more data behind it counts as its
+    whole limit, in the total and in what is left for the partitions after it, as Kafka's
+    read does (it fills the limit with the next batch cut short); only whole batches are sent.
     """
     replicas = services.replicas
     unknown = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -128,13 +144,17 @@ def _read_partitions(services, entries, by_id: bool, denied: frozenset, max_byte
         if read.pending is not None:
             pending.append(read.pending)
         n = len(records)
+        if fill and err == ErrorCode.NONE:
+            n_kafka = _fill_bytes(read, n, limit, cp.fetch_offset, read_committed)
+        else:
+            n_kafka = n
         if read.found and err not in _FENCED and (limit != 0 or first_data):
             # A read happened (even one that failed): what is left shrinks by what it returned,
             # and a negative request MaxBytes leaves 0 for the partitions after it.
-            remaining = max(0, remaining - n)
+            remaining = max(0, remaining - n_kafka)
         if n:
-            total += n
             first_data = False
+        total += n_kafka
         hw, lso, log_start = read.high_watermark, read.last_stable_offset, read.log_start_offset
         # Null versus empty as Kafka sends them: a partition read (or refused by the read:
         # epoch fencing, out of range) has AbortedTransactions null under read_uncommitted and
@@ -158,6 +178,67 @@ def _read_partitions(services, entries, by_id: bool, denied: frozenset, max_byte
     return rows, total, any_error, pending
 
 
+def _fill_bytes(read, n: int, limit: int, fetch_offset: int, read_committed: bool) -> int:
+    """The bytes Kafka's read of this partition returns where snakka's returned ``n``: Kafka's
+    segment read hands out ``min(limit, bytes up to the bound)`` (LogSegment.read: the batches
+    that fit, then the next one cut at the limit, which clients drop), so a read that stopped
+    short of its limit with more data below the high watermark (the LSO, read_committed)
+    counts as the whole limit. Kafka counts those bytes against the consumer's quota, sizes
+    the partitions after it with what is left, and meets ``fetch.min.bytes`` with them; snakka
+    does the same bookkeeping (same throttle times, same records per partition) and sends the
+    whole batches only (the cut bytes would be dropped by every client). A pending remote read
+    or a read past the bound counts what it returned."""
+    if n >= limit or read.pending is not None:
+        return n
+    bound = read.last_stable_offset if read_committed else read.high_watermark
+    nxt = next_offset_after(read.records) if n else fetch_offset
+    return limit if 0 <= nxt < bound else n
+
+
+def _response_size(version: int, rows, by_id: bool, record_bytes: int) -> int:
+    """The size Kafka counts against ``consumer_byte_rate`` for this response
+    (FetchResponse.sizeOf: 4 + the encoded body, no header), with ``record_bytes`` as the
+    records' total (Kafka's, see :func:`_fill_bytes`). Computed from the schema's field sizes
+    rather than by encoding the response twice; tests/unit/test_fetch_quota_size.py checks it
+    against the codec."""
+    flex = version >= 12
+    tag = 1 if flex else 0  # an empty tagged-field section
+
+    def arr(k: int) -> int:
+        return _uvarint_size(k + 1) if flex else 4
+
+    topics: dict[object, int] = {}
+    size = 4 + (4 if version >= 1 else 0) + (6 if version >= 7 else 0) + tag + record_bytes
+    for tkey, _cp, pd in rows:
+        if tkey not in topics:
+            topics[tkey] = 0
+            if by_id:
+                size += 16
+            else:
+                name = len(str(tkey).encode())
+                size += (_uvarint_size(name + 1) if flex else 2) + name
+        topics[tkey] += 1
+        size += 14 + (8 if version >= 4 else 0) + (8 if version >= 5 else 0) + tag
+        size += 4 if version >= 11 else 0
+        if version >= 4:
+            aborted = pd.aborted_transactions
+            if aborted is None:
+                size += 1 if flex else 4
+            else:
+                size += arr(len(aborted)) + len(aborted) * (16 + tag)
+        size += _uvarint_size(len(pd.records) + 1) if flex else 4
+    size += arr(len(topics)) + sum(arr(k) + tag for k in topics.values())
+    return size
+
+
+def _uvarint_size(value: int) -> int:
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
 def _build(session_id: int, rows, by_id: bool) -> FetchResponse:
     """Build the response and record in the session what the client is now told."""
     topics: dict[object, list[PartitionData]] = {}
@@ -172,18 +253,29 @@ def _build(session_id: int, rows, by_id: bool) -> FetchResponse:
                          responses=resp_topics)
 
 
-def _answer(ctx: RequestContext, fctx, rows, by_id: bool) -> FetchResponse:
-    """The response to a consumer's fetch, or Kafka's throttled one: when its bytes would take
-    the consumer over its ``consumer_byte_rate``, they are not recorded, not sent and not noted
-    in the session, and the response is empty (no partitions, error NONE) with the throttle
-    time; the connection then mutes the channel that long (KIP-219). As Kafka's
-    FetchContext.getThrottledResponse, a full fetch's new session is not kept (session id 0:
-    the client's next fetch is full again), an incremental one keeps its id (its epoch has
-    moved on)."""
+def _answer(ctx: RequestContext, fctx, rows, by_id: bool, total: int | None = None,
+            handler_s: float = 0.0) -> FetchResponse:
+    """The response to a consumer's fetch, or Kafka's throttled one (KafkaApis.
+    handleFetchRequest). The handler time (``handler_s``: the request thread's time, Kafka's
+    requestThreadTimeNanos; a fetch answered after a wait counts its first pass only) is
+    recorded against ``request_percentage`` and the response's size (:func:`_response_size`;
+    ``total``: the records as Kafka counts them, default what is sent) against
+    ``consumer_byte_rate``. When either throttles, the fetch's bytes are taken back and not
+    sent, nothing is noted in the session, and the response is empty (no partitions, error
+    NONE) with the larger throttle time; the connection then mutes the channel that long
+    (KIP-219). As Kafka's FetchContext.getThrottledResponse, a full fetch's new session is not
+    kept (session id 0: the client's next fetch is full again), an incremental one keeps its
+    id (its epoch has moved on)."""
     quotas = ctx.services.quotas
-    if quotas is not None and quotas.fetch.active:
-        size = sum(len(pd.records) for _tkey, _cp, pd in rows)
-        throttle = quotas.record_fetch(ctx.principal.name, ctx.client_id or "", size)
+    if quotas is not None and quotas.enabled:
+        user, client_id = ctx.principal.name, ctx.client_id or ""
+        throttle = quotas.record_fetch_request(user, client_id, handler_s)
+        if quotas.fetch.active:
+            if total is None:
+                total = sum(len(pd.records) for _tkey, _cp, pd in rows)
+            size = _response_size(ctx.api_version, rows, by_id, total)
+            throttle = max(throttle, quotas.record_fetch(user, client_id, size,
+                                                         unrecord=throttle > 0))
         if throttle > 0:
             _give_back(ctx)
             session_id = fctx.session_id
@@ -195,7 +287,13 @@ def _answer(ctx: RequestContext, fctx, rows, by_id: bool) -> FetchResponse:
     return _build(fctx.session_id, rows, by_id)
 
 
+def _since(started: float) -> float:
+    """Handler time so far (the request quota's measure; perf_counter as the connection's)."""
+    return time.perf_counter() - started
+
+
 def handle(ctx: RequestContext, req: FetchRequest):
+    started = time.perf_counter()
     services = ctx.services
     v = ctx.api_version
     by_id = v >= 13
@@ -221,7 +319,12 @@ def handle(ctx: RequestContext, req: FetchRequest):
     fctx = services.fetch_sessions.resolve(req.session_id if v >= 7 else 0,
                                          req.session_epoch if v >= 7 else -1, fetch, forgotten)
     if fctx.error != ErrorCode.NONE:
-        return FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0,
+        quotas = services.quotas
+        throttle = 0
+        if quotas is not None and quotas.enabled:  # recorded as any consumer fetch (Kafka)
+            throttle = quotas.record_fetch_request(ctx.principal.name, ctx.client_id or "",
+                                                   _since(started))
+        return FetchResponse(throttle_time_ms=throttle, error_code=fctx.error, session_id=0,
                              responses=[])
     denied = frozenset() if ctx.allows_everything else \
         _denied_topics(ctx, fctx.partitions, by_id)
@@ -234,28 +337,58 @@ def handle(ctx: RequestContext, req: FetchRequest):
     if not getattr(ctx.connection, "zero_copy", False):
         # The records will be read into memory (TLS): at most this much per response.
         max_bytes = min(max_bytes, services.resolver.broker_int("snakka.fetch.memory.max.bytes"))
+    fill = False
     if services.quotas is not None:
         # A consumer with a consumer_byte_rate never gets more than a quota span's worth at
-        # once (Kafka: more would be throttled for sure, holding the consumer back).
+        # once (Kafka: more would be throttled for sure, holding the consumer back), and its
+        # reads are counted as Kafka's (filled to their limits: _fill_bytes).
         cap = services.quotas.fetch_max_bytes(ctx.principal.name, ctx.client_id or "")
         if cap is not None:
             max_bytes = min(max_bytes, cap)
+            fill = True
+    # Kafka's fetchMinBytes: min(MinBytes, the fetch's byte limit). A consumer whose
+    # fetch.min.bytes reaches what one response may hold (its quota span, typically) is
+    # answered once a full response is readable instead of waiting MaxWaitMs every time: its
+    # reads are counted filled, as Kafka's (other fetches do without that bookkeeping: a
+    # MinBytes below the limit is met by whole batches alike, give or take one batch).
+    if req.min_bytes >= max_bytes:
+        fill = True
+    opts = _Opts(min(req.min_bytes, max_bytes), fill)
     read_committed = v >= 4 and req.isolation_level == 1
     deadline = services.time_ms() + max(req.max_wait_ms, 0)
-    got = _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed)
+    got = _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed, fill)
     if got is None:  # the response budget is spent and this connection holds unsent bytes
         if req.max_wait_ms <= 0:
             return _answer(ctx, fctx, _read_nothing(services, fctx, by_id, denied, read_committed),
-                           by_id)
-        return _fetch_later(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline)
+                           by_id, handler_s=_since(started))
+        opts.handler_s = _since(started)
+        return _fetch_later(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline,
+                            opts)
     rows, total, any_error, pending = got
     if pending:
         _give_back(ctx)
-        return _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending)
-    if total >= req.min_bytes or any_error or req.max_wait_ms <= 0 or not fctx.partitions:
-        return _answer(ctx, fctx, rows, by_id)
+        opts.handler_s = _since(started)
+        return _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline,
+                             pending, opts)
+    if total >= opts.min_bytes or any_error or req.max_wait_ms <= 0 or not fctx.partitions:
+        return _answer(ctx, fctx, rows, by_id, total, _since(started))
     _give_back(ctx)
-    return _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline)
+    opts.handler_s = _since(started)
+    return _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline, opts)
+
+
+class _Opts:
+    """What a waiting fetch carries besides its read bounds: the effective MinBytes, whether
+    its reads count as Kafka's filled ones (a quota-limited consumer), and the handler time of
+    its first pass (what the request quota records, as Kafka's requestThreadTimeNanos of a
+    fetch completed later)."""
+
+    __slots__ = ("min_bytes", "fill", "handler_s")
+
+    def __init__(self, min_bytes: int, fill: bool) -> None:
+        self.min_bytes = min_bytes
+        self.fill = fill
+        self.handler_s = 0.0
 
 
 def _denied_topics(ctx: RequestContext, partitions, by_id: bool) -> frozenset:
@@ -289,7 +422,7 @@ def _all_denied(req: FetchRequest, by_id: bool) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
 
-def _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed):
+def _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed, fill=False):
     """Reserve response memory, then read at most that much; None when none can be had now.
 
     The reservation (settled to the bytes read) is left in ``ctx.response_bytes``; the
@@ -302,7 +435,7 @@ def _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed):
     # limitBytes: the first partition's negative size is an error, the rest get 0).
     rows, total, any_error, pending = _read_partitions(
         ctx.services, fctx.partitions, by_id, denied, max_bytes if max_bytes < 0 else grant,
-        read_committed, fctx.incremental, zero_copy=getattr(conn, "zero_copy", False))
+        read_committed, fctx.incremental, zero_copy=getattr(conn, "zero_copy", False), fill=fill)
     conn.settle_response_bytes(grant, total)
     ctx.response_bytes = total
     return rows, total, any_error, pending
@@ -320,11 +453,12 @@ def _read_nothing(services, fctx, by_id, denied, read_committed):
                             min_one_batch=False)[0]
 
 
-async def _read_when_memory(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline):
+async def _read_when_memory(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline,
+                            fill=False):
     """_read_reserved, waiting for response memory until the deadline, then without records."""
     services = ctx.services
     while True:
-        got = _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed)
+        got = _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed, fill)
         if got is not None:
             return got
         remaining = deadline - services.time_ms()
@@ -332,32 +466,35 @@ async def _read_when_memory(ctx, fctx, by_id, denied, max_bytes, read_committed,
             return _read_nothing(services, fctx, by_id, denied, read_committed), 0, False, []
 
 
-async def _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending):
+async def _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending,
+                        opts):
     """Kafka's DelayedRemoteFetch: wait for the pending remote reads (at most
     ``remote.fetch.max.wait.ms``), read every partition once more and answer with what there
     is (a partition whose remote data is still on its way: no records this time)."""
     services = ctx.services
     wait_ms = services.resolver.broker_int("remote.fetch.max.wait.ms")
     await asyncio.wait([asyncio.ensure_future(p) for p in pending], timeout=wait_ms / 1000)
-    rows, _total, _any_error, _still = await _read_when_memory(
-        ctx, fctx, by_id, denied, max_bytes, read_committed, deadline)
-    return _answer(ctx, fctx, rows, by_id)
+    rows, total, _any_error, _still = await _read_when_memory(
+        ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, opts.fill)
+    return _answer(ctx, fctx, rows, by_id, total, opts.handler_s)
 
 
-async def _fetch_later(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline):
+async def _fetch_later(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline, opts):
     services = ctx.services
-    rows, total, any_error, pending = await _read_when_memory(ctx, fctx, by_id, denied, max_bytes,
-                                                              read_committed, deadline)
+    rows, total, any_error, pending = await _read_when_memory(
+        ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, opts.fill)
     if pending:
         _give_back(ctx)
-        return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending)
-    if total >= req.min_bytes or any_error or services.time_ms() >= deadline:
-        return _answer(ctx, fctx, rows, by_id)
+        return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline,
+                                   pending, opts)
+    if total >= opts.min_bytes or any_error or services.time_ms() >= deadline:
+        return _answer(ctx, fctx, rows, by_id, total, opts.handler_s)
     _give_back(ctx)
-    return await _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline)
+    return await _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline,
+                            opts)
 
 
-async def _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline):
+async def _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, deadline, opts):
     services = ctx.services
     keys = []
     for (tkey, partition), _cp in fctx.partitions:
@@ -370,18 +507,19 @@ async def _long_poll(ctx, req, fctx, by_id, denied, max_bytes, read_committed, d
             break
         if not await services.replicas.wait_for_append(keys, remaining / 1000):
             break
-        rows, total, any_error, pending = await _read_when_memory(ctx, fctx, by_id, denied, max_bytes,
-                                                                  read_committed, deadline)
+        rows, total, any_error, pending = await _read_when_memory(
+            ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, opts.fill)
         if pending:
             _give_back(ctx)
-            return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline,
-                                       pending)
-        if total >= req.min_bytes or any_error:
-            return _answer(ctx, fctx, rows, by_id)
+            return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed,
+                                       deadline, pending, opts)
+        if total >= opts.min_bytes or any_error:
+            return _answer(ctx, fctx, rows, by_id, total, opts.handler_s)
         _give_back(ctx)
-    rows, _, _, pending = await _read_when_memory(ctx, fctx, by_id, denied, max_bytes, read_committed,
-                                                  deadline)
+    rows, total, _, pending = await _read_when_memory(
+        ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, opts.fill)
     if pending:
         _give_back(ctx)
-        return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline, pending)
-    return _answer(ctx, fctx, rows, by_id)
+        return await _remote_fetch(ctx, fctx, by_id, denied, max_bytes, read_committed, deadline,
+                                   pending, opts)
+    return _answer(ctx, fctx, rows, by_id, total, opts.handler_s)

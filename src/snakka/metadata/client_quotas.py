@@ -583,6 +583,7 @@ class ControllerMutationQuota:
 _REQUEST_QUOTA_EXEMPT = frozenset({int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE),
                                    int(ApiKey.SASL_AUTHENTICATE)})
 _PRODUCE = int(ApiKey.PRODUCE)
+_FETCH = int(ApiKey.FETCH)
 
 
 class QuotaManagers:
@@ -605,17 +606,28 @@ class QuotaManagers:
             configs, num_samples=controller_num_samples,
             window_seconds=controller_window_seconds, clock_ms=clock_ms)
 
-    def record_fetch(self, user: str, client_id: str, response_bytes: int) -> int:
-        """A consumer's Fetch response of ``response_bytes`` (Kafka's handleFetchRequest):
-        recorded against its ``consumer_byte_rate``; when that throttles, the bytes are taken
-        back (the response goes out without data) and the throttle time returned, else 0."""
+    def record_fetch(self, user: str, client_id: str, response_bytes: int, *,
+                     unrecord: bool = False) -> int:
+        """A consumer's Fetch response of ``response_bytes`` (Kafka's handleFetchRequest:
+        the response's size, FetchResponse.sizeOf): recorded against its
+        ``consumer_byte_rate``; when that throttles, or ``unrecord`` (the request quota
+        throttles this fetch), the bytes are taken back (the response goes out without data).
+        The throttle time, else 0."""
         if not self.fetch.active:
             return 0
         now = self.fetch.clock_ms()
         throttle = self.fetch.record(user, client_id, response_bytes, now)
-        if throttle > 0:
+        if throttle > 0 or unrecord:
             self.fetch.unrecord(user, client_id, response_bytes, now)
         return throttle
+
+    def record_fetch_request(self, user: str, client_id: str, handler_seconds: float) -> int:
+        """A consumer Fetch's handler time against ``request_percentage``, recorded by the
+        Fetch handler before it makes the response (Kafka records it there, and a fetch
+        throttled by it is answered empty); :meth:`throttle_time_ms` leaves Fetch out."""
+        if not self.request.active:
+            return 0
+        return self.request.record(user, client_id, handler_seconds * 100.0)
 
     def fetch_max_bytes(self, user: str, client_id: str) -> int | None:
         """What one Fetch of this consumer may return: a quota span's worth of its
@@ -639,14 +651,16 @@ class QuotaManagers:
         against ``consumer_byte_rate``, every request but the exempt ones its handler time
         against ``request_percentage`` (seconds x 100 per second: percent of one thread).
         The larger throttle wins, as Kafka's KafkaApis. (``response_bytes`` is unused: a
-        Fetch's bytes are recorded by :meth:`record_fetch`.)"""
+        Fetch's bytes and handler time are recorded by the Fetch handler, :meth:`record_fetch`
+        and :meth:`record_fetch_request`; a follower Fetch is exempt, as Kafka's.)"""
         throttle = 0
         if api_key == _PRODUCE:
             if self.produce.active:
                 throttle = self.produce.record(user, client_id, request_bytes)
-        # Fetch: consumer_byte_rate is recorded by the Fetch handler (record_fetch), before
-        # the response is made, since a throttled fetch is answered without its data.
-        if self.request.active and api_key not in _REQUEST_QUOTA_EXEMPT:
+        # Fetch: consumer_byte_rate and request_percentage are recorded by the Fetch handler
+        # (record_fetch, record_fetch_request), before the response is made, since a fetch
+        # either throttles is answered without its data.
+        if self.request.active and api_key not in _REQUEST_QUOTA_EXEMPT and api_key != _FETCH:
             throttle = max(throttle, self.request.record(user, client_id,
                                                          handler_seconds * 100.0))
         return throttle
