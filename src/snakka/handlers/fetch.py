@@ -433,9 +433,17 @@ def _read_reserved(ctx, fctx, by_id, denied, max_bytes, read_committed, fill=Fal
         return None
     # A negative request MaxBytes reserves nothing but keeps its meaning for the read (Kafka's
     # limitBytes: the first partition's negative size is an error, the rest get 0).
-    rows, total, any_error, pending = _read_partitions(
-        ctx.services, fctx.partitions, by_id, denied, max_bytes if max_bytes < 0 else grant,
-        read_committed, fctx.incremental, zero_copy=getattr(conn, "zero_copy", False), fill=fill)
+    try:
+        rows, total, any_error, pending = _read_partitions(
+            ctx.services, fctx.partitions, by_id, denied, max_bytes if max_bytes < 0 else grant,
+            read_committed, fctx.incremental, zero_copy=getattr(conn, "zero_copy", False),
+            fill=fill)
+    except BaseException:
+        # The read failed (e.g. a segment file that cannot be opened: the request is answered
+        # with an error): the reservation goes back, or the connection would keep it charged
+        # to the broker-wide budget for as long as it stays open.
+        conn.settle_response_bytes(grant, 0)
+        raise
     conn.settle_response_bytes(grant, total)
     ctx.response_bytes = total
     return rows, total, any_error, pending
