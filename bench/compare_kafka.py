@@ -142,6 +142,7 @@ SNAKKA_CONFIG = {"group.initial.rebalance.delay.ms": "0"}
 TOOL_TIMEOUT_S = 900.0
 RUN_TIMEOUT_S = 900.0
 KAFKA_START_TIMEOUT_S = 300.0
+KAFKA_PORT_WAIT_S = 90.0
 READY_POLL_S = 0.02
 # Our own earlier share-group number (docs/benchmarks.md "Share groups", quiet machine, load
 # ~1.3: 16 confluent-kafka ShareConsumers, 400,000 records, 4 partitions); the goal is 2x it.
@@ -221,7 +222,18 @@ class KafkaBroker(Broker):
                 return env
 
         self._sh = KAFKA_REF_SH
-        self._ref = _Ref()
+        # Choosing the port pair fails while other processes' TIME-WAIT sockets fill the
+        # ephemeral range (seen with 23,000 of them on the shared machine): they drain within
+        # a minute, so try again for up to KAFKA_PORT_WAIT_S rather than lose the run.
+        deadline = time.monotonic() + KAFKA_PORT_WAIT_S
+        while True:
+            try:
+                self._ref = _Ref()
+                break
+            except RuntimeError as e:
+                if "no free port pair" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
         self._ref.start(timeout=KAFKA_START_TIMEOUT_S)
         self.bootstrap = self._ref.bootstrap_servers
         self._pid = self._read_pid()
