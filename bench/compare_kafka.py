@@ -49,7 +49,7 @@ small-procs     ck-small's 1M x 100 B acks=1 on 4 partitions, produced by --clie
                 done), log end offsets checked; broker and client-process CPU per phase: does
                 more than one client process get more (who limits ck-small)?
 raw-small       1M x 100 B acks=1 on 4 partitions by bench/raw_produce.py: batches of
-                librdkafka's size (batch.size 1,000,000 B: 9,008 records) encoded once with
+                librdkafka's size (batch.size 1,000,000 B: 9,082 records) encoded once with
                 snakka's codecs and sent again and again (a non-idempotent producer: no sequence
                 check), one connection per partition, 5 requests in flight; acknowledged rec/s,
                 log end offsets checked; then read back by bench/raw_fetch.py, one connection
