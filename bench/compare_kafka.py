@@ -42,9 +42,26 @@ large-procs     the same 10k x 100 KiB on 4 partitions (2,500 records each), con
 ptool-large     the same 10k x 100 KiB on one partition, consumed by kafka-consumer-perf-test.sh
                 with --fetch-size 50 MiB (the Java consumer; rate = fetch.MB.sec, without the
                 group join).
+small-procs     ck-small's 1M x 100 B acks=1 on 4 partitions, produced by --client-procs
+                confluent-kafka producer processes (ck-small's producer settings; each its
+                partitions' share), then consumed by as many consumer processes (assign(),
+                ck-small's consumer settings); aggregate rec/s = records / (go -> last process
+                done), log end offsets checked; broker and client-process CPU per phase: does
+                more than one client process get more (who limits ck-small)?
+raw-small       1M x 100 B acks=1 on 4 partitions by bench/raw_produce.py: batches of
+                librdkafka's size (batch.size 1,000,000 B: 9,082 records) encoded once with
+                snakka's codecs and sent again and again (a non-idempotent producer: no sequence
+                check), one connection per partition, 5 requests in flight; acknowledged rec/s,
+                log end offsets checked; then read back by bench/raw_fetch.py, one connection
+                and thread per partition (Fetch of 16 MiB): a client that is not the bottleneck.
 perf-tools      kafka-producer-perf-test.sh 1M x 100 B unthrottled, acks=1 and acks=all (the
                 tool's default producer settings), then kafka-consumer-perf-test.sh of the
                 acks=1 topic (rate = fetch.nMsg.sec, i.e. without the group join).
+ptool-procs     kafka-producer-perf-test.sh in --client-procs processes at once, each its share
+                of 1M x 100 B to its own one-partition topic, acks=1 then acks=all; aggregate
+                rec/s = records / (first tool's start of sending -> last tool's final line),
+                each tool's start being (when its final line was read) - (its records / its
+                own rec/s): the tools' own clocks, JVM start-up not counted.
 latency         kafka-producer-perf-test.sh at a fixed --throughput 50000 (10 s, acks=all) and
                 at half of Kafka's maximum (measured once, on Kafka, before the rounds: an
                 unthrottled run of the same tool; ``--half-rate`` fixes it): p50/p99/p99.9.
@@ -125,6 +142,7 @@ SNAKKA_CONFIG = {"group.initial.rebalance.delay.ms": "0"}
 TOOL_TIMEOUT_S = 900.0
 RUN_TIMEOUT_S = 900.0
 KAFKA_START_TIMEOUT_S = 300.0
+KAFKA_PORT_WAIT_S = 90.0
 READY_POLL_S = 0.02
 # Our own earlier share-group number (docs/benchmarks.md "Share groups", quiet machine, load
 # ~1.3: 16 confluent-kafka ShareConsumers, 400,000 records, 4 partitions); the goal is 2x it.
@@ -204,7 +222,18 @@ class KafkaBroker(Broker):
                 return env
 
         self._sh = KAFKA_REF_SH
-        self._ref = _Ref()
+        # Choosing the port pair fails while other processes' TIME-WAIT sockets fill the
+        # ephemeral range (seen with 23,000 of them on the shared machine): they drain within
+        # a minute, so try again for up to KAFKA_PORT_WAIT_S rather than lose the run.
+        deadline = time.monotonic() + KAFKA_PORT_WAIT_S
+        while True:
+            try:
+                self._ref = _Ref()
+                break
+            except RuntimeError as e:
+                if "no free port pair" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
         self._ref.start(timeout=KAFKA_START_TIMEOUT_S)
         self.bootstrap = self._ref.bootstrap_servers
         self._pid = self._read_pid()
@@ -343,10 +372,8 @@ def _gather(queue: Any, count: int, procs: Sequence[Any], timeout: float) -> lis
     return items
 
 
-def run_tool(name: str, *args: str, timeout: float = TOOL_TIMEOUT_S) -> tuple[str, float]:
-    """Run ``bin/<name>`` of the reference distribution with the tool's own JVM defaults (unlike
-    tests/reference_kafka.run_tool, which trims them for short-lived test tools): returns its
-    stdout and the CPU seconds it used."""
+def _tool_cmd(name: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of ``bin/<name>`` with the tool's own JVM defaults."""
     from reference_kafka import reference_dir
 
     home = reference_dir()
@@ -355,9 +382,16 @@ def run_tool(name: str, *args: str, timeout: float = TOOL_TIMEOUT_S) -> tuple[st
     for k in ("KAFKA_HEAP_OPTS", "KAFKA_JVM_PERFORMANCE_OPTS"):
         env.pop(k, None)
     env["LOG_DIR"] = tempfile.gettempdir()
+    return ["bash", str(home / "bin" / name), *args], env
+
+
+def run_tool(name: str, *args: str, timeout: float = TOOL_TIMEOUT_S) -> tuple[str, float]:
+    """Run ``bin/<name>`` of the reference distribution with the tool's own JVM defaults (unlike
+    tests/reference_kafka.run_tool, which trims them for short-lived test tools): returns its
+    stdout and the CPU seconds it used."""
+    cmd, env = _tool_cmd(name, *args)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(["bash", str(home / "bin" / name), *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"{name} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n"
@@ -583,6 +617,180 @@ def _produce_spread(bootstrap: str, per_part: int) -> dict:
     return {"produce_mb_s": round(per_part * LARGE_PARTITIONS * 100 / 1024 / elapsed, 1)}
 
 
+SMALL_PARTITIONS = 4
+
+
+def _small_producer(bootstrap: str, parts: list[int], per_part: int, ready: Any, go: Any,
+                    out: Any) -> None:
+    """One producer process of small-procs: bench_produce_consume.produce's settings (those of
+    ck-small), per_part records of 100 B to each of its partitions, in turn."""
+    import random
+
+    import bench_produce_consume as pc
+    from confluent_kafka import Producer
+
+    n = per_part * len(parts)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
+                  "batch.size": 1_000_000, "compression.type": "none",
+                  "queue.buffering.max.messages": max(100_000, min(n + 1000, 2_000_000)),
+                  "queue.buffering.max.kbytes": 2_097_151,
+                  "message.timeout.ms": int(RUN_TIMEOUT_S * 1000)})
+    p.list_topics(pc.TOPIC, timeout=60)   # connected, leaders known, before the go
+    value = random.Random(1).randbytes(100)
+    delivered = [0]
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            delivered[0] += 1
+
+    ready.put(1)
+    go.wait()
+    c0 = self_cpu_seconds()
+    k = len(parts)
+    produce_, poll = p.produce, p.poll
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    for i in range(n):
+        while True:
+            try:
+                produce_(pc.TOPIC, value, partition=parts[i % k], on_delivery=on_delivery)
+                break
+            except BufferError:   # local queue full: serve delivery reports, then retry
+                poll(0.01)
+                if time.monotonic() > deadline:
+                    raise TimeoutError("small-procs produce timed out") from None
+        if i & 0x3FFF == 0:
+            poll(0)
+    remaining = p.flush(max(1.0, deadline - time.monotonic()))
+    end = time.monotonic()
+    if remaining or errors or delivered[0] != n:
+        raise RuntimeError(f"small-procs produce: {remaining} unflushed, errors {errors[:3]}, "
+                           f"{delivered[0]}/{n} delivered")
+    out.put((end, self_cpu_seconds() - c0, delivered[0], n * 100))
+
+
+def _log_end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """Every partition's high watermark (= log end offset on a one-replica topic)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused"})
+    try:
+        return [_watermarks(c, topic, p)[1] for p in range(partitions)]
+    finally:
+        c.close()
+
+
+def _per_m(res: dict, phase: str, records: int) -> None:
+    """CPU seconds per million records of a phase's broker and clients."""
+    for who in ("broker", "client"):
+        res[f"{phase}_{who}_cpu_s_per_M"] = round(res[f"{phase}_{who}_cpu_s"] * 1e6 / records, 3)
+
+
+def wl_small_procs(b: Broker, s: Settings) -> dict:
+    """1M x 100 B acks=1 on SMALL_PARTITIONS partitions: --client-procs confluent-kafka
+    producer processes, then as many consumer processes (assign()); aggregate rec/s from the
+    go to the last process's end."""
+    import bench_produce_consume as pc
+
+    n = s.n(1_000_000)
+    per_part = n // SMALL_PARTITIONS
+    total = per_part * SMALL_PARTITIONS
+    pc.create_topic(b.bootstrap, SMALL_PARTITIONS)
+    k = max(1, min(s.client_procs, SMALL_PARTITIONS))
+    groups = [list(range(SMALL_PARTITIONS))[i::k] for i in range(k)]
+    res: dict = {"records": total, "record_bytes": 100, "acks": "1", "client_procs": k}
+    ctx = mp.get_context("spawn")
+    for phase, fn in (("procs_produce", _small_producer), ("procs_consume", _large_consumer)):
+        ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=fn, args=(b.bootstrap, g, per_part, ready, go, out),
+                             daemon=True) for g in groups]
+        reports, t_go, cpu = _run_procs(b, procs, ready, go, out)
+        got = sum(r[2] for r in reports)
+        if got != total:
+            raise RuntimeError(f"small-procs {phase}: {got} of {total} records")
+        if phase == "procs_produce":
+            leo = _log_end_offsets(b.bootstrap, pc.TOPIC, SMALL_PARTITIONS)
+            if leo != [per_part] * SMALL_PARTITIONS:
+                raise RuntimeError(f"small-procs: log end offsets {leo}, {per_part} each produced")
+        elapsed = max(r[0] for r in reports) - t_go
+        res.update({f"{phase}_s": round(elapsed, 3), f"{phase}_rec_s": round(total / elapsed),
+                    f"{phase}_broker_cpu_s": round(cpu, 2),
+                    f"{phase}_client_cpu_s": round(sum(r[1] for r in reports), 2)})
+        _per_m(res, phase, total)
+    res["broker_peak_rss_mb"] = round(b.peak_rss_kb() / 1024, 1)
+    return res
+
+
+RAW_SMALL_TOPIC = "raw-small"
+
+
+def wl_raw_small(b: Broker, s: Settings) -> dict:
+    """1M x 100 B acks=1 by bench/raw_produce.py (pre-encoded batches, one connection per
+    partition, several requests in flight), the log end offsets checked, then read back by
+    bench/raw_fetch.py (one connection and thread per partition)."""
+    import threading
+
+    import raw_fetch
+    import raw_produce
+
+    n = s.n(1_000_000)
+    per_part = n // SMALL_PARTITIONS
+    total = per_part * SMALL_PARTITIONS
+    create_topics(b.bootstrap, {RAW_SMALL_TOPIC: SMALL_PARTITIONS})
+    res: dict = {"records": total, "record_bytes": 100, "acks": "1"}
+    # encoded before the clock (and the CPU readings) start
+    plans = raw_produce.plan_topic(RAW_SMALL_TOPIC, SMALL_PARTITIONS, total, 100)
+    r = _phase(b, res, "raw_produce",
+               lambda: raw_produce.raw_produce(b.bootstrap, plans, 100, timeout_s=RUN_TIMEOUT_S))
+    if r["raw_produce_records"] != total:
+        raise RuntimeError(f"raw-small: {r['raw_produce_records']} of {total} acknowledged")
+    leo = _log_end_offsets(b.bootstrap, RAW_SMALL_TOPIC, SMALL_PARTITIONS)
+    if leo != [per_part] * SMALL_PARTITIONS:
+        raise RuntimeError(f"raw-small: log end offsets {leo}, {per_part} each produced")
+    res.update(r)
+    res["raw_produce_leo_total"] = sum(leo)
+    _per_m(res, "raw_produce", total)
+
+    def fetch_all() -> dict:
+        results: list[dict] = [{} for _ in range(SMALL_PARTITIONS)]
+
+        def one(p: int) -> None:
+            try:
+                results[p] = raw_fetch.raw_consume(b.bootstrap, RAW_SMALL_TOPIC, p, per_part,
+                                                   max_bytes=RAW_SMALL_FETCH_BYTES,
+                                                   timeout_s=RUN_TIMEOUT_S)
+            except Exception as e:  # raised below, in the caller's thread
+                results[p] = {"error": f"{type(e).__name__}: {e}"}
+
+        threads = [threading.Thread(target=one, args=(p,), daemon=True)
+                   for p in range(SMALL_PARTITIONS)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(RUN_TIMEOUT_S)
+        elapsed = time.monotonic() - t0
+        if any(t.is_alive() for t in threads) or any("error" in x for x in results):
+            raise RuntimeError(f"raw-small fetch: {[x.get('error') for x in results]}")
+        got = sum(x["raw_records"] for x in results)
+        return {"raw_fetch_records": got, "raw_fetch_s": round(elapsed, 3),
+                "raw_fetch_rec_s": round(got / elapsed)}
+
+    f = _phase(b, res, "raw_fetch", fetch_all)
+    if f["raw_fetch_records"] < total:
+        raise RuntimeError(f"raw-small: fetched {f['raw_fetch_records']} of {total}")
+    res.update(f)
+    _per_m(res, "raw_fetch", total)
+    return res
+
+
+# One partition's share of 1M x 100 B is ~27 MB of batches; 16 MiB per Fetch keeps the four
+# readers' buffers (one each, raw_fetch's max_bytes + 1 MiB) small on a shared machine.
+RAW_SMALL_FETCH_BYTES = 16 * MiB
+
+
 def wl_ptool_large(b: Broker, s: Settings) -> dict:
     import bench_produce_consume as pc
 
@@ -634,6 +842,100 @@ def wl_perf_tools(b: Broker, s: Settings) -> dict:
                 "ptool_consume_with_join_rec_s": c["nMsg.sec"],
                 "ptool_consume_rebalance_ms": c["rebalance.time.ms"]})
     res["broker_peak_rss_mb"] = round(b.peak_rss_kb() / 1024, 1)
+    return res
+
+
+def parallel_window(finals: Sequence[tuple[float, int, float]]) -> tuple[float, float]:
+    """Aggregate of tools run side by side, from what each reports: ``finals`` holds per tool
+    (monotonic instant its final line was read, records, its own rec/s). A tool's rate is over
+    its own send loop (records / rate = its elapsed time, JVM start-up not included), so it
+    started sending at ``final - records / rate``. Returns (seconds from the first tool's start
+    to the last tool's final line, seconds between the first and the last start)."""
+    starts = [t - n / rate for t, n, rate in finals]
+    return max(t for t, _, _ in finals) - min(starts), max(starts) - min(starts)
+
+
+def _parallel_producer_perf(b: Broker, topics: Sequence[str], per_tool: int, acks: str
+                            ) -> dict:
+    """kafka-producer-perf-test.sh once per topic, all at once (JVMs started together; each
+    sends as soon as its JVM is up): aggregate rec/s over parallel_window."""
+    import threading
+
+    r0 = _children_cpu()
+    procs: list[subprocess.Popen] = []
+    finals: list[tuple[float, int, float] | None] = [None] * len(topics)
+    texts: list[list[str]] = [[] for _ in topics]
+
+    def read(i: int, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            texts[i].append(line)
+            if _PRODUCER_FINAL.search(line):
+                finals[i] = (time.monotonic(), 0, 0.0)   # numbers filled in below
+
+    readers = []
+    try:
+        for i, topic in enumerate(topics):
+            cmd, env = _tool_cmd("kafka-producer-perf-test.sh", "--topic", topic,
+                                 "--num-records", str(per_tool), "--record-size", "100",
+                                 "--throughput", "-1", "--producer-props",
+                                 f"bootstrap.servers={b.bootstrap}", f"acks={acks}")
+            # own session: a stuck tool's JVM is killed with its group below
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            procs.append(proc)
+            t = threading.Thread(target=read, args=(i, proc), daemon=True)
+            t.start()
+            readers.append(t)
+        deadline = time.monotonic() + TOOL_TIMEOUT_S
+        for proc in procs:
+            proc.wait(max(1.0, deadline - time.monotonic()))
+        for t in readers:
+            t.join(max(1.0, deadline - time.monotonic()))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+                proc.wait(60)
+    bad = [p.returncode for p in procs if p.returncode != 0]
+    if bad:
+        first = next(i for i, p in enumerate(procs) if p.returncode != 0)
+        raise RuntimeError(f"kafka-producer-perf-test exited {bad}: "
+                           f"{''.join(texts[first])[-1500:]}")
+    stats = [parse_producer_perf("".join(t)) for t in texts]
+    got = sum(int(st["records"]) for st in stats)
+    if got != per_tool * len(topics) or any(f is None for f in finals):
+        raise RuntimeError(f"parallel producer-perf-test: {got} of {per_tool * len(topics)}")
+    window, stagger = parallel_window([(f[0], int(st["records"]), st["rec_s"])
+                                       for f, st in zip(finals, stats, strict=True)
+                                       if f is not None])
+    return {"rec_s": round(got / window), "window_s": round(window, 3),
+            "start_spread_s": round(stagger, 3),
+            "sum_rec_s": round(sum(st["rec_s"] for st in stats)),
+            "p99_ms_max": max(st["p99_ms"] for st in stats),
+            "tool_cpu_s": round(_children_cpu() - r0, 2)}
+
+
+def wl_ptool_procs(b: Broker, s: Settings) -> dict:
+    """kafka-producer-perf-test.sh in --client-procs processes at once, each its share of
+    1M x 100 B to its own one-partition topic, acks=1 then acks=all; log end offsets checked."""
+    n = s.n(1_000_000)
+    k = max(1, s.client_procs)
+    per_tool = n // k
+    topics = {acks: [f"ptp-acks{acks}-{i}" for i in range(k)] for acks in ("1", "all")}
+    create_topics(b.bootstrap, {t: 1 for ts in topics.values() for t in ts})
+    res: dict = {"records": per_tool * k, "client_procs": k}
+    for acks, ts in topics.items():
+        tag = f"ptool_procs_acks{acks}"
+        r = _phase(b, res, tag, partial(_parallel_producer_perf, b, ts, per_tool, acks),
+                   child_cpu=True)
+        leo = [_log_end_offsets(b.bootstrap, t, 1)[0] for t in ts]
+        if leo != [per_tool] * k:
+            raise RuntimeError(f"ptool-procs acks={acks}: log end offsets {leo}, {per_tool} each")
+        res.update({f"{tag}_rec_s": r["rec_s"], f"{tag}_window_s": r["window_s"],
+                    f"{tag}_start_spread_s": r["start_spread_s"],
+                    f"{tag}_sum_rec_s": r["sum_rec_s"], f"{tag}_p99_ms_max": r["p99_ms_max"]})
+        _per_m(res, tag, per_tool * k)
     return res
 
 
@@ -923,11 +1225,27 @@ GOALS: tuple[Goal, ...] = (
          "ratio_min", 1.5),
     Goal("ptool-large", "ptool_large_mb_s",
          "consumer-perf-test 10k x 100 KiB: fetch MB/s (who limits)", "ratio_min", 1.5),
+    Goal("small-procs", "procs_produce_rec_s",
+         "1M x 100 B acks=1, 4 partitions, --client-procs producers: rec/s (who limits)",
+         "ratio_min", 1.2),
+    Goal("small-procs", "procs_consume_rec_s",
+         "1M x 100 B, 4 partitions, --client-procs consumers: rec/s (who limits)",
+         "ratio_min", 1.2),
+    Goal("raw-small", "raw_produce_rec_s",
+         "raw Produce loop 1M x 100 B acks=1, 4 partitions: rec/s (who limits)", "ratio_min", 1.2),
+    Goal("raw-small", "raw_fetch_rec_s",
+         "raw Fetch loop 1M x 100 B, 4 partitions: rec/s (who limits)", "ratio_min", 1.2),
     Goal("perf-tools", "ptool_produce_acks1_rec_s", "producer-perf-test 1M x 100 B acks=1 rec/s",
          "ratio_min", 1.2),
     Goal("perf-tools", "ptool_produce_acksall_rec_s",
          "producer-perf-test 1M x 100 B acks=all rec/s", "ratio_min", 1.2),
     Goal("perf-tools", "ptool_consume_rec_s", "consumer-perf-test 1M x 100 B rec/s (fetch)",
+         "ratio_min", 1.2),
+    Goal("ptool-procs", "ptool_procs_acks1_rec_s",
+         "producer-perf-test x --client-procs 1M x 100 B acks=1 rec/s (who limits)",
+         "ratio_min", 1.2),
+    Goal("ptool-procs", "ptool_procs_acksall_rec_s",
+         "producer-perf-test x --client-procs 1M x 100 B acks=all rec/s (who limits)",
          "ratio_min", 1.2),
     Goal("latency", "lat50k_p99_ms", "produce latency p99 at 50k rec/s (ms)", "ratio_max", 1.0),
     Goal("latency", "lathalf_p99_ms", "produce latency p99 at 50% of Kafka's max (ms)",
@@ -962,7 +1280,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("raw-large", wl_raw_large),
     Workload("large-procs", wl_large_procs),
     Workload("ptool-large", wl_ptool_large),
+    Workload("small-procs", wl_small_procs),
+    Workload("raw-small", wl_raw_small),
     Workload("perf-tools", wl_perf_tools),
+    Workload("ptool-procs", wl_ptool_procs),
     Workload("latency", wl_latency),
     Workload("e2e", wl_e2e),
     Workload("fanout", wl_fanout),
@@ -1082,7 +1403,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--half-rate", type=int, default=0,
                     help="latency workload's second rate (default: half of Kafka's max, measured)")
     ap.add_argument("--client-procs", type=int, default=4,
-                    help="fanout: producer processes (and as many consumer processes)")
+                    help="client processes of fanout, large-procs, small-procs (producers and "
+                         "as many consumers), ptool-procs (default 4)")
     ap.add_argument("--json-out", type=Path, help="also append the JSON lines to this file")
     ap.add_argument("--markdown-out", type=Path, help="also write the markdown table here")
     args = ap.parse_args(argv)

@@ -3,7 +3,9 @@ medians and ranges, and the markdown table (the runs themselves are exercised by
 script; docs/benchmarks.md "Against Apache Kafka 4.0, same run"); and bench/raw_fetch.py's
 (the raw-large workload's client): its Fetch request read back by snakka's own decoder, its
 response parsing of a response snakka's encoder made (the runs: docs/benchmarks.md "Large
-consume")."""
+consume"); and the small-record "who limits" workloads (small-procs, raw-small, ptool-procs),
+run at their --quick size against a snakka broker process (the benchmark's own SnakkaBroker),
+checking that what they count is what the broker stored."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ ck = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = ck
 _spec.loader.exec_module(ck)
 import raw_fetch  # noqa: E402  (bench/, on the path above)
+import raw_produce  # noqa: E402
 
 # Output of the Kafka 4.0 tools, as printed by kafka_2.13-4.0.0/bin/*.sh.
 PRODUCER_OUT = """\
@@ -214,3 +217,124 @@ def test_raw_fetch_refuses_a_record_set_overrunning_the_response():
     body = _response(_batches((1000, 1)))
     with pytest.raises(ValueError):
         raw_fetch.parse_fetch_head(body, len(body) - 1)
+
+
+# -- small records: raw-small's bench/raw_produce.py, small-procs, ptool-procs -------------------
+def test_raw_produce_batches_are_librdkafka_sized_and_valid_produce_v7():
+    from snakka.protocol import decode_request
+    from snakka.records.batch import validate_batches
+    from snakka.records.record import iter_records
+
+    per = raw_produce.records_per_batch(100)
+    plan = raw_produce.plan_partition("small", 2, 2 * per + 7, 100)
+    assert (plan.per_batch, plan.sends, plan.last_records, plan.records) == (per, 2, 7,
+                                                                             2 * per + 7)
+    assert plan.last is not None
+    batches = []
+    for frame in [*plan.frames, plan.last]:
+        header, req, _ = decode_request(frame[4:])
+        assert (header.request_api_key, header.request_api_version) == (0, 7)
+        assert req.acks == 1 and req.transactional_id is None
+        ((t,),) = [req.topic_data]
+        (p,) = t.partition_data
+        assert t.name == "small" and p.index == 2
+        (info,) = validate_batches(p.records, max_message_bytes=1_048_588)
+        batches.append(bytes(p.records))
+    full, tail = batches[:-1], batches[-1]
+    # librdkafka's batch.size: the largest batch that fits 1,000,000 bytes
+    assert all(len(b) <= raw_produce.BATCH_BYTES for b in full)
+    assert len(full[0]) + 108 > raw_produce.BATCH_BYTES
+    assert len(set(full)) == len(full) == 2   # distinct batches, not one copied
+    recs = list(iter_records(full[0]))
+    assert len(recs) == per and all(r.key is None and len(r.value) == 100 for r in recs)
+    assert len(list(iter_records(tail))) == 7
+
+
+def test_raw_produce_response_parsing_reads_partition_errors():
+    from snakka.protocol import encode_response
+    from snakka.protocol.messages.produce_response import (
+        PartitionProduceResponse,
+        ProduceResponse,
+        TopicProduceResponse,
+    )
+
+    resp = ProduceResponse(responses=[TopicProduceResponse(name="small", partition_responses=[
+        PartitionProduceResponse(index=3, error_code=10, base_offset=-1)])])
+    frame = encode_response(5, 0, 7, resp)
+    assert raw_produce.parse_produce_response(frame[4:]) == [(3, 10, -1)]
+
+
+def test_parallel_window_counts_from_the_first_start_to_the_last_end():
+    # tool A: 100 records at 100/s, ends at 10 -> started at 9; tool B: 50 at 25/s, ends at 12
+    window, spread = ck.parallel_window([(10.0, 100, 100.0), (12.0, 50, 25.0)])
+    assert window == pytest.approx(12.0 - 9.0) and spread == pytest.approx(1.0)
+
+
+@pytest.fixture
+def snakka_broker():
+    b = ck.SnakkaBroker()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def test_small_procs_counts_what_the_broker_stored(tmp_path):
+    # The script itself (its client processes are spawned, and import it by its own name): a
+    # broker process, --client-procs producer processes then consumer processes.
+    import json
+    import subprocess
+
+    out = tmp_path / "runs.jsonl"
+    proc = subprocess.run([sys.executable, str(_BENCH / "compare_kafka.py"), "--workloads",
+                           "small-procs", "--quick", "--no-kafka", "--client-procs", "2",
+                           "--json-out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert not [x for x in lines if x["type"] == "kafka-compare-error"]
+    (res,) = [x for x in lines if x["type"] == "kafka-compare-run"]
+    # the workload refuses a count or log end offsets (4 x 25,000) that do not match
+    assert res["records"] == 100_000 and res["client_procs"] == 2
+    for phase in ("procs_produce", "procs_consume"):
+        assert res[f"{phase}_rec_s"] == pytest.approx(100_000 / res[f"{phase}_s"], rel=0.01)
+        assert res[f"{phase}_client_cpu_s"] > 0   # the client processes' own CPU, reported
+
+
+def test_raw_small_acks_and_fetches_every_record(snakka_broker):
+    res = ck.wl_raw_small(snakka_broker, ck.Settings(quick=True))
+    assert res["raw_produce_records"] == res["raw_produce_leo_total"] == 100_000
+    assert res["raw_fetch_records"] == 100_000
+    assert res["raw_requests"] == 4 * -(-25_000 // res["raw_batch_records"])
+    leo = ck._log_end_offsets(snakka_broker.bootstrap, ck.RAW_SMALL_TOPIC, ck.SMALL_PARTITIONS)
+    assert leo == [25_000] * ck.SMALL_PARTITIONS
+    # the records the broker stored are the encoded ones, whole and in order
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": snakka_broker.bootstrap, "group.id": "bench-check"})
+    try:
+        c.assign([TopicPartition(ck.RAW_SMALL_TOPIC, 1, 0)])
+        msgs = c.consume(10, timeout=30)
+        plan = raw_produce.plan_partition(ck.RAW_SMALL_TOPIC, 1, 25_000, 100)
+        from snakka.protocol import decode_request
+        from snakka.records.record import iter_records
+
+        first = decode_request(plan.frames[0][4:])[1].topic_data[0].partition_data[0].records
+        want = [r.value for r in iter_records(bytes(first))][:10]
+        assert [m.value() for m in msgs] == want
+    finally:
+        c.close()
+
+
+@pytest.mark.skipif(ck.kafka_skip_reason() is not None,
+                    reason=f"Kafka's perf tools: {ck.kafka_skip_reason()}")
+def test_ptool_procs_runs_the_tools_side_by_side(snakka_broker):
+    res = ck.wl_ptool_procs(snakka_broker, ck.Settings(quick=True, client_procs=2))
+    assert res["records"] == 100_000 and res["client_procs"] == 2
+    for acks in ("1", "all"):
+        tag = f"ptool_procs_acks{acks}"
+        leo = [ck._log_end_offsets(snakka_broker.bootstrap, f"ptp-acks{acks}-{i}", 1)[0]
+               for i in range(2)]
+        assert leo == [50_000, 50_000]
+        # the aggregate is over the whole window: never above the tools' summed own rates
+        assert 0 < res[f"{tag}_rec_s"] <= res[f"{tag}_sum_rec_s"] * 1.01
+        assert res[f"{tag}_window_s"] >= res[f"{tag}_start_spread_s"]
