@@ -24,7 +24,8 @@
   fetch (replica id >= 0) needs CLUSTER_ACTION on the cluster. One authorizer call per request,
   none with the allow-all authorizer.
 - Sessions (KIP-227) are resolved by fetch_sessions.FetchSessionCache; an incremental response
-  lists only partitions with news.
+  lists only partitions with news, and a partition that returned records moves to the end of
+  the session's order (Kafka's fairness: the next fetch reads the others first).
 - Tiered storage (KIP-405): a partition whose fetch offset lies in remote segments not yet in
   memory reads nothing at first (its ReadResult carries a pending awaitable; the remote reader
   fetches off the event loop). As Kafka's DelayedRemoteFetch, the fetch then waits for those
@@ -284,7 +285,23 @@ def _answer(ctx: RequestContext, fctx, rows, by_id: bool, total: int | None = No
                 session_id = 0
             return FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=session_id,
                                  responses=[])
+    if fctx.incremental and fctx.session is not None:
+        _rotate(fctx.session, rows)
     return _build(fctx.session_id, rows, by_id)
+
+
+def _rotate(session, rows) -> None:
+    """Kafka's fairness across a session's partitions (FetchSession.scala, IncrementalFetch-
+    Context): a partition that returned records moves to the end of the session's order, so
+    the next fetch reads the partitions that got nothing (the byte limit ran out first)
+    before it. Without it, a session with more backlogged partitions than one response holds
+    would serve the first ones only until they catch up."""
+    parts = session.partitions
+    for tkey, _cp, pd in rows:
+        if pd.records:
+            key = (tkey, pd.partition_index)
+            if key in parts:
+                parts.move_to_end(key)
 
 
 def _since(started: float) -> float:
