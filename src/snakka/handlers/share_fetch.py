@@ -11,7 +11,8 @@ IsRenewAck (v2) the request only renews locks: nothing is fetched, and MaxBytes,
 MaxRecords and MaxWaitMs must be 0 (else INVALID_REQUEST, as Kafka). Renewals of a group with
 ``share.renew.acknowledge.enable=false`` are refused with INVALID_RECORD_STATE.
 
-Limits (Kafka 4.2; 0 never means "unlimited"): MaxBytes is capped by ``fetch.max.bytes`` and
+Limits (Kafka 4.2; 0 never means "unlimited"): MaxBytes is capped by ``fetch.max.bytes`` (and,
+for a consumer with a ``consumer_byte_rate``, by a quota span's worth of it, as Kafka 4.0) and
 split evenly over the share-partitions that may acquire, soft like Fetch (KIP-74: the first
 partition with data returns at least one whole batch); MaxBytes <= 0 answers UNKNOWN_SERVER_ERROR
 for each of those partitions ("Request max bytes must be greater than 0", Kafka's
@@ -159,8 +160,13 @@ def handle(ctx: RequestContext, req: ShareFetchRequest):
         mode = AcquireMode.RECORD_LIMIT if v >= 2 and req.share_acquire_mode == 1 \
             else AcquireMode.BATCH_OPTIMIZED
         # As Kafka's KafkaApis: MaxBytes capped by fetch.max.bytes (0 or less stays an error,
-        # never "unlimited"), MinBytes by that.
+        # never "unlimited") and, for a consumer with a consumer_byte_rate, by a quota span's
+        # worth of it (more would be throttled for sure), MinBytes by that.
         max_bytes = min(req.max_bytes, services.resolver.broker_int("fetch.max.bytes"))
+        if services.quotas is not None:
+            cap = services.quotas.fetch_max_bytes(ctx.principal.name, ctx.client_id or "")
+            if cap is not None:
+                max_bytes = min(max_bytes, cap)
         results = shares.fetch(group_id, member_id, partitions,
                                max_wait_ms=req.max_wait_ms,
                                min_bytes=min(req.min_bytes, max_bytes), max_bytes=max_bytes,
