@@ -1,0 +1,92 @@
+"""KafkaJS against the reference Kafka 4.0 and snakka: the same script, the same answers.
+
+tests/clients/kafkajs/run.js runs one sequence of admin calls, a produce (keys, headers, gzip,
+an oversized record against a topic-level max.message.bytes, a topic that does not exist with
+auto-creation off) and a group consume against each broker; the results, with what differs by
+nature (cluster ids, ports, timestamps, member ids) left out, must be equal. This is where a
+KafkaJS quirk is told apart from a snakka bug: what KafkaJS does against Kafka 4.0 is the
+expected behaviour (for example resetOffsets committing the EARLIEST sentinel -2).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from clients import kafkajs_support as kjs
+
+pytestmark = pytest.mark.skipif(kjs.skip_reason() is not None, reason=str(kjs.skip_reason()))
+
+RUN = uuid.uuid4().hex[:8]
+
+
+def _script(bootstrap: str, tag: str) -> dict[str, Any]:
+    base = {"brokers": [bootstrap]}
+    topic, group = f"kjs-diff-{tag}-{RUN}", f"kjs-diff-g-{tag}-{RUN}"
+    missing = f"kjs-diff-missing-{tag}-{RUN}"
+    created = kjs.run("admin", {**base, "ops": [
+        ["createTopics", {"topics": [{"topic": topic, "numPartitions": 2, "configEntries": [
+            {"name": "max.message.bytes", "value": "2000"},
+            {"name": "retention.ms", "value": "123456"}]}]}],
+        ["createTopics", {"topics": [{"topic": topic}]}],
+        ["createPartitions", {"topicPartitions": [{"topic": topic, "count": 3}]}],
+        ["describeConfigs", {"includeSynonyms": False, "resources": [
+            {"type": 2, "name": topic, "configNames": ["max.message.bytes", "retention.ms"]}]}],
+    ]})["results"]
+    produced = kjs.run("produce", {**base, "compression": "gzip", "retries": 0,
+                                   "allowAutoTopicCreation": False, "sends": [
+        {"topic": topic, "messages": [{"key": f"k{i}", "value": f"v{i}", "partition": i % 3,
+                                       "headers": {"h": str(i)}} for i in range(9)]},
+        {"topic": topic, "messages": [{"value": "x" * 5000, "partition": 0}]},
+        {"topic": missing, "messages": [{"value": "x"}]},
+    ]})["results"]
+    consumed = kjs.run("consume", {**base, "groupId": group, "topics": [topic], "count": 9})
+    after = kjs.run("admin", {**base, "ops": [
+        ["fetchTopicOffsets", topic],
+        ["fetchOffsets", {"groupId": group, "topics": [topic]}],
+        ["resetOffsets", {"groupId": group, "topic": topic, "earliest": True}],
+        ["fetchOffsets", {"groupId": group, "topics": [topic]}],
+        ["describeGroups", [group]],
+        ["deleteGroups", [group]],
+        ["deleteTopics", {"topics": [topic]}],
+    ]})["results"]
+    return {"created": created, "produced": produced, "consumed": consumed, "after": after}
+
+
+def _normal(out: dict[str, Any]) -> dict[str, Any]:
+    """What must agree: error types, offsets, records, config values, group state."""
+    created = out["created"]
+    configs = {e["configName"]: (e["configValue"], e["readOnly"], e["isDefault"])
+               for e in created[3]["ok"]["resources"][0]["configEntries"]}
+
+    def result(r: dict[str, Any]) -> Any:
+        if "error" in r:
+            e = r["error"]
+            return ("error", e["name"], e["type"], (e["cause"] or {}).get("type"))
+        return ("ok", [(m["partition"], m["errorCode"], m["baseOffset"]) for m in r["ok"]])
+
+    records = sorted((r["partition"], r["offset"], r["key"], r["value"], tuple(r["headers"].items()))
+                     for r in out["consumed"]["records"])
+    after = out["after"]
+    group = after[4]["ok"]["groups"][0]
+    return {
+        "created": [created[0], created[1], created[2]],
+        "configs": configs,
+        "produced": [result(r) for r in out["produced"]],
+        "records": records,
+        "assignment": out["consumed"]["joins"][-1]["assignment"],
+        "ends": sorted((p["partition"], p["low"], p["high"]) for p in after[0]["ok"]),
+        "committed": [sorted((p["partition"], p["offset"]) for p in after[i]["ok"][0]["partitions"])
+                      for i in (1, 3)],
+        "reset": after[2],
+        "group": (group["state"], group["protocolType"], group["errorCode"], group["members"]),
+        "deleted": [after[5], after[6]],
+    }
+
+
+def test_kafkajs_script_same_on_both(brokers):
+    ref, snakka = brokers
+    want = _normal(_script(ref, "ref"))
+    got = _normal(_script(snakka, "snakka"))
+    assert got == want
