@@ -23,6 +23,9 @@ from . import kafkajs_support as kjs
 pytestmark = pytest.mark.skipif(kjs.skip_reason() is not None, reason=str(kjs.skip_reason()))
 
 PARTITIONS = 3
+# A new group's first join waits group.initial.rebalance.delay.ms (3 s by default, as in Kafka)
+# for more members; the tests' groups have one member at first, so they do not wait.
+FAST_GROUPS = {"num.partitions": "1", "group.initial.rebalance.delay.ms": "0"}
 
 
 def name(what: str) -> str:
@@ -357,7 +360,7 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 def sasl_broker(tmp_path_factory):
     cfg = {"listeners": "SASL_PLAINTEXT://localhost:0",
            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-           "sasl.jaas.config": PLAIN_JAAS, "num.partitions": "1"}
+           "sasl.jaas.config": PLAIN_JAAS, **FAST_GROUPS}
     with EmbeddedBroker(str(tmp_path_factory.mktemp("kjs-sasl")), config=cfg) as b:
         from confluent_kafka.admin import (
             AdminClient,
@@ -409,7 +412,7 @@ def test_ssl_roundtrip(tmp_path):
     from tests.security.certs import make_material
 
     tls = make_material(tmp_path)
-    cfg = {"listeners": "SSL://localhost:0", "num.partitions": "1",
+    cfg = {"listeners": "SSL://localhost:0", **FAST_GROUPS,
            **tls.broker_config(prefix="listener.name.ssl.")}
     with EmbeddedBroker(config=cfg) as b:
         assert roundtrip(spec(b, ssl={"ca": str(tls.ca)})) == [f"s{i}" for i in range(10)]

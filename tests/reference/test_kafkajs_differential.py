@@ -97,3 +97,40 @@ def test_kafkajs_script_same_on_both(brokers):
     want = _normal(_script(ref, "ref"), "ref")
     got = _normal(_script(snakka, "snakka"), "snakka")
     assert got == want
+
+
+def _transactions(bootstrap: str, tag: str) -> dict[str, Any]:
+    base = {"brokers": [bootstrap]}
+    topic, group = f"kjs-diff-txn-{tag}-{RUN}", f"kjs-diff-txn-g-{tag}-{RUN}"
+    kjs.run("admin", {**base, "ops": [["createTopics", {"topics": [{"topic": topic}]}]]})
+    msgs = [{"key": "k", "value": f"{end}-{i}"} for end in ("c", "a") for i in range(2)]
+    txns = [{"topic": topic, "messages": msgs[:2], "end": "commit", "offsets": {
+                "groupId": group, "topics": [{"topic": topic, "partitions": [
+                    {"partition": 0, "offset": "1"}]}]}},
+            {"topic": topic, "messages": msgs[2:], "end": "abort"}]
+    ended = kjs.run("transact", {**base, "transactionalId": f"kjs-diff-tid-{tag}-{RUN}",
+                                 "txns": txns})["results"]
+    committed = kjs.run("consume", {**base, "groupId": f"{group}-rc", "topics": [topic],
+                                    "count": 2})
+    everything = kjs.run("consume", {**base, "groupId": f"{group}-ru", "topics": [topic],
+                                     "count": 4, "readUncommitted": True})
+    after = kjs.run("admin", {**base, "ops": [
+        ["fetchTopicOffsets", topic],
+        ["fetchOffsets", {"groupId": group, "topics": [topic]}],
+    ]})["results"]
+    return {
+        "ended": ended,
+        # read_committed: the committed records only; the group's offset from sendOffsets
+        "committed": [(r["offset"], r["value"]) for r in committed["records"]],
+        "everything": [(r["offset"], r["value"]) for r in everything["records"]],
+        # the end offset counts both control records (commit and abort markers)
+        "ends": [(p["partition"], p["low"], p["high"]) for p in after[0]["ok"]],
+        "group": [(p["partition"], p["offset"]) for p in after[1]["ok"][0]["partitions"]],
+    }
+
+
+def test_kafkajs_transactions_same_on_both(brokers):
+    ref, snakka = brokers
+    want = _transactions(ref, "ref")
+    assert want["committed"] == [(0, "c-0"), (1, "c-1")]  # what Kafka 4.0 shows KafkaJS
+    assert _transactions(snakka, "snakka") == want
