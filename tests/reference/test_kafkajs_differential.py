@@ -134,3 +134,61 @@ def test_kafkajs_transactions_same_on_both(brokers):
     want = _transactions(ref, "ref")
     assert want["committed"] == [(0, "c-0"), (1, "c-1")]  # what Kafka 4.0 shows KafkaJS
     assert _transactions(snakka, "snakka") == want
+
+
+def _edges(bootstrap: str, tag: str) -> list[Any]:
+    """Admin calls at their edges: validate-only, bad configs, things that do not exist."""
+    base = {"brokers": [bootstrap], "retries": 1}
+    topic = f"kjs-diff-edge-{tag}-{RUN}"
+    kjs.run("admin", {**base, "ops": [["createTopics", {"topics": [
+        {"topic": topic, "numPartitions": 2}]}]]})
+    kjs.run("produce", {**base, "sends": [{"topic": topic, "messages": [
+        {"value": f"v{i}", "partition": i % 2} for i in range(10)]}]})
+    # a group first: a fresh Kafka creates __consumer_offsets on the first FindCoordinator and
+    # answers COORDINATOR_NOT_AVAILABLE meanwhile, which would fail the group calls below
+    kjs.run("consume", {**base, "groupId": f"kjs-diff-edge-g-{tag}-{RUN}", "topics": [topic],
+                        "count": 10})
+    missing = f"kjs-diff-nope-{tag}-{RUN}"
+    ops = [
+        # KafkaJS's deleteTopicRecords fails (KafkaJSTopicMetadataNotLoaded) unless the admin
+        # has loaded the topic's metadata, against Kafka too
+        ["deleteTopicRecords", {"topic": topic, "partitions": [{"partition": 0, "offset": "2"}]}],
+        ["fetchTopicMetadata", {"topics": [topic]}],
+        ["deleteTopicRecords", {"topic": topic, "partitions": [{"partition": 0, "offset": "2"}]}],
+        ["fetchTopicOffsets", topic],
+        ["listPartitionReassignments", {"topics": [{"topic": topic, "partitions": [0]}]}],
+        ["alterConfigs", {"validateOnly": True, "resources": [{"type": 2, "name": topic,
+            "configEntries": [{"name": "cleanup.policy", "value": "compact"}]}]}],
+        ["alterConfigs", {"validateOnly": False, "resources": [{"type": 2, "name": topic,
+            "configEntries": [{"name": "no.such.config", "value": "x"}]}]}],
+        ["alterConfigs", {"validateOnly": False, "resources": [{"type": 2, "name": topic,
+            "configEntries": [{"name": "retention.ms", "value": "abc"}]}]}],
+        # validateOnly creates nothing, and KafkaJS then waits for the topic's leaders anyway
+        ["createTopics", {"validateOnly": True, "topics": [{"topic": missing}]}],
+        ["createTopics", {"waitForLeaders": False, "topics": [{"topic": missing,
+            "configEntries": [{"name": "retention.ms", "value": "abc"}]}]}],
+        ["deleteTopics", {"topics": [missing]}],
+        ["fetchOffsets", {"groupId": missing}],
+        ["describeGroups", [missing]],
+        ["deleteGroups", [missing]],
+        ["fetchTopicMetadata", {"topics": [missing]}],
+    ]
+    out = kjs.run("admin", {**base, "ops": ops})["results"]
+    norm = json.loads(json.dumps(out).replace(f"-{tag}-", "-"))
+    assert norm[0]["error"]["name"] == "KafkaJSTopicMetadataNotLoaded", norm[0]
+    norm[1]["ok"]["topics"][0]["partitions"].sort(key=lambda p: p["partitionId"])
+    norm[3]["ok"].sort(key=lambda p: p["partition"])  # Kafka lists partitions in any order
+    for r in norm:  # messages are free text on both sides; error types and codes must agree
+        e = r.get("error")
+        while e:
+            e.pop("message", None)
+            e = e.get("cause")
+        if "ok" in r and isinstance(r["ok"], dict):
+            for res in r["ok"].get("resources", []):
+                res.pop("errorMessage", None)
+    return norm
+
+
+def test_kafkajs_admin_edges_same_on_both(brokers):
+    ref, snakka = brokers
+    assert _edges(snakka, "snakka") == _edges(ref, "ref")
