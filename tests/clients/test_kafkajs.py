@@ -78,10 +78,11 @@ def ck_read(bs: str, topic: str, n: int, partitions: int = PARTITIONS,
         c.close()
 
 
-def ck_produce(bs: str, topic: str, n: int, partitions: int = PARTITIONS) -> None:
+def ck_produce(bs: str, topic: str, n: int, partitions: int = PARTITIONS,
+               compression: str = "none") -> None:
     import confluent_kafka as ck
 
-    p = ck.Producer({"bootstrap.servers": bs})
+    p = ck.Producer({"bootstrap.servers": bs, "compression.type": compression})
     for i in range(n):
         p.produce(topic, value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % partitions)
     assert p.flush(30) == 0
@@ -154,15 +155,39 @@ def test_produce_read_back_by_confluent_kafka(broker, acks, compression, idempot
         assert offs == list(range(len(offs)))
 
 
-def test_kafkajs_reads_what_confluent_kafka_wrote(broker):
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy"])
+def test_kafkajs_reads_what_confluent_kafka_wrote(broker, compression):
     bs = broker.bootstrap_servers
     topic = name("read")
     create_topic(bs, topic)
-    ck_produce(bs, topic, 30)
+    ck_produce(bs, topic, 30, compression=compression)
     out = kjs.run("consume", spec(broker, groupId=name("g"), topics=[topic], count=30))
     assert out["crashes"] == [] and "error" not in out, out
     got = sorted((r["partition"], r["offset"], r["key"], r["value"]) for r in out["records"])
     assert got == sorted((i % PARTITIONS, i // PARTITIONS, f"k{i}", f"v{i}") for i in range(30))
+
+
+@pytest.mark.parametrize("compression,mode", [("none", "message"), ("gzip", "batch")])
+def test_many_records_through_small_fetches(broker, compression, mode):
+    """20,000 records written by KafkaJS (sendBatch, 500 a call) and read by KafkaJS with a
+    4 KiB maxBytesPerPartition, so every fetch stops at a limit: each record once, in order."""
+    topic = name("bulk")
+    create_topic(broker.bootstrap_servers, topic)
+    n = 20_000
+    out = kjs.run("produce", spec(broker, compression=compression, generate={
+        "topic": topic, "count": n, "chunk": 500, "partitions": PARTITIONS, "valueSize": 40}))
+    assert out["results"] == [{"ok": "generated"}]
+    got = kjs.run("consume", spec(broker, groupId=name("g"), topics=[topic], count=n,
+                                  brief=True, mode=mode, maxBytesPerPartition=4096,
+                                  concurrency=PARTITIONS, timeoutMs=90_000))
+    assert got["crashes"] == [] and "error" not in got, {k: v for k, v in got.items()
+                                                         if k != "records"}
+    assert len(got["records"]) == n
+    for p in range(PARTITIONS):
+        mine = [(o, v) for q, o, v in got["records"] if q == p]
+        want = [f"v{i}-".ljust(40, "x") for i in range(p, n, PARTITIONS)]
+        assert [o for o, _ in mine] == list(range(len(want)))
+        assert [v for _, v in mine] == want
 
 
 # -- 2. consumer groups ------------------------------------------------------------------------

@@ -109,6 +109,21 @@ async function produce (spec) {
         results.push({ ok: await producer.sendBatch({ topicMessages, ...common }) })
       } catch (e) { results.push({ error: errorInfo(e) }) }
     }
+    if (spec.generate) {
+      // many records without a big spec: value `v<i>` padded to valueSize, key `k<i>`,
+      // spec.generate.chunk records per sendBatch call over every partition round robin
+      const g = spec.generate
+      for (let from = 0; from < g.count; from += g.chunk) {
+        const messages = []
+        for (let i = from; i < Math.min(from + g.chunk, g.count); i++) {
+          messages.push({ key: `k${i}`, value: `v${i}-`.padEnd(g.valueSize || 0, 'x'), partition: i % g.partitions })
+        }
+        try {
+          await producer.sendBatch({ topicMessages: [{ topic: g.topic, messages }], ...common })
+        } catch (e) { results.push({ error: errorInfo(e) }); break }
+      }
+      results.push({ ok: 'generated' })
+    }
     for (const s of spec.sends || []) {
       try {
         results.push({ ok: await producer.send({ topic: s.topic, messages: s.messages.map(toMessage), ...common }) })
@@ -131,8 +146,14 @@ async function consume (spec) {
     heartbeatInterval: 500,
     maxWaitTimeInMs: 200,
     rebalanceTimeout: 10000,
+    ...(spec.maxBytesPerPartition ? { maxBytesPerPartition: spec.maxBytesPerPartition } : {}),
+    ...(spec.maxBytes ? { maxBytes: spec.maxBytes } : {}),
   })
   const records = []
+  // brief: [partition, offset, value] per record, for runs of many records
+  const keep = spec.brief
+    ? (topic, partition, message) => [partition, Number(message.offset), message.value.toString()]
+    : fromMessage
   const joins = []
   const crashes = []
   consumer.on(consumer.events.GROUP_JOIN, e => joins.push({ memberId: e.payload.memberId, leaderId: e.payload.leaderId, assignment: e.payload.memberAssignment }))
@@ -141,15 +162,30 @@ async function consume (spec) {
   try {
     await consumer.subscribe({ topics: spec.topics, fromBeginning: spec.fromBeginning !== false })
     const manual = spec.commit === 'manual'
+    const each = spec.mode === 'batch'
+      ? {
+          // eachBatch: the whole fetched batch at once, offsets resolved as a unit
+          eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+            for (const message of batch.messages) {
+              records.push(keep(batch.topic, batch.partition, message))
+              resolveOffset(message.offset)
+            }
+            await heartbeat()
+          },
+        }
+      : {
+          eachMessage: async ({ topic, partition, message }) => {
+            records.push(keep(topic, partition, message))
+            if (manual) {
+              await consumer.commitOffsets([{ topic, partition, offset: String(Number(message.offset) + 1) }])
+            }
+          },
+        }
     await consumer.run({
       autoCommit: !manual,
       autoCommitInterval: spec.autoCommitInterval || null,
-      eachMessage: async ({ topic, partition, message }) => {
-        records.push(fromMessage(topic, partition, message))
-        if (manual) {
-          await consumer.commitOffsets([{ topic, partition, offset: String(Number(message.offset) + 1) }])
-        }
-      },
+      partitionsConsumedConcurrently: spec.concurrency || 1,
+      ...each,
     })
     if (spec.seek) for (const s of spec.seek) consumer.seek({ topic: s.topic, partition: s.partition, offset: String(s.offset) })
     await until(() => records.length >= spec.count || crashes.length > 0, spec.timeoutMs || 30000,
@@ -283,15 +319,17 @@ async function admin (spec) {
 
 const COMMANDS = { produce, consume, group, transact, admin }
 
+// process.exit() right after a write to a pipe drops what the pipe has not taken yet (node
+// writes pipes asynchronously), so exit from the write's callback.
+function emit (obj, code) {
+  process.stdout.write(JSON.stringify(obj) + '\n', () => process.exit(code))
+}
+
 async function main () {
   const cmd = process.argv[2]
   if (!COMMANDS[cmd]) throw new Error(`usage: run.js ${Object.keys(COMMANDS).join('|')} < spec.json`)
   const spec = JSON.parse(fs.readFileSync(0, 'utf8'))
-  const out = await COMMANDS[cmd](spec)
-  process.stdout.write(JSON.stringify(out) + '\n')
+  return COMMANDS[cmd](spec)
 }
 
-main().then(() => process.exit(0), e => {
-  process.stdout.write(JSON.stringify({ error: errorInfo(e) }) + '\n')
-  process.exit(1)
-})
+main().then(out => emit(out, 0), e => emit({ error: errorInfo(e) }, 1))
