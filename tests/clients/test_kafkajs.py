@@ -259,6 +259,18 @@ def test_transactions_commit_abort_send_offsets(broker):
     assert committed(bs, group, source, 1) == {0: 5}
 
 
+def test_transactional_producer_fenced(broker):
+    topic = name("fence")
+    create_topic(broker.bootstrap_servers, topic, 1)
+    out = kjs.run("fence", spec(broker, transactionalId=name("tid"), topic=topic))
+    # the older producer can neither send nor commit once the newer one has initialised
+    for step in ("aSend", "aCommit"):
+        assert out[step]["type"] == "INVALID_PRODUCER_EPOCH", out
+    assert out["bCommit"] == "ok"
+    got = ck_read(broker.bootstrap_servers, topic, 1, 1, isolation="read_committed")
+    assert [r["value"] for r in got] == ["b"]  # the fenced transaction was aborted
+
+
 # -- 4. admin ------------------------------------------------------------------------------------
 def test_admin_calls(broker):
     bs = broker.bootstrap_servers

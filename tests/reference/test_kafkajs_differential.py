@@ -192,3 +192,37 @@ def _edges(bootstrap: str, tag: str) -> list[Any]:
 def test_kafkajs_admin_edges_same_on_both(brokers):
     ref, snakka = brokers
     assert _edges(snakka, "snakka") == _edges(ref, "ref")
+
+
+def _fencing_and_topic_rules(bootstrap: str, tag: str) -> dict[str, Any]:
+    """A transactional producer fenced by a second one with its id; a LogAppendTime topic; a
+    record without a key on a compacted topic."""
+    base = {"brokers": [bootstrap], "retries": 2}
+    t = f"kjs-diff-fence-{tag}-{RUN}"
+    kjs.run("admin", {**base, "ops": [["createTopics", {"topics": [
+        {"topic": t},
+        {"topic": t + "-lat", "configEntries": [
+            {"name": "message.timestamp.type", "value": "LogAppendTime"}]},
+        {"topic": t + "-cmp", "configEntries": [{"name": "cleanup.policy", "value": "compact"}]},
+    ]}]]})
+    fenced = kjs.run("fence", {**base, "transactionalId": t, "topic": t})
+    produced = kjs.run("produce", {**base, "sends": [
+        {"topic": t + "-lat", "messages": [{"value": "x", "timestamp": 1000}]},
+        {"topic": t + "-cmp", "messages": [{"value": "no key"}]}]})["results"]
+    seen = kjs.run("consume", {**base, "groupId": t, "topics": [t], "count": 1})
+    lat = kjs.run("consume", {**base, "groupId": t + "-l", "topics": [t + "-lat"], "count": 1})
+    return {
+        "fenced": {k: v if v == "ok" else (v["name"], v["type"]) for k, v in fenced.items()},
+        "lat_produce": [(m["errorCode"], m["logAppendTime"] != "-1") for m in produced[0]["ok"]],
+        "compacted_no_key": (produced[1]["error"]["name"], produced[1]["error"]["type"]),
+        "committed": [r["value"] for r in seen["records"]],
+        # LogAppendTime: the broker's clock replaces the producer's timestamp (1000)
+        "lat_timestamp_replaced": [r["timestamp"] != 1000 for r in lat["records"]],
+    }
+
+
+def test_kafkajs_fencing_and_topic_rules_same_on_both(brokers):
+    ref, snakka = brokers
+    want = _fencing_and_topic_rules(ref, "ref")
+    assert want["fenced"]["aCommit"] == ("KafkaJSProtocolError", "INVALID_PRODUCER_EPOCH")
+    assert _fencing_and_topic_rules(snakka, "snakka") == want

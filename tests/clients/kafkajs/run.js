@@ -295,6 +295,34 @@ async function transact (spec) {
   return { results }
 }
 
+// -- fence: producer A opens a transaction, producer B starts with the same transactionalId
+// (InitProducerId bumps the epoch), then A tries to send and to commit: both must fail; B's
+// own transaction commits.
+async function fence (spec) {
+  const client = kafka(spec)
+  const mk = () => client.producer({ transactionalId: spec.transactionalId, idempotent: true, maxInFlightRequests: 1 })
+  const a = mk()
+  const b = mk()
+  const out = {}
+  await a.connect()
+  try {
+    const ta = await a.transaction()
+    await ta.send({ topic: spec.topic, messages: [{ value: 'a-before' }] })
+    await b.connect()
+    // KafkaJS sends InitProducerId at the first transaction(), not at connect()
+    const tb = await b.transaction()
+    const step = async (name, fn) => { try { await fn(); out[name] = 'ok' } catch (e) { out[name] = errorInfo(e) } }
+    await step('aSend', () => ta.send({ topic: spec.topic, messages: [{ value: 'a-after' }] }))
+    await step('aCommit', () => ta.commit())
+    await tb.send({ topic: spec.topic, messages: [{ value: 'b' }] })
+    await step('bCommit', () => tb.commit())
+  } finally {
+    await a.disconnect()
+    await b.disconnect()
+  }
+  return out
+}
+
 // -- admin: spec.ops = [[method, args...]], each answered as {ok: result} or {error} -------------
 async function admin (spec) {
   const client = kafka(spec)
@@ -317,7 +345,7 @@ async function admin (spec) {
   return { results }
 }
 
-const COMMANDS = { produce, consume, group, transact, admin }
+const COMMANDS = { produce, consume, group, transact, fence, admin }
 
 // process.exit() right after a write to a pipe drops what the pipe has not taken yet (node
 // writes pipes asynchronously), so exit from the write's callback.
