@@ -190,6 +190,23 @@ def test_many_records_through_small_fetches(broker, compression, mode):
         assert [v for _, v in mine] == want
 
 
+def test_subscribe_by_pattern_across_topics(broker):
+    bs = broker.bootstrap_servers
+    prefix = name("re")
+    for t in ("a", "b"):
+        create_topic(bs, f"{prefix}-{t}", 2)
+        ck_produce(bs, f"{prefix}-{t}", 4, 2)
+    create_topic(bs, f"{prefix}x-c", 1)  # does not match the pattern
+    ck_produce(bs, f"{prefix}x-c", 3, 1)
+    out = kjs.run("consume", spec(broker, groupId=name("g"), topicPattern=f"^{prefix}-.$",
+                                  count=8))
+    assert sorted((r["topic"], r["partition"], r["offset"]) for r in out["records"]) == sorted(
+        (f"{prefix}-{t}", p, o) for t in ("a", "b") for p in range(2) for o in range(2))
+    assignment = out["joins"][-1]["assignment"]
+    assert {t: sorted(ps) for t, ps in assignment.items()} == {
+        f"{prefix}-a": [0, 1], f"{prefix}-b": [0, 1]}
+
+
 # -- 2. consumer groups ------------------------------------------------------------------------
 def test_group_auto_commit_visible_to_confluent_kafka(broker):
     bs = broker.bootstrap_servers

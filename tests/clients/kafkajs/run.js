@@ -160,7 +160,9 @@ async function consume (spec) {
   consumer.on(consumer.events.CRASH, e => crashes.push(errorInfo(e.payload.error)))
   await consumer.connect()
   try {
-    await consumer.subscribe({ topics: spec.topics, fromBeginning: spec.fromBeginning !== false })
+    // spec.topicPattern: a regular expression, matched by KafkaJS against the cluster's topics
+    const topics = spec.topicPattern ? [new RegExp(spec.topicPattern)] : spec.topics
+    await consumer.subscribe({ topics, fromBeginning: spec.fromBeginning !== false })
     const manual = spec.commit === 'manual'
     const each = spec.mode === 'batch'
       ? {
