@@ -288,6 +288,17 @@ def test_transactional_producer_fenced(broker):
     assert [r["value"] for r in got] == ["b"]  # the fenced transaction was aborted
 
 
+def test_read_committed_stops_at_open_transaction(broker):
+    topic = name("lso")
+    create_topic(broker.bootstrap_servers, topic, 1)
+    out = kjs.run("lso", spec(broker, transactionalId=name("tid"), groupId=name("g"),
+                              topic=topic))
+    assert "error" not in out, out
+    # the plain record after the open transaction is held back too (the last stable offset)
+    assert out["whileOpen"] == []
+    assert out["afterCommit"] == ["txn-0", "txn-1", "after-open"]
+
+
 # -- 4. admin ------------------------------------------------------------------------------------
 def test_admin_calls(broker):
     bs = broker.bootstrap_servers

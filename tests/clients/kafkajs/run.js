@@ -325,6 +325,43 @@ async function fence (spec) {
   return out
 }
 
+// -- lso: a read_committed consumer while a transaction is open sees the records before it
+// (spec.before, plain sends) and not the open transaction's; after the commit it sees them.
+async function lso (spec) {
+  const client = kafka(spec)
+  const producer = client.producer({ transactionalId: spec.transactionalId, idempotent: true, maxInFlightRequests: 1 })
+  const plain = client.producer()
+  const consumer = client.consumer({ groupId: spec.groupId, maxWaitTimeInMs: 100, sessionTimeout: 10000, heartbeatInterval: 500 })
+  const records = []
+  let fetchesWhileOpen = 0
+  let open = false
+  consumer.on(consumer.events.FETCH, () => { if (open) fetchesWhileOpen++ })
+  await Promise.all([producer.connect(), plain.connect(), consumer.connect()])
+  const out = {}
+  try {
+    const txn = await producer.transaction()
+    await txn.send({ topic: spec.topic, messages: [{ value: 'txn-0' }, { value: 'txn-1' }] })
+    open = true
+    await plain.send({ topic: spec.topic, messages: [{ value: 'after-open' }] })
+    await consumer.subscribe({ topics: [spec.topic], fromBeginning: true })
+    await consumer.run({ eachMessage: async ({ message }) => { records.push(message.value.toString()) } })
+    // several complete fetch rounds with the transaction open: nothing may show up
+    await until(() => fetchesWhileOpen >= 5, spec.timeoutMs || 30000, 'fetches while open')
+    out.whileOpen = records.slice()
+    open = false
+    await txn.commit()
+    await until(() => records.length >= 3, spec.timeoutMs || 30000, 'records after commit')
+    out.afterCommit = records.slice()
+  } catch (e) {
+    out.error = errorInfo(e)
+  } finally {
+    await consumer.disconnect()
+    await producer.disconnect()
+    await plain.disconnect()
+  }
+  return out
+}
+
 // -- admin: spec.ops = [[method, args...]], each answered as {ok: result} or {error} -------------
 async function admin (spec) {
   const client = kafka(spec)
@@ -347,7 +384,7 @@ async function admin (spec) {
   return { results }
 }
 
-const COMMANDS = { produce, consume, group, transact, fence, admin }
+const COMMANDS = { produce, consume, group, transact, fence, lso, admin }
 
 // process.exit() right after a write to a pipe drops what the pipe has not taken yet (node
 // writes pipes asynchronously), so exit from the write's callback.
