@@ -466,6 +466,32 @@ def test_sasl_roundtrip(sasl_broker, mechanism, user, password):
     assert roundtrip(spec(sasl_broker, sasl=sasl)) == [f"s{i}" for i in range(10)]
 
 
+def test_sasl_principal_authorized_by_acls(tmp_path):
+    """alice may not write until admin (a super user) gives her ACLs through KafkaJS."""
+    cfg = {"listeners": "SASL_PLAINTEXT://localhost:0", "sasl.enabled.mechanisms": "PLAIN",
+           "sasl.jaas.config": PLAIN_JAAS, **FAST_GROUPS,
+           "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+           "super.users": "User:admin"}
+    with EmbeddedBroker(str(tmp_path), config=cfg) as b:
+        topic = name("authz")
+        admin = spec(b, sasl={"mechanism": "plain", "username": "admin",
+                              "password": "admin-secret"})
+        alice = spec(b, retries=0, sasl={"mechanism": "plain", "username": "alice",
+                                         "password": "alice-secret"})
+        kjs.run("admin", {**admin, "ops": [["createTopics", {"topics": [{"topic": topic}]}]]})
+        send = {"sends": [{"topic": topic, "messages": [{"value": "a"}]}]}
+        denied = kjs.run("produce", {**alice, **send})["results"][0]["error"]
+        assert "TOPIC_AUTHORIZATION_FAILED" in (denied["type"], (denied["cause"] or {}).get("type")), denied
+        # WRITE (4) and DESCRIBE (8) on the topic, ALLOW (3), LITERAL (3)
+        acls = [{"resourceType": 2, "resourceName": topic, "resourcePatternType": 3,
+                 "principal": "User:alice", "host": "*", "operation": op, "permissionType": 3}
+                for op in (4, 8)]
+        assert kjs.run("admin", {**admin, "ops": [["createAcls", {"acl": acls}]]})[
+            "results"] == [{"ok": True}]
+        allowed = kjs.run("produce", {**alice, **send})["results"][0]
+        assert allowed["ok"][0]["errorCode"] == 0, allowed
+
+
 def test_sasl_wrong_password_is_an_authentication_error(sasl_broker):
     sasl = {"mechanism": "scram-sha-256", "username": "s256", "password": "nope"}
     out = kjs.run("admin", spec(sasl_broker, sasl=sasl, retries=0, ops=[["listTopics"]]),
