@@ -1,13 +1,14 @@
 # snakka: the two commands a new user needs are `make run` and `make test`.
 # Both work on a fresh machine: they create .venv, install snakka and its dependencies, and
-# install kcat (Debian) for the client-compatibility tests and a Java 17 runtime for PySpark.
+# install kcat (Debian) for the client-compatibility tests, KafkaJS (npm, when npm is there) and
+# a Java 17 runtime for PySpark.
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run serve test lint bench-produce gen-protocol system-deps kcat java clean
+.PHONY: setup run serve test lint bench-produce gen-protocol system-deps kcat java kafkajs clean
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard src/snakka/*/*.c)
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,19 @@ system-deps:
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) apt-get install -y -qq kcat chromium chromium-driver \
 	    $$(command -v java >/dev/null 2>&1 || echo openjdk-17-jre-headless); }
+
+# KafkaJS (npm, pinned by tests/clients/kafkajs/package-lock.json) for tests/clients/test_kafkajs.py.
+# Without npm, or when npm ci fails (no registry), the KafkaJS tests skip with the reason
+# tests/clients/kafkajs_support.py gives; `make test` goes on either way.
+KAFKAJS_DIR := tests/clients/kafkajs
+
+kafkajs: $(KAFKAJS_DIR)/node_modules/.installed
+
+$(KAFKAJS_DIR)/node_modules/.installed: $(KAFKAJS_DIR)/package.json $(KAFKAJS_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  (cd $(KAFKAJS_DIR) && npm ci --no-audit --no-fund --loglevel=error) && touch $@ || \
+	  echo "make: npm ci in $(KAFKAJS_DIR) failed; the KafkaJS tests will skip" >&2; \
+	else echo "make: npm not found; the KafkaJS tests will skip" >&2; fi
 
 # A Java 17 runtime for PySpark, from Debian when the machine has none.
 java:
@@ -59,7 +73,7 @@ lint: setup
 # tests/conftest.py keeps the Spark tests and the reference-Kafka tests on one worker each.
 TEST_WORKERS ?= 4
 
-test: setup system-deps lint
+test: setup system-deps kafkajs lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The cores and unit tests only, in under a minute: tests/conftest.py marks them `fast` (no
