@@ -27,14 +27,18 @@ system-deps:
 	  $(SUDO) apt-get install -y -qq kcat chromium chromium-driver \
 	    $$(command -v java >/dev/null 2>&1 || echo openjdk-17-jre-headless); }
 
-# KafkaJS (npm, pinned by tests/clients/kafkajs/package-lock.json) for tests/clients/test_kafkajs.py.
-# Without npm, or when npm ci fails (no registry), the KafkaJS tests skip with the reason
+# KafkaJS (npm, pinned by tests/clients/kafkajs/package-lock.json) for tests/clients/test_kafkajs.py;
+# Node.js and npm from Debian when the machine has none. Without them (no root, no Debian
+# mirror), or when npm ci fails (no registry), the KafkaJS tests skip with the reason
 # tests/clients/kafkajs_support.py gives; `make test` goes on either way.
 KAFKAJS_DIR := tests/clients/kafkajs
 
 kafkajs: $(KAFKAJS_DIR)/node_modules/.installed
 
 $(KAFKAJS_DIR)/node_modules/.installed: $(KAFKAJS_DIR)/package.json $(KAFKAJS_DIR)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  $(SUDO) apt-get install -y -qq nodejs npm >/dev/null; } || \
+	  echo "make: nodejs/npm could not be installed from Debian" >&2
 	@if command -v npm >/dev/null 2>&1; then \
 	  (cd $(KAFKAJS_DIR) && npm ci --no-audit --no-fund --loglevel=error) && touch $@ || \
 	  echo "make: npm ci in $(KAFKAJS_DIR) failed; the KafkaJS tests will skip" >&2; \
