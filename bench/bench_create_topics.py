@@ -8,9 +8,11 @@ snakka, an older snakka source tree, and the reference Kafka 4.0, alternated in 
     .venv/bin/python bench/bench_create_topics.py --strace --partitions 1000 --runs 1
 
 Each measurement starts a fresh broker (a subprocess on a fresh data directory), then one
-confluent-kafka AdminClient ``create_topics`` of one topic and waits for its result and for
-Metadata to show a leader for every partition (Kafka answers before its broker has applied the
-partitions). Reported: wall seconds (sensitive to the machine's load), the broker's CPU seconds
+confluent-kafka AdminClient ``create_topics`` of one topic and waits for its result, for
+Metadata to show a leader for every partition and for every partition directory to hold its
+partition.metadata (Kafka answers before its broker has made the logs). Kafka refuses one
+topic of 10,000 partitions (10,001 records: POLICY_VIOLATION "Unable to perform excessively
+large batch operation", its controller's cap of 10,000 records per operation): ask it 9,999. Reported: wall seconds (sensitive to the machine's load), the broker's CPU seconds
 for the creation (/proc, all threads: far less sensitive), and what one partition directory
 holds afterwards (file names and sizes). ``--strace`` attaches ``strace -f -c`` to the broker
 for the creation and reports the calls per partition of the file-system syscalls (strace
@@ -35,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from common import BrokerProcess, proc_cpu_seconds  # noqa: E402
-from compare_kafka import SNAKKA_CONFIG, create_topics  # noqa: E402
+from compare_kafka import SNAKKA_CONFIG  # noqa: E402
 
 TOPIC = "wide"
 # The file-system syscalls counted per partition under --strace.
@@ -95,8 +97,25 @@ def _wait_for_dirs(log_dir: str, partitions: int, timeout: float = 1800) -> None
         time.sleep(0.05)
 
 
-def _create(bootstrap: str, log_dir: str, partitions: int) -> None:
-    create_topics(bootstrap, {TOPIC: partitions}, timeout=1800)
+def _create(bootstrap: str, log_dir: str, partitions: int, timeout: float = 1800) -> None:
+    """One CreateTopics, its answer awaited however long it takes (librdkafka's
+    socket.timeout.ms, 60 s by default, would cut a slow answer on a loaded machine short),
+    then a leader for every partition in Metadata and every directory made."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    ms = int(timeout * 1000)
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": ms})
+    admin.create_topics([NewTopic(TOPIC, partitions, 1)], operation_timeout=timeout,
+                        request_timeout=timeout)[TOPIC].result(timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        t = admin.list_topics(TOPIC, timeout=timeout).topics.get(TOPIC)
+        if (t is not None and t.error is None and len(t.partitions) == partitions
+                and all(p.leader >= 0 for p in t.partitions.values())):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"partitions without a leader after {timeout} s")
+        time.sleep(0.05)
     _wait_for_dirs(log_dir, partitions)
 
 
