@@ -99,12 +99,14 @@ def _wait_for_dirs(log_dir: str, partitions: int, timeout: float = 1800) -> None
 
 def _create(bootstrap: str, log_dir: str, partitions: int, timeout: float = 1800) -> None:
     """One CreateTopics, its answer awaited however long it takes (librdkafka's
-    socket.timeout.ms, 60 s by default, would cut a slow answer on a loaded machine short),
+    socket.timeout.ms, 60 s by default, would cut a slow answer on a loaded machine short;
+    raised to its maximum, 300 s),
     then a leader for every partition in Metadata and every directory made."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    ms = int(timeout * 1000)
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": ms})
+    # librdkafka's upper bound for socket.timeout.ms: 300 s.
+    admin = AdminClient({"bootstrap.servers": bootstrap,
+                         "socket.timeout.ms": min(int(timeout * 1000), 300_000)})
     admin.create_topics([NewTopic(TOPIC, partitions, 1)], operation_timeout=timeout,
                         request_timeout=timeout)[TOPIC].result(timeout)
     deadline = time.monotonic() + timeout
