@@ -121,9 +121,19 @@ def _create(bootstrap: str, log_dir: str, partitions: int, timeout: float = 1800
     _wait_for_dirs(log_dir, partitions)
 
 
+def _user_sys(pid: int) -> tuple[float, float]:
+    """utime, stime of a process (all its threads), in seconds: file creation is kernel
+    time, which the machine's other I/O makes vary far more than user time."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tck = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tck, int(fields[12]) / tck
+
+
 def _measure(pid: int, bootstrap: str, log_dir: str, partitions: int,
              strace: bool) -> dict:
     cpu0 = proc_cpu_seconds(pid)
+    user0, sys0 = _user_sys(pid)
     t0 = time.perf_counter()
     calls: dict[str, int] = {}
     if strace:
@@ -134,7 +144,9 @@ def _measure(pid: int, bootstrap: str, log_dir: str, partitions: int,
         _create(bootstrap, log_dir, partitions)
     wall = time.perf_counter() - t0
     cpu = proc_cpu_seconds(pid) - cpu0
+    user1, sys1 = _user_sys(pid)
     out = {"partitions": partitions, "wall_s": round(wall, 2), "broker_cpu_s": round(cpu, 2),
+           "user_s": round(user1 - user0, 2), "sys_s": round(sys1 - sys0, 2),
            "cpu_ms_per_partition": round(cpu * 1000 / partitions, 3),
            "partition_dir": _partition_files(log_dir)}
     if calls:
@@ -185,19 +197,20 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1, help="rounds per partition count")
     ap.add_argument("--before", metavar="DIR", help="also run snakka from DIR/src (A B B A)")
     ap.add_argument("--kafka", action="store_true", help="also run the reference Kafka 4.0")
+    ap.add_argument("--kafka-only", action="store_true", help="only the reference Kafka 4.0")
     ap.add_argument("--strace", action="store_true", help="count syscalls (slows the broker)")
     args = ap.parse_args()
     print(json.dumps({"loadavg": os.getloadavg(), "cpus": os.cpu_count()}), flush=True)
     for n in (int(x) for x in args.partitions.split(",")):
         for i in range(args.runs):
-            order: list[str | None] = [None]
-            if args.before:
+            order: list[str | None] = [] if args.kafka_only else [None]
+            if args.before and not args.kafka_only:
                 order = [None, args.before] if i % 2 == 0 else [args.before, None]
             for src in order:
                 r = run_snakka(n, args.strace, src)
                 print(json.dumps({**r, "loadavg_1m": round(os.getloadavg()[0], 1)}),
                       flush=True)
-            if args.kafka:
+            if args.kafka or args.kafka_only:
                 r = run_kafka(n, args.strace)
                 print(json.dumps({**r, "loadavg_1m": round(os.getloadavg()[0], 1)}),
                       flush=True)
