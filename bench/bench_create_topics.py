@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +41,11 @@ from common import BrokerProcess, proc_cpu_seconds  # noqa: E402
 from compare_kafka import SNAKKA_CONFIG  # noqa: E402
 
 TOPIC = "wide"
+# The data directories of the measurements so far, removed at the end, not between
+# measurements: ext4 skips inodes freed in the last few seconds when it allocates one, so
+# removing a broker's 10,000 directories right before the next creation makes that creation's
+# inode allocation (nearly all of its CPU) several times slower (docs/benchmarks.md).
+_DATA_DIRS: list[str] = []
 # The file-system syscalls counted per partition under --strace.
 FS_CALLS = ("openat", "open", "mkdir", "mkdirat", "rename", "renameat", "renameat2", "fsync",
             "fdatasync", "unlink", "unlinkat", "stat", "newfstatat", "statx", "fstat", "lstat",
@@ -160,7 +166,9 @@ def run_snakka(partitions: int, strace: bool, src: str | None) -> dict:
     if src is not None:
         os.environ["PYTHONPATH"] = str(Path(src) / "src")
     try:
-        bp = BrokerProcess(dict(SNAKKA_CONFIG)).start()
+        data_dir = tempfile.mkdtemp(prefix="snakka-bench-create-")
+        _DATA_DIRS.append(data_dir)
+        bp = BrokerProcess(dict(SNAKKA_CONFIG), data_dir=data_dir).start()
     finally:
         if src is not None:
             if old is None:
@@ -175,12 +183,18 @@ def run_snakka(partitions: int, strace: bool, src: str | None) -> dict:
 
 
 def run_kafka(partitions: int, strace: bool) -> dict:
-    from reference_kafka import ReferenceKafka, skip_reason
+    from reference_kafka import KAFKA_REF_SH, ReferenceKafka, skip_reason
 
     why = skip_reason()
     if why:
         return {"broker": "kafka", "skipped": why}
-    k = ReferenceKafka().start()
+    class _KeptKafka(ReferenceKafka):
+        def stop(self) -> None:  # as ReferenceKafka's, but the directory is removed at the end
+            subprocess.run(["bash", str(KAFKA_REF_SH), "stop"], env=self._env(),
+                           capture_output=True, text=True, timeout=120)
+            _DATA_DIRS.append(self.dir)
+
+    k = _KeptKafka().start()
     try:
         pid = int((Path(k.dir) / "kafka.pid").read_text())
         r = _measure(pid, k.bootstrap_servers, str(Path(k.dir) / "kraft-logs"), partitions,
@@ -201,6 +215,14 @@ def main() -> None:
     ap.add_argument("--strace", action="store_true", help="count syscalls (slows the broker)")
     args = ap.parse_args()
     print(json.dumps({"loadavg": os.getloadavg(), "cpus": os.cpu_count()}), flush=True)
+    try:
+        _run(args)
+    finally:
+        for d in _DATA_DIRS:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace) -> None:
     for n in (int(x) for x in args.partitions.split(",")):
         for i in range(args.runs):
             order: list[str | None] = [] if args.kafka_only else [None]

@@ -29,8 +29,9 @@ either the old or the new file. The exception is a file written into a partition
 this process has just made (``new=True``, a topic's creation): there is no old file to keep,
 so it is written in place (one create, no temp file, rename or read-back); a crash may leave
 it empty, which its reader takes as missing, and start-up rewrites it (the metadata log, not
-these files, is the authority on a partition's existence and topic id). Reading a damaged checkpoint logs a warning and yields
-nothing, which makes the broker fall back to full recovery: slower, never wrong.
+these files, is the authority on a partition's existence and topic id). Reading a damaged
+checkpoint logs a warning and yields nothing, which makes the broker fall back to full
+recovery: slower, never wrong.
 
 Threading: plain functions; callers serialise writes of the same file.
 """
