@@ -25,8 +25,13 @@
   ``directory.id``, ``version``, ``cluster.id`` as Java properties.
 
 Writes are atomic (temp file, fsync, rename, fsync of the directory), so a crash leaves
-either the old or the new file. Reading a damaged checkpoint logs a warning and yields
-nothing, which makes the broker fall back to full recovery: slower, never wrong.
+either the old or the new file. The exception is a file written into a partition directory
+this process has just made (``new=True``, a topic's creation): there is no old file to keep,
+so it is written in place (one create, no temp file, rename or read-back); a crash may leave
+it empty, which its reader takes as missing, and start-up rewrites it (the metadata log, not
+these files, is the authority on a partition's existence and topic id). Reading a damaged
+checkpoint logs a warning and yields nothing, which makes the broker fall back to full
+recovery: slower, never wrong.
 
 Threading: plain functions; callers serialise writes of the same file.
 """
@@ -63,6 +68,18 @@ def _atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def write_new_file(path: str, data: bytes) -> None:
+    """Create ``path`` (which must not exist: O_EXCL) holding ``data``, without fsync: for a
+    directory made moments ago (see the module docstring)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def fsync_file(path: str) -> None:
@@ -126,11 +143,15 @@ def leader_epoch_checkpoint_bytes(entries: list[tuple[int, int]]) -> bytes:
 
 
 def write_leader_epoch_checkpoint(partition_dir: str, entries: list[tuple[int, int]], *,
-                                  sync: bool = True) -> bool:
+                                  sync: bool = True, new: bool = False) -> bool:
     """Write ``leader-epoch-checkpoint`` unless it already holds ``entries``; returns whether
-    it wrote."""
+    it wrote. ``new``: the directory was just made and holds no such file (written in place,
+    without fsync; module docstring)."""
     path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT_FILE)
     data = leader_epoch_checkpoint_bytes(entries)
+    if new:
+        write_new_file(path, data)
+        return True
     try:
         with open(path, "rb") as f:
             if f.read() == data:
@@ -191,13 +212,17 @@ PARTITION_METADATA_FILE = "partition.metadata"
 
 
 def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID | bytes | str, *,
-                             sync: bool = True) -> None:
+                             sync: bool = True, new: bool = False) -> None:
     """Write ``partition.metadata``. ``sync=False`` skips the two fsyncs: the broker does so
     because the metadata log, not this file, is the authority on topic ids, and start-up
-    rewrites a partition.metadata that a crash left missing or empty."""
+    rewrites a partition.metadata that a crash left missing or empty. ``new``: the directory
+    was just made and holds no such file (written in place, without fsync)."""
     text = f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}"
-    _atomic_write(os.path.join(partition_dir, PARTITION_METADATA_FILE), text.encode(),
-                  sync=sync)
+    path = os.path.join(partition_dir, PARTITION_METADATA_FILE)
+    if new:
+        write_new_file(path, text.encode())
+    else:
+        _atomic_write(path, text.encode(), sync=sync)
 
 
 def read_partition_metadata(partition_dir: str) -> str | None:

@@ -128,7 +128,10 @@ class LogLoader:
         self._time_ms = time_ms
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        return create_segment(self.dir_path, self.config, base_offset, self._time_ms())
+        # Only ever called once the directory holds no segment: _segment_bases has removed
+        # every index file without its .log, so none of this base offset is left to delete.
+        return create_segment(self.dir_path, self.config, base_offset, self._time_ms(),
+                              stale_indexes=False)
 
     def _segment_bases(self) -> list[int]:
         """Base offsets of the ``.log`` files, after removing leftovers and orphan

@@ -103,14 +103,17 @@ def check_segment_order(segments: Sequence[LogSegment]) -> None:
         )
 
 
-def create_segment(dir_path: str, config: LogConfig, base_offset: int, now_ms: int) -> LogSegment:
-    """A new empty segment file with the topic's index settings."""
+def create_segment(dir_path: str, config: LogConfig, base_offset: int, now_ms: int, *,
+                   stale_indexes: bool = True) -> LogSegment:
+    """A new empty segment file with the topic's index settings (``stale_indexes``: see
+    :meth:`LogSegment.create`)."""
     return LogSegment.create(
         dir_path,
         base_offset,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
         now_ms=now_ms,
+        stale_indexes=stale_indexes,
     )
 
 

@@ -324,15 +324,29 @@ class LogManager:
         if partition < 0:
             raise ValueError(f"illegal partition {partition}")
         path = os.path.join(self.log_dir, f"{topic}-{partition}")
+        # The usual case (a topic's creation): the directory does not exist, so once mkdir
+        # has made it, it is known to be empty: the loader is handed its (empty) listing and
+        # the small files are written in place (checkpoint.write_new_file), with no stat,
+        # listdir, temp file, rename or unlink (a new partition: 8 file calls instead of
+        # 20; the kernel's time is mostly the allocation of its 4 inodes, which this does
+        # not change: docs/benchmarks.md "Creating 10,000 partitions"). An existing directory
+        # (start-up re-creating a committed partition, a directory left by a creation
+        # that a crash cut short) is opened, and its files replaced, as before.
+        try:
+            os.mkdir(path)
+            new = True
+        except FileExistsError:
+            new = False
         plog = UnifiedLog(path, config or self.default_config, recover=False,
-                            time_ms=self.time_ms)
+                            time_ms=self.time_ms, names=[] if new else None)
         plog.unsynced_files = True
         try:
             if topic_id is not None:
-                self._write_topic_id(plog, topic_id)
+                self._write_topic_id(plog, topic_id, new=new)
             # As Kafka's leader at creation; no fsync, as partition.metadata (rewritten at
             # the clean shutdown).
-            write_leader_epoch_checkpoint(plog.dir_path, _epoch_entries(plog), sync=False)
+            write_leader_epoch_checkpoint(plog.dir_path, _epoch_entries(plog), sync=False,
+                                          new=new)
         except BaseException:
             plog.delete()
             raise
@@ -343,10 +357,11 @@ class LogManager:
         self._logs[(plog.topic, plog.partition)] = plog
 
     @staticmethod
-    def _write_topic_id(plog: UnifiedLog, topic_id: uuid.UUID | bytes | str) -> None:
+    def _write_topic_id(plog: UnifiedLog, topic_id: uuid.UUID | bytes | str, *,
+                        new: bool = False) -> None:
         # No fsync: creating a 50-partition internal topic on the event loop would otherwise
         # cost 100 fsyncs (~0.2 s of stalled loop); see write_partition_metadata.
-        write_partition_metadata(plog.dir_path, topic_id, sync=False)
+        write_partition_metadata(plog.dir_path, topic_id, sync=False, new=new)
         plog.topic_id = topic_id_to_str(topic_id)
 
     def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
