@@ -64,7 +64,16 @@ versions that let a client create it, is skipped with a warning.
 every partition log, and only then commit the topics to the metadata log: all topics of one
 request in one append and one fsync. A topic whose log cannot be created (EMFILE, ENOSPC, EACCES)
 gets `56 KAFKA_STORAGE_ERROR`, its partial directories are removed, and it is not in metadata
-afterwards; the other topics of the request are created. Requests creating at most 8 partitions in
+afterwards; the other topics of the request are created. A new partition's directory holds what
+Kafka 4.0's holds after a creation (an empty `00000000000000000000.log`, `partition.metadata`,
+`leader-epoch-checkpoint`; the index files come with the first records or the clean shutdown,
+where Kafka preallocates 10 MB sparse ones), made with 8 file-system calls and no fsync (Kafka:
+over 100 calls and 4 fsyncs a partition): the directory is new, so its two small files are written in
+place (no temp file and rename) and nothing is listed, stat'ed or unlinked. The durability point
+is the metadata log's commit after them. A kill before it leaves directories of a topic that is
+not in metadata (creating it again reuses them); after it, start-up makes any committed
+partition's missing directory and rewrites a `partition.metadata` a crash left missing or empty
+(docs/benchmarks.md, "Creating 10,000 partitions"). Requests creating at most 8 partitions in
 total do their file work on the event loop at once (a request pipelined after them sees the
 topics); larger ones create their files in a worker thread and register them in slices, so no
 request stalls the broker: Metadata for 10,000 unknown topics costs time linear in that number
