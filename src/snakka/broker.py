@@ -72,6 +72,7 @@ from snakka.storage.flush import FlushScheduler
 from snakka.telemetry.manager import ClientMetricsManager
 from snakka.telemetry.store import ClientMetricsStore
 from snakka.txn.manager import TransactionManager
+from snakka.util.waiters import cancel_and_wait
 
 if TYPE_CHECKING:
     from snakka.config import Listener
@@ -614,13 +615,7 @@ class Broker:
             await srv.stop()
         for conn in list(self.connections):
             conn.close()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         if self.remote is not None:
             await self.remote.stop()

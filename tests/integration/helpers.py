@@ -317,6 +317,21 @@ def ck_create_topic(bootstrap: str, name: str, partitions: int,
     fs[name].result(timeout=30)
 
 
+def ck_alter_broker_configs(bootstrap: str, changes: dict[str, str | None],
+                            node: str = "1") -> None:
+    """SET (a value) or DELETE (None) dynamic configs of broker ``node`` with confluent-kafka's
+    IncrementalAlterConfigs, as ``kafka-configs.sh --entity-type brokers --entity-name <node>``
+    (confluent-kafka cannot name the cluster default)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    res = ConfigResource(ConfigResource.Type.BROKER, node, incremental_configs=[
+        ConfigEntry(k, "" if v is None else v, incremental_operation=(
+            AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET))
+        for k, v in changes.items()])
+    admin = ck_admin(bootstrap)  # must outlive its futures
+    admin.incremental_alter_configs([res])[res].result(30)
+
+
 def ck_end_offsets(bootstrap: str, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
     """(low, high) watermarks per partition, queried from the broker."""
     from confluent_kafka import Consumer, TopicPartition

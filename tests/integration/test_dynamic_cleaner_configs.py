@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.admin import ConfigResource, ConfigSource
 
 from snakka.testing import EmbeddedBroker
 
-from .helpers import ck_admin, ck_create_topic, ck_read_to_end, wait_until
+from .helpers import (
+    ck_admin,
+    ck_alter_broker_configs,
+    ck_create_topic,
+    ck_read_to_end,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -22,11 +28,9 @@ ROUNDS = 20
 
 
 def _set_broker_config(bootstrap: str, changes: dict[str, str]) -> None:
+    ck_alter_broker_configs(bootstrap, dict(changes))
     admin = ck_admin(bootstrap)
-    res = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-        for k, v in changes.items()])
-    admin.incremental_alter_configs([res])[res].result(30)
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
     entries = admin.describe_configs([res])[res].result(30)
     for k, v in changes.items():
         assert entries[k].value == v

@@ -15,12 +15,11 @@ import tempfile
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from snakka.remote.types import RemoteLogSegmentState
 from snakka.testing import EmbeddedBroker
 
-from .helpers import ck_consumer_config, ck_create_topic, wait_until
+from .helpers import ck_alter_broker_configs, ck_consumer_config, ck_create_topic, wait_until
 from .tiered_support import (
     TIERED_BROKER,
     LocalBackend,
@@ -38,11 +37,7 @@ RATE = "remote.log.manager.copy.max.bytes.per.second"
 
 
 def _set_broker_config(broker: EmbeddedBroker, name: str, value: str) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    res = ConfigResource("BROKER", str(broker.broker.node_id), incremental_configs=[
-        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
-    for fut in admin.incremental_alter_configs([res]).values():
-        fut.result(timeout=30)
+    ck_alter_broker_configs(broker.bootstrap_servers, {name: value}, str(broker.broker.node_id))
 
 
 def _states(bootstrap: str, topic: str) -> list[str]:

@@ -137,17 +137,10 @@ def test_max_connection_creation_rate_delays_accepts_and_serves_all():
 
 
 def _alter_broker_config(broker: EmbeddedBroker, name: str, value: str | None) -> None:
-    """SET (value) or DELETE (None) a dynamic config of this broker with confluent-kafka's
-    IncrementalAlterConfigs, as kafka-configs.sh --entity-name <id> does (confluent-kafka
-    cannot name the cluster default)."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from integration.helpers import ck_alter_broker_configs
 
-    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
-    res = ConfigResource("BROKER", str(broker.broker.node_id), incremental_configs=[
-        ConfigEntry(name, value if value is not None else "", incremental_operation=op)])
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    for fut in admin.incremental_alter_configs([res]).values():
-        fut.result(timeout=30)
+    ck_alter_broker_configs(broker.bootstrap_servers, {name: value},
+                            str(broker.broker.node_id))
 
 
 def test_max_connection_creation_rate_set_and_removed_at_run_time():

@@ -60,6 +60,7 @@ from snakka.remote.types import (
 from snakka.storage.local_log import largest_timestamp
 from snakka.storage.unified_log import RemoteLogReader, UnifiedLog
 from snakka.util.pacing import BytePacer
+from snakka.util.waiters import cancel_and_wait
 
 if TYPE_CHECKING:
     from snakka.config import BrokerConfig
@@ -163,15 +164,8 @@ class RemoteLogManager(MetadataListener):
 
     async def stop(self) -> None:
         self._closed = True
-        tasks = [t for t in (self._loop_task, *self._tasks, *self._deleting.values())
-                 if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                pass
+        await cancel_and_wait(t for t in (self._loop_task, *self._tasks, *self._deleting.values())
+                              if t is not None)
         # Uploads in flight finish in their threads (their metadata stays COPY_STARTED and
         # is cleaned up after the next start); nothing waits for them here.
         self._copiers.shutdown(wait=False, cancel_futures=True)

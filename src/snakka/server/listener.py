@@ -43,6 +43,7 @@ from snakka.server.dispatch import RequestDispatcher
 from snakka.server.memory import ResponseMemoryPool
 from snakka.server.quotas import normalize_ip
 from snakka.server.registry import ConnectionRegistry
+from snakka.util.waiters import cancel_and_wait
 
 log = logging.getLogger("snakka.server")
 
@@ -272,22 +273,10 @@ class ListenerServer:
             srv.close()
         self.servers.clear()
         tasks, self._tasks = self._tasks, set()
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                pass
+        await cancel_and_wait(tasks)
         plain_loops = list(self._plain_loops.values())
         self._plain_loops.clear()
-        for t in plain_loops:
-            t.cancel()
-        for t in plain_loops:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                pass
+        await cancel_and_wait(plain_loops)
         self._plain_servers.clear()
         for s in self._own_sockets + self._plain_sockets:
             s.close()
@@ -367,10 +356,13 @@ class ListenerServer:
                 now = time.monotonic()
                 if now >= self._refusal_log_at:
                     self._refusal_log_at = now + _REFUSAL_LOG_INTERVAL_S
-                    log.warning("listener %s: max.connections=%d (or the listener's own "
-                                "max.connections) reached with TLS handshakes in progress; "
-                                "refused %d connection(s) so far", bound,
-                                quotas.max_connections, self._handshake_refusals)
+                    limit = (f"max.connections={quotas.max_connections}"
+                             if quotas.total + self._handshakes >= quotas.max_connections else
+                             f"listener.name.{bound.name.lower()}.max.connections="
+                             f"{quotas.listener_max.get(bound.name)}")
+                    log.warning("listener %s: %s reached with TLS handshakes in progress; "
+                                "refused %d connection(s) so far", bound, limit,
+                                self._handshake_refusals)
                 continue
             # ``self.tls`` at each accept: a dynamic reload (security/ssl_reload.py) replaces
             # it, and only handshakes that start afterwards see the new certificate.

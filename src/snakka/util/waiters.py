@@ -5,6 +5,8 @@ A wait list is a plain ``dict[key, list[Future]]`` owned by whoever produces the
 broker for appends, the share-partition manager for records that became available again). One
 waiter may park under keys of several wait lists at once; it is removed from all of them when
 it is woken, times out or is cancelled, so wait lists never grow without bound.
+
+Also :func:`cancel_and_wait`, how the shells stop their background tasks.
 """
 
 from __future__ import annotations
@@ -46,3 +48,16 @@ async def wait_any(lists: Sequence[tuple[WaitList, Iterable[Hashable]]], timeout
                         pass
                     if not lst:
                         del waiters[k]
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Future]) -> None:
+    """Cancel ``tasks`` and wait until each has finished, whatever it ends with (stopping: a
+    task's own failure was logged by it, and a cancellation is what was asked for)."""
+    tasks = list(tasks)
+    for t in tasks:
+        t.cancel()
+    for t in tasks:
+        try:
+            await t
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
+            pass
