@@ -76,19 +76,22 @@ def create_topic(bootstrap: str, partitions: int, config: dict[str, str] | None 
     fs[TOPIC].result(timeout=30)
 
 
+def producer_config(bootstrap: str, acks: str, n: int,
+                    timeout_s: float = PRODUCE_TIMEOUT_S) -> dict:
+    """The confluent-kafka producer settings of every produce benchmark (ck-small/ck-large and
+    the several-process rows of compare_kafka must measure the same client): large batches,
+    5 ms linger, a local queue that holds ``n`` records."""
+    return {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+            "batch.size": 1_000_000, "compression.type": "none",
+            "queue.buffering.max.messages": max(100_000, min(n + 1000, 2_000_000)),
+            "queue.buffering.max.kbytes": 2_097_151,
+            "message.timeout.ms": int(timeout_s * 1000)}
+
+
 def produce(bootstrap: str, n: int, size: int, acks: str, keyed: bool = False) -> dict:
     from confluent_kafka import Producer
 
-    p = Producer({
-        "bootstrap.servers": bootstrap,
-        "acks": acks,
-        "linger.ms": 5,
-        "batch.size": 1_000_000,
-        "compression.type": "none",
-        "queue.buffering.max.messages": max(100_000, min(n + 1000, 2_000_000)),
-        "queue.buffering.max.kbytes": 2_097_151,
-        "message.timeout.ms": int(PRODUCE_TIMEOUT_S * 1000),
-    })
+    p = Producer(producer_config(bootstrap, acks, n))
     value = random.Random(1).randbytes(size)
     # --keyed: 1024 distinct 8-byte keys in turn (a compacted topic refuses keyless records).
     keys = [b"key%05d" % j for j in range(1024)] if keyed else [None] * 1024

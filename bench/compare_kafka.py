@@ -592,9 +592,7 @@ def _produce_spread(bootstrap: str, per_part: int) -> dict:
     import bench_produce_consume as pc
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                  "batch.size": 1_000_000, "compression.type": "none",
-                  "queue.buffering.max.kbytes": 2_097_151})
+    p = Producer(pc.producer_config(bootstrap, "all", per_part * LARGE_PARTITIONS))
     value = random.Random(1).randbytes(100 * 1024)
     errors: list[str] = []
 
@@ -630,11 +628,7 @@ def _small_producer(bootstrap: str, parts: list[int], per_part: int, ready: Any,
     from confluent_kafka import Producer
 
     n = per_part * len(parts)
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
-                  "batch.size": 1_000_000, "compression.type": "none",
-                  "queue.buffering.max.messages": max(100_000, min(n + 1000, 2_000_000)),
-                  "queue.buffering.max.kbytes": 2_097_151,
-                  "message.timeout.ms": int(RUN_TIMEOUT_S * 1000)})
+    p = Producer(pc.producer_config(bootstrap, "1", n, RUN_TIMEOUT_S))
     p.list_topics(pc.TOPIC, timeout=60)   # connected, leaders known, before the go
     value = random.Random(1).randbytes(100)
     delivered = [0]

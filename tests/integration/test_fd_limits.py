@@ -18,6 +18,7 @@ import sys
 import threading
 
 import pytest
+from server.rawsock import recv_frame  # tests/ is on sys.path
 
 from .helpers import ck_admin, ck_consume, ck_create_topic
 
@@ -204,19 +205,6 @@ def slow_reader_fetch(topic: str) -> bytes:
                        forgotten_topics_data=[], rack_id="")
     return b"".join(encode_request(corr, "slow-reader", 12, req)
                     for corr in range(1, SLOW_FETCHES + 1))
-
-
-def recv_frame(s: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = s.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    return exact(struct.unpack(">i", exact(4))[0])
 
 
 def batch_offsets(records: bytes) -> list[int]:
