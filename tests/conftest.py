@@ -12,9 +12,8 @@ to a client. Test directories with in-process brokers make it autouse.
 
 Parallel runs (pytest-xdist, ``make test`` runs ``-n 4 --dist loadgroup``): most tests are
 spread one by one over the workers; tests that share something expensive per process are kept
-on one worker by an ``xdist_group`` mark added here: every test using ``reference_kafka`` (one
-JVM broker, ~1 GB) and every Spark test (one SparkSession; two at once on 2 cores starve each
-other's Python workers).
+on one worker by an ``xdist_group`` mark added here (tests/xdist_groups.py: every test using
+``reference_kafka`` and every Spark test), and a run where xdist would ignore the marks stops.
 
 ``SNAKKA_REFERENCE_KAFKA=host:port`` points the fixture at a reference broker you already run
 (``kafka-ref.sh start``), which saves its start-up on every run while you iterate.
@@ -44,6 +43,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import reference_kafka as _ref  # noqa: E402  (tests/ is not a package)
+import xdist_groups as _groups  # noqa: E402
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
 from s3_server import s3_bucket, s3_server  # noqa: E402, F401  (the loopback S3 fixtures)
 
@@ -164,18 +164,24 @@ def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
     return None if inside or above else True
 
 
+# tryfirst: the groups must be marked before xdist's own hook reads the marks (tests/xdist_groups.py)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
+    _groups.mark_groups(items)
     fast = False
     for item in items:
-        if "reference_kafka" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("reference-kafka"))
-        elif (_TESTS / "spark") in Path(str(item.path)).parents:
-            item.add_marker(pytest.mark.xdist_group("spark"))
         if is_fast(item):
             item.add_marker(pytest.mark.fast)
             fast = True
     if fast:
         _GUARD.install()
+
+
+# A second implementation of the hook in this file: pytest only reads names starting "pytest_".
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems__check_groups(config, items) -> None:
+    """After xdist has named each grouped test's group in its node id (or failed to)."""
+    _groups.check_groups(config, items)
 
 
 class FastGuard:
@@ -243,6 +249,7 @@ _GUARD = FastGuard()
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
+    _groups.fail_if_group_lost(item)
     yield from _GUARD.watch(item)
 
 
@@ -308,6 +315,7 @@ def reference_kafka() -> Iterator[_ref.ReferenceKafka | _ref.RunningKafka]:
     broker = _ref.ReferenceKafka()
     try:
         broker.start()
+        _ref.wait_group_coordinator(broker.bootstrap_servers)
         yield broker
     finally:
         broker.stop()

@@ -149,6 +149,47 @@ class RunningKafka:
         pass
 
 
+# Kafka's answers while a coordinator's partition of __consumer_offsets is created or loaded.
+_COORDINATOR_NOT_READY = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+
+
+def wait_group_coordinator(bootstrap_servers: str, timeout: float = 120.0) -> float:
+    """Until a fresh Kafka's group coordinator answers: its first FindCoordinator creates
+    ``__consumer_offsets`` (50 partitions) and, until they are loaded, every group request gets
+    COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR. On a loaded machine that took longer than a
+    client's 30 s wait (a KafkaJS consume in CI), so the shared reference broker is made ready
+    once, as a long-running cluster is. The seconds it took; AssertionError after ``timeout``."""
+    import asyncio
+    import time
+
+    from snakka.client.connection import KafkaConnection, parse_bootstrap
+    from snakka.protocol.messages.describe_groups_request import DescribeGroupsRequest
+    from snakka.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+
+    group = "snakka-tests-coordinator-probe"
+
+    async def ready() -> bool:
+        host, port = parse_bootstrap(bootstrap_servers)
+        async with KafkaConnection(host, port) as conn:
+            found = await conn.send(FindCoordinatorRequest(key=group, key_type=0,
+                                                           coordinator_keys=[group]))
+            codes = ([c.error_code for c in found.coordinators] if found.coordinators
+                     else [found.error_code])
+            if set(codes) & _COORDINATOR_NOT_READY:
+                return False
+            described = await conn.send(DescribeGroupsRequest(groups=[group]))
+            return described.groups[0].error_code not in _COORDINATOR_NOT_READY
+
+    start = time.monotonic()
+    while not asyncio.run(ready()):
+        waited = time.monotonic() - start
+        assert waited < timeout, (
+            f"the reference Kafka at {bootstrap_servers} has no group coordinator after "
+            f"{waited:.0f} s")
+        time.sleep(0.2)
+    return time.monotonic() - start
+
+
 def run_tool(name: str, *args: str, timeout: float = 120,
              input: str | None = None) -> subprocess.CompletedProcess:
     """Run ``bin/<name>`` of the reference distribution (e.g. "kafka-topics.sh")."""

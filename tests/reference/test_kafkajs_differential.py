@@ -47,6 +47,7 @@ def _script(bootstrap: str, tag: str) -> dict[str, Any]:
         {"topic": missing, "messages": [{"value": "x"}]},
     ]})["results"]
     consumed = kjs.run("consume", {**base, "groupId": group, "topics": [topic], "count": 9})
+    assert "error" not in consumed and consumed["joins"], (tag, consumed)
     after = kjs.run("admin", {**base, "ops": [
         ["fetchTopicOffsets", topic],
         ["fetchOffsets", {"groupId": group, "topics": [topic]}],
@@ -114,6 +115,8 @@ def _transactions(bootstrap: str, tag: str) -> dict[str, Any]:
                                     "count": 2})
     everything = kjs.run("consume", {**base, "groupId": f"{group}-ru", "topics": [topic],
                                      "count": 4, "readUncommitted": True})
+    for run in (committed, everything):
+        assert "error" not in run, (tag, run)
     after = kjs.run("admin", {**base, "ops": [
         ["fetchTopicOffsets", topic],
         ["fetchOffsets", {"groupId": group, "topics": [topic]}],
