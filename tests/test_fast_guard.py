@@ -56,7 +56,8 @@ def tree(tmp_path: Path) -> Path:
     conftest += '\nNOT_FAST["unit/test_guarded.py::test_listed"] = "spawns (listed)"\n'
     (tests / "conftest.py").write_text(conftest)
     shutil.copy(TESTS / "reference_kafka.py", tests / "reference_kafka.py")
-    shutil.copy(TESTS / "s3_server.py", tests / "s3_server.py")  # conftest imports both
+    shutil.copy(TESTS / "s3_server.py", tests / "s3_server.py")  # conftest imports these
+    shutil.copy(TESTS / "xdist_groups.py", tests / "xdist_groups.py")
     (tests / "unit" / "test_guarded.py").write_text(GUARDED)
     (tests / "integration" / "test_slow.py").write_text(SLOW)
     return tmp_path

@@ -65,8 +65,13 @@ def test_pytest_rewrites_only_the_plugin_not_the_broker():
 
     hooks = [f for f in sys.meta_path if isinstance(f, AssertionRewritingHook)]
     assert hooks, "pytest's assertion rewriting hook is installed in this run"
+    from snakka.testing import pytest_plugin
+
     assert "snakka" not in hooks[0]._must_rewrite
-    assert "snakka.testing.pytest_plugin" in hooks[0]._must_rewrite
+    # pytest 9.2 marks an editable install's package (the plugin then narrows it to itself);
+    # earlier versions do not see it and mark nothing of snakka
+    if pytest_plugin.REWRITE_LIMITED:
+        assert "snakka.testing.pytest_plugin" in hooks[0]._must_rewrite
     for name in ("snakka.broker", "snakka.protocol.messages.read_share_group_state_request",
                  "snakka.handlers.fetch"):
         mod = importlib.import_module(name)

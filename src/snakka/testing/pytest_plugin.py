@@ -25,14 +25,20 @@ def _rewrite_only_this_plugin() -> None:
     seen in CI). Only this module has fixtures whose asserts matter to users; the hook's
     marked set is private API, so a pytest without it is left as it is.
     """
+    global REWRITE_LIMITED
     for finder in sys.meta_path:
         marked = getattr(finder, "_must_rewrite", None)
         mark_rewrite = getattr(finder, "mark_rewrite", None)
         if isinstance(marked, set) and "snakka" in marked and callable(mark_rewrite):
             marked.discard("snakka")
             mark_rewrite(__name__)  # public; also clears the hook's lookup cache
+            REWRITE_LIMITED = True
 
 
+# Whether pytest had marked the whole package and this plugin narrowed it. pytest before 9.2
+# does not see the package of an editable install (setuptools' import-hook .pth) and marks
+# nothing, so there is nothing to narrow.
+REWRITE_LIMITED = False
 _rewrite_only_this_plugin()
 
 from snakka.testing.embedded import EmbeddedBroker  # noqa: E402  (after the rewrite limit)
