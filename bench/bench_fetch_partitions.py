@@ -70,16 +70,28 @@ def fetch_metrics(port: int) -> tuple[float, float]:
     return count, total
 
 
+# The most partitions one request may create in a topic: Kafka's controller writes at most
+# 10,000 records per operation (a topic's TopicRecord + one PartitionRecord per partition), on
+# snakka as on Kafka; a larger topic is grown by CreatePartitions of at most 10,000 more.
+CREATE_STEP = 9_999
+
+
 def create_topic(bootstrap: str, partitions: int, topic: str = TOPIC) -> None:
-    """One topic of ``partitions``; librdkafka's socket.timeout.ms raised (creating 10,000
-    partitions can take longer than its 60 s default on a loaded machine; 300 s is its maximum)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """One topic of ``partitions`` (created, then grown in steps Kafka's controller accepts);
+    librdkafka's socket.timeout.ms raised (creating 10,000 partitions can take longer than its
+    60 s default on a loaded machine; 300 s is its maximum)."""
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
-    for f in admin.create_topics([NewTopic(topic, num_partitions=partitions,
-                                           replication_factor=1)],
+    made = min(partitions, CREATE_STEP)
+    for f in admin.create_topics([NewTopic(topic, num_partitions=made, replication_factor=1)],
                                  operation_timeout=600, request_timeout=600).values():
         f.result(timeout=600)
+    while made < partitions:
+        made = min(partitions, made + CREATE_STEP + 1)
+        for f in admin.create_partitions([NewPartitions(topic, made)],
+                                         operation_timeout=600, request_timeout=600).values():
+            f.result(timeout=600)
 
 
 def produce(bootstrap: str, records: int) -> float:

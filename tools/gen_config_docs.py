@@ -84,14 +84,25 @@ scans the whole heap in one step: 120-200 ms at 10,000 topics), and what is aliv
 frozen (`gc.freeze()`, as `snakka serve` does after start-up) so later collections skip it; the
 cost is that cyclic garbage already old at that moment is kept until a deletion of at least
 1,000 partitions, which collects the frozen heap once (one full-heap step; `util/heap.py`).
-The metadata log batches of a large creation (10,001 KRaft records for a topic of 10,000
+The metadata log batches of a large creation (10,000 KRaft records for a topic of 9,999
 partitions) are encoded in the same worker thread; the loop only appends them, in the order the
 topics are applied. DeleteTopics of many topics is likewise one metadata
 commit, one worker-thread job for the directories and clean-up in slices; CreatePartitions
 creates the new logs before it commits the new count; DescribeConfigs of many resources is
-answered in slices. Kafka has no per-request cap on topics created or auto-created: its bound is
-the `controller_mutation_rate` quota (KIP-599), which snakka enforces the same way
-(docs/quotas.md); snakka also caps a topic at 10,000 partitions.
+answered in slices. Kafka's bounds on creation are the `controller_mutation_rate` quota
+(KIP-599), which snakka enforces the same way (docs/quotas.md), and its controller's cap of
+10,000 metadata records per operation (`MAX_RECORDS_PER_USER_OP`), which snakka follows, with
+Kafka 4.0's answers (tests/reference/test_user_op_records_differential.py): a CreateTopics
+asking for more than 10,000 partitions in all is refused whole with POLICY_VIOLATION
+"Excessively large number of partitions per request."; one whose valid topics would write more
+than 10,000 records (a topic counts its TopicRecord, one record per partition and one per config
+given, so one topic has at most 9,999 partitions at creation) and a CreateAcls of more than
+10,000 new ACLs are refused whole with POLICY_VIOLATION "Unable to perform excessively large
+batch operation." (validate-only too; nothing is created); in a CreatePartitions the topic whose
+new partitions take the request past 10,000, and every topic after it (in Kafka's order, a
+java.util.HashSet's), fails with UNKNOWN_SERVER_ERROR (Kafka 4.0 also commits the part of that
+topic that fit; snakka leaves it as it was). A topic may grow past 10,000 partitions by several
+CreatePartitions, as on Kafka.
 """
 
 
@@ -244,7 +255,7 @@ def render() -> str:
               "CPU-s per GB (docs/benchmarks.md, "
               "\"Large consume: response size\").",
               "- Fixed bounds that are not configs (protocol ranges such as INT32_MAX, "
-              "10,000 partitions per topic, 10,000 pending classic members per group, 10 "
+              "10,000 metadata records per admin operation, 10,000 pending classic members per group, 10 "
               "record-error messages per batch, ...) have one definition each in "
               "`src/snakka/limits.py`, which says what each bounds, why that value, and the "
               "Kafka name it mirrors."]

@@ -51,16 +51,16 @@ MAX_RECORD_ERROR_MESSAGES = 10
 #: 249 characters leave room for the partition suffix within a 255-byte file name.
 MAX_TOPIC_NAME_LENGTH = 249
 
-#: Partitions one CreateTopics / CreatePartitions may ask for (INVALID_PARTITIONS beyond). Kafka
-#: has no such bound; a typo like 1000000 would create a million directories.
-MAX_PARTITIONS_PER_TOPIC = 10_000
-
-#: ACL records one CreateAcls or DeleteAcls request may write (Kafka's
-#: ``QuorumController.MAX_RECORDS_PER_USER_OP``): creations beyond it, and a DeleteAcls filter
-#: that would take the request beyond it, fail (UNKNOWN_SERVER_ERROR, Kafka's "Cannot remove
-#: more than 10000 acls in a single delete operation."), so one request's metadata append and
-#: its replay stay bounded.
-ACL_RECORDS_PER_REQUEST = 10_000
+#: Kafka's ``QuorumController.MAX_RECORDS_PER_USER_OP``: the metadata records one user operation
+#: may write, counted as Kafka's controller writes them (a topic: one TopicRecord, one
+#: PartitionRecord per partition, one ConfigRecord per config given; a new partition: one
+#: PartitionRecord; an ACL: one record). A CreateTopics, CreatePartitions or CreateAcls request
+#: that would write more fails as a whole, every entry POLICY_VIOLATION "Unable to perform
+#: excessively large batch operation." (validate-only requests too), so a typo like 1000000
+#: partitions creates nothing; a DeleteAcls filter that would take its request beyond it fails
+#: alone (UNKNOWN_SERVER_ERROR, Kafka's "Cannot remove more than 10000 acls in a single delete
+#: operation."). One request's metadata append and its replay stay bounded.
+MAX_RECORDS_PER_USER_OP = 10_000
 
 #: Client-quota rate entities (and resolution cache entries) one quota manager keeps
 #: (metadata/client_quotas.py). Kafka keeps a client's sensors until an hour of inactivity;

@@ -61,7 +61,8 @@ def test_delete_topic_and_group():
 
 
 def test_group_partition_matches_kafka():
-    from snakka.groups.partitioning import java_string_hash, offsets_partition
+    from snakka.groups.partitioning import offsets_partition
+    from snakka.util.java import java_string_hash
 
     # Known java.lang.String.hashCode values.
     assert java_string_hash("hello") == 99162322

@@ -40,7 +40,9 @@ pytestmark = pytest.mark.slow
 # The reported sizes; SNAKKA_HOSTILE_SCALE=0.1 runs a tenth for a quick look.
 SCALE = float(os.environ.get("SNAKKA_HOSTILE_SCALE", "1"))
 UNKNOWN_TOPICS = int(10_000 * SCALE)
-BIG_PARTITIONS = int(10_000 * SCALE)
+# 9,999: the largest topic one CreateTopics may make (Kafka's MAX_RECORDS_PER_USER_OP, 10,000
+# records: its TopicRecord and a PartitionRecord per partition)
+BIG_PARTITIONS = int(9_999 * SCALE)
 DESCRIBED_TOPICS = int(3_000 * SCALE)
 # Worst healthy round trip allowed while the hostile request runs (issue: "generous").
 HEALTHY_BOUND_S = 1.0

@@ -322,12 +322,29 @@ def test_replaying_a_removal_of_an_unknown_acl_fails():
         ClusterMetadata().apply({"type": "remove_acl", "id": "nope"})
 
 
+def test_create_acls_over_the_request_bound_fails_whole(monkeypatch):
+    """Kafka's controller: more new ACLs than MAX_RECORDS_PER_USER_OP fail the request (the
+    handler answers every creation POLICY_VIOLATION); ACLs that exist, or repeat one in the
+    request, write no record and do not count."""
+    import snakka.metadata.core as core
+    monkeypatch.setattr(core, "MAX_RECORDS_PER_USER_OP", 2)
+    md = ClusterMetadata()
+    with pytest.raises(core.UserOpTooLarge) as e:
+        md.create_acls([acl("a"), acl("b"), acl("c")])
+    assert e.value.code == ErrorCode.POLICY_VIOLATION
+    assert e.value.message == "Unable to perform excessively large batch operation."
+    assert len(md.acls) == 0
+    recs, results = md.create_acls([acl("a"), acl("b"), acl("a")])
+    assert len(recs) == 2 and results == [None, None, None]
+    recs, results = md.create_acls([acl("a"), acl("b"), acl("c")])  # one new record
+    assert len(recs) == 1 and len(md.acls) == 3
+
+
 def test_delete_acls_over_the_request_bound_fails_that_filter(monkeypatch):
     import snakka.metadata.core as core
-    monkeypatch.setattr(core, "ACL_RECORDS_PER_REQUEST", 2)
+    monkeypatch.setattr(core, "MAX_RECORDS_PER_USER_OP", 2)
     md = ClusterMetadata()
-    _, results = md.create_acls([acl("a"), acl("b"), acl("c")])
-    assert results[:2] == [None, None] and results[2].code == ErrorCode.UNKNOWN_SERVER_ERROR
+    md.create_acls([acl("a"), acl("b")])
     md.create_acls([acl("c")])
     recs, results = md.delete_acls([AclBindingFilter(TOPIC, "a", LIT), AclBindingFilter()])
     assert results[0] == [acl("a")]

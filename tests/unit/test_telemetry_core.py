@@ -11,10 +11,11 @@ import pytest
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from snakka.protocol.errors import ErrorCode, KafkaError
-from snakka.telemetry.manager import ClientMetricsManager, java_hash_set_order, subscription_id
+from snakka.telemetry.manager import ClientMetricsManager, subscription_id
 from snakka.telemetry.otlp import Kind, PayloadError, Point, decode_payload, prometheus_name
 from snakka.telemetry.store import ClientMetricsStore
 from snakka.telemetry.subscriptions import ClientAttributes, validate_subscription
+from snakka.util.java import java_hash_set_order
 
 
 class Clock:

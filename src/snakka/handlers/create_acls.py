@@ -10,7 +10,9 @@ the whole request with UNKNOWN_SERVER_ERROR (Kafka's AclBinding constructor thro
 each creation is checked (INVALID_REQUEST with Kafka's message: a CLUSTER resource not named
 ``kafka-cluster``, an empty name, an unknown code, a principal without ``Type:``) and the valid
 ones become metadata records (controller.create_acls: one append, one fsync), answered once
-durable; an ACL that exists already succeeds without a new record. A code of 0 (UNKNOWN)
+durable; an ACL that exists already succeeds without a new record. More new ACLs than Kafka's
+MAX_RECORDS_PER_USER_OP (snakka.limits) fail the whole request: every creation
+POLICY_VIOLATION "Unable to perform excessively large batch operation.", nothing stored. A code of 0 (UNKNOWN)
 anywhere closes the connection, as Kafka does (its request parsing fails). One result per creation, in request order.
 Versions 1-3 (Kafka 4.0's).
 """
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from snakka.handlers._acls import acl_authorizer_configured, binding_problem, close_unparseable
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
+from snakka.metadata.core import UserOpTooLarge
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 from snakka.security.acl_authorizer import StandardAcl, binding_refused, check_new_acl
@@ -71,7 +74,11 @@ def handle(ctx: RequestContext, req: CreateAclsRequest):  # noqa: ANN201 - respo
 async def _create(ctx: RequestContext, checked: list[StandardAcl | KafkaError]
                   ) -> CreateAclsResponse:
     valid = [c for c in checked if isinstance(c, StandardAcl)]
-    created = iter(await ctx.services.controller.create_acls(valid))
+    try:
+        created = iter(await ctx.services.controller.create_acls(valid))
+    except UserOpTooLarge as e:  # Kafka's controller refuses the whole request
+        return CreateAclsResponse(throttle_time_ms=0, results=[
+            AclCreationResult(error_code=e.code, error_message=e.message) for _ in checked])
     results = [c if isinstance(c, KafkaError) else next(created) for c in checked]
     return CreateAclsResponse(throttle_time_ms=0, results=[
         AclCreationResult(error_code=0, error_message="") if e is None else

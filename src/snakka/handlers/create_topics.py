@@ -26,6 +26,16 @@ the error) a topic that finds the bucket in debt is THROTTLING_QUOTA_EXCEEDED an
 (the request that overdrew it still succeeds); older versions are only throttled. The response
 carries the throttle time and the connection is muted for it (KIP-219). Validate-only requests
 take nothing.
+
+Kafka 4.0's controller bounds a request twice by its MAX_RECORDS_PER_USER_OP (snakka.limits,
+10,000), and so does snakka: first the partitions all its topics ask for (duplicates,
+unauthorized topics and ``__cluster_metadata`` aside; -1 counts ``num.partitions``): more is
+POLICY_VIOLATION "Excessively large number of partitions per request."; then the metadata
+records its valid topics would write (a topic counts 1 + its partitions + its configs, so at
+most 9,999 partitions in one topic): more is POLICY_VIOLATION "Unable to perform excessively
+large batch operation.". Either refuses the whole request, every topic answered with the error,
+validate-only too, and creates nothing (the second keeps what the topics before the overflow took
+from the mutation quota, as Kafka).
 """
 
 from __future__ import annotations
@@ -37,7 +47,14 @@ from typing import TYPE_CHECKING
 
 from snakka.handlers._mutation_quota import THROTTLED, mutation_quota, throttle_ms
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
-from snakka.metadata.core import CLUSTER_METADATA_TOPIC, TopicInfo
+from snakka.metadata.core import (
+    CLUSTER_METADATA_TOPIC,
+    TopicInfo,
+    UserOpTooLarge,
+    check_partitions_per_request,
+    check_user_op_records,
+    creation_records,
+)
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.create_topics_response import (
     CreatableTopicConfigs,
@@ -129,12 +146,41 @@ class _Request:
                                             names, log_if_denied=False)
         self.results: list[CreatableTopicResult | None] = []
         self.plans: list = []  # (index in results, TopicCreation)
+        # Kafka's metadata records for the topics validated so far (MAX_RECORDS_PER_USER_OP)
+        self.records = 0
+        self.too_large: UserOpTooLarge | None = None
         self.defaults = None  # validate-only: the broker defaults' configs, resolved once
         # controller_mutation_rate (KIP-599): strict from v6
         self.quota = mutation_quota(ctx, strict_since_version=6)
+        try:
+            check_partitions_per_request(self._partitions_asked())
+        except UserOpTooLarge as e:
+            self.too_large = e
+
+    def _partitions_asked(self) -> int:
+        """Kafka's validateTotalNumberOfPartitions over the topics its controller is given
+        (duplicates, unauthorized ones and ``__cluster_metadata`` are not): a manual assignment
+        counts its partitions, -1 the broker's num.partitions, any other count below 1 none."""
+        default: int | None = None
+        total = 0
+        for t in self.req.topics:
+            if (self.counts[t.name] > 1 or t.name in self.uncreatable
+                    or t.name == CLUSTER_METADATA_TOPIC):
+                continue
+            if t.assignments:
+                total += len(t.assignments)
+            elif t.num_partitions == -1:
+                if default is None:
+                    default = int(self.services.resolver.broker_value("num.partitions") or 1)
+                total += default
+            elif t.num_partitions > 0:
+                total += t.num_partitions
+        return total
 
     def add(self, t) -> None:
         services = self.services
+        if self.too_large is not None:  # Kafka's controller stops at the record that overflows
+            return
         if self.counts[t.name] > 1:
             self.results.append(_result(
                 t.name, ErrorCode.INVALID_REQUEST,
@@ -150,6 +196,8 @@ class _Request:
             if self.quota is not None and not self.quota.record(partitions):
                 self.results.append(_result(t.name, THROTTLED))
                 return
+            self.records += creation_records(partitions, configs)
+            check_user_op_records(self.records)
             if self.req.validate_only:
                 if self.v >= 5 and self.defaults is None:
                     self.defaults = _configs_for(services, None)
@@ -159,8 +207,22 @@ class _Request:
                 return
             self.plans.append((len(self.results), services.controller.plan_topic(t.name, partitions, configs)))
             self.results.append(None)
+        except UserOpTooLarge as e:
+            self.too_large = e
         except KafkaError as e:
             self.results.append(_result(t.name, e.code, e.message))
+
+    def refused_whole(self) -> CreateTopicsResponse | None:
+        """The answer to a request over MAX_RECORDS_PER_USER_OP (Kafka's CreateTopicsRequest
+        error response: every topic named, with the error), its reserved names freed."""
+        if self.too_large is None:
+            return None
+        for _i, plan in self.plans:
+            self.services.metadata.release(plan.name)
+        self.plans = []
+        e = self.too_large
+        return CreateTopicsResponse(throttle_time_ms=throttle_ms(self.quota), topics=[
+            _result(t.name, e.code, e.message) for t in self.req.topics])
 
 
 def handle(ctx: RequestContext, req: CreateTopicsRequest):
@@ -169,6 +231,9 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest):
         return _validate_then_create(r)
     for t in req.topics:
         r.add(t)
+    refused = r.refused_whole()
+    if refused is not None:
+        return refused
     if not r.plans:
         return CreateTopicsResponse(throttle_time_ms=throttle_ms(r.quota), topics=r.results)
     # Small creations are in metadata when this returns (a pipelined request sees them).
@@ -186,6 +251,9 @@ async def _validate_then_create(r: _Request):
         for _i, plan in r.plans:
             r.services.metadata.release(plan.name)
         raise
+    refused = r.refused_whole()
+    if refused is not None:
+        return refused
     done = r.services.controller.create_topics([p for _i, p in r.plans]) if r.plans else None
     return await _respond(r, done)
 

@@ -50,7 +50,7 @@ from snakka.config import (
     validate_group_configs,
     validate_topic_configs,
 )
-from snakka.limits import ACL_RECORDS_PER_REQUEST, MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LENGTH
+from snakka.limits import MAX_RECORDS_PER_USER_OP, MAX_TOPIC_NAME_LENGTH
 from snakka.metadata import client_quotas as _client_quotas
 from snakka.metadata import scram as _scram
 from snakka.protocol.errors import ErrorCode, KafkaError
@@ -111,6 +111,43 @@ def validate_topic_name(name: str) -> None:
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                          f"Topic name \"{name}\" is illegal, it contains a character other than "
                          "ASCII alphanumerics, '.', '_' and '-'")
+
+
+# Kafka's message when an operation would write more than MAX_RECORDS_PER_USER_OP records (its
+# QuorumController turns BoundedListTooLongException into this PolicyViolationException).
+EXCESSIVELY_LARGE_OP = "Unable to perform excessively large batch operation."
+
+
+def creation_records(partitions: int, configs: Mapping[str, str | None]) -> int:
+    """The metadata records Kafka's controller writes to create a topic: its TopicRecord, a
+    PartitionRecord per partition, a ConfigRecord per config given a value."""
+    return 1 + partitions + sum(v is not None for v in configs.values())
+
+
+# Kafka 4.0's message when a CreateTopics asks for more than MAX_RECORDS_PER_USER_OP partitions
+# in all (ReplicationControlManager.validateTotalNumberOfPartitions, before anything else).
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
+
+
+class UserOpTooLarge(KafkaError):
+    """An operation of more than MAX_RECORDS_PER_USER_OP records (snakka.limits): Kafka's
+    controller refuses the whole request, every entry POLICY_VIOLATION, so a handler that meets
+    it for one entry answers all of them with it."""
+
+    def __init__(self, message: str = EXCESSIVELY_LARGE_OP) -> None:
+        super().__init__(ErrorCode.POLICY_VIOLATION, message)
+
+
+def check_partitions_per_request(partitions: int) -> None:
+    """Kafka 4.0's first check of a CreateTopics: the partitions its topics ask for in all
+    (each ``-1`` counting the broker's ``num.partitions``) at most MAX_RECORDS_PER_USER_OP."""
+    if partitions > MAX_RECORDS_PER_USER_OP:
+        raise UserOpTooLarge(EXCESSIVE_PARTITIONS)
+
+
+def check_user_op_records(records: int) -> None:
+    if records > MAX_RECORDS_PER_USER_OP:
+        raise UserOpTooLarge()
 
 
 def _collision_key(name: str) -> str:
@@ -273,9 +310,6 @@ class ClusterMetadata:
                              f"Topic '{name}' collides with existing topic: {other}")
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        if partitions > MAX_PARTITIONS_PER_TOPIC:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Number of partitions {partitions} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC}.")
         if replication_factor < 1:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              "Replication factor must be larger than 0.")
@@ -289,6 +323,7 @@ class ClusterMetadata:
         except ConfigError as e:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
         self._check_tiered_configs({}, {k: v for k, v in configs.items() if v is not None})
+        check_user_op_records(creation_records(partitions, configs))
 
     def _check_tiered_configs(self, before: Mapping[str, str], after: Mapping[str, str]) -> None:
         """Kafka's tiered-storage rules for a topic's overrides (LogConfig.validate):
@@ -374,32 +409,27 @@ class ClusterMetadata:
                 results.append(e)
                 continue
             if acl not in self.acls and acl not in seen:
-                if len(records) >= ACL_RECORDS_PER_REQUEST:
-                    results.append(KafkaError(
-                        ErrorCode.UNKNOWN_SERVER_ERROR,
-                        f"Cannot add more than {ACL_RECORDS_PER_REQUEST} acls in a single "
-                        "operation."))
-                    continue
                 seen.add(acl)
                 records.append(acl.to_record(new_acl_id()))
             results.append(None)
+        check_user_op_records(len(records))  # before anything is applied
         return self._emit(records), results
 
     def delete_acls(self, filters: list[AclBindingFilter]
                     ) -> tuple[list[MetadataRecord], list[list[StandardAcl] | KafkaError]]:
         """Remove the ACLs each filter matches: (the applied records, per filter the ACLs it
         matched or the error). An ACL several filters match is in each filter's result and
-        removed once. A filter that would take the request beyond ACL_RECORDS_PER_REQUEST
+        removed once. A filter that would take the request beyond MAX_RECORDS_PER_USER_OP
         fails and removes nothing (Kafka kept that filter's first records)."""
         removing: dict[str, StandardAcl] = {}
         results: list[list[StandardAcl] | KafkaError] = []
         for flt in filters:
             matched = self.acls.acls(flt)
             new = {i: a for i, a in matched if i not in removing}
-            if len(removing) + len(new) > ACL_RECORDS_PER_REQUEST:
+            if len(removing) + len(new) > MAX_RECORDS_PER_USER_OP:
                 results.append(KafkaError(
                     ErrorCode.UNKNOWN_SERVER_ERROR,
-                    f"Cannot remove more than {ACL_RECORDS_PER_REQUEST} acls in a single "
+                    f"Cannot remove more than {MAX_RECORDS_PER_USER_OP} acls in a single "
                     "delete operation."))
                 continue
             removing.update(new)
@@ -433,9 +463,6 @@ class ClusterMetadata:
         if count == ti.partitions:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"Topic already has {ti.partitions} partitions.")
-        if count > MAX_PARTITIONS_PER_TOPIC:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Number of partitions {count} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC}.")
         return ti
 
     def create_partitions(self, name: str, count: int) -> list[MetadataRecord]:

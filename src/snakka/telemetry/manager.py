@@ -65,6 +65,7 @@ from snakka.telemetry.subscriptions import (
     parse_subscription,
 )
 from snakka.util.crc32c import crc32c
+from snakka.util.java import java_hash_set_order
 
 __all__ = ["ACCEPTED_COMPRESSION_TYPES", "ClientInstance", "ClientMetricsManager", "GetResult",
            "PushResult", "java_hash_set_order", "subscription_id"]
@@ -83,33 +84,6 @@ def _java_uuid_hash(u: uuid.UUID) -> int:
     n = u.int
     h = (n >> 64) ^ (n & 0xFFFF_FFFF_FFFF_FFFF)
     return ((h >> 32) ^ h) & 0xFFFF_FFFF
-
-
-def _java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` over UTF-16 code units, as an unsigned 32-bit value."""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFF_FFFF
-    return h
-
-
-def java_hash_set_order(items: Iterable[str]) -> tuple[str, ...]:
-    """The iteration order of a ``java.util.HashSet<String>`` that ``items`` were added to in
-    this order: by bucket of the final table (HashMap's ``hash ^ (hash >>> 16)`` over a
-    capacity of 16 doubled past a 0.75 load), within a bucket in insertion order (HashMap keeps
-    it through resizes). A bucket of 8 or more would become a tree: not for a subscription's
-    handful of prefixes."""
-    unique = list(dict.fromkeys(items))
-    capacity = 16
-    while len(unique) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(item: str) -> int:
-        h = _java_string_hash(item)
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return tuple(sorted(unique, key=bucket))  # stable: insertion order within a bucket
 
 
 def subscription_id(metrics: Iterable[str], interval_ms: int, instance_id: uuid.UUID) -> int:

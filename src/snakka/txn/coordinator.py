@@ -46,8 +46,8 @@ import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from snakka.groups.partitioning import java_string_hash
 from snakka.protocol.errors import ErrorCode
+from snakka.util.java import java_string_hash
 
 Clock = Callable[[], int]
 ProducerIdAllocator = Callable[[], int]
