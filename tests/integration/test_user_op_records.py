@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import ck_admin
+from .helpers import ck_admin, run_async
 
 MESSAGE = "Unable to perform excessively large batch operation."
 
@@ -93,3 +93,26 @@ def test_kafka_python_create_partitions_and_acls_over_the_cap(bootstrap):
         assert len(result["succeeded"]) == 3 and not result["failed"]
     finally:
         admin.close()
+
+
+def test_metadata_auto_creation_over_the_cap_creates_nothing(snakka_broker_factory):
+    """Kafka 4.0's broker sends the topics one Metadata request auto-creates as one CreateTopics
+    to its controller: over 10,000 records (here 2 topics of num.partitions=5,000: 10,002) none
+    is created; the names are answered UNKNOWN_TOPIC_OR_PARTITION."""
+    from snakka.client.connection import KafkaConnection, parse_bootstrap
+    from snakka.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+
+    b = snakka_broker_factory(config={"auto.create.topics.enable": "true",
+                                      "num.partitions": "5000"})
+    names = ["uop-auto-1", "uop-auto-2"]
+
+    async def ask(allow: bool):
+        async with KafkaConnection(*parse_bootstrap(b.bootstrap_servers)) as conn:
+            return await conn.send(MetadataRequest(
+                topics=[MetadataRequestTopic(name=n) for n in names],
+                allow_auto_topic_creation=allow))
+
+    resp = run_async(ask(True))
+    assert [(t.name, t.error_code) for t in resp.topics] == [(n, 3) for n in names]
+    resp = run_async(ask(False))  # nothing was created meanwhile
+    assert [(t.name, t.error_code) for t in resp.topics] == [(n, 3) for n in names]

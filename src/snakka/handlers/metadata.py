@@ -18,8 +18,11 @@ asked: the cluster's (v8-10, 0 without DESCRIBE on it) and each described topic'
 
 All topics a request auto-creates are created together (Broker.plan_topic / create_topics): one
 metadata append and fsync, file work in a worker thread when there are many, so a Metadata
-request naming 10,000 unknown topics costs time linear in that number and never stalls other
-clients. A name that another request is creating right now is waited for, then answered.
+request naming 5,000 unknown topics costs time linear in that number and never stalls other
+clients. As on Kafka 4.0, whose broker sends them to its controller as one CreateTopics, more
+than MAX_RECORDS_PER_USER_OP (snakka.limits, 10,000) metadata records in one request's
+auto-creation (a topic: 1 + ``num.partitions``) create none of them: those names are answered
+UNKNOWN_TOPIC_OR_PARTITION (an INFO line says why). A name that another request is creating right now is waited for, then answered.
 Small creations happen before this handler returns (a pipelined Produce sees the topic); the
 response does not wait for their fsync, as before (the next metadata change or CreateTopics
 does).
@@ -28,10 +31,12 @@ does).
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
+from snakka.limits import MAX_RECORDS_PER_USER_OP
 from snakka.metadata.core import RESERVED_TOPICS, validate_topic_name
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.metadata_response import (
@@ -51,6 +56,8 @@ if TYPE_CHECKING:
     from snakka.protocol.messages.metadata_request import MetadataRequest
 
 API = ApiDeclaration(ApiKey.METADATA)
+
+log = logging.getLogger("snakka.handlers")
 
 
 def _topic_response(services, ti, v: int) -> MetadataResponseTopic:
@@ -163,6 +170,12 @@ def handle(ctx: RequestContext, req: MetadataRequest):
     if not later:
         return _response(ctx, req, topics)
     partitions = int(services.resolver.broker_value("num.partitions") or 1)
+    if len(create) * (1 + partitions) > MAX_RECORDS_PER_USER_OP:
+        _refuse_auto_creation(ctx, topics, later, create, partitions)
+        create = []
+        later = [(i, name) for i, name in later if topics[i] is None]
+        if not later:
+            return _response(ctx, req, topics)
     if not services.controller.creates_inline(len(create) * partitions):
         # Many: plan them in slices too (validation costs ~50 us a topic).
         return _respond_later(ctx, req, topics, later, create, partitions)
@@ -173,6 +186,22 @@ def handle(ctx: RequestContext, req: MetadataRequest):
         _fill(services, v, topics, later, plans)
         return _response(ctx, req, topics)
     return _respond_later(ctx, req, topics, later, [], partitions)
+
+
+def _refuse_auto_creation(ctx: RequestContext, topics: list, later: list[tuple[int, str]],
+                          create: list[str], partitions: int) -> None:
+    """Kafka 4.0 sends the topics one Metadata request auto-creates to its controller as one
+    CreateTopics, which refuses it whole above MAX_RECORDS_PER_USER_OP records (a topic's
+    TopicRecord and one PartitionRecord per partition): none is created, and the names are
+    answered as Kafka answers them while an auto-creation is in flight."""
+    log.info("auto-creation of %d topics of %d partitions for %s refused: %d metadata records "
+             "in one operation, more than Kafka's MAX_RECORDS_PER_USER_OP (%d)", len(create),
+             partitions, ctx.client_address, len(create) * (1 + partitions),
+             MAX_RECORDS_PER_USER_OP)
+    refused = set(create)
+    for i, name in later:
+        if name in refused:
+            topics[i] = _error_topic(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 def _unauthorized(ctx: RequestContext, req: MetadataRequest, md, allow_auto: bool
