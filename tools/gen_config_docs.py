@@ -76,7 +76,7 @@ partition's missing directory and rewrites a `partition.metadata` a crash left m
 (docs/benchmarks.md, "Creating 10,000 partitions"). Requests creating at most 8 partitions in
 total do their file work on the event loop at once (a request pipelined after them sees the
 topics); larger ones create their files in a worker thread and register them in slices, so no
-request stalls the broker: Metadata for 10,000 unknown topics costs time linear in that number
+request stalls the broker: Metadata auto-creating 5,000 topics costs time linear in that number
 while other clients keep being served. What such a creation builds (the partition logs and
 metadata of its topics, ~28 objects a topic) lives as long as its topics, so while a creation of
 at least 1,000 partitions runs, CPython's full garbage collections are held off (a full collection
@@ -101,8 +101,10 @@ given, so one topic has at most 9,999 partitions at creation) and a CreateAcls o
 batch operation." (validate-only too; nothing is created); in a CreatePartitions the topic whose
 new partitions take the request past 10,000, and every topic after it (in Kafka's order, a
 java.util.HashSet's), fails with UNKNOWN_SERVER_ERROR (Kafka 4.0 also commits the part of that
-topic that fit; snakka leaves it as it was). A topic may grow past 10,000 partitions by several
-CreatePartitions, as on Kafka.
+topic that fit; snakka leaves it as it was). A Metadata request's auto-creations count as one
+CreateTopics (Kafka's broker sends them so): more than 10,000 records (a topic: 1 +
+`num.partitions`) and none is created, the names answered UNKNOWN_TOPIC_OR_PARTITION. A topic may
+grow past 10,000 partitions by several CreatePartitions, as on Kafka.
 """
 
 
