@@ -111,6 +111,7 @@ def test_partition_beyond_the_count_and_empty_strays_are_deleted(tmp_path):
     lm = manager(tmp_path)
     loaded = lm.load_all(topics={"t": Topic(tid, 2)})
     assert sorted(p.partition for p in loaded) == [0, 1]
+    assert lm.join_stray_deletion(30)
     assert set(strays(tmp_path)) == {"t-2"}  # holds a record: kept
     assert not any(n.startswith("gone") for n in os.listdir(tmp_path / "data"))  # empty: gone
     lm.close()
@@ -143,6 +144,7 @@ def test_stray_dirs_left_by_a_crash(tmp_path):
     (emptied / "00000000000000000000.log").write_bytes(b"")
     lm = manager(tmp_path)
     assert lm.load_all(topics={}) == []
+    assert lm.join_stray_deletion(30)
     assert sorted(os.listdir(data)) == [".lock", kept.name]
     lm.close()
 
@@ -172,8 +174,27 @@ def test_many_empty_strays_log_a_bounded_number_of_lines(tmp_path, caplog):
     lm = manager(tmp_path)
     with caplog.at_level(logging.INFO, logger="snakka.storage"):
         assert lm.load_all(topics={}) == []
-    lines = [r for r in caplog.records if "holds no records: deleted" in r.getMessage()]
+    lines = [r for r in caplog.records if "holds no records: deleting it" in r.getMessage()]
     assert len(lines) == MAX_STRAY_LINES
-    assert f"{n} deleted (no records), 0 kept" in caplog.text
+    assert f"{n} being deleted (no records), 0 kept" in caplog.text
+    assert lm.join_stray_deletion(30)
     assert sorted(os.listdir(tmp_path / "data")) == [".lock"]
+    lm.close()
+
+
+def test_close_stops_the_stray_deletion_the_next_start_finishes_it(tmp_path):
+    lm = manager(tmp_path)
+    for p in range(200):
+        lm.get_or_create_log("cut", p, topic_id=uuid.uuid4())
+    crash(lm)
+    lm = manager(tmp_path)
+    assert lm.load_all(topics={}) == []
+    lm.close()  # at once: the deletion is cut short between two directories, or done
+    assert lm.join_stray_deletion(0)
+    assert not any(n.startswith("cut-") and not STRAY_NAME.match(n)
+                   for n in os.listdir(tmp_path / "data"))  # every one renamed before
+    lm = manager(tmp_path)
+    assert lm.load_all(topics={}) == []
+    assert lm.join_stray_deletion(30)
+    assert not [n for n in os.listdir(tmp_path / "data") if (tmp_path / "data" / n).is_dir()]
     lm.close()

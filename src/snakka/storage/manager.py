@@ -34,8 +34,8 @@ Stray partition directories
     a new topic of the same name. A stray is never loaded: its directory is renamed to Kafka's
     ``<topic>-<partition>.<32 hex>-stray`` (``LocalLog.logStrayDirName``). Kafka 4.0 then keeps
     it (it never deletes a ``-stray`` directory: the data may be all that is left of a topic
-    deleted by mistake); snakka keeps it too when it holds records, and deletes it at once
-    when it holds none, which is what a creation killed before its metadata commit leaves
+    deleted by mistake); snakka keeps it too when it holds records, and deletes it (in a
+    thread, while the broker starts) when it holds none, which is what a creation killed before its metadata commit leaves
     (snakka makes the directories first, the commit is the durability point; Kafka's brokers
     make them only after the controller committed): thousands of empty directories that
     Kafka would never have. A ``-stray`` directory found at start-up is treated alike (kept
@@ -52,7 +52,8 @@ Stray partition directories
 Threading
     Runs on the event-loop thread, except :meth:`flush_all` (and therefore the
     checkpoint writes), meant for the flush worker thread (see
-    :mod:`snakka.storage.flush`). Checkpoint files are written under
+    :mod:`snakka.storage.flush`), and the removal of empty stray dirs (its own thread, which
+    touches only those renamed dirs; :meth:`close` stops it before the lock is released). Checkpoint files are written under
     ``_checkpoint_lock``. ``log-start-offset-checkpoint`` changes (DeleteRecords,
     retention) are written by the next :meth:`flush_all` or at :meth:`close`, never
     from the loop (it fsyncs).
@@ -232,6 +233,8 @@ class LogManager:
         self._logs: dict[tuple[str, int], UnifiedLog] = {}
         self._checkpoint_lock = threading.Lock()
         self._closed = False
+        self._stray_deleter: threading.Thread | None = None
+        self._stop_stray_deletion = threading.Event()
         self._wall_at_load_ns = time.time_ns()
         self._mono_at_load_ns = time.monotonic_ns()
         if os.path.exists(self.log_dir) and not os.path.isdir(self.log_dir):
@@ -381,14 +384,19 @@ class LogManager:
             deleted += done.segments_deleted
             rebuilt += done.indexes_rebuilt
             repaired += done.did_recovery_work
-        if strays_deleted:
-            # Only the rare crash case pays this (a killed creation: a few file calls per
-            # directory), before the listeners open.
-            for path in strays_deleted:
-                shutil.rmtree(path, ignore_errors=True)
         if strays_deleted or strays_kept:
-            log.info("stray partition dirs in %s: %d deleted (no records), %d kept (holding "
-                     "records, renamed *-stray)", self.log_dir, len(strays_deleted), strays_kept)
+            log.info("stray partition dirs in %s: %d being deleted (no records), %d kept "
+                     "(holding records, renamed *-stray)", self.log_dir, len(strays_deleted),
+                     strays_kept)
+        if strays_deleted:
+            # Renamed already (nothing can adopt them now); removing them waits for the disk
+            # (8,000 directories: ~15 s of unlinks on a loaded ext4, docs/data-directory.md),
+            # so a thread does it while the broker starts and serves. A stop cuts it short
+            # between two directories; the next start removes what is left.
+            self._stray_deleter = threading.Thread(
+                target=self._delete_strays, args=(strays_deleted,), daemon=True,
+                name="snakka-stray-delete")
+            self._stray_deleter.start()
         if clean:
             # From now on a crash must be detected at the next start.
             os.unlink(clean_path)
@@ -401,6 +409,28 @@ class LogManager:
                 self.log_dir, scanned, repaired, truncated, deleted, rebuilt,
             )
         return loaded
+
+    def _delete_strays(self, paths: list[str]) -> None:
+        """The stray deletion thread: remove the renamed empty strays, one by one."""
+        for path in paths:
+            if self._stop_stray_deletion.is_set():
+                return
+            shutil.rmtree(path, ignore_errors=True)
+        log.info("deleted %d stray partition dirs from %s", len(paths), self.log_dir)
+
+    def join_stray_deletion(self, timeout: float | None = None) -> bool:
+        """Wait for the stray deletion :meth:`load_all` started (tests); True once done."""
+        t = self._stray_deleter
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
+
+    def _end_stray_deletion(self) -> None:
+        # At most the directory being removed is finished: the lock must not be released
+        # while this broker still removes files from the directory.
+        self._stop_stray_deletion.set()
+        self.join_stray_deletion()
 
     def _set_aside_stray(self, path: str, name: str, topic: str, partition: int,
                          names: list[str], reason: str, *, quiet: bool
@@ -421,7 +451,7 @@ class LogManager:
                         "keeps stray logs (it holds records; delete it once they are not "
                         "needed)", name, reason, os.path.basename(target))
         elif not quiet:
-            log.info("partition dir %s is stray (%s) and holds no records: deleted", name,
+            log.info("partition dir %s is stray (%s) and holds no records: deleting it", name,
                      reason)
         return target, not held
 
@@ -585,6 +615,7 @@ class LogManager:
         ``.kafka_cleanshutdown``, release the dir lock."""
         if self._closed:
             return
+        self._end_stray_deletion()
         logs = list(self._logs.values())
         wall = time.time_ns() - self._wall_at_load_ns
         mono = time.monotonic_ns() - self._mono_at_load_ns
@@ -644,6 +675,7 @@ class LogManager:
 
     def abandon(self) -> None:
         """Release the dir lock without any shutdown work (tests simulating a crash)."""
+        self._end_stray_deletion()
         self._closed = True
         self._release_lock()
 
