@@ -71,9 +71,8 @@ where Kafka preallocates 10 MB sparse ones), made with 8 file-system calls and n
 over 100 calls and 4 fsyncs a partition): the directory is new, so its two small files are written in
 place (no temp file and rename) and nothing is listed, stat'ed or unlinked. The durability point
 is the metadata log's commit after them. A kill before it leaves directories of a topic that is
-not in metadata: start-up finds them stray (they hold no records), renames them and deletes them in a
-thread, so creating
-the topic again starts from new directories; after it, start-up makes any committed
+not in metadata: start-up finds them stray (they hold no records), renames them and deletes
+them in a thread, so creating the topic again starts from new directories; after it, start-up makes any committed
 partition's missing directory and rewrites a `partition.metadata` a crash left missing or empty
 (docs/benchmarks.md, "Creating 10,000 partitions"). Such a partition, with its topic and index in
 the metadata, is adopted with its records although Kafka 4.0 would call a log without a topic id
