@@ -508,8 +508,9 @@ class LogManager:
         # listdir, temp file, rename or unlink (a new partition: 8 file calls instead of
         # 20; the kernel's time is mostly the allocation of its 4 inodes, which this does
         # not change: docs/benchmarks.md "Creating 10,000 partitions"). An existing directory
-        # (start-up re-creating a committed partition, a directory left by a creation
-        # that a crash cut short) is opened, and its files replaced, as before.
+        # is opened, and its files replaced, as before; since start-up sets stray dirs aside
+        # (a creation a crash cut short left empty ones) that is only one it could not
+        # rename (it logged a warning).
         try:
             os.mkdir(path)
             new = True
