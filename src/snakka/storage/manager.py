@@ -35,11 +35,12 @@ Stray partition directories
     ``<topic>-<partition>.<32 hex>-stray`` (``LocalLog.logStrayDirName``). Kafka 4.0 then keeps
     it (it never deletes a ``-stray`` directory: the data may be all that is left of a topic
     deleted by mistake); snakka keeps it too when it holds records, and deletes it (in a
-    thread, while the broker starts) when it holds none, which is what a creation killed before its metadata commit leaves
-    (snakka makes the directories first, the commit is the durability point; Kafka's brokers
-    make them only after the controller committed): thousands of empty directories that
-    Kafka would never have. A ``-stray`` directory found at start-up is treated alike (kept
-    with records, else removed: an earlier removal cut short).
+    thread, while the broker starts) when it holds none, which is what a creation killed
+    before its metadata commit leaves (snakka makes the directories first, the commit is the
+    durability point; Kafka's brokers make them only after the controller committed):
+    thousands of empty directories that Kafka would never have. A ``-stray`` directory found
+    at start-up is treated alike (kept with records, else removed: an earlier removal cut
+    short).
 
     Unlike Kafka, a partition dir WITHOUT ``partition.metadata`` is not stray when its topic
     and index are in the metadata: snakka writes that file without fsync at creation (the
@@ -53,7 +54,8 @@ Threading
     Runs on the event-loop thread, except :meth:`flush_all` (and therefore the
     checkpoint writes), meant for the flush worker thread (see
     :mod:`snakka.storage.flush`), and the removal of empty stray dirs (its own thread, which
-    touches only those renamed dirs; :meth:`close` stops it before the lock is released). Checkpoint files are written under
+    touches only those renamed dirs; :meth:`close` stops it before the lock is released).
+    Checkpoint files are written under
     ``_checkpoint_lock``. ``log-start-offset-checkpoint`` changes (DeleteRecords,
     retention) are written by the next :meth:`flush_all` or at :meth:`close`, never
     from the loop (it fsyncs).
@@ -322,9 +324,9 @@ class LogManager:
                     continue
                 if held:
                     strays_kept += 1
-                    log.warning("stray partition dir %s (not in the metadata) holds records: "
-                                "kept, as Kafka 4.0 keeps stray logs; delete it once its data "
-                                "is not needed", name)
+                    log.warning("stray partition dir %s (set aside at an earlier start) holds "
+                                "records: kept, as Kafka 4.0 keeps stray logs; delete it once "
+                                "its data is not needed", name)
                 else:
                     strays_deleted.append(path)
                 continue
