@@ -71,9 +71,15 @@ where Kafka preallocates 10 MB sparse ones), made with 8 file-system calls and n
 over 100 calls and 4 fsyncs a partition): the directory is new, so its two small files are written in
 place (no temp file and rename) and nothing is listed, stat'ed or unlinked. The durability point
 is the metadata log's commit after them. A kill before it leaves directories of a topic that is
-not in metadata (creating it again reuses them); after it, start-up makes any committed
+not in metadata: start-up finds them stray (they hold no records), renames them and deletes
+them in a thread, so creating the topic again starts from new directories; after it, start-up makes any committed
 partition's missing directory and rewrites a `partition.metadata` a crash left missing or empty
-(docs/benchmarks.md, "Creating 10,000 partitions"). Requests creating at most 8 partitions in
+(docs/benchmarks.md, "Creating 10,000 partitions"). Such a partition, with its topic and index in
+the metadata, is adopted with its records although Kafka 4.0 would call a log without a topic id
+stray: Kafka's brokers make a partition only after the controller's commit and flush the file
+before the first append, while snakka writes it without fsync before the commit (the commit is
+the durability point). Any other partition directory the metadata does not own (docs/data-directory.md,
+"Stray partition directories") is never adopted. Requests creating at most 8 partitions in
 total do their file work on the event loop at once (a request pipelined after them sees the
 topics); larger ones create their files in a worker thread and register them in slices, so no
 request stalls the broker: Metadata auto-creating 5,000 topics costs time linear in that number

@@ -356,7 +356,9 @@ class Broker:
         assert metadata.cluster_id is not None
         logs.ensure_meta_properties(cluster_id=metadata.cluster_id, node_id=self.node_id)
         configs = {name: controller.log_config_for(ti) for name, ti in metadata.topics.items()}
-        logs.load_all(configs.get)
+        # Partition dirs the metadata does not own are stray: set aside, never adopted
+        # (storage.manager, "Stray partition directories").
+        logs.load_all(configs.get, metadata.topics)
         for ti in metadata.topics.values():  # partitions with no data dir yet
             for p in range(ti.partitions):
                 logs.get_or_create_log(ti.name, p, configs[ti.name], ti.topic_id)

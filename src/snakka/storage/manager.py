@@ -25,10 +25,37 @@ What this module owns
     ``log_dirs`` is a list like Kafka's ``log.dirs``; only the first is used today (the
     list is kept for JBOD later).
 
+Stray partition directories
+    Given the topics of the replayed metadata, :meth:`LogManager.load_all` adopts only the
+    partition dirs the metadata knows; the others are *stray*, as Kafka 4.0's
+    ``LogManager.isStrayKraftReplica`` says: their topic is not in the metadata, their
+    partition index is at or past the topic's partition count, or their ``partition.metadata``
+    names another topic id (a deleted incarnation). Adopting one would show its old records in
+    a new topic of the same name. A stray is never loaded: its directory is renamed to Kafka's
+    ``<topic>-<partition>.<32 hex>-stray`` (``LocalLog.logStrayDirName``). Kafka 4.0 then keeps
+    it (it never deletes a ``-stray`` directory: the data may be all that is left of a topic
+    deleted by mistake); snakka keeps it too when it holds records, and deletes it (in a
+    thread, while the broker starts) when it holds none, which is what a creation killed
+    before its metadata commit leaves (snakka makes the directories first, the commit is the
+    durability point; Kafka's brokers make them only after the controller committed):
+    thousands of empty directories that Kafka would never have. A ``-stray`` directory found
+    at start-up is treated alike (kept with records, else removed: an earlier removal cut
+    short).
+
+    Unlike Kafka, a partition dir WITHOUT ``partition.metadata`` is not stray when its topic
+    and index are in the metadata: snakka writes that file without fsync at creation (the
+    metadata commit is the durability point), so a crash may leave a committed partition
+    without it; start-up writes it back. After a clean shutdown the topic ids are not read
+    (the marker vouches that the broker left every directory matching the metadata, and
+    reading 8,000 files would cost start-up time); a directory swapped by hand for one with
+    another topic id while the broker was stopped cleanly is therefore adopted.
+
 Threading
     Runs on the event-loop thread, except :meth:`flush_all` (and therefore the
     checkpoint writes), meant for the flush worker thread (see
-    :mod:`snakka.storage.flush`). Checkpoint files are written under
+    :mod:`snakka.storage.flush`), and the removal of empty stray dirs (its own thread, which
+    touches only those renamed dirs; :meth:`close` stops it before the lock is released).
+    Checkpoint files are written under
     ``_checkpoint_lock``. ``log-start-offset-checkpoint`` changes (DeleteRecords,
     retention) are written by the next :meth:`flush_all` or at :meth:`close`, never
     from the loop (it fsyncs).
@@ -47,6 +74,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT_FILE,
@@ -112,6 +140,64 @@ def raise_open_file_limit() -> int:
 # metadata log (see snakka.metadata.store) lives in __cluster_metadata-0, as in KRaft.
 RESERVED_DIRS = frozenset({"__cluster_metadata-0"})
 
+# Suffixes of partition dirs being removed: ``<topic>-<partition>.<32 hex><suffix>``, Kafka's
+# names (LocalLog.DeleteDirSuffix, StrayDirSuffix).
+DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
+# Kafka caps a renamed partition dir's name at 255 bytes (the usual file-name limit) by
+# cutting the topic name (LocalLog.logDirNameWithSuffixCappedLength).
+MAX_DIR_NAME_LENGTH = 255
+# Per-directory log lines for strays deleted at one start-up (each kept one always gets its
+# line): a creation of 10,000 partitions killed before its commit must not print 10,000.
+MAX_STRAY_LINES = 20
+
+
+class KnownTopic(Protocol):
+    """What the stray check needs of a topic of the metadata (metadata.core.TopicInfo)."""
+
+    topic_id: uuid.UUID
+    partitions: int
+
+
+def stray_dir_name(topic: str, partition: int) -> str:
+    """Kafka's ``LocalLog.logStrayDirName``: ``<topic>-<partition>.<uuid hex>-stray``, the
+    topic cut short if the name would exceed :data:`MAX_DIR_NAME_LENGTH`."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+    return topic[:max(0, MAX_DIR_NAME_LENGTH - len(suffix))] + suffix
+
+
+def stray_reason(topic: str, partition: int, disk_topic_id: str | None,
+                 known: KnownTopic | None) -> str | None:
+    """Why the partition dir ``<topic>-<partition>`` is stray, or None if the metadata owns
+    it. ``disk_topic_id``: its ``partition.metadata`` topic id, None if absent or not read (a
+    missing id is NOT stray, unlike Kafka: see the module docstring)."""
+    if known is None:
+        return f"topic {topic} is not in the metadata"
+    if partition >= known.partitions:
+        return (f"topic {topic} has {known.partitions} partition(s), so no partition "
+                f"{partition}")
+    if disk_topic_id is not None:
+        want = topic_id_to_str(known.topic_id)
+        if disk_topic_id != want:
+            return (f"its topic id {disk_topic_id} is not topic {topic}'s id {want} (an "
+                    "earlier topic of that name)")
+    return None
+
+
+def holds_records(path: str, names: Iterable[str]) -> bool:
+    """Whether the partition dir has a non-empty segment file (``.log``, or a ``.log.swap``
+    a compaction left): then deleting it could lose data."""
+    for name in names:
+        if name.endswith((".log", ".log.swap")):
+            try:
+                if os.stat(os.path.join(path, name)).st_size > 0:
+                    return True
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return True  # cannot tell: keep it
+    return False
+
 def _log_start_offsets(logs: Iterable[tuple[tuple[str, int], UnifiedLog]]
                        ) -> dict[tuple[str, int], int]:
     """``log-start-offset-checkpoint``'s entries, as Kafka's checkpointLogStartOffsetsInDir:
@@ -149,6 +235,8 @@ class LogManager:
         self._logs: dict[tuple[str, int], UnifiedLog] = {}
         self._checkpoint_lock = threading.Lock()
         self._closed = False
+        self._stray_deleter: threading.Thread | None = None
+        self._stop_stray_deletion = threading.Event()
         self._wall_at_load_ns = time.time_ns()
         self._mono_at_load_ns = time.monotonic_ns()
         if os.path.exists(self.log_dir) and not os.path.isdir(self.log_dir):
@@ -184,10 +272,13 @@ class LogManager:
     def load_all(
         self,
         topic_configs: Mapping[str, LogConfig] | Callable[[str], LogConfig | None] | None = None,
+        topics: Mapping[str, KnownTopic] | None = None,
     ) -> list[UnifiedLog]:
         """Open every partition dir. Without ``.kafka_cleanshutdown`` every log is
         recovered from its checkpointed recovery point. ``topic_configs`` gives a
-        topic's config (default: the manager's default config)."""
+        topic's config (default: the manager's default config). ``topics`` (the metadata's
+        topics by name): partition dirs it does not own are stray (module docstring), never
+        loaded; None adopts every partition dir (tools and tests without metadata)."""
         clean_path = os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE)
         try:
             clean_ns: int | None = os.stat(clean_path).st_mtime_ns
@@ -210,6 +301,8 @@ class LogManager:
             log.info("log dir %s was not shut down cleanly: recovering logs", self.log_dir)
         loaded = []
         scanned = repaired = truncated = deleted = rebuilt = 0
+        strays_deleted: list[str] = []
+        strays_kept = 0
         # One scandir of the log dir (entry types without a stat each) and one listdir per
         # partition directory, handed to the loader for all its checks.
         with os.scandir(self.log_dir) as it:
@@ -218,9 +311,24 @@ class LogManager:
             path = os.path.join(self.log_dir, name)
             if name in RESERVED_DIRS:
                 continue  # owned by someone else (the metadata log)
-            if name.endswith("-delete"):
+            if name.endswith(DELETE_DIR_SUFFIX):
                 log.info("removing partition dir %s left over from a deletion", name)
                 shutil.rmtree(path, ignore_errors=True)
+                continue
+            if name.endswith(STRAY_DIR_SUFFIX):
+                # Marked stray at an earlier start: kept while it holds records (as Kafka,
+                # which never deletes one), else an earlier removal cut short.
+                try:
+                    held = holds_records(path, os.listdir(path))
+                except OSError:
+                    continue
+                if held:
+                    strays_kept += 1
+                    log.warning("stray partition dir %s (set aside at an earlier start) holds "
+                                "records: kept, as Kafka 4.0 keeps stray logs; delete it once "
+                                "its data is not needed", name)
+                else:
+                    strays_deleted.append(path)
                 continue
             try:
                 topic, partition = parse_partition_dir_name(name)
@@ -240,6 +348,20 @@ class LogManager:
                 names = os.listdir(path)
             except NotADirectoryError:
                 continue
+            has_id_file = PARTITION_METADATA_FILE in names
+            # After a clean shutdown the id is read on first use (module docstring); after a
+            # crash it is read now, and checked against the metadata's.
+            disk_id = (read_partition_metadata(path) if has_id_file and not clean else None)
+            if topics is not None:
+                reason = stray_reason(topic, partition, disk_id, topics.get(topic))
+                if reason is not None:
+                    moved = self._set_aside_stray(path, name, topic, partition, names, reason,
+                                                  quiet=len(strays_deleted) >= MAX_STRAY_LINES)
+                    if moved is None or not moved[1]:
+                        strays_kept += 1
+                    else:
+                        strays_deleted.append(moved[0])
+                    continue
             plog = UnifiedLog(
                 path,
                 cfg,
@@ -250,12 +372,12 @@ class LogManager:
                 names=names,
                 durable_before_ns=durable_before,
             )
-            if PARTITION_METADATA_FILE not in names:
+            if not has_id_file:
                 plog.topic_id = None
             elif clean:
                 plog.topic_id_on_disk()  # durable and whole after a clean shutdown
             else:
-                plog.topic_id = read_partition_metadata(path)
+                plog.topic_id = disk_id
             self._logs[key] = plog
             loaded.append(plog)
             done = plog.load_result
@@ -264,6 +386,19 @@ class LogManager:
             deleted += done.segments_deleted
             rebuilt += done.indexes_rebuilt
             repaired += done.did_recovery_work
+        if strays_deleted or strays_kept:
+            log.info("stray partition dirs in %s: %d being deleted (no records), %d kept "
+                     "(holding records, renamed *-stray)", self.log_dir, len(strays_deleted),
+                     strays_kept)
+        if strays_deleted:
+            # Renamed already (nothing can adopt them now); removing them waits for the disk
+            # (8,000 directories: ~15 s of unlinks on a loaded ext4, docs/data-directory.md),
+            # so a thread does it while the broker starts and serves. A stop cuts it short
+            # between two directories; the next start removes what is left.
+            self._stray_deleter = threading.Thread(
+                target=self._delete_strays, args=(strays_deleted,), daemon=True,
+                name="snakka-stray-delete")
+            self._stray_deleter.start()
         if clean:
             # From now on a crash must be detected at the next start.
             os.unlink(clean_path)
@@ -276,6 +411,51 @@ class LogManager:
                 self.log_dir, scanned, repaired, truncated, deleted, rebuilt,
             )
         return loaded
+
+    def _delete_strays(self, paths: list[str]) -> None:
+        """The stray deletion thread: remove the renamed empty strays, one by one."""
+        for path in paths:
+            if self._stop_stray_deletion.is_set():
+                return
+            shutil.rmtree(path, ignore_errors=True)
+        log.info("deleted %d stray partition dirs from %s", len(paths), self.log_dir)
+
+    def join_stray_deletion(self, timeout: float | None = None) -> bool:
+        """Wait for the stray deletion :meth:`load_all` started (tests); True once done."""
+        t = self._stray_deleter
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
+
+    def _end_stray_deletion(self) -> None:
+        # At most the directory being removed is finished: the lock must not be released
+        # while this broker still removes files from the directory.
+        self._stop_stray_deletion.set()
+        self.join_stray_deletion()
+
+    def _set_aside_stray(self, path: str, name: str, topic: str, partition: int,
+                         names: list[str], reason: str, *, quiet: bool
+                         ) -> tuple[str, bool] | None:
+        """Rename a stray partition dir to Kafka's stray name. Returns its new path and
+        whether it is to be deleted (it holds no records), or None if it cannot be renamed
+        (then it stays where it is, not loaded)."""
+        held = holds_records(path, names)
+        target = os.path.join(self.log_dir, stray_dir_name(topic, partition))
+        try:
+            os.rename(path, target)
+        except OSError as e:
+            log.warning("partition dir %s is stray (%s) and cannot be renamed (%s): not "
+                        "loaded", name, reason, e.strerror or e)
+            return None
+        if held:
+            log.warning("partition dir %s is stray (%s): renamed to %s and kept, as Kafka 4.0 "
+                        "keeps stray logs (it holds records; delete it once they are not "
+                        "needed)", name, reason, os.path.basename(target))
+        elif not quiet:
+            log.info("partition dir %s is stray (%s) and holds no records: deleting it", name,
+                     reason)
+        return target, not held
 
     def _config_for(
         self,
@@ -330,8 +510,9 @@ class LogManager:
         # listdir, temp file, rename or unlink (a new partition: 8 file calls instead of
         # 20; the kernel's time is mostly the allocation of its 4 inodes, which this does
         # not change: docs/benchmarks.md "Creating 10,000 partitions"). An existing directory
-        # (start-up re-creating a committed partition, a directory left by a creation
-        # that a crash cut short) is opened, and its files replaced, as before.
+        # is opened, and its files replaced, as before; since start-up sets stray dirs aside
+        # (a creation a crash cut short left empty ones) that is only one it could not
+        # rename (it logged a warning).
         try:
             os.mkdir(path)
             new = True
@@ -437,6 +618,7 @@ class LogManager:
         ``.kafka_cleanshutdown``, release the dir lock."""
         if self._closed:
             return
+        self._end_stray_deletion()
         logs = list(self._logs.values())
         wall = time.time_ns() - self._wall_at_load_ns
         mono = time.monotonic_ns() - self._mono_at_load_ns
@@ -496,6 +678,7 @@ class LogManager:
 
     def abandon(self) -> None:
         """Release the dir lock without any shutdown work (tests simulating a crash)."""
+        self._end_stray_deletion()
         self._closed = True
         self._release_lock()
 
