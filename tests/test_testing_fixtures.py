@@ -105,3 +105,43 @@ def test_close_removes_the_default_tiered_storage_directory(snakka_broker_factor
     assert any(f.endswith(".manifest") for _, _, fs in os.walk(remote_root) for f in fs)
     b.close()
     assert not os.path.exists(b.data_dir) and not os.path.exists(remote_root)
+
+
+def test_any_port_is_one_a_restart_gets_back(monkeypatch):
+    """A broker asked for any port binds one below the kernel's ephemeral range, where no
+    outgoing connection takes it while the broker restarts (a CI restart failed with "Address
+    already in use"); a taken candidate is passed over, in both modes."""
+    import socket
+
+    import snakka.testing.embedded as embedded
+    from snakka.testing import EmbeddedBroker
+
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    b = EmbeddedBroker(host="127.0.0.1")
+    try:
+        b.start()
+        assert b.port is not None and b.port < low
+        first = b.port
+        b.restart()
+        assert b.port == first
+    finally:
+        b.close()
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        for mode in ("thread", "subprocess"):
+            with socket.socket() as probe:  # a free port to be given after the busy one
+                probe.bind(("127.0.0.1", 0))
+                free = probe.getsockname()[1]
+            candidates = iter([busy, free])
+            monkeypatch.setattr(embedded, "_port_below_ephemeral_range",
+                                lambda: next(candidates))
+            b = EmbeddedBroker(host="127.0.0.1", mode=mode)
+            try:
+                b.start()
+                assert b.port == free, mode
+            finally:
+                b.close()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -22,6 +24,33 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 READY_PREFIX = "SNAKKA_READY "
 METRICS_PREFIX = "SNAKKA_METRICS "  # printed before the ready line when metrics are on
+# Ports tried at a first start that was asked for "any port" (see _port_below_ephemeral_range).
+PORT_ATTEMPTS = 8
+
+
+def _port_below_ephemeral_range() -> int:
+    """A random port just below the kernel's ephemeral range, or 0 where the range is unknown.
+
+    A broker that restarts must get its port back (clients' bootstrap strings name it). A port
+    the kernel handed out as "any port" is in the ephemeral range, which every outgoing
+    connection on the machine draws its local port from: while the broker is down, a client's
+    connection (of any process) may take it and the restart fails with "Address already in
+    use" (seen in CI). Below the range nothing is handed out implicitly."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    first = max(1024, low - 16384)
+    if low - first < 1024:
+        return 0
+    return random.randrange(first, low)
+
+
+def _address_in_use(e: BaseException) -> bool:
+    if isinstance(e, OSError) and e.errno == errno.EADDRINUSE:
+        return True
+    return "Address already in use" in str(e)  # a subprocess's start-up output
 
 
 class EmbeddedBroker:
@@ -87,7 +116,10 @@ class EmbeddedBroker:
         return self._proc.pid if self._proc else None
 
     def start(self) -> EmbeddedBroker:
-        if self.mode == "thread":
+        listeners = self.config["listeners"]
+        if self.port is None and "," not in listeners and listeners.endswith(":0"):
+            self._start_on_a_restartable_port(listeners[:-2])
+        elif self.mode == "thread":
             self._start_thread()
         else:
             self._start_subprocess()
@@ -96,6 +128,30 @@ class EmbeddedBroker:
         if self.metrics_port is not None and self.config.get("metrics.port") == "0":
             self.config["metrics.port"] = str(self.metrics_port)  # the same scrape URL too
         return self
+
+    def _start_on_a_restartable_port(self, prefix: str) -> None:
+        """The first start of a broker asked for any port: on one below the ephemeral range
+        (restarts reuse it), another one if it is taken, else as asked."""
+        for _ in range(PORT_ATTEMPTS):
+            port = _port_below_ephemeral_range()
+            if port == 0:
+                break
+            self.config["listeners"] = f"{prefix}:{port}"
+            try:
+                if self.mode == "thread":
+                    self._start_thread()
+                else:
+                    self._start_subprocess()
+                return
+            except (OSError, RuntimeError) as e:
+                if not _address_in_use(e):
+                    raise
+                self.output.clear()
+        self.config["listeners"] = f"{prefix}:0"
+        if self.mode == "thread":
+            self._start_thread()
+        else:
+            self._start_subprocess()
 
     def stop(self) -> None:
         if self.mode == "thread":
