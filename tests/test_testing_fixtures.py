@@ -138,7 +138,7 @@ def test_any_port_is_one_a_restart_gets_back(monkeypatch):
                 free = probe.getsockname()[1]
             candidates = iter([busy, free])
             monkeypatch.setattr(embedded, "_port_below_ephemeral_range",
-                                lambda: next(candidates))
+                                lambda c=candidates: next(c))
             b = EmbeddedBroker(host="127.0.0.1", mode=mode)
             try:
                 b.start()
