@@ -89,6 +89,37 @@ def heartbeat(bs: str, group: str, member: str, epoch: int, topics: list[str] | 
                                                subscribed_topic_names=topics))
 
 
+class KeptMember:
+    """A share-group member the test keeps in its group by heartbeating (one request each).
+
+    The broker may expire it only when an answer came more than a session after the last
+    heartbeat that kept it was sent: then the machine kept the test from heartbeating in time
+    (a CI run at load 10 did) and the member rejoins. An expiry sooner than that is the
+    broker's fault and fails the test."""
+
+    def __init__(self, bs: str, group: str, topics: list[str]) -> None:
+        self.bs, self.group, self.topics = bs, group, topics
+        self.member_id = str(uuid.uuid4())
+        self.epoch = 0
+        self.sent_ok = 0.0  # when the last heartbeat that kept it was sent
+
+    def heartbeat(self):
+        sent = time.monotonic()
+        if self.epoch == 0:
+            r = heartbeat(self.bs, self.group, self.member_id, 0, self.topics)
+        else:
+            r = heartbeat(self.bs, self.group, self.member_id, self.epoch)
+            if r.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
+                late = time.monotonic() - self.sent_ok
+                assert late > SESSION_MS / 1000, (
+                    f"{self.member_id} expired {late:.1f} s after the heartbeat that kept it")
+                sent = time.monotonic()
+                r = heartbeat(self.bs, self.group, self.member_id, 0, self.topics)
+        assert r.error_code == 0, r
+        self.epoch, self.sent_ok = r.member_epoch, sent
+        return r
+
+
 def assigned(member) -> set[tuple[str, int]]:
     return {(tp.topic_name, p) for tp in member.assignment.topic_partitions for p in tp.partitions}
 
@@ -178,38 +209,19 @@ def test_confluent_share_consumers_join_split_and_are_described(broker):
 def test_silent_member_expires_and_its_partitions_move(broker):
     bs = broker.bootstrap_servers
     ck_create_topic(bs, "q", 4)
-    stays, silent = str(uuid.uuid4()), str(uuid.uuid4())
-    r = heartbeat(bs, "g", stays, 0, ["q"])
+    kept = KeptMember(bs, "g", ["q"])
+    stays, silent = kept.member_id, str(uuid.uuid4())
+    r = kept.heartbeat()
     assert r.error_code == 0 and r.heartbeat_interval_ms == 500
     assert sum(len(tp.partitions) for tp in r.assignment.topic_partitions) == 4
     r = heartbeat(bs, "g", silent, 0, ["q"])
     assert r.error_code == 0 and r.member_epoch == 2
     assert sum(len(tp.partitions) for tp in r.assignment.topic_partitions) == 2
-    epoch = 1
-    sent_ok = time.monotonic()  # when the last heartbeat of `stays` that kept it was sent
-
-    def stays_heartbeat():
-        """A heartbeat of `stays`. The broker may expire it only if this answer came more than
-        a session after the last heartbeat that kept it was sent (the machine kept the test
-        from heartbeating in time: a CI run at load 10 did); then it rejoins. An expiry
-        sooner than that is the broker's fault and fails the test."""
-        nonlocal epoch, sent_ok
-        sent = time.monotonic()
-        r = heartbeat(bs, "g", stays, epoch)
-        if r.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
-            late = time.monotonic() - sent_ok
-            assert late > SESSION_MS / 1000, f"`stays` expired {late:.1f} s after its heartbeat"
-            sent = time.monotonic()
-            r = heartbeat(bs, "g", stays, 0, ["q"])
-        assert r.error_code == 0, r
-        epoch, sent_ok = r.member_epoch, sent
-        return r
-
     t0 = time.monotonic()
     owned = 0
     # Keep one member alive; the other never heartbeats again.
     while time.monotonic() - t0 < SESSION_MS / 1000 + 10:
-        r = stays_heartbeat()
+        r = kept.heartbeat()
         if r.assignment is not None:
             owned = sum(len(tp.partitions) for tp in r.assignment.topic_partitions)
         if owned == 4 and len(describe(bs, "g").members) == 1:
@@ -218,19 +230,15 @@ def test_silent_member_expires_and_its_partitions_move(broker):
     assert owned == 4
     assert [m.member_id for m in describe(bs, "g").members] == [stays]
 
-    def keep_alive() -> None:
-        # `stays` heartbeats before each step: on a loaded machine the steps can take longer
-        # than its session (a CI run saw it expire), and what is checked here is the silent
-        # member, not how fast this test runs.
-        stays_heartbeat()
-
+    # `stays` heartbeats before each step: on a loaded machine the steps can take longer than
+    # its session, and what is checked here is the silent member, not how fast this test runs.
     # The expired member is unknown now; it may rejoin with epoch 0.
-    keep_alive()
+    kept.heartbeat()
     assert heartbeat(bs, "g", silent, 2).error_code == ErrorCode.UNKNOWN_MEMBER_ID
-    keep_alive()
+    kept.heartbeat()
     assert heartbeat(bs, "g", silent, 0, ["q"]).error_code == 0
     # Leaving with epoch -1 is immediate.
-    keep_alive()
+    kept.heartbeat()
     r = heartbeat(bs, "g", silent, -1)
     assert (r.error_code, r.member_epoch) == (0, -1)
     assert [m.member_id for m in describe(bs, "g").members] == [stays]
@@ -253,10 +261,8 @@ def test_group_id_namespace_is_shared(broker):
                                                    "Group classic-g is not a share group.")
     finally:
         c.close()
-    sg_member = str(uuid.uuid4())
-    r = heartbeat(bs, "sg", sg_member, 0, ["t"])
-    assert r.error_code == 0
-    sg_epoch = r.member_epoch
+    sg_member = KeptMember(bs, "sg", ["t"])
+    sg_member.heartbeat()
     # A classic consumer cannot use the share group's id.
     c2 = Consumer({"bootstrap.servers": bs, "group.id": "sg", "session.timeout.ms": 6000})
     errors = []
@@ -269,9 +275,7 @@ def test_group_id_namespace_is_shared(broker):
                 errors.append(m.error().code())
             # The share member keeps heartbeating meanwhile, so the group's state at the end
             # says what the classic consumer did to it, not whether its session ran out.
-            r = heartbeat(bs, "sg", sg_member, sg_epoch)
-            assert r.error_code == 0, r
-            sg_epoch = r.member_epoch
+            sg_member.heartbeat()
     finally:
         c2.close()
     from confluent_kafka import KafkaError
