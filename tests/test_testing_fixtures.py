@@ -145,3 +145,28 @@ def test_any_port_is_one_a_restart_gets_back(monkeypatch):
                 assert b.port == free, mode
             finally:
                 b.close()
+
+
+def test_a_start_that_cannot_bind_leaves_no_thread_behind():
+    """A broker whose listener cannot bind gives back everything it started: no thread of
+    its (log cleaner, flusher, stray removal) outlives the failed start, whose loop is gone
+    (the log cleaner's did: its next pass failed on the closed loop)."""
+    import socket
+    import threading
+
+    import pytest
+
+    from snakka.testing import EmbeddedBroker
+
+    before = set(threading.enumerate())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        b = EmbeddedBroker(host="127.0.0.1", port=taken.getsockname()[1])
+        try:
+            with pytest.raises(OSError, match="Address already in use"):
+                b.start()
+        finally:
+            b.close()
+    left = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
+    assert left == []

@@ -292,6 +292,13 @@ class Broker:
             self.metrics_server = None
         steps += [part.stop() for part in (self.remote, self.txns, self.shares, self.groups)
                   if part is not None]
+        if self.log_cleaner is not None:
+            # Its thread would outlive the loop it reports to (a pass then fails on a closed
+            # loop, logging from a thread nobody owns; a CI run saw it after a listener
+            # failed to bind). Off the loop, as stop() does.
+            steps.append(asyncio.get_running_loop().run_in_executor(
+                None, self.log_cleaner.shutdown))
+            self.log_cleaner = None
         if self.flusher is not None:
             steps.append(self.flusher.close())
         for step in steps:
