@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from snakka.records import Record, build_batch
-from snakka.storage import LogConfig, UnifiedLog
+from snakka.storage import LogConfig, LogManager, UnifiedLog
 
 
 class Clock:
@@ -59,3 +59,19 @@ def open_log(path, config: LogConfig | None = None, *, clock: Clock | None = Non
     return UnifiedLog(
         os.fspath(path), config or LogConfig(), recover=recover, time_ms=clock or Clock(), **kw
     )
+
+
+def manager(tmp_path, **kw) -> LogManager:
+    """A LogManager on ``<tmp_path>/data`` with small segments and a fake clock."""
+    return LogManager([str(tmp_path / "data")], LogConfig(segment_bytes=500), time_ms=Clock(), **kw)
+
+
+def crash(lm: LogManager) -> None:
+    """Stop without the clean shutdown (no marker: the next load recovers and reads the topic
+    ids): segment files closed, the manager abandoned."""
+    for plog in lm.all_logs():
+        for seg in plog.segments:
+            seg.file.close()
+            seg.closed = True
+        plog.local_log.closed = True
+    lm.abandon()

@@ -21,20 +21,7 @@ from snakka.storage import (
     write_offset_checkpoint,
 )
 
-from .helpers import Clock, append, batch
-
-
-def manager(tmp_path, **kw):
-    return LogManager([str(tmp_path / "data")], LogConfig(segment_bytes=500), time_ms=Clock(), **kw)
-
-
-def crash(lm: LogManager):
-    for plog in lm.all_logs():
-        for seg in plog.segments:
-            seg.file.close()
-            seg.closed = True
-        plog.local_log.closed = True
-    lm.abandon()
+from .helpers import Clock, append, batch, crash, manager
 
 
 def test_create_get_and_dir_names(tmp_path):

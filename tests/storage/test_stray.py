@@ -10,7 +10,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 
-from snakka.storage import LogConfig, LogManager, UnifiedLog, topic_id_to_str
+from snakka.storage import LogConfig, UnifiedLog, topic_id_to_str
 from snakka.storage.checkpoint import PARTITION_METADATA_FILE
 from snakka.storage.manager import (
     MAX_DIR_NAME_LENGTH,
@@ -19,7 +19,7 @@ from snakka.storage.manager import (
     stray_reason,
 )
 
-from .helpers import Clock, append, batch
+from .helpers import append, batch, crash, manager
 
 STRAY_NAME = re.compile(r"^(?P<tp>.+)\.[0-9a-f]{32}-stray$")
 
@@ -28,20 +28,6 @@ STRAY_NAME = re.compile(r"^(?P<tp>.+)\.[0-9a-f]{32}-stray$")
 class Topic:  # the two fields of metadata.core.TopicInfo the check reads
     topic_id: uuid.UUID
     partitions: int
-
-
-def manager(tmp_path) -> LogManager:
-    return LogManager([str(tmp_path / "data")], LogConfig(segment_bytes=500), time_ms=Clock())
-
-
-def crash(lm: LogManager) -> None:
-    """Stop without the clean shutdown (no marker: the next load reads the topic ids)."""
-    for plog in lm.all_logs():
-        for seg in plog.segments:
-            seg.file.close()
-            seg.closed = True
-        plog.local_log.closed = True
-    lm.abandon()
 
 
 def strays(tmp_path) -> dict[str, list[str]]:
