@@ -106,8 +106,9 @@ given, so one topic has at most 9,999 partitions at creation) and a CreateAcls o
 10,000 new ACLs are refused whole with POLICY_VIOLATION "Unable to perform excessively large
 batch operation." (validate-only too; nothing is created); in a CreatePartitions the topic whose
 new partitions take the request past 10,000, and every topic after it (in Kafka's order, a
-java.util.HashSet's), fails with UNKNOWN_SERVER_ERROR (Kafka's code also commits the part of that
-topic that fit, as read in its ReplicationControlManager; snakka leaves it as it was). A Metadata request's auto-creations count as one
+java.util.HashSet's), fails with UNKNOWN_SERVER_ERROR (Kafka 4.0 also commits the part of that
+topic that fit: a topic of 1 partition grown to 10,002 was answered the error and had 10,001
+partitions afterwards, checked by hand; snakka leaves it as it was). A Metadata request's auto-creations count as one
 CreateTopics (Kafka's broker sends them so): more than 10,000 records (a topic: 1 +
 `num.partitions`) and none is created, the names answered UNKNOWN_TOPIC_OR_PARTITION. A topic may
 grow past 10,000 partitions by several CreatePartitions, as on Kafka.

@@ -14,10 +14,10 @@ partition to a list of at most MAX_RECORDS_PER_USER_OP (snakka.limits, 10,000) f
 request, topic after topic (in the iteration order of a java.util.HashSet of their names, which
 snakka computes: util/java.py), and answers the topic whose records overflow it, and every later
 topic that adds partitions, UNKNOWN_SERVER_ERROR without a message (an unexpected exception to
-its per-topic handler; validate-only too); earlier topics grow. snakka answers the same. Kafka's
-code (ReplicationControlManager.createPartitions, read, not run) also commits the overflowing
-topic's first partitions, those that fit, while it reports the error; snakka does not grow a
-topic it answers with an error.
+its per-topic handler; validate-only too); earlier topics grow. snakka answers the same. Kafka
+4.0 also commits the overflowing topic's first partitions, those that fit, while it reports the
+error (checked by hand: a topic of 1 partition grown to 10,002 had 10,001 afterwards); snakka
+does not grow a topic it answers with an error.
 """
 
 from __future__ import annotations
