@@ -65,10 +65,15 @@ async def _handle(ctx, req):
         else:
             todo[t.name] = (r, t)
     # Kafka's controller takes the topics in the order of a java.util.HashSet of their names:
-    # that order decides which topic a quota in debt or the record cap stops at.
-    for name in java_hash_set_order(t.name for t in req.topics):
-        if name not in todo:
-            continue
+    # that order decides which topic a quota in debt or the record cap stops at. Only topics
+    # that exist can take from either, so only their names are hashed (in Python, ~23 us a
+    # 250-character name: a 100 MB request of unknown names would hold the loop for seconds);
+    # the others fail alike in any order and go first.
+    exists = services.metadata.topics
+    known = [n for n in todo if n in exists]
+    order = [n for n in todo if n not in exists] + list(
+        java_hash_set_order(known, set_size=len(seen)))
+    for name in order:
         r, t = todo[name]
         try:
             if t.name in denied:  # Kafka's ControllerApis sends no message here

@@ -28,15 +28,18 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x8000_0000 else h
 
 
-def java_hash_set_order(items: Iterable[str]) -> tuple[str, ...]:
+def java_hash_set_order(items: Iterable[str], set_size: int | None = None) -> tuple[str, ...]:
     """The iteration order of a ``java.util.HashSet<String>`` that ``items`` were added to in
     this order: by bucket of the final table (HashMap's ``hash ^ (hash >>> 16)`` over a
     capacity of 16 doubled past a 0.75 load), within a bucket in insertion order (HashMap keeps
     it through resizes). A bucket of 8 or more in a table of 64 or more becomes a tree, whose
-    iteration moves its root first: not modelled (8 names in one bucket)."""
+    iteration moves its root first: not modelled (8 names in one bucket).
+
+    ``set_size``: how many names the set held if ``items`` are only some of them (the table's
+    capacity follows the whole set): the order of just those, without hashing the others."""
     unique = list(dict.fromkeys(items))
     capacity = 16
-    while len(unique) > capacity * 3 // 4:
+    while max(len(unique), set_size or 0) > capacity * 3 // 4:
         capacity *= 2
 
     def bucket(item: str) -> int:
