@@ -283,10 +283,13 @@ class Controller:
         self.metadata.reserve(name)
         return TopicCreation(self.metadata.topic_record(name, partitions, configs, topic_id))
 
+    def default_partitions(self) -> int:
+        """``num.partitions``: what a creation asking for -1 partitions (and auto-creation) gets."""
+        return int(self.resolver.broker_value("num.partitions") or "1")
+
     def auto_create_plan(self, name: str) -> TopicCreation:
         """Plan a Metadata-triggered creation with broker defaults (auto.create.topics.enable)."""
-        n = int(self.resolver.broker_value("num.partitions") or "1")
-        return self.plan_topic(name, n, {})
+        return self.plan_topic(name, self.default_partitions(), {})
 
     def create_topics_inline(self, plans: list[TopicCreation]) -> list[MetadataRecord]:
         """Create planned topics now, on the loop (small creations only); returns the applied

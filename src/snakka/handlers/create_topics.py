@@ -115,7 +115,7 @@ def _plan(services, t) -> tuple[int, dict[str, str | None]]:
                                  f"broker is {services.node_id}")
         partitions, rf = len(idx), 1
     if partitions == -1:
-        partitions = int(services.resolver.broker_value("num.partitions"))
+        partitions = services.controller.default_partitions()
     if rf == -1:
         rf = services.config.default_replication_factor
     configs = {c.name: c.value for c in t.configs}
@@ -171,7 +171,7 @@ class _Request:
                 total += len(t.assignments)
             elif t.num_partitions == -1:
                 if default is None:
-                    default = int(self.services.resolver.broker_value("num.partitions") or 1)
+                    default = self.services.controller.default_partitions()
                 total += default
             elif t.num_partitions > 0:
                 total += t.num_partitions

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from snakka.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
 from snakka.handlers.context import ApiDeclaration, ApiKey, RequestContext
 from snakka.limits import MAX_RECORDS_PER_USER_OP
-from snakka.metadata.core import RESERVED_TOPICS, validate_topic_name
+from snakka.metadata.core import RESERVED_TOPICS, creation_records, validate_topic_name
 from snakka.protocol.errors import ErrorCode, KafkaError
 from snakka.protocol.messages.metadata_response import (
     MetadataResponse,
@@ -169,8 +169,8 @@ def handle(ctx: RequestContext, req: MetadataRequest):
         topics.append(None)
     if not later:
         return _response(ctx, req, topics)
-    partitions = int(services.resolver.broker_value("num.partitions") or 1)
-    if len(create) * (1 + partitions) > MAX_RECORDS_PER_USER_OP:
+    partitions = services.controller.default_partitions()
+    if len(create) * creation_records(partitions, {}) > MAX_RECORDS_PER_USER_OP:
         _refuse_auto_creation(ctx, topics, later, create, partitions)
         create = []
         later = [(i, name) for i, name in later if topics[i] is None]
@@ -196,7 +196,7 @@ def _refuse_auto_creation(ctx: RequestContext, topics: list, later: list[tuple[i
     answered as Kafka answers them while an auto-creation is in flight."""
     log.info("auto-creation of %d topics of %d partitions for %s refused: %d metadata records "
              "in one operation, more than Kafka's MAX_RECORDS_PER_USER_OP (%d)", len(create),
-             partitions, ctx.client_address, len(create) * (1 + partitions),
+             partitions, ctx.client_address, len(create) * creation_records(partitions, {}),
              MAX_RECORDS_PER_USER_OP)
     refused = set(create)
     for i, name in later:
